@@ -1,0 +1,26 @@
+//! A kube-rs controller that keeps one ConfigMap (by default `default/my-config`)
+//! at its desired data: the client-go course's stage 1, step 4.
+//!
+//! | module        | holds                                                        |
+//! |---------------|--------------------------------------------------------------|
+//! | [`desired`]   | the desired ConfigMap, its defaults and validation           |
+//! | [`queue`]     | the work queue: coalescing, per-key backoff, rate limit      |
+//! | [`reconcile`] | one reconcile: cache read → compare → create/update/nothing  |
+//! | [`runner`]    | informer → keys → queue → workers; failure policy; shutdown  |
+//! | [`http`]      | `/healthz`, `/readyz`, `/metrics`                            |
+//! | [`metrics`]   | the Prometheus metrics                                       |
+//! | [`version`]   | the Kubernetes version built for, and the skew rule          |
+//! | [`cli`], [`connect`], [`telemetry`] | flags, kubeconfig, logs                |
+
+pub mod cli;
+pub mod connect;
+pub mod desired;
+#[cfg(test)]
+mod fixtures;
+pub mod http;
+pub mod metrics;
+pub mod queue;
+pub mod reconcile;
+pub mod runner;
+pub mod telemetry;
+pub mod version;

@@ -1,0 +1,281 @@
+//! One reconcile of one key: read from the cache → compare → create, update or nothing.
+//!
+//! Course, stage 1, step 4 (`syncHandler`): level-triggered, so it does not care
+//! which event woke it up; it looks at what is there now and makes it right.
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api, Client, Resource,
+    api::PostParams,
+    runtime::{
+        events::{Event, EventType, Recorder},
+        reflector::{ObjectRef, Store},
+    },
+};
+use tracing::{debug, info, warn};
+
+use crate::{
+    desired::Desired,
+    metrics::{Metrics, ReconcileResult, WriteVerb},
+};
+
+/// The field manager recorded in `managedFields` for this controller's writes.
+pub const FIELD_MANAGER: &str = "my-controller";
+
+/// Everything a reconcile needs, shared by the workers.
+pub struct Context {
+    pub client: Client,
+    /// The informer's cache (the course's lister): reads come from here.
+    pub cache: Store<ConfigMap>,
+    pub desired: Desired,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    /// A pause at the start of each reconcile, for the course's step 3
+    /// experiment (events arriving while a reconcile runs). Zero normally.
+    pub reconcile_delay: Duration,
+}
+
+/// What a successful reconcile did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Created,
+    Corrected,
+    Unchanged,
+    /// A finalizer holds the object while it is deleted: the controller does
+    /// not fight the deletion; the Delete event brings it back here.
+    Deleting,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// 409: the object changed (or appeared) since the cache saw it. The retry
+    /// reads the newer version; it is not worth an error line.
+    #[error("conflict writing {key}: {source}")]
+    Conflict {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot {verb} ConfigMap {key}: {source}")]
+    Write {
+        verb: &'static str,
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
+    }
+
+    fn from_write(verb: &'static str, key: &ObjectRef<ConfigMap>, source: kube::Error) -> Self {
+        let key = key.to_string();
+        match &source {
+            kube::Error::Api(status) if status.code == 409 => Error::Conflict { key, source },
+            _ => Error::Write { verb, key, source },
+        }
+    }
+}
+
+/// The cache key of the desired object.
+pub fn key_of(desired: &Desired) -> ObjectRef<ConfigMap> {
+    ObjectRef::new(desired.name()).within(desired.namespace())
+}
+
+/// Reconciles `key`. It reads the object from the cache — it may be absent,
+/// which is exactly the case kube-runtime's `Controller` never reconciles —
+/// and writes only when the live data differs from the desired data.
+pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outcome, Error> {
+    if !ctx.reconcile_delay.is_zero() {
+        tokio::time::sleep(ctx.reconcile_delay).await;
+    }
+    let desired = &ctx.desired;
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), desired.namespace());
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    // Read the latest state at processing time, not the state the event carried.
+    match ctx.cache.get(key) {
+        None => {
+            let created = api
+                .create(&params, &desired.to_config_map())
+                .await
+                .map_err(|e| Error::from_write("create", key, e))?;
+            ctx.metrics.wrote(WriteVerb::create);
+            info!(%key, "created ConfigMap with the desired data");
+            publish(
+                ctx,
+                &created,
+                "Created",
+                "Create",
+                "created with the desired data",
+            )
+            .await;
+            Ok(Outcome::Created)
+        }
+        Some(live) if live.metadata.deletion_timestamp.is_some() => {
+            debug!(%key, "being deleted; it will be recreated once it is gone");
+            Ok(Outcome::Deleting)
+        }
+        Some(live) if desired.is_satisfied_by(&live) => {
+            debug!(%key, "in sync, nothing to do");
+            Ok(Outcome::Unchanged)
+        }
+        Some(live) => {
+            // `live` is an `Arc` shared with the cache: `corrected` works on an
+            // owned clone (the course's DeepCopy). Replace sends the cached
+            // resourceVersion, so a concurrent change yields 409 and a retry
+            // instead of overwriting it.
+            let corrected = api
+                .replace(desired.name(), &params, &desired.corrected(&live))
+                .await
+                .map_err(|e| Error::from_write("update", key, e))?;
+            ctx.metrics.wrote(WriteVerb::update);
+            info!(%key, "corrected drifted data");
+            publish(
+                ctx,
+                &corrected,
+                "Corrected",
+                "Update",
+                "data put back to the desired state",
+            )
+            .await;
+            Ok(Outcome::Corrected)
+        }
+    }
+}
+
+/// The metric label of a reconcile's result.
+pub fn result_label(result: &Result<Outcome, Error>) -> ReconcileResult {
+    match result {
+        Ok(Outcome::Created) => ReconcileResult::created,
+        Ok(Outcome::Corrected) => ReconcileResult::updated,
+        Ok(Outcome::Unchanged) => ReconcileResult::unchanged,
+        Ok(Outcome::Deleting) => ReconcileResult::deleting,
+        Err(e) if e.is_conflict() => ReconcileResult::conflict,
+        Err(_) => ReconcileResult::error,
+    }
+}
+
+/// Records a Kubernetes Event on the object so `kubectl describe` tells the
+/// story. An Event that cannot be written does not fail the reconcile.
+async fn publish(ctx: &Context, obj: &ConfigMap, reason: &str, action: &str, note: &str) {
+    let event = Event {
+        type_: EventType::Normal,
+        reason: reason.into(),
+        note: Some(note.into()),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+        warn!(error = %e, reason, "could not record the Event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::Method;
+    use serde_json::json;
+
+    use super::*;
+    use crate::fixtures::{MockApi, Scenario, context, drifted, in_sync};
+
+    const CONFIG_MAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+    #[tokio::test]
+    async fn missing_sends_exactly_one_create_with_the_desired_object() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let (ctx, _writer) = context(client, None);
+        let key = key_of(&ctx.desired);
+        assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Created);
+        assert_eq!(ctx.metrics.writes(WriteVerb::create), 1);
+        drop(ctx);
+        let seen = api.finish().await;
+        let writes: Vec<_> = seen.iter().filter(|s| !s.is_event()).collect();
+        assert_eq!(writes.len(), 1, "{writes:#?}");
+        assert_eq!(writes[0].method, Method::POST);
+        assert_eq!(
+            writes[0].uri,
+            format!("{CONFIG_MAPS}?&fieldManager=my-controller")
+        );
+        let body = &writes[0].body;
+        assert_eq!(body["metadata"]["name"], "my-config");
+        assert_eq!(body["metadata"]["namespace"], "default");
+        assert_eq!(body["data"], json!({"app.conf": "env=prod\nreplicas=3"}));
+        let events: Vec<_> = seen.iter().filter(|s| s.is_event()).collect();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].body["reason"], "Created");
+        assert_eq!(events[0].body["regarding"]["name"], "my-config");
+    }
+
+    #[tokio::test]
+    async fn drifted_sends_exactly_one_update_keeping_labels_and_version() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let (ctx, _writer) = context(client, Some(drifted()));
+        let key = key_of(&ctx.desired);
+        assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Corrected);
+        drop(ctx);
+        let seen = api.finish().await;
+        let writes: Vec<_> = seen.iter().filter(|s| !s.is_event()).collect();
+        assert_eq!(writes.len(), 1, "{writes:#?}");
+        assert_eq!(writes[0].method, Method::PUT);
+        assert_eq!(
+            writes[0].uri,
+            format!("{CONFIG_MAPS}/my-config?&fieldManager=my-controller")
+        );
+        let body = &writes[0].body;
+        // The whole desired data, and nothing else: "extra" is gone.
+        assert_eq!(body["data"], json!({"app.conf": "env=prod\nreplicas=3"}));
+        assert_eq!(body["metadata"]["labels"], json!({"team": "payments"}));
+        // Optimistic concurrency: the version the cache saw.
+        assert_eq!(body["metadata"]["resourceVersion"], "42");
+        let events: Vec<_> = seen.iter().filter(|s| s.is_event()).collect();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].body["reason"], "Corrected");
+    }
+
+    #[tokio::test]
+    async fn in_sync_sends_nothing() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let (ctx, _writer) = context(client, Some(in_sync()));
+        let key = key_of(&ctx.desired);
+        for _ in 0..3 {
+            assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Unchanged);
+        }
+        drop(ctx);
+        let seen = api.finish().await;
+        assert!(seen.is_empty(), "{seen:#?}");
+    }
+
+    #[tokio::test]
+    async fn an_object_being_deleted_is_left_alone() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let mut terminating = drifted();
+        terminating.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        terminating.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+        let (ctx, _writer) = context(client, Some(terminating));
+        let key = key_of(&ctx.desired);
+        assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Deleting);
+        drop(ctx);
+        assert!(api.finish().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_409_is_a_conflict_not_an_error() {
+        let (client, _api) = MockApi::start(Scenario::ConflictOnce);
+        let (ctx, _writer) = context(client, Some(drifted()));
+        let key = key_of(&ctx.desired);
+        let result = reconcile(&ctx, &key).await;
+        assert!(result.as_ref().unwrap_err().is_conflict(), "{result:?}");
+        assert_eq!(result_label(&result), ReconcileResult::conflict);
+        assert_eq!(ctx.metrics.writes(WriteVerb::update), 0);
+    }
+}

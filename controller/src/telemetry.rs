@@ -1,0 +1,15 @@
+//! Logs: human-readable by default, JSON with `--log-format json`; the level
+//! comes from `RUST_LOG` (default `info`).
+
+use tracing_subscriber::{EnvFilter, fmt};
+
+use crate::cli::LogFormat;
+
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
