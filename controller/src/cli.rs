@@ -15,6 +15,8 @@ use crate::{
 #[derive(Debug, Parser)]
 #[command(
     name = "my-controller",
+    // A flag given twice takes its last value, so a harness can append overrides.
+    args_override_self = true,
     version = version::LONG_VERSION,
     about = "Keeps a ConfigMap (by default default/my-config) at its desired data: \
              creates it when missing, puts its data back when changed, writes nothing when it is right."

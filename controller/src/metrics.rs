@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, EncodeLabelValue, text::encode},
-    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
@@ -50,6 +50,8 @@ pub struct Metrics {
     duration: Histogram,
     writes: Family<VerbLabels, Counter>,
     give_ups: Counter,
+    in_flight: Gauge,
+    queue_depth: Gauge,
 }
 
 impl Default for Metrics {
@@ -78,12 +80,26 @@ impl Default for Metrics {
             "Keys given up after the retry limit (the next event or resync tries again)",
             give_ups.clone(),
         );
+        let in_flight = Gauge::default();
+        registry.register(
+            "reconciles_in_flight",
+            "Reconciles running now",
+            in_flight.clone(),
+        );
+        let queue_depth = Gauge::default();
+        registry.register(
+            "workqueue_depth",
+            "Keys waiting in the work queue, including retries waiting for their delay",
+            queue_depth.clone(),
+        );
         Self {
             registry,
             reconciles,
             duration,
             writes,
             give_ups,
+            in_flight,
+            queue_depth,
         }
     }
 }
@@ -102,6 +118,22 @@ impl Metrics {
 
     pub fn gave_up(&self) {
         self.give_ups.inc();
+    }
+
+    /// Counts a running reconcile until the guard is dropped.
+    pub fn in_flight(&self) -> InFlight<'_> {
+        self.in_flight.inc();
+        InFlight(&self.in_flight)
+    }
+
+    /// Reconciles running now.
+    pub fn running(&self) -> i64 {
+        self.in_flight.get()
+    }
+
+    /// The gauge the work queue keeps at its depth.
+    pub fn queue_depth_gauge(&self) -> Gauge {
+        self.queue_depth.clone()
     }
 
     pub fn reconciles(&self, result: ReconcileResult) -> u64 {
@@ -126,6 +158,15 @@ impl Metrics {
     }
 }
 
+/// See [`Metrics::in_flight`].
+pub struct InFlight<'a>(&'a Gauge);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +185,8 @@ mod tests {
             r#"api_writes_total{verb="create"} 1"#,
             "reconcile_give_ups_total 1",
             "reconcile_duration_seconds_count 2",
+            "reconciles_in_flight 0",
+            "workqueue_depth 0",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -22,6 +22,7 @@ use std::{
 };
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::{sync::Notify, time::Instant};
 
 /// The backoff and rate limit of the queue: client-go's defaults.
@@ -76,6 +77,8 @@ struct Shared<K> {
     state: Mutex<State<K>>,
     wakeup: Notify,
     limits: RateLimit,
+    /// Kept at the number of keys waiting, when set (the `workqueue_depth` metric).
+    depth: Option<Gauge>,
 }
 
 struct State<K> {
@@ -112,14 +115,29 @@ where
                 }),
                 wakeup: Notify::new(),
                 limits,
+                depth: None,
             }),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<K>> {
+    /// Reports the queue's depth on `gauge`: keys queued, keys added again
+    /// while being processed, and retries waiting for their delay.
+    pub fn with_depth_gauge(self, gauge: Gauge) -> Self {
+        let mut shared = Arc::try_unwrap(self.shared)
+            .unwrap_or_else(|_| panic!("with_depth_gauge is for a queue not yet shared"));
+        shared.depth = Some(gauge);
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    fn lock(&self) -> Guard<'_, K> {
         // A worker that panicked while holding the lock leaves consistent
         // state behind (every update is a single step), so keep going.
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+        Guard {
+            state: self.shared.state.lock().unwrap_or_else(|p| p.into_inner()),
+            depth: self.shared.depth.as_ref(),
+        }
     }
 
     /// Marks `key` as needing processing. Returns false when it was coalesced
@@ -249,6 +267,35 @@ where
     pub fn is_idle(&self) -> bool {
         let s = self.lock();
         s.queue.is_empty() && s.processing.is_empty() && s.delayed == 0
+    }
+}
+
+/// The queue's lock; on release it brings the depth gauge up to date, so every
+/// change of the queue is reflected without each method remembering to.
+struct Guard<'a, K> {
+    state: MutexGuard<'a, State<K>>,
+    depth: Option<&'a Gauge>,
+}
+
+impl<K> std::ops::Deref for Guard<'_, K> {
+    type Target = State<K>;
+    fn deref(&self) -> &State<K> {
+        &self.state
+    }
+}
+
+impl<K> std::ops::DerefMut for Guard<'_, K> {
+    fn deref_mut(&mut self) -> &mut State<K> {
+        &mut self.state
+    }
+}
+
+impl<K> Drop for Guard<'_, K> {
+    fn drop(&mut self) {
+        if let Some(gauge) = self.depth {
+            // Waiting: queued, added again while processing, or a retry on its delay.
+            gauge.set((self.state.dirty.len() + self.state.delayed) as i64);
+        }
     }
 }
 
@@ -385,6 +432,27 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_millis(10));
         q.done(&"a");
         assert!(q.is_idle());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_depth_gauge_follows_queued_and_delayed_keys() {
+        let gauge = Gauge::default();
+        let q = queue().with_depth_gauge(gauge.clone());
+        q.add("a");
+        q.add("b");
+        assert_eq!(gauge.get(), 2);
+        let a = q.get().await.unwrap();
+        assert_eq!(gauge.get(), 1);
+        q.add(a);
+        assert_eq!(gauge.get(), 2, "added again while processing counts");
+        q.done(&a);
+        let a = q.get().await.unwrap();
+        q.add_rate_limited(a);
+        assert_eq!(gauge.get(), 2, "a retry waiting for its delay counts");
+        q.done(&a);
+        let _b = q.get().await.unwrap();
+        let _a = q.get().await.unwrap();
+        assert_eq!(gauge.get(), 0);
     }
 
     #[tokio::test]

@@ -21,6 +21,11 @@ use crate::{
     metrics::{Metrics, ReconcileResult, WriteVerb},
 };
 
+/// The log line of a create; the e2e suite looks for it.
+pub const LOG_CREATED: &str = "created ConfigMap with the desired data";
+/// The log line of a correction; the e2e suite looks for it.
+pub const LOG_CORRECTED: &str = "corrected drifted data";
+
 /// The field manager recorded in `managedFields` for this controller's writes.
 pub const FIELD_MANAGER: &str = "my-controller";
 
@@ -73,11 +78,20 @@ impl Error {
     }
 
     fn from_write(verb: &'static str, key: &ObjectRef<ConfigMap>, source: kube::Error) -> Self {
-        let key = key.to_string();
+        let key = show(key);
         match &source {
             kube::Error::Api(status) if status.code == 409 => Error::Conflict { key, source },
             _ => Error::Write { verb, key, source },
         }
+    }
+}
+
+/// `namespace/name` of a key, for logs and errors (`ObjectRef`'s own
+/// Display also names the kind and version).
+pub fn show(key: &ObjectRef<ConfigMap>) -> String {
+    match &key.namespace {
+        Some(ns) => format!("{ns}/{}", key.name),
+        None => key.name.clone(),
     }
 }
 
@@ -107,7 +121,7 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
                 .await
                 .map_err(|e| Error::from_write("create", key, e))?;
             ctx.metrics.wrote(WriteVerb::create);
-            info!(%key, "created ConfigMap with the desired data");
+            info!(key = %show(key), "{LOG_CREATED}");
             publish(
                 ctx,
                 &created,
@@ -119,11 +133,11 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
             Ok(Outcome::Created)
         }
         Some(live) if live.metadata.deletion_timestamp.is_some() => {
-            debug!(%key, "being deleted; it will be recreated once it is gone");
+            debug!(key = %show(key), "being deleted; it will be recreated once it is gone");
             Ok(Outcome::Deleting)
         }
         Some(live) if desired.is_satisfied_by(&live) => {
-            debug!(%key, "in sync, nothing to do");
+            debug!(key = %show(key), "in sync, nothing to do");
             Ok(Outcome::Unchanged)
         }
         Some(live) => {
@@ -136,7 +150,7 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
                 .await
                 .map_err(|e| Error::from_write("update", key, e))?;
             ctx.metrics.wrote(WriteVerb::update);
-            info!(%key, "corrected drifted data");
+            info!(key = %show(key), "{LOG_CORRECTED}");
             publish(
                 ctx,
                 &corrected,

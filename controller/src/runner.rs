@@ -38,7 +38,7 @@ use crate::{
     http,
     metrics::Metrics,
     queue::WorkQueue,
-    reconcile::{self, Context, key_of, result_label},
+    reconcile::{self, Context, key_of, result_label, show},
     version::{self, Skew},
 };
 
@@ -82,7 +82,8 @@ pub async fn run(
         recorder: Recorder::new(client.clone(), reporter),
         reconcile_delay: settings.reconcile_delay,
     });
-    let queue = WorkQueue::new(settings.rate_limit.clone());
+    let queue =
+        WorkQueue::new(settings.rate_limit.clone()).with_depth_gauge(metrics.queue_depth_gauge());
     let key = key_of(&settings.desired);
 
     let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -157,12 +158,14 @@ async fn inform(
             // relist it covers an object deleted while the watch was down,
             // for which no Delete event ever arrives.
             Ok(watcher::Event::InitDone) => {
+                // Enqueue before reporting ready: a ready controller has its
+                // startup reconcile queued already.
+                queue.add(key.clone());
                 if ready.swap(true, Ordering::AcqRel) {
                     info!("watch re-listed; cache in sync again");
                 } else {
                     info!("cache synced");
                 }
-                queue.add(key.clone());
             }
             // The field selector means every object here is ours: one key.
             Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
@@ -199,7 +202,10 @@ pub async fn work(ctx: Arc<Context>, queue: WorkQueue<Key>, max_retries: u32) {
 /// `NumRequeues(key) < max_retries`; then give up with one error line.
 pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retries: u32) {
     let started = Instant::now();
-    let result = reconcile::reconcile(ctx, key).await;
+    let result = {
+        let _running = ctx.metrics.in_flight();
+        reconcile::reconcile(ctx, key).await
+    };
     ctx.metrics
         .reconciled(result_label(&result), started.elapsed());
     let Err(err) = result else {
@@ -213,15 +219,15 @@ pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retri
         if err.is_conflict() {
             // Someone wrote between our read and our write: the retry reads
             // the newer version. Routine, so not a warning.
-            info!(%key, attempt, retry_in = ?delay, "conflict; retrying with the newer version");
+            info!(key = %show(key), attempt, retry_in = ?delay, "conflict; retrying with the newer version");
         } else {
-            warn!(%key, attempt, retry_in = ?delay, error = %err, "reconcile failed; retrying");
+            warn!(key = %show(key), attempt, retry_in = ?delay, error = %err, "reconcile failed; retrying");
         }
     } else {
         queue.forget(key);
         ctx.metrics.gave_up();
         error!(
-            %key,
+            key = %show(key),
             attempts = requeues + 1,
             error = %err,
             "giving up on this key; the next change or resync tries again"
@@ -373,11 +379,12 @@ mod tests {
         let queue = WorkQueue::new(RateLimit::default());
         queue.add(key_of(&ctx.desired));
         let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5));
-        wait_for("the worker to take the key", || queue.is_empty()).await;
+        wait_for("the reconcile to run", || ctx.metrics.running() == 1).await;
         queue.shut_down();
         worker.await.unwrap();
         // The slow reconcile was finished, not cut off.
         assert_eq!(ctx.metrics.reconciles(ReconcileResult::created), 1);
+        assert_eq!(ctx.metrics.running(), 0);
         assert_eq!(api.config_map_requests().len(), 1);
     }
 }

@@ -1,0 +1,596 @@
+//! The course's experiments as plain async functions: each sets the scene,
+//! acts like a person with kubectl would, checks the outcome and returns what
+//! it measured. The e2e tests, `cargo xtask e2e` and `cargo xtask exp` call
+//! these same functions. Each leaves the lab as it found it: my-config as
+//! desired and the controller running with the lab's own flags.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use controller::{
+    reconcile::{LOG_CORRECTED, LOG_CREATED},
+    version::{self, Skew},
+};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::{
+    authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
+    core::v1::ConfigMap,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
+};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::{
+    eventually::{Check, eventually},
+    lab::Lab,
+};
+
+/// How long the controller gets to reach the desired state in any experiment.
+pub const HEAL_WITHIN: Duration = Duration::from_secs(20);
+/// The experiments' own writes play "someone else", under their own field manager.
+fn someone() -> PatchParams {
+    PatchParams {
+        field_manager: Some("e2e-experiment".into()),
+        ..PatchParams::default()
+    }
+}
+
+/// What an experiment measured.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// The controller's reaction time, where the experiment has one.
+    pub latency: Option<Duration>,
+    /// One line for the summary table.
+    pub detail: String,
+    /// Things worth a warning that do not fail the experiment.
+    pub warnings: Vec<String>,
+}
+
+/// One experiment: its test name, the short names `--exp` accepts, what it shows.
+pub struct Experiment {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub about: &'static str,
+}
+
+/// Every experiment of the suite, in the order the suite runs them.
+pub const ALL: &[Experiment] = &[
+    Experiment {
+        name: "create_on_start",
+        aliases: &["create"],
+        about: "my-config absent, controller (re)started → it appears with the desired data",
+    },
+    Experiment {
+        name: "self_heal_on_delete",
+        aliases: &["self-heal", "heal"],
+        about: "delete my-config → it is back with the desired data",
+    },
+    Experiment {
+        name: "correct_on_patch",
+        aliases: &["correct"],
+        about: "patch app.conf, add a key and a label → data put back, label kept",
+    },
+    Experiment {
+        name: "idempotent_rerun",
+        aliases: &["rerun"],
+        about: "restart twice while my-config is right → nothing written",
+    },
+    Experiment {
+        name: "version_matching",
+        aliases: &["version"],
+        about: "client built for 1.X ↔ cluster 1.X (±1 allowed); kubectl; kind node image",
+    },
+    Experiment {
+        name: "dedup",
+        aliases: &["dedup"],
+        about: "slow reconcile, five quick changes → fewer than five reconciles",
+    },
+    Experiment {
+        name: "no_hot_loop",
+        aliases: &["hot-loop"],
+        about: "1 s resync for 5 s → reconciles run, nothing is written",
+    },
+    Experiment {
+        name: "least_privilege",
+        aliases: &["rbac"],
+        about: "the ServiceAccount may do exactly what the Role grants",
+    },
+];
+
+/// Finds an experiment or fault by test name or alias.
+pub fn find(name: &str) -> Option<&'static Experiment> {
+    ALL.iter()
+        .chain(crate::faults::ALL)
+        .find(|e| e.name == name || e.aliases.contains(&name))
+}
+
+/// Experiment 1: with my-config absent, start the controller → my-config
+/// appears with exactly the desired data.
+pub async fn create_on_start(lab: &mut Lab) -> anyhow::Result<Measured> {
+    lab.stop_controller().await?;
+    delete_and_wait_gone(lab).await?;
+    let started = Instant::now();
+    lab.start_controller(&[]).await?;
+    wait_desired(lab).await?;
+    let latency = started.elapsed();
+    let metrics = lab.metrics().await?;
+    ensure!(
+        metrics.get("api_writes_total", &[("verb", "create")]) == 1.0,
+        "expected exactly one create from the new controller, metrics say {}",
+        metrics.get("api_writes_total", &[("verb", "create")])
+    );
+    Ok(Measured {
+        latency: Some(latency),
+        detail: "created by the startup reconcile (start → desired, incl. process start)".into(),
+        ..Measured::default()
+    })
+}
+
+/// Experiment 2: delete my-config → it is back with the desired data.
+pub async fn self_heal_on_delete(lab: &mut Lab) -> anyhow::Result<Measured> {
+    wait_desired(lab).await?;
+    let api = lab.config_maps();
+    let name = lab.desired().name().to_string();
+    let latency = measure_until_desired(lab, || async {
+        api.delete(&name, &DeleteParams::default()).await?;
+        Ok(())
+    })
+    .await?;
+    Ok(Measured {
+        latency: Some(latency),
+        detail: "delete → recreated with the desired data (seen through a watch)".into(),
+        ..Measured::default()
+    })
+}
+
+/// Experiment 3: merge-patch `data.app.conf` to `env=dev`, add a data key and
+/// a label → the data is put back, the extra key is gone, the label stays.
+pub async fn correct_on_patch(lab: &mut Lab) -> anyhow::Result<Measured> {
+    const LABEL: &str = "e2e.lab/added-by";
+    wait_desired(lab).await?;
+    let api = lab.config_maps();
+    let name = lab.desired().name().to_string();
+    let key = lab
+        .desired()
+        .data()
+        .keys()
+        .next()
+        .cloned()
+        .unwrap_or_default();
+    let drift = json!({
+        "metadata": {"labels": {LABEL: "someone"}},
+        "data": {key: "env=dev", "e2e-extra": "added by hand"},
+    });
+    let latency = measure_until_desired(lab, || async {
+        api.patch(&name, &someone(), &Patch::Merge(&drift)).await?;
+        Ok(())
+    })
+    .await?;
+    let now = api.get(&name).await?;
+    let label = now.metadata.labels.as_ref().and_then(|l| l.get(LABEL));
+    ensure!(
+        label.map(String::as_str) == Some("someone"),
+        "the label someone added was not kept: labels are {:?}",
+        now.metadata.labels
+    );
+    // Leave it as found.
+    let undo = json!({"metadata": {"labels": {LABEL: null}}});
+    api.patch(&name, &someone(), &Patch::Merge(&undo)).await?;
+    Ok(Measured {
+        latency: Some(latency),
+        detail: "patch → data put back, extra key removed, foreign label kept".into(),
+        ..Measured::default()
+    })
+}
+
+/// Experiment 4: restart the controller while my-config is right → nothing is
+/// written. Twice in a row: ten runs are one run.
+pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let before = wait_desired(lab).await?;
+    let mut reconciles = 0.0;
+    for round in 1..=2 {
+        let run = lab.restart_controller(&[]).await?;
+        // The startup kick has run once the first reconcile is counted.
+        let metrics = eventually("the startup reconcile", HEAL_WITHIN, || async {
+            let m = lab.metrics().await?;
+            let n = m.sum("reconcile_total");
+            Ok(if n >= 1.0 {
+                Check::Done(m)
+            } else {
+                Check::NotYet(format!("reconcile_total = {n}"))
+            })
+        })
+        .await?;
+        let writes = metrics.sum("api_writes_total");
+        ensure!(
+            writes == 0.0,
+            "round {round}: the new controller wrote {writes} times"
+        );
+        ensure!(
+            metrics.get("reconcile_total", &[("result", "unchanged")]) >= 1.0,
+            "round {round}: the startup reconcile did not find my-config in sync: {}",
+            metrics.lines("reconcile_total")
+        );
+        let log = lab.controller_log(&run).await?;
+        if let Some(line) = log
+            .lines()
+            .find(|l| l.contains(LOG_CREATED) || l.contains(LOG_CORRECTED))
+        {
+            bail!("round {round}: the controller logged a write: {line}");
+        }
+        reconciles += metrics.sum("reconcile_total");
+    }
+    let after = lab.config_maps().get(lab.desired().name()).await?;
+    ensure!(
+        after.metadata.resource_version == before.metadata.resource_version,
+        "resourceVersion moved from {:?} to {:?}",
+        before.metadata.resource_version,
+        after.metadata.resource_version
+    );
+    ensure!(
+        after.metadata.managed_fields == before.metadata.managed_fields,
+        "managedFields changed: {:?} → {:?}",
+        before.metadata.managed_fields,
+        after.metadata.managed_fields
+    );
+    Ok(Measured {
+        latency: None,
+        detail: format!(
+            "2 restarts, {reconciles} reconciles, 0 writes, resourceVersion {} unchanged",
+            after.metadata.resource_version.unwrap_or_default()
+        ),
+        ..Measured::default()
+    })
+}
+
+/// The version rule: the API server's minor against the minor k8s-openapi was
+/// compiled for (equal passes, ±1 passes with a warning, further fails);
+/// kubectl's client against the server (a warning only); the kind node image
+/// pinned in `kind/cluster.yaml` against the compiled minor.
+pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let mut warnings = Vec::new();
+    let client_minor = version::target_minor();
+    let info = lab.client().apiserver_version().await?;
+    let server_minor = version::parse_minor(&info.minor)
+        .with_context(|| format!("cannot read the server's minor from {info:?}"))?;
+    let skew = Skew::between(client_minor, server_minor);
+    match skew {
+        Skew::Same => {}
+        Skew::OneApart { .. } => warnings.push(skew.to_string()),
+        Skew::TooFar { .. } => bail!("{skew}"),
+    }
+    if let Some(kubectl) = crate::tools::kubectl_client_minor() {
+        let kubectl_skew = Skew::between(kubectl, server_minor);
+        if kubectl_skew != Skew::Same {
+            let note = if kubectl_skew.is_supported() {
+                ""
+            } else {
+                " (kubectl supports ±1)"
+            };
+            warnings.push(format!(
+                "kubectl is 1.{kubectl}, the server 1.{server_minor}{note}: use the kubectl from `nix develop`"
+            ));
+        }
+    }
+    let node_minor = crate::tools::kind_node_minor(&lab.project_root().join("kind/cluster.yaml"))?;
+    ensure!(
+        node_minor == client_minor,
+        "kind/cluster.yaml pins a 1.{node_minor} node image, the kit is built for 1.{client_minor}: \
+         pin a kindest/node:v1.{client_minor}.x image"
+    );
+    Ok(Measured {
+        latency: None,
+        detail: format!(
+            "server {} ↔ built for {} ↔ kind node 1.{node_minor}",
+            info.git_version,
+            version::target()
+        ),
+        warnings,
+    })
+}
+
+/// Course step 3: with each reconcile slowed to 2 s, five quick changes of
+/// my-config → fewer than five reconciles, and the final state is desired.
+pub async fn dedup(lab: &mut Lab) -> anyhow::Result<Measured> {
+    lab.restart_controller(&["--reconcile-delay", "2s"]).await?;
+    let result = dedup_with_slow_controller(lab).await;
+    lab.restart_controller(&[]).await?;
+    result
+}
+
+async fn dedup_with_slow_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
+    wait_idle(lab).await?;
+    let baseline = lab.metrics().await?.sum("reconcile_total");
+    let api = lab.config_maps();
+    let name = lab.desired().name().to_string();
+    let key = lab
+        .desired()
+        .data()
+        .keys()
+        .next()
+        .cloned()
+        .unwrap_or_default();
+    for i in 1..=5 {
+        let change = json!({"data": {key.clone(): format!("env=dev-{i}")}});
+        api.patch(&name, &someone(), &Patch::Merge(&change)).await?;
+    }
+    wait_desired(lab).await?;
+    let metrics = wait_idle(lab).await?;
+    let reconciles = metrics.sum("reconcile_total") - baseline;
+    ensure!(
+        reconciles < 5.0,
+        "five changes caused {reconciles} reconciles: keys were not coalesced"
+    );
+    ensure!(
+        metrics.get("reconcile_total", &[("result", "updated")]) >= 1.0,
+        "the data was put back, but not by a counted update"
+    );
+    Ok(Measured {
+        latency: None,
+        detail: format!("5 changes → {reconciles} reconciles"),
+        ..Measured::default()
+    })
+}
+
+/// With a 1 s resync, over 5 s reconciles keep running and nothing is written.
+pub async fn no_hot_loop(lab: &mut Lab) -> anyhow::Result<Measured> {
+    lab.restart_controller(&["--resync", "1s"]).await?;
+    let result = watch_quiet_resyncs(lab).await;
+    lab.restart_controller(&[]).await?;
+    result
+}
+
+async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
+    wait_desired(lab).await?;
+    let start = lab.metrics().await?;
+    let (writes0, reconciles0) = (start.sum("api_writes_total"), start.sum("reconcile_total"));
+    let began = Instant::now();
+    let window = Duration::from_secs(5);
+    let reconciles = eventually("5 s of resyncs", window + HEAL_WITHIN, || async {
+        let m = lab.metrics().await?;
+        let writes = m.sum("api_writes_total") - writes0;
+        if writes > 0.0 {
+            // A write here is a failure, not a state to wait out.
+            bail!("the controller wrote {writes} times while my-config was right");
+        }
+        let reconciles = m.sum("reconcile_total") - reconciles0;
+        Ok(if began.elapsed() >= window && reconciles >= 4.0 {
+            Check::Done(reconciles)
+        } else {
+            Check::NotYet(format!(
+                "{reconciles} reconciles after {:?}",
+                began.elapsed()
+            ))
+        })
+    })
+    .await;
+    // eventually() retries errors; a write must fail at once, so re-check.
+    let writes = lab.metrics().await?.sum("api_writes_total") - writes0;
+    ensure!(
+        writes == 0.0,
+        "the controller wrote {writes} times while my-config was right"
+    );
+    let reconciles = reconciles?;
+    Ok(Measured {
+        latency: None,
+        detail: format!(
+            "{reconciles} reconciles in {:.1} s, 0 writes",
+            began.elapsed().as_secs_f64()
+        ),
+        ..Measured::default()
+    })
+}
+
+/// SubjectAccessReviews for the controller's ServiceAccount: allowed exactly
+/// what the Role grants, denied everything around it.
+pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let user = format!(
+        "system:serviceaccount:{}",
+        lab.controller_service_account().replace('/', ":")
+    );
+    let ns = lab.desired().namespace().to_string();
+    const ALL_VERBS: &[&str] = &[
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+    ];
+    let mut checks: Vec<(ResourceAttributes, bool)> = Vec::new();
+    let attrs =
+        |group: &str, resource: &str, verb: &str, namespace: Option<&str>| ResourceAttributes {
+            group: Some(group.into()),
+            resource: Some(resource.into()),
+            verb: Some(verb.into()),
+            namespace: namespace.map(Into::into),
+            ..ResourceAttributes::default()
+        };
+    for verb in ALL_VERBS {
+        let granted = ["get", "list", "watch", "create", "update"].contains(verb);
+        checks.push((attrs("", "configmaps", verb, Some(&ns)), granted));
+        checks.push((
+            attrs("events.k8s.io", "events", verb, Some(&ns)),
+            ["create", "patch"].contains(verb),
+        ));
+        checks.push((attrs("", "secrets", verb, Some(&ns)), false));
+        checks.push((attrs("", "configmaps", verb, Some("kube-system")), false));
+        checks.push((attrs("", "configmaps", verb, None), false)); // all namespaces
+        checks.push((attrs("", "namespaces", verb, None), false));
+        checks.push((attrs("", "nodes", verb, None), false));
+        checks.push((
+            attrs("rbac.authorization.k8s.io", "roles", verb, Some(&ns)),
+            false,
+        ));
+    }
+    let api: Api<SubjectAccessReview> = Api::all(lab.client());
+    let answers = futures::stream::iter(checks.iter().map(|(attrs, _)| {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.clone()),
+                groups: Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{ns}"),
+                ]),
+                resource_attributes: Some(attrs.clone()),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &review).await }
+    }))
+    .buffered(8)
+    .try_collect::<Vec<_>>()
+    .await?;
+    let mut wrong = Vec::new();
+    for ((attrs, expected), answer) in checks.iter().zip(&answers) {
+        let allowed = answer.status.as_ref().is_some_and(|s| s.allowed);
+        if allowed != *expected {
+            wrong.push(format!(
+                "{} {}{} in {}: {}",
+                attrs.verb.as_deref().unwrap_or_default(),
+                attrs
+                    .group
+                    .as_deref()
+                    .filter(|g| !g.is_empty())
+                    .map(|g| format!("{g}/"))
+                    .unwrap_or_default(),
+                attrs.resource.as_deref().unwrap_or_default(),
+                attrs.namespace.as_deref().unwrap_or("the cluster"),
+                if allowed {
+                    "allowed, should be denied"
+                } else {
+                    "denied, should be allowed"
+                }
+            ));
+        }
+    }
+    ensure!(
+        wrong.is_empty(),
+        "RBAC differs from the Role: {}",
+        wrong.join("; ")
+    );
+    let granted = checks.iter().filter(|(_, e)| *e).count();
+    Ok(Measured {
+        latency: None,
+        detail: format!(
+            "{} reviews: {granted} allowed as granted, {} denied",
+            checks.len(),
+            checks.len() - granted
+        ),
+        ..Measured::default()
+    })
+}
+
+/// Waits until my-config exists with exactly the desired data; returns it.
+pub async fn wait_desired(lab: &Lab) -> anyhow::Result<ConfigMap> {
+    let api = lab.config_maps();
+    let desired = lab.desired().clone();
+    eventually(
+        &format!("{desired} to hold the desired data"),
+        HEAL_WITHIN,
+        || async {
+            Ok(match api.get_opt(desired.name()).await? {
+                Some(cm)
+                    if desired.is_satisfied_by(&cm) && cm.metadata.deletion_timestamp.is_none() =>
+                {
+                    Check::Done(cm)
+                }
+                Some(cm) => Check::NotYet(format!("data {:?}", cm.data)),
+                None => Check::NotYet("absent".into()),
+            })
+        },
+    )
+    .await
+}
+
+/// Waits until the controller is idle: nothing queued, nothing running.
+pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::metrics::Scrape> {
+    eventually("the controller to be idle", HEAL_WITHIN, || async {
+        let m = lab.metrics().await?;
+        let (depth, running) = (m.sum("workqueue_depth"), m.sum("reconciles_in_flight"));
+        Ok(if depth == 0.0 && running == 0.0 {
+            Check::Done(m)
+        } else {
+            Check::NotYet(format!(
+                "workqueue_depth {depth}, reconciles_in_flight {running}"
+            ))
+        })
+    })
+    .await
+}
+
+/// Deletes my-config (if present) and waits until it is gone.
+async fn delete_and_wait_gone(lab: &Lab) -> anyhow::Result<()> {
+    let api = lab.config_maps();
+    let name = lab.desired().name();
+    if api.get_opt(name).await?.is_some() {
+        api.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually(&format!("{name} to be gone"), HEAL_WITHIN, || async {
+        Ok(match api.get_opt(name).await? {
+            None => Check::Done(()),
+            Some(cm) => Check::NotYet(format!(
+                "still there, deletionTimestamp {:?}",
+                cm.metadata.deletion_timestamp
+            )),
+        })
+    })
+    .await
+}
+
+/// Starts a watch on my-config, runs `act` (the disturbance), and returns the
+/// time from the start of `act` to the first watch event showing the desired
+/// data again. Seen through a watch, not polling, so the figure is not
+/// rounded up to a poll interval.
+pub async fn measure_until_desired<F, Fut>(lab: &Lab, act: F) -> anyhow::Result<Duration>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let api = lab.config_maps();
+    let desired = lab.desired().clone();
+    let fields = format!("metadata.name={}", desired.name());
+    let list = api.list(&ListParams::default().fields(&fields)).await?;
+    let from = list.metadata.resource_version.unwrap_or_default();
+    let stream = api
+        .watch(&WatchParams::default().fields(&fields).timeout(60), &from)
+        .await?;
+    futures::pin_mut!(stream);
+    let started = Instant::now();
+    act().await?;
+    let mut last = String::from("no event");
+    let seen = tokio::time::timeout(HEAL_WITHIN, async {
+        while let Some(event) = stream.try_next().await? {
+            match event {
+                WatchEvent::Added(cm) | WatchEvent::Modified(cm) => {
+                    if desired.is_satisfied_by(&cm) {
+                        return Ok::<_, anyhow::Error>(Some(started.elapsed()));
+                    }
+                    last = format!("data {:?}", cm.data.unwrap_or_default());
+                }
+                WatchEvent::Deleted(_) => last = "deleted".into(),
+                WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(e) => bail!("watch error: {e}"),
+            }
+        }
+        Ok(None)
+    })
+    .await;
+    match seen {
+        Ok(Ok(Some(latency))) => Ok(latency),
+        Ok(Ok(None)) => {
+            bail!("the watch ended before {desired} was desired again; last seen: {last}")
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => bail!(
+            "{desired} not back to the desired data within {HEAL_WITHIN:?}; last seen: {last}"
+        ),
+    }
+}

@@ -1,0 +1,129 @@
+//! `target/lab/<name>/lab.json`: how to reach a running lab.
+//!
+//! `cargo xtask lab up` writes it once everything is ready (so its presence means "was up");
+//! `lab status`, `lab down` and the `e2e` crate read it. It is the contract between them:
+//! plain data, no behaviour, every field documented. Paths are absolute. Add fields freely;
+//! rename or remove one only together with [`FORMAT`] and every reader.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::files;
+
+/// Bumped when a reader of an older file would misread this one.
+pub const FORMAT: u32 = 1;
+pub const FILE_NAME: &str = "lab.json";
+
+/// One lab.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LabFile {
+    /// [`FORMAT`] at the time of writing.
+    pub format: u32,
+    /// `--name` of `lab up`; also the state directory's name.
+    pub name: String,
+    pub provider: ProviderKind,
+    /// `target/lab/<name>`: logs, pid files, PKI, kubeconfigs; removed by `lab down`.
+    pub state_dir: PathBuf,
+    /// Seconds since the Unix epoch when the lab became ready.
+    pub created_unix: u64,
+    /// The API server's `/version` `gitVersion`, e.g. `v1.36.3`.
+    pub kubernetes_version: String,
+    /// `https://127.0.0.1:<port>`.
+    pub api_server_url: String,
+    /// cluster-admin (client certificate CN=lab-admin, O=system:masters). Mode 0600.
+    pub admin_kubeconfig: PathBuf,
+    pub controller: Controller,
+    /// The processes the lab runs, in start order (envtest: etcd, kube-apiserver, controller).
+    /// Empty for providers whose parts are not local processes.
+    pub processes: Vec<Process>,
+}
+
+/// The controller under test.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Controller {
+    /// Base URL of its HTTP server: `<url>/healthz`, `/readyz`, `/metrics`.
+    pub url: String,
+    /// Its own identity: a ServiceAccount token (TokenRequest API), not admin. Mode 0600.
+    pub kubeconfig: PathBuf,
+    /// `namespace/name` of that ServiceAccount.
+    pub service_account: String,
+    /// When the token in `kubeconfig` expires (RFC 3339); a lab is meant to live for less.
+    pub token_expires: String,
+    /// Its log (stdout and stderr).
+    pub log: PathBuf,
+}
+
+/// One local process of the lab. To restart it: stop `pid` (its process group), then run
+/// `binary` with `args`, appending output to `log` and writing the new pid to `pid_file`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Process {
+    /// `etcd`, `kube-apiserver` or `controller`.
+    pub role: String,
+    /// Also the id of its process group.
+    pub pid: u32,
+    pub pid_file: PathBuf,
+    pub binary: PathBuf,
+    pub args: Vec<String>,
+    /// As the binary reports it (`--version`), when it has one.
+    pub version: Option<String>,
+    /// Where the binary came from: `$KUBE_APISERVER`, `PATH`, `project cache`, `cargo build`, …
+    pub source: String,
+    pub log: PathBuf,
+    /// Loopback ports it listens on, by purpose (`client`, `peer`, `https`, `http`).
+    pub ports: BTreeMap<String, u16>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// kube-apiserver + etcd + the controller as local processes.
+    Envtest,
+    /// A kind cluster with the controller as a Deployment.
+    Kind,
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProviderKind::Envtest => "envtest",
+            ProviderKind::Kind => "kind",
+        })
+    }
+}
+
+impl LabFile {
+    pub fn path(state_dir: &Path) -> PathBuf {
+        state_dir.join(FILE_NAME)
+    }
+
+    /// `None` when there is no lab.json; an error when there is one that cannot be used.
+    pub fn read(state_dir: &Path) -> Result<Option<LabFile>> {
+        let path = Self::path(state_dir);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot read {}", path.display()));
+            }
+        };
+        let lab: LabFile = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a lab file", path.display()))?;
+        if lab.format != FORMAT {
+            bail!(
+                "{} has format {}, this xtask reads {FORMAT}: `cargo xtask lab down` and up again",
+                path.display(),
+                lab.format
+            );
+        }
+        Ok(Some(lab))
+    }
+
+    /// Written last by `up`, and 0600: it names the kubeconfigs next to it.
+    pub fn write(&self) -> Result<()> {
+        let json = serde_json::to_string_pretty(self)?;
+        files::write_private(&Self::path(&self.state_dir), json + "\n")
+    }
+}

@@ -1,0 +1,54 @@
+//! The e2e harness: the lab handle, the course's experiments as plain async
+//! functions, and the glue that runs one as a test and records its result.
+//! Used by the e2e tests and by `cargo xtask e2e` (and the workshop verbs).
+
+pub mod eventually;
+pub mod experiments;
+pub mod faults;
+pub mod files;
+pub mod http_probe;
+pub mod lab;
+pub mod lab_file;
+pub mod metrics;
+pub mod process;
+pub mod project;
+pub mod results;
+pub mod tools;
+
+use std::time::Instant;
+
+/// Runs `experiment` against the current lab as the test `name`: fails
+/// (panics) when no lab is up or the experiment fails, printing the lab's
+/// diagnostics; records the outcome for `cargo xtask e2e`'s summary either way.
+pub fn run_test<F>(name: &str, experiment: F)
+where
+    F: AsyncFnOnce(&mut lab::Lab) -> anyhow::Result<experiments::Measured>,
+{
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let outcome = runtime.block_on(async {
+        let mut lab = match lab::Lab::find().await {
+            Ok(lab) => lab,
+            Err(e) => return Err(format!("{e:#}")),
+        };
+        let started = Instant::now();
+        let result = experiment(&mut lab).await;
+        let wall = started.elapsed();
+        // Leave the lab as found even when the experiment failed half-way.
+        let restored = lab.restore_controller().await;
+        results::record(name, &result, wall);
+        match (result, restored) {
+            (Ok(measured), Ok(())) => {
+                for warning in &measured.warnings {
+                    eprintln!("warning: {warning}");
+                }
+                eprintln!("{name}: {}", measured.detail);
+                Ok(())
+            }
+            (Err(e), _) => Err(format!("{e:#}\n\n{}", lab.diagnostics().await)),
+            (Ok(_), Err(e)) => Err(format!("could not restore the controller: {e:#}")),
+        }
+    });
+    if let Err(message) = outcome {
+        panic!("{name} failed: {message}");
+    }
+}

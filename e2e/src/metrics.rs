@@ -1,0 +1,126 @@
+//! Reads the controller's `/metrics` (Prometheus text format) into numbers.
+
+/// One scrape of `/metrics`.
+#[derive(Clone, Debug, Default)]
+pub struct Scrape {
+    samples: Vec<Sample>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+impl Scrape {
+    pub fn parse(text: &str) -> Self {
+        let samples = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(parse_line)
+            .collect();
+        Self { samples }
+    }
+
+    /// The value of the series `name` with exactly `labels`; 0 when absent
+    /// (a counter that never moved is not exported yet).
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.samples
+            .iter()
+            .find(|s| {
+                s.name == name
+                    && s.labels.len() == labels.len()
+                    && labels
+                        .iter()
+                        .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
+            })
+            .map_or(0.0, |s| s.value)
+    }
+
+    /// The sum over every series called `name`, whatever its labels.
+    pub fn sum(&self, name: &str) -> f64 {
+        self.samples
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| s.value)
+            .sum()
+    }
+
+    /// The series called `name`, for messages.
+    pub fn lines(&self, name: &str) -> String {
+        let lines: Vec<String> = self
+            .samples
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| {
+                let labels: Vec<String> =
+                    s.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+                format!("{}{{{}}} {}", s.name, labels.join(","), s.value)
+            })
+            .collect();
+        if lines.is_empty() {
+            format!("no {name} series")
+        } else {
+            lines.join(", ")
+        }
+    }
+}
+
+fn parse_line(line: &str) -> Option<Sample> {
+    let (series, value) = line.rsplit_once(' ')?;
+    let value = value.parse().ok()?;
+    let (name, labels) = match series.split_once('{') {
+        None => (series, Vec::new()),
+        Some((name, rest)) => {
+            let inner = rest.strip_suffix('}')?;
+            let labels = inner
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .filter_map(|pair| {
+                    let (k, v) = pair.split_once('=')?;
+                    Some((k.to_string(), v.trim_matches('"').to_string()))
+                })
+                .collect();
+            (name, labels)
+        }
+    };
+    Some(Sample {
+        name: name.to_string(),
+        labels,
+        value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_controllers_exposition() {
+        let metrics = controller::metrics::Metrics::default();
+        metrics.reconciled(
+            controller::metrics::ReconcileResult::unchanged,
+            Default::default(),
+        );
+        metrics.reconciled(
+            controller::metrics::ReconcileResult::unchanged,
+            Default::default(),
+        );
+        metrics.reconciled(
+            controller::metrics::ReconcileResult::created,
+            Default::default(),
+        );
+        metrics.wrote(controller::metrics::WriteVerb::create);
+        let scrape = Scrape::parse(&metrics.encode());
+        assert_eq!(
+            scrape.get("reconcile_total", &[("result", "unchanged")]),
+            2.0
+        );
+        assert_eq!(scrape.sum("reconcile_total"), 3.0);
+        assert_eq!(scrape.get("api_writes_total", &[("verb", "create")]), 1.0);
+        assert_eq!(scrape.get("api_writes_total", &[("verb", "update")]), 0.0);
+        assert_eq!(scrape.sum("reconcile_give_ups_total"), 0.0);
+        assert_eq!(scrape.sum("reconcile_duration_seconds_count"), 3.0);
+    }
+}

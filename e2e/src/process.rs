@@ -1,0 +1,229 @@
+//! The lab's long-running processes: started detached (own process group, output to a log
+//! file, a pid file beside it) so they outlive `cargo xtask lab up` and a Ctrl-C in its
+//! terminal; stopped by signalling that group.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::files;
+
+/// Graceful first: kube-apiserver drains and etcd closes its database on SIGTERM.
+const TERM_GRACE: Duration = Duration::from_secs(10);
+const KILL_GRACE: Duration = Duration::from_secs(5);
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// A process started by this run of xtask.
+pub struct Spawned {
+    pub name: &'static str,
+    pub pid: u32,
+    pub log: PathBuf,
+    pub pid_file: PathBuf,
+    /// Kept so an early exit is noticed (and reaped) while `up` waits for readiness.
+    child: Child,
+}
+
+impl Spawned {
+    /// `Some(status)` once the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// A failed wait for this process, with the end of its log (the reason is usually
+    /// there). An exit already carries the log (see [`Spawned::died`]); a timeout gets it here.
+    pub fn with_log_tail(&mut self, error: anyhow::Error) -> anyhow::Error {
+        if self.exited().is_some() {
+            error
+        } else {
+            anyhow::anyhow!("{error:#}\n{}", files::tail(&self.log, 30))
+        }
+    }
+
+    /// The error for "it died while we waited", with the end of its log.
+    pub fn died(&self, status: std::process::ExitStatus) -> anyhow::Error {
+        anyhow::anyhow!(
+            "{} (pid {}) exited: {status}\n{}",
+            self.name,
+            self.pid,
+            files::tail(&self.log, 30)
+        )
+    }
+}
+
+/// Start `command` in its own process group with stdout and stderr appended to `log`, and
+/// write its pid to `pid_file`. The command line is echoed first, in a form that can be pasted.
+pub fn spawn_detached(
+    name: &'static str,
+    mut command: Command,
+    log: &Path,
+    pid_file: &Path,
+) -> Result<Spawned> {
+    eprintln!("$ {} >>{} 2>&1 &", command_line(&command), log.display());
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    let err = out.try_clone()?;
+    command
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        // Its own group: the terminal's Ctrl-C does not reach it, and `down` can signal it
+        // together with anything it started.
+        .process_group(0);
+    let child = command
+        .spawn()
+        .with_context(|| format!("cannot start {name}"))?;
+    let pid = child.id();
+    files::write_public(pid_file, format!("{pid}\n"))?;
+    Ok(Spawned {
+        name,
+        pid,
+        log: log.to_path_buf(),
+        pid_file: pid_file.to_path_buf(),
+        child,
+    })
+}
+
+/// `program arg …` with shell quoting where needed, so the line can be pasted into a shell.
+pub fn command_line(command: &Command) -> String {
+    std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|word| shell_quote(&word.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+pub fn read_pid_file(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Running: it exists and is not a zombie (a dead child nobody has reaped yet).
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(pid_t) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 only checks that the process exists and may be signalled.
+    let exists = unsafe { libc::kill(pid_t, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    exists && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    // /proc/<pid>/stat: "pid (comm) S ..."; comm may contain spaces, so read after the last ')'.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().next().map(|state| state == "Z")
+        })
+        .unwrap_or(false)
+}
+
+/// Guards against pid reuse: every process the lab starts has its state directory in its
+/// command line (data dir, cert dir, kubeconfig), so a pid whose command line lacks it is
+/// somebody else's process now.
+pub fn belongs_to(pid: u32, state_dir: &Path) -> bool {
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(cmdline) => String::from_utf8_lossy(&cmdline).contains(&*state_dir.to_string_lossy()),
+        Err(_) => false,
+    }
+}
+
+pub enum StopOutcome {
+    /// It had already exited.
+    NotRunning,
+    /// The pid now belongs to an unrelated process: left alone.
+    NotOurs,
+    /// Stopped by SIGTERM (or SIGKILL after the grace period).
+    Stopped { killed: bool, after: Duration },
+}
+
+/// SIGTERM to the process group, wait, then SIGKILL; polls, with deadlines, never sleeps blind.
+pub fn stop(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
+    if !is_alive(pid) {
+        return Ok(StopOutcome::NotRunning);
+    }
+    if !belongs_to(pid, state_dir) {
+        return Ok(StopOutcome::NotOurs);
+    }
+    let start = Instant::now();
+    signal_group(pid, libc::SIGTERM)?;
+    if wait_gone(pid, TERM_GRACE) {
+        return Ok(StopOutcome::Stopped {
+            killed: false,
+            after: start.elapsed(),
+        });
+    }
+    eprintln!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL");
+    signal_group(pid, libc::SIGKILL)?;
+    if wait_gone(pid, KILL_GRACE) {
+        return Ok(StopOutcome::Stopped {
+            killed: true,
+            after: start.elapsed(),
+        });
+    }
+    bail!("pid {pid} survived SIGKILL for {KILL_GRACE:?}")
+}
+
+/// Signal the whole group when the process leads one (it does when the lab started it).
+fn signal_group(pid: u32, signal: libc::c_int) -> Result<()> {
+    let pid_t = libc::pid_t::try_from(pid).context("pid out of range")?;
+    // SAFETY: getpgid and kill take plain integers and report failure through errno.
+    let target = if unsafe { libc::getpgid(pid_t) } == pid_t {
+        -pid_t
+    } else {
+        pid_t
+    };
+    // SAFETY: as above.
+    if unsafe { libc::kill(target, signal) } != 0 {
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::ESRCH) {
+            return Err(error).with_context(|| format!("kill -{signal} {target}"));
+        }
+    }
+    Ok(())
+}
+
+fn wait_gone(pid: u32, deadline: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < deadline {
+        if !is_alive(pid) {
+            return true;
+        }
+        std::thread::sleep(STOP_POLL);
+    }
+    !is_alive(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_paste_back_into_a_shell() {
+        let mut command = Command::new("/bin/etcd");
+        command.args(["--data-dir=/tmp/a b", "--name=lab", "it's", ""]);
+        assert_eq!(
+            command_line(&command),
+            r"/bin/etcd '--data-dir=/tmp/a b' --name=lab 'it'\''s' ''"
+        );
+    }
+}

@@ -1,0 +1,31 @@
+//! Where things are in the repository, whatever directory `cargo xtask` was started from.
+
+use std::path::{Path, PathBuf};
+
+/// The workspace root: xtask lives one level below it.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set (cargo honours it, so the controller
+/// binary is there), else `<root>/target`. The lab's state and the binary cache live here too,
+/// so `cargo clean` is the one way to forget all of it.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root().join(dir),
+        _ => root().join("target"),
+    }
+}
+
+/// `manifests/`: the same RBAC is applied by every lab provider.
+pub fn manifests_dir() -> PathBuf {
+    root().join("manifests")
+}
+
+/// `target/lab/<name>`: a lab's state directory (see `lab::lab_file`).
+pub fn lab_dir(name: &str) -> PathBuf {
+    target_dir().join("lab").join(name)
+}

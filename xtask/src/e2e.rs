@@ -1,0 +1,122 @@
+//! `cargo xtask e2e`: the e2e suite (`cargo test -p e2e`) against the current
+//! lab, then a summary table of what each experiment measured.
+
+use std::{path::PathBuf, process::ExitCode, time::Instant};
+
+use anyhow::{Context, Result, bail};
+use e2e::{
+    experiments,
+    lab_file::LabFile,
+    results::{self, Outcome},
+};
+use xshell::Shell;
+
+use crate::{cmdline, lab::state_dir};
+
+/// What the whole suite should take on the envtest lab (the bar).
+const SUITE_BAR_SECONDS: f64 = 60.0;
+
+/// Runs the suite (or the one experiment `only`) against lab `name`.
+pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
+    if LabFile::read(&state_dir(name))?.is_none() {
+        bail!("no lab named {name} is up: run `cargo xtask lab up --name {name}` first");
+    }
+    let filter = match only {
+        Some(wanted) => {
+            let experiment = experiments::find(wanted).with_context(|| {
+                let known: Vec<_> = experiments::ALL
+                    .iter()
+                    .chain(e2e::faults::ALL)
+                    .map(|e| format!("{} ({})", e.aliases[0], e.name))
+                    .collect();
+                format!("no experiment {wanted:?}; known: {}", known.join(", "))
+            })?;
+            Some(experiment.name)
+        }
+        None => None,
+    };
+    let results = results_file()?;
+    let sh = Shell::new()?;
+    sh.change_dir(e2e::project::root());
+    let mut args = vec![
+        "test",
+        "-p",
+        "e2e",
+        "--test",
+        "experiments",
+        "--test",
+        "faults",
+        "--",
+    ];
+    if let Some(test) = filter {
+        args.extend(["--exact", test]);
+    }
+    let started = Instant::now();
+    let passed = cmdline::cargo(&sh, &args)
+        .env("LAB_NAME", name)
+        .env(results::RESULTS_ENV, &results)
+        .run()
+        .is_ok();
+    let wall = started.elapsed().as_secs_f64();
+    let outcomes = results::read(&results)?;
+    print_table(&outcomes);
+    let expected = if filter.is_some() {
+        1
+    } else {
+        experiments::ALL.len() + e2e::faults::ALL.len()
+    };
+    let ok = outcomes.iter().filter(|o| o.passed).count();
+    // The plain closing line CI reads: "e2e: N passed, N failed".
+    eprintln!("e2e: {ok} passed, {} failed", expected - ok.min(expected));
+    eprintln!(
+        "suite wall time {wall:.1} s (bar for the whole suite: {SUITE_BAR_SECONDS:.0} s){}",
+        if filter.is_none() && wall > SUITE_BAR_SECONDS { " — over the bar" } else { "" }
+    );
+    if !passed || outcomes.len() != expected || outcomes.iter().any(|o| !o.passed) {
+        if outcomes.len() != expected {
+            eprintln!(
+                "expected {expected} results, got {}: see the test output above",
+                outcomes.len()
+            );
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `target/e2e/results.jsonl`, emptied for this run.
+fn results_file() -> Result<PathBuf> {
+    let dir = e2e::project::target_dir().join("e2e");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join("results.jsonl");
+    std::fs::write(&path, "").with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// The summary, in the suite's order.
+fn print_table(outcomes: &[Outcome]) {
+    let order = |o: &Outcome| {
+        experiments::ALL
+            .iter()
+            .chain(e2e::faults::ALL)
+            .position(|e| e.name == o.experiment)
+            .unwrap_or(usize::MAX)
+    };
+    let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
+    sorted.sort_by_key(|o| order(o));
+    eprintln!();
+    eprintln!("| experiment | result | latency | measured |");
+    eprintln!("|---|---|---|---|");
+    for o in sorted {
+        let latency = o
+            .latency_ms
+            .map(|ms| format!("{ms:.1} ms"))
+            .unwrap_or_else(|| "—".into());
+        let result = if o.passed { "pass" } else { "FAIL" };
+        eprintln!("| {} | {result} | {latency} | {} |", o.experiment, o.detail);
+        for w in &o.warnings {
+            eprintln!("|   | warn |   | {w} |");
+        }
+    }
+    eprintln!();
+}

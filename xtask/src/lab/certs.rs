@@ -1,0 +1,143 @@
+//! The lab's PKI, made with rcgen (no openssl): a CA, kube-apiserver's serving certificate,
+//! the admin's client certificate, and the ServiceAccount token signing key.
+//!
+//! Keys are ECDSA P-256 (PKCS#8 PEM): Go's TLS stack, kube-apiserver's
+//! `--service-account-*-key-file` (ES256 tokens) and rustls all take them, and they are
+//! generated in microseconds where RSA would cost a noticeable part of the cold start.
+//! Validity is rcgen's default (1975–4096): the CA lives and dies with one lab.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+
+use e2e::files::{write_private, write_public};
+
+/// The admin identity: `system:masters` is bound to cluster-admin by the default RBAC policy.
+pub const ADMIN_USER: &str = "lab-admin";
+const ADMIN_GROUP: &str = "system:masters";
+
+/// Names kube-apiserver is reached by: loopback for us, the in-cluster names and the first
+/// address of `--service-cluster-ip-range` (the `kubernetes` Service) for anything that
+/// follows in-cluster conventions.
+pub const SERVING_NAMES: &[&str] = &[
+    "127.0.0.1",
+    "::1",
+    "localhost",
+    "10.0.0.1",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+
+/// Where the files are, and the PEM the kubeconfigs embed.
+pub struct Pki {
+    pub ca_cert: PathBuf,
+    pub serving_cert: PathBuf,
+    pub serving_key: PathBuf,
+    pub service_account_key: PathBuf,
+    pub service_account_pub: PathBuf,
+    pub ca_pem: String,
+    pub admin_cert_pem: String,
+    pub admin_key_pem: String,
+}
+
+/// Generate everything into `dir` (private keys 0600).
+pub fn generate(dir: &Path) -> Result<Pki> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+
+    let ca_key = KeyPair::generate().context("CA key")?;
+    let mut ca_params = CertificateParams::default();
+    ca_params.distinguished_name = name("lab-ca", None);
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key).context("CA certificate")?;
+    let ca = Issuer::new(ca_params, ca_key);
+
+    let serving_key = KeyPair::generate().context("serving key")?;
+    let names: Vec<String> = SERVING_NAMES.iter().map(|name| name.to_string()).collect();
+    let mut serving = CertificateParams::new(names).context("serving certificate names")?;
+    serving.distinguished_name = name("kube-apiserver", None);
+    serving.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    serving.use_authority_key_identifier_extension = true;
+    let serving_cert = serving
+        .signed_by(&serving_key, &ca)
+        .context("serving certificate")?;
+
+    let admin_key = KeyPair::generate().context("admin key")?;
+    let mut admin = CertificateParams::default();
+    admin.distinguished_name = name(ADMIN_USER, Some(ADMIN_GROUP));
+    admin.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    admin.use_authority_key_identifier_extension = true;
+    let admin_cert = admin
+        .signed_by(&admin_key, &ca)
+        .context("admin certificate")?;
+
+    let service_account = KeyPair::generate().context("service account key")?;
+
+    let pki = Pki {
+        ca_cert: dir.join("ca.crt"),
+        serving_cert: dir.join("apiserver.crt"),
+        serving_key: dir.join("apiserver.key"),
+        service_account_key: dir.join("sa.key"),
+        service_account_pub: dir.join("sa.pub"),
+        ca_pem: ca_cert.pem(),
+        admin_cert_pem: admin_cert.pem(),
+        admin_key_pem: admin_key.serialize_pem(),
+    };
+    write_public(&pki.ca_cert, &pki.ca_pem)?;
+    // The CA key is kept (0600) so a person can mint more identities for experiments.
+    write_private(&dir.join("ca.key"), ca.key().serialize_pem())?;
+    write_public(&pki.serving_cert, serving_cert.pem())?;
+    write_private(&pki.serving_key, serving_key.serialize_pem())?;
+    write_public(&dir.join("admin.crt"), &pki.admin_cert_pem)?;
+    write_private(&dir.join("admin.key"), &pki.admin_key_pem)?;
+    write_private(&pki.service_account_key, service_account.serialize_pem())?;
+    write_public(&pki.service_account_pub, service_account.public_key_pem())?;
+    Ok(pki)
+}
+
+/// CN (user name for client certificates) and O (group).
+fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, common_name);
+    if let Some(organization) = organization {
+        name.push(DnType::OrganizationName, organization);
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_private_keys_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("xtask-pki-test-{}", std::process::id()));
+        let pki = generate(&dir).unwrap();
+        for key in ["ca.key", "apiserver.key", "admin.key", "sa.key"] {
+            let mode = std::fs::metadata(dir.join(key))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{key}");
+        }
+        assert!(pki.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(pki.admin_key_pem.contains("PRIVATE KEY"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

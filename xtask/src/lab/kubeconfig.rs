@@ -1,0 +1,89 @@
+//! The lab's kubeconfig files, and kube clients made from them.
+//!
+//! The files are self-contained (certificates and keys embedded as base64), so they keep
+//! working when copied elsewhere; `kubectl --kubeconfig <file>` reads them as they are.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
+
+use e2e::files;
+
+/// Who the kubeconfig speaks as.
+pub enum Credentials<'a> {
+    /// A client certificate and its private key (PEM).
+    ClientCertificate { cert_pem: &'a str, key_pem: &'a str },
+    /// A bearer token (a ServiceAccount token from the TokenRequest API).
+    Token(&'a str),
+}
+
+/// Write a one-cluster, one-user, one-context kubeconfig, owner-readable only.
+pub fn write(
+    path: &Path,
+    lab_name: &str,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    credentials: Credentials<'_>,
+) -> Result<()> {
+    let user_entry = match credentials {
+        Credentials::ClientCertificate { cert_pem, key_pem } => json!({
+            "client-certificate-data": STANDARD.encode(cert_pem),
+            "client-key-data": STANDARD.encode(key_pem),
+        }),
+        Credentials::Token(token) => json!({ "token": token }),
+    };
+    let context = format!("{user}@{lab_name}");
+    let config: Value = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{
+            "name": lab_name,
+            "cluster": {
+                "server": server,
+                "certificate-authority-data": STANDARD.encode(ca_pem),
+            },
+        }],
+        "users": [{ "name": user, "user": user_entry }],
+        "contexts": [{
+            "name": context,
+            "context": { "cluster": lab_name, "user": user, "namespace": "default" },
+        }],
+        "current-context": context,
+    });
+    let yaml = serde_saphyr::to_string(&config).context("cannot render kubeconfig as YAML")?;
+    files::write_private(path, yaml)
+}
+
+/// A client for the kubeconfig at `path`, as any kube-rs program would make it.
+pub async fn client(path: &Path) -> Result<kube::Client> {
+    client_with(path, |_| {}).await
+}
+
+/// A client for readiness probes: it fails fast and does not retry on its own, so each poll
+/// reports what the server said right then.
+pub async fn probe_client(path: &Path) -> Result<kube::Client> {
+    client_with(path, |config| {
+        config.connect_timeout = Some(Duration::from_secs(1));
+        config.read_timeout = Some(Duration::from_secs(2));
+        config.default_retry = false;
+    })
+    .await
+}
+
+async fn client_with(path: &Path, adjust: impl FnOnce(&mut kube::Config)) -> Result<kube::Client> {
+    let kubeconfig = Kubeconfig::read_from(path)
+        .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .with_context(|| format!("cannot use kubeconfig {}", path.display()))?;
+    adjust(&mut config);
+    kube::Client::try_from(config)
+        .with_context(|| format!("cannot make a client from {}", path.display()))
+}

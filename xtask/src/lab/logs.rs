@@ -1,0 +1,63 @@
+//! `lab logs [-f]`: the controller's log (stdout and stderr of the process).
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::lab::envtest::Layout;
+use crate::lab::state_dir;
+
+/// How often `-f` looks for new output: a person reading along, not a state being awaited.
+const FOLLOW_POLL: Duration = Duration::from_millis(250);
+
+pub fn run(name: &str, follow: bool) -> Result<ExitCode> {
+    let layout = Layout::new(&state_dir(name));
+    let log = layout.log("controller");
+    if !log.exists() {
+        bail!(
+            "no controller log at {} (is lab {name} up? `cargo xtask lab up --name {name}`)",
+            log.display()
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let mut file = File::open(&log).with_context(|| format!("cannot open {}", log.display()))?;
+    let mut offset = copy_new(&mut file, &mut out)?;
+    if !follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut inode = file.metadata()?.ino();
+    loop {
+        std::thread::sleep(FOLLOW_POLL);
+        match std::fs::metadata(&log) {
+            Err(_) => {
+                eprintln!("(the log is gone: lab {name} was taken down)");
+                return Ok(ExitCode::SUCCESS);
+            }
+            // A new lab wrote a new file: start reading that one from its beginning.
+            Ok(meta) if meta.ino() != inode => {
+                eprintln!("(lab {name} was started anew: following its new log)");
+                file = File::open(&log)?;
+                inode = meta.ino();
+                offset = 0;
+            }
+            Ok(meta) if meta.len() < offset => {
+                file.seek(SeekFrom::Start(0))?;
+                offset = 0;
+            }
+            Ok(_) => {}
+        }
+        offset += copy_new(&mut file, &mut out)?;
+    }
+}
+
+fn copy_new(file: &mut File, out: &mut impl Write) -> Result<u64> {
+    let mut buffer = Vec::new();
+    file.read_to_end(&mut buffer)?;
+    out.write_all(&buffer)?;
+    out.flush()?;
+    Ok(buffer.len() as u64)
+}

@@ -1,0 +1,114 @@
+//! Checks of the repository itself, written as tests (rust-analyzer's "tidy").
+//!
+//! The Kubernetes minor is declared once: the `v1_NN` feature of k8s-openapi,
+//! which the controller reads at build time. Every other place that has to
+//! repeat it is checked against that here, so they cannot drift apart.
+
+#![cfg(test)]
+
+use std::path::Path;
+
+use controller::version::target_minor;
+use e2e::project;
+
+fn read(relative: &str) -> String {
+    let path = project::root().join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// `v1.36.3` or `v0.36.3` → 36.
+fn minor_of(version: &str) -> u32 {
+    version
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("{version:?} is not vMAJOR.MINOR.PATCH"))
+}
+
+#[test]
+fn one_k8s_openapi_version_feature_everywhere() {
+    let minor = target_minor();
+    for manifest in [
+        "Cargo.toml",
+        "controller/Cargo.toml",
+        "e2e/Cargo.toml",
+        "xtask/Cargo.toml",
+    ] {
+        let text = read(manifest);
+        for (i, _) in text.match_indices("\"v1_") {
+            let feature: String = text[i + 1..].chars().take_while(|c| *c != '"').collect();
+            assert_eq!(
+                feature,
+                format!("v1_{minor}"),
+                "{manifest} enables k8s-openapi feature {feature}, the kit targets 1.{minor}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_envtest_kube_apiserver_has_the_same_minor() {
+    let go_mod = read("xtask/envtest/kube-apiserver/go.mod");
+    let minor = target_minor();
+    let kubernetes = go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("k8s.io/kubernetes "))
+        .expect("go.mod requires k8s.io/kubernetes");
+    assert_eq!(
+        minor_of(kubernetes.trim()),
+        minor,
+        "go.mod requires k8s.io/kubernetes {kubernetes}"
+    );
+    let staging: Vec<&str> = go_mod
+        .lines()
+        .filter_map(|l| {
+            l.split_once("=>")
+                .map(|(_, to)| to.split_whitespace().last().unwrap_or(""))
+        })
+        .collect();
+    assert!(
+        staging.len() >= 30,
+        "every staging module is replaced: found {}",
+        staging.len()
+    );
+    for version in &staging {
+        assert_eq!(
+            minor_of(version),
+            minor,
+            "a staging module is replaced by {version}"
+        );
+        assert_eq!(
+            version, &staging[0],
+            "staging modules at one version: {staging:?}"
+        );
+    }
+}
+
+#[test]
+fn the_kind_node_image_has_the_same_minor_and_a_digest() {
+    let cluster = read("kind/cluster.yaml");
+    let minor =
+        e2e::tools::node_image_minor(&cluster).expect("kind/cluster.yaml pins kindest/node");
+    assert_eq!(
+        minor,
+        target_minor(),
+        "kind/cluster.yaml pins a 1.{minor} node image"
+    );
+    let image = cluster
+        .lines()
+        .find(|l| l.contains("kindest/node:"))
+        .unwrap();
+    assert!(
+        image.contains("@sha256:"),
+        "the node image is pinned by digest: {image}"
+    );
+}
+
+#[test]
+fn the_readme_names_the_targeted_version() {
+    let readme = read("README.md");
+    let minor = target_minor();
+    assert!(readme.contains(&format!("v1_{minor}")) && readme.contains(&format!("1.{minor}")));
+    assert!(Path::new(&project::root().join(".ci/run")).is_file());
+}
