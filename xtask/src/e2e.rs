@@ -70,7 +70,11 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     eprintln!("e2e: {ok} passed, {} failed", expected - ok.min(expected));
     eprintln!(
         "suite wall time {wall:.1} s (bar for the whole suite: {SUITE_BAR_SECONDS:.0} s){}",
-        if filter.is_none() && wall > SUITE_BAR_SECONDS { " — over the bar" } else { "" }
+        if filter.is_none() && wall > SUITE_BAR_SECONDS {
+            " — over the bar"
+        } else {
+            ""
+        }
     );
     if !passed || outcomes.len() != expected || outcomes.iter().any(|o| !o.passed) {
         if outcomes.len() != expected {

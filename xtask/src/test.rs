@@ -18,8 +18,10 @@ pub async fn run() -> Result<ExitCode> {
     let sh = Shell::new()?;
     sh.change_dir(e2e::project::root());
     eprintln!("== unit tests");
-    // Unit tests only: the e2e crate's integration tests need the lab below.
-    cmdline::cargo(&sh, &["test", "--workspace", "--lib", "--bins"]).run()?;
+    // Everything that needs no lab: the e2e crate's integration tests need
+    // the lab below, its own unit tests do not.
+    cmdline::cargo(&sh, &["test", "--workspace", "--exclude", "e2e"]).run()?;
+    cmdline::cargo(&sh, &["test", "-p", "e2e", "--lib"]).run()?;
 
     // A Ctrl-C reaches the test processes (same terminal); xtask itself stays
     // to take the lab down.
