@@ -1,4 +1,5 @@
-//! The envtest provider's two programs, kube-apiserver and etcd: found, or built with Go.
+//! The envtest provider's two programs, kube-apiserver and etcd: found, built with Go, or
+//! downloaded.
 //!
 //! Search order, for each program on its own:
 //! 1. `KUBE_APISERVER` / `ETCD`: an explicit path (an error when it does not exist);
@@ -6,7 +7,10 @@
 //! 3. `PATH`;
 //! 4. the project cache `target/envtest/<kubernetes>/kube-apiserver` and
 //!    `target/envtest/<kubernetes>/etcd-<etcd>/etcd`, keyed by the versions the Go modules pin;
-//! 5. a `go build` of the modules in `xtask/envtest/`, written into that cache.
+//! 5. a `go build` of the modules in `xtask/envtest/`, written into that cache;
+//! 6. the official release binaries (dl.k8s.io, etcd's GitHub releases), checked against
+//!    their published sha256 and written into that cache — only where the network allows,
+//!    and only when step 5 did not happen or failed (see [`find_one`]).
 //!
 //! The versions are read from the go.mod files, so they are written down once.
 
@@ -63,6 +67,7 @@ pub enum Source {
     Path,
     Cache,
     Built,
+    Downloaded,
 }
 
 impl std::fmt::Display for Source {
@@ -73,6 +78,7 @@ impl std::fmt::Display for Source {
             Source::Path => write!(f, "PATH"),
             Source::Cache => write!(f, "project cache"),
             Source::Built => write!(f, "built with go"),
+            Source::Downloaded => write!(f, "download"),
         }
     }
 }
@@ -116,6 +122,8 @@ struct Program {
     /// `go build` arguments after `-o OUT`.
     go_package: &'static str,
     ldflags: String,
+    /// The official release for this machine, or why there is none.
+    release: std::result::Result<Release, String>,
 }
 
 impl Program {
@@ -141,6 +149,7 @@ impl Program {
                  -X k8s.io/component-base/version.gitMinor={minor}",
                 pins.kubernetes
             ),
+            release: this_platform().map(|arch| Release::kube_apiserver(&pins.kubernetes, arch)),
         }
     }
 
@@ -158,6 +167,7 @@ impl Program {
             go_module_dir: project::root().join("xtask/envtest/etcd"),
             go_package: ".",
             ldflags: "-s -w".to_string(),
+            release: this_platform().map(|arch| Release::etcd(&pins.etcd, arch)),
         }
     }
 
@@ -219,23 +229,48 @@ async fn find_one(sh: &Shell, program: &Program) -> Result<Binary> {
     if program.cache_path.is_file() {
         return checked(sh, program, program.cache_path.clone(), Source::Cache);
     }
-    // 5. Build it.
+    // 5. Build it from the pinned modules: the way that needs no network beyond the Go
+    //    module proxy, and the one the versions are defined by.
+    let mut go_build = "not tried: go is not on PATH".to_string();
     if on_path("go").is_some() {
-        build(sh, program).await?;
-        return checked(sh, program, program.cache_path.clone(), Source::Built);
+        match build(sh, program).await {
+            Ok(()) => return checked(sh, program, program.cache_path.clone(), Source::Built),
+            // A failed build is usually the machine (memory, disk, no module proxy), not the
+            // code: the official release of the same version is as good, so try it before
+            // giving up. The build's own output is above.
+            Err(error) => {
+                eprintln!("warning: {error:#}; trying the official release binary instead");
+                go_build = format!("tried: {error:#}");
+            }
+        }
     }
+    // 6. Download the official release, when the network allows. A checksum mismatch or a
+    //    cache that cannot be written is an error; a download that cannot happen (no
+    //    network, no curl, another platform) falls through to the message below.
+    let download = match download(sh, program)? {
+        Downloaded::Yes => {
+            return checked(sh, program, program.cache_path.clone(), Source::Downloaded);
+        }
+        Downloaded::No(reason) => reason,
+    };
     Err(anyhow!(
         "{name} {version} not found. Any one of these provides it:\n  \
          - {env}=/path/to/{name}\n  \
          - KUBEBUILDER_ASSETS=/dir/with/kube-apiserver/and/etcd (what setup-envtest prints)\n  \
          - {name} on PATH\n  \
          - a copy at {cache}\n  \
-         - Go (see xtask/envtest/{name}/go.mod for the version) on PATH: xtask then builds it into the cache\n  \
-         Downloading the official release binaries is not possible from here: this machine reaches package registries only.",
+         - Go (see xtask/envtest/{name}/go.mod for the version) on PATH: xtask then builds it \
+           into the cache ({go_build})\n  \
+         - curl and access to {url}: xtask then downloads the official release into the cache \
+           ({download})",
         name = program.name,
         version = program.pinned_version,
         env = program.env,
         cache = program.cache_path.display(),
+        url = match &program.release {
+            Ok(release) => release.url.as_str(),
+            Err(_) => "an official release for this machine",
+        },
     ))
 }
 
@@ -325,10 +360,259 @@ async fn build(sh: &Shell, program: &Program) -> Result<()> {
     Ok(())
 }
 
-/// Leftovers of builds that were interrupted (their xtask is gone); a build still running
-/// in another terminal keeps its file.
+/// Where the official release of a program is published, for one architecture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Release {
+    /// The file to download: the program itself, or an archive holding it.
+    url: String,
+    checksum: Checksum,
+    /// For an archive: the program's path inside it.
+    member: Option<String>,
+}
+
+/// Where a release file's sha256 is published.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Checksum {
+    /// A file holding just the hex digest (dl.k8s.io's `<file>.sha256`).
+    Digest { url: String },
+    /// A `SHA256SUMS` file: lines `<hex>  <file name>` (etcd's releases).
+    Sums { url: String, file_name: String },
+}
+
+impl Release {
+    /// `https://dl.k8s.io/release/v1.36.3/bin/linux/amd64/kube-apiserver` (+ `.sha256`).
+    fn kube_apiserver(version: &str, arch: &str) -> Release {
+        let url = format!("https://dl.k8s.io/release/{version}/bin/linux/{arch}/kube-apiserver");
+        Release {
+            checksum: Checksum::Digest {
+                url: format!("{url}.sha256"),
+            },
+            url,
+            member: None,
+        }
+    }
+
+    /// `etcd-v3.6.16-linux-amd64.tar.gz` from etcd's GitHub release, holding
+    /// `etcd-v3.6.16-linux-amd64/etcd`; its digest is in the release's `SHA256SUMS`.
+    fn etcd(version: &str, arch: &str) -> Release {
+        let base = format!("https://github.com/etcd-io/etcd/releases/download/{version}");
+        let stem = format!("etcd-{version}-linux-{arch}");
+        let file_name = format!("{stem}.tar.gz");
+        Release {
+            url: format!("{base}/{file_name}"),
+            checksum: Checksum::Sums {
+                url: format!("{base}/SHA256SUMS"),
+                file_name,
+            },
+            member: Some(format!("{stem}/etcd")),
+        }
+    }
+
+    /// The downloaded file's name: the URL's last segment.
+    fn file_name(&self) -> &str {
+        self.url.rsplit('/').next().unwrap_or(&self.url)
+    }
+}
+
+/// The release architecture for this machine (`amd64`, `arm64`), or why there is none.
+fn this_platform() -> std::result::Result<&'static str, String> {
+    release_arch(std::env::consts::OS, std::env::consts::ARCH)
+}
+
+fn release_arch(os: &str, arch: &str) -> std::result::Result<&'static str, String> {
+    match (os, arch) {
+        ("linux", "x86_64") => Ok("amd64"),
+        ("linux", "aarch64") => Ok("arm64"),
+        _ => Err(format!(
+            "not tried: this kit downloads linux/amd64 and linux/arm64 only, this is {os}/{arch}"
+        )),
+    }
+}
+
+/// What [`download`] did when nothing was wrong with what it got.
+#[derive(Debug)]
+enum Downloaded {
+    Yes,
+    /// It could not happen (no network, no curl, another platform): one line, why.
+    No(String),
+}
+
+/// Download the official release into the cache, checked against its published sha256.
+///
+/// Everything is fetched into a scratch directory next to the cache entry, and only the
+/// checked program is renamed into place: an interrupted download never looks like a cached
+/// one (and its scratch directory is removed by a later run, as an interrupted build's file).
+/// Checksum mismatches, malformed checksum files and an unwritable cache are errors.
+fn download(sh: &Shell, program: &Program) -> Result<Downloaded> {
+    let release = match &program.release {
+        Ok(release) => release,
+        Err(reason) => return Ok(Downloaded::No(reason.clone())),
+    };
+    let mut tools = vec!["curl", "sha256sum"];
+    if release.member.is_some() {
+        tools.push("tar");
+    }
+    if let Some(missing) = tools.iter().find(|tool| on_path(tool).is_none()) {
+        return Ok(Downloaded::No(format!(
+            "not tried: {missing} is not on PATH"
+        )));
+    }
+
+    let cache_dir = program
+        .cache_path
+        .parent()
+        .context("cache path has no parent")?;
+    std::fs::create_dir_all(cache_dir)
+        .with_context(|| format!("cannot create {}", cache_dir.display()))?;
+    remove_abandoned_partials(cache_dir, program.name);
+    let scratch =
+        Scratch(cache_dir.join(format!(".{}.download-{}", program.name, std::process::id())));
+    std::fs::create_dir_all(&scratch.0)
+        .with_context(|| format!("cannot create {}", scratch.0.display()))?;
+
+    eprintln!(
+        "{} {} is not available: downloading the official release",
+        program.name, program.pinned_version
+    );
+    let start = Instant::now();
+    // The small checksum file first: without network, this is where it stops.
+    let expected = match &release.checksum {
+        Checksum::Digest { url } => {
+            let file = scratch.0.join(format!("{}.sha256", release.file_name()));
+            if let Err(reason) = curl(sh, url, &file)? {
+                return Ok(Downloaded::No(reason));
+            }
+            parse_digest(&read_text(&file)?).with_context(|| format!("in {url}"))?
+        }
+        Checksum::Sums { url, file_name } => {
+            let file = scratch.0.join("SHA256SUMS");
+            if let Err(reason) = curl(sh, url, &file)? {
+                return Ok(Downloaded::No(reason));
+            }
+            digest_in_sums(&read_text(&file)?, file_name).with_context(|| format!("in {url}"))?
+        }
+    };
+    let file = scratch.0.join(release.file_name());
+    if let Err(reason) = curl(sh, &release.url, &file)? {
+        return Ok(Downloaded::No(reason));
+    }
+    verify_sha256(sh, &file, &expected).with_context(|| format!("{} refused", release.url))?;
+
+    let program_file = match &release.member {
+        None => file,
+        Some(member) => {
+            let dir = scratch.0.join("extracted");
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            cmd!(sh, "tar -xzf {file} -C {dir} {member}")
+                .run()
+                .with_context(|| format!("cannot extract {member} from {}", release.url))?;
+            dir.join(member)
+        }
+    };
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&program_file, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("cannot chmod {}", program_file.display()))?;
+    }
+    std::fs::rename(&program_file, &program.cache_path).with_context(|| {
+        format!(
+            "cannot move {} to {}",
+            program_file.display(),
+            program.cache_path.display()
+        )
+    })?;
+    eprintln!(
+        "  downloaded {} in {:.1}s (sha256 {expected}): {}",
+        program.name,
+        start.elapsed().as_secs_f64(),
+        program.cache_path.display()
+    );
+    Ok(Downloaded::Yes)
+}
+
+/// A download's scratch directory, removed however the download ends (short of a kill).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `curl -fsSL …`, echoed. `Ok(Err(reason))` when the transfer failed: curl's own last
+/// line of complaint (`curl: (7) Failed to connect …`), for the person.
+fn curl(sh: &Shell, url: &str, out: &Path) -> Result<std::result::Result<(), String>> {
+    let curl = cmd!(
+        sh,
+        "curl -fsSL --retry 2 --connect-timeout 10 -o {out} {url}"
+    )
+    .ignore_status();
+    eprintln!("$ {curl}");
+    let output = curl.output().context("cannot run curl")?;
+    if output.status.success() {
+        return Ok(Ok(()));
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let complaint = stderr
+        .lines()
+        .map(str::trim)
+        .rfind(|line| !line.is_empty())
+        .map_or_else(|| format!("curl {}", output.status), str::to_string);
+    Ok(Err(format!("failed: {complaint} ({url})")))
+}
+
+fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// A `.sha256` file: the hex digest alone (a `<hex>  <name>` line is accepted too).
+fn parse_digest(text: &str) -> Result<String> {
+    let digest = text.split_whitespace().next().unwrap_or_default();
+    checked_digest(digest).ok_or_else(|| anyhow!("not a sha256 digest: {:?}", text.trim()))
+}
+
+/// The digest of `file_name` in a `SHA256SUMS` file (`<hex>  <name>`, or `<hex> *<name>`).
+fn digest_in_sums(sums: &str, file_name: &str) -> Result<String> {
+    sums.lines()
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            let (digest, name) = (words.next()?, words.next()?);
+            (name.trim_start_matches('*') == file_name).then_some(digest)
+        })
+        .ok_or_else(|| anyhow!("no line for {file_name}"))
+        .and_then(|digest| {
+            checked_digest(digest)
+                .ok_or_else(|| anyhow!("not a sha256 digest for {file_name}: {digest:?}"))
+        })
+}
+
+/// 64 hex digits, lowercased.
+fn checked_digest(digest: &str) -> Option<String> {
+    (digest.len() == 64 && digest.chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| digest.to_ascii_lowercase())
+}
+
+/// `sha256sum FILE` (echoed) must print `expected`; on a mismatch the file is deleted.
+fn verify_sha256(sh: &Shell, path: &Path, expected: &str) -> Result<()> {
+    let output = cmdline::read(&cmd!(sh, "sha256sum {path}"))
+        .with_context(|| format!("cannot checksum {}", path.display()))?;
+    let actual = output.split_whitespace().next().unwrap_or_default();
+    if !actual.eq_ignore_ascii_case(expected) {
+        let _ = std::fs::remove_file(path);
+        bail!(
+            "sha256 mismatch: the published checksum is {expected}, the download's is {actual}; \
+             it was deleted, nothing was cached"
+        );
+    }
+    Ok(())
+}
+
+/// Leftovers of builds and downloads that were interrupted (their xtask is gone): a build's
+/// `.<name>.partial-<pid>` file, a download's `.<name>.download-<pid>` directory. Those of a
+/// build or download still running in another terminal are kept.
 fn remove_abandoned_partials(cache_dir: &Path, name: &str) {
-    let prefix = format!(".{name}.partial-");
+    let prefixes = [format!(".{name}.partial-"), format!(".{name}.download-")];
     let Ok(entries) = std::fs::read_dir(cache_dir) else {
         return;
     };
@@ -336,17 +620,26 @@ fn remove_abandoned_partials(cache_dir: &Path, name: &str) {
         let file_name = entry.file_name();
         let Some(pid) = file_name
             .to_str()
-            .and_then(|file_name| file_name.strip_prefix(&prefix))
+            .and_then(|file_name| {
+                prefixes
+                    .iter()
+                    .find_map(|prefix| file_name.strip_prefix(prefix.as_str()))
+            })
             .and_then(|pid| pid.parse::<u32>().ok())
         else {
             continue;
         };
         if !process::is_alive(pid) {
+            let path = entry.path();
             eprintln!(
-                "  removing {} (an interrupted build)",
-                entry.path().display()
+                "  removing {} (left by an interrupted build or download)",
+                path.display()
             );
-            let _ = std::fs::remove_file(entry.path());
+            let _ = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
         }
     }
 }
@@ -432,10 +725,18 @@ mod tests {
         for file in [&dead, &running, &other] {
             std::fs::write(file, b"").unwrap();
         }
+        let dead_download = dir.join(".etcd.download-4294967295");
+        let running_download = dir.join(format!(".etcd.download-{}", std::process::id()));
+        for download in [&dead_download, &running_download] {
+            std::fs::create_dir_all(download).unwrap();
+            std::fs::write(download.join("SHA256SUMS"), b"").unwrap();
+        }
         remove_abandoned_partials(&dir, "etcd");
         assert!(!dead.exists());
         assert!(running.exists());
         assert!(other.exists());
+        assert!(!dead_download.exists());
+        assert!(running_download.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -443,5 +744,230 @@ mod tests {
     fn minor_prefix_keeps_major_and_minor() {
         assert_eq!(minor_prefix("v1.36.3"), "v1.36.");
         assert_eq!(minor_prefix("v3.6.16"), "v3.6.");
+    }
+
+    #[test]
+    fn release_urls_for_both_programs_and_arches() {
+        for arch in ["amd64", "arm64"] {
+            let release = Release::kube_apiserver("v1.36.3", arch);
+            assert_eq!(
+                release.url,
+                format!("https://dl.k8s.io/release/v1.36.3/bin/linux/{arch}/kube-apiserver")
+            );
+            assert_eq!(
+                release.checksum,
+                Checksum::Digest {
+                    url: format!(
+                        "https://dl.k8s.io/release/v1.36.3/bin/linux/{arch}/kube-apiserver.sha256"
+                    )
+                }
+            );
+            assert_eq!(release.member, None);
+            assert_eq!(release.file_name(), "kube-apiserver");
+
+            let release = Release::etcd("v3.6.16", arch);
+            let base = "https://github.com/etcd-io/etcd/releases/download/v3.6.16";
+            assert_eq!(
+                release.url,
+                format!("{base}/etcd-v3.6.16-linux-{arch}.tar.gz")
+            );
+            assert_eq!(
+                release.checksum,
+                Checksum::Sums {
+                    url: format!("{base}/SHA256SUMS"),
+                    file_name: format!("etcd-v3.6.16-linux-{arch}.tar.gz"),
+                }
+            );
+            assert_eq!(
+                release.member.as_deref(),
+                Some(format!("etcd-v3.6.16-linux-{arch}/etcd").as_str())
+            );
+            assert_eq!(
+                release.file_name(),
+                format!("etcd-v3.6.16-linux-{arch}.tar.gz")
+            );
+        }
+    }
+
+    #[test]
+    fn only_linux_amd64_and_arm64_are_downloaded() {
+        assert_eq!(release_arch("linux", "x86_64"), Ok("amd64"));
+        assert_eq!(release_arch("linux", "aarch64"), Ok("arm64"));
+        for (os, arch) in [
+            ("macos", "aarch64"),
+            ("linux", "riscv64"),
+            ("windows", "x86_64"),
+        ] {
+            let reason = release_arch(os, arch).unwrap_err();
+            assert!(reason.contains(&format!("{os}/{arch}")), "{reason}");
+        }
+    }
+
+    const ABC_SHA256: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+    #[test]
+    fn digest_files_and_sha256sums_lines_are_parsed() {
+        assert_eq!(
+            parse_digest(&format!("{ABC_SHA256}\n")).unwrap(),
+            ABC_SHA256
+        );
+        assert_eq!(
+            parse_digest(&ABC_SHA256.to_ascii_uppercase()).unwrap(),
+            ABC_SHA256
+        );
+        assert_eq!(
+            parse_digest(&format!("{ABC_SHA256}  kube-apiserver\n")).unwrap(),
+            ABC_SHA256
+        );
+        for bad in [
+            "",
+            "<html>Not Found</html>",
+            &ABC_SHA256[1..],
+            "z".repeat(64).as_str(),
+        ] {
+            assert!(parse_digest(bad).is_err(), "{bad:?}");
+        }
+
+        let other = "0".repeat(64);
+        let sums = format!(
+            "{other}  etcd-v3.6.16-darwin-arm64.zip\n\
+             {other}  etcd-v3.6.16-linux-amd64.tar.gz.sig\n\
+             {ABC_SHA256}  etcd-v3.6.16-linux-amd64.tar.gz\n\
+             {other} *etcd-v3.6.16-linux-arm64.tar.gz\n\
+             \n"
+        );
+        assert_eq!(
+            digest_in_sums(&sums, "etcd-v3.6.16-linux-amd64.tar.gz").unwrap(),
+            ABC_SHA256
+        );
+        assert_eq!(
+            digest_in_sums(&sums, "etcd-v3.6.16-linux-arm64.tar.gz").unwrap(),
+            other
+        );
+        assert!(digest_in_sums(&sums, "etcd-v3.6.16-linux-s390x.tar.gz").is_err());
+        assert!(digest_in_sums("short  etcd.tar.gz\n", "etcd.tar.gz").is_err());
+    }
+
+    #[test]
+    fn checksum_check_accepts_a_match_and_deletes_a_mismatch() {
+        let sh = Shell::new().unwrap();
+        let dir = std::env::temp_dir().join(format!("xtask-sha256-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("abc");
+        std::fs::write(&file, b"abc").unwrap();
+
+        verify_sha256(&sh, &file, ABC_SHA256).unwrap();
+        verify_sha256(&sh, &file, &ABC_SHA256.to_ascii_uppercase()).unwrap();
+        assert!(file.exists());
+
+        let wrong = "0".repeat(64);
+        let error = verify_sha256(&sh, &file, &wrong).unwrap_err().to_string();
+        assert!(error.contains("mismatch"), "{error}");
+        assert!(
+            error.contains(&wrong) && error.contains(ABC_SHA256),
+            "{error}"
+        );
+        assert!(!file.exists(), "a file that fails the check is not kept");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The whole download of an archived program (curl, sha256sum, tar, rename), from
+    /// `file://` URLs: no network. Skipped where those tools are missing.
+    #[test]
+    fn an_archive_is_downloaded_checked_extracted_and_cached() {
+        if ["curl", "sha256sum", "tar"]
+            .iter()
+            .any(|tool| on_path(tool).is_none())
+        {
+            eprintln!("skipped: needs curl, sha256sum and tar on PATH");
+            return;
+        }
+        let sh = Shell::new().unwrap();
+        let dir = std::env::temp_dir().join(format!("xtask-download-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let published = dir.join("published");
+        std::fs::create_dir_all(published.join("etcd-v3.6.16-linux-amd64")).unwrap();
+        std::fs::write(
+            published.join("etcd-v3.6.16-linux-amd64/etcd"),
+            "#!/bin/sh\necho 'etcd Version: 3.6.16'\n",
+        )
+        .unwrap();
+        let tarball = published.join("etcd-v3.6.16-linux-amd64.tar.gz");
+        cmd!(
+            sh,
+            "tar -czf {tarball} -C {published} etcd-v3.6.16-linux-amd64/etcd"
+        )
+        .quiet()
+        .run()
+        .unwrap();
+        let digest = cmd!(sh, "sha256sum {tarball}").read().unwrap();
+        let digest = digest.split_whitespace().next().unwrap().to_string();
+
+        let program_with_sums = |sums: String| {
+            let sums_file = published.join("SHA256SUMS");
+            std::fs::write(&sums_file, sums).unwrap();
+            let mut release = Release::etcd("v3.6.16", "amd64");
+            release.url = format!("file://{}", tarball.display());
+            release.checksum = Checksum::Sums {
+                url: format!("file://{}", sums_file.display()),
+                file_name: "etcd-v3.6.16-linux-amd64.tar.gz".to_string(),
+            };
+            Program {
+                name: "etcd",
+                env: "ETCD",
+                pinned_version: "3.6.16".to_string(),
+                accepted_prefix: "3.6.".to_string(),
+                cache_path: dir.join("cache/etcd-v3.6.16/etcd"),
+                go_module_dir: dir.clone(),
+                go_package: ".",
+                ldflags: String::new(),
+                release: Ok(release),
+            }
+        };
+        let cache_dir = dir.join("cache/etcd-v3.6.16");
+
+        // A mismatch is an error, and nothing is cached or left behind.
+        let program = program_with_sums(format!(
+            "{}  etcd-v3.6.16-linux-amd64.tar.gz\n",
+            "0".repeat(64)
+        ));
+        let error = download(&sh, &program).unwrap_err();
+        assert!(format!("{error:#}").contains("mismatch"), "{error:#}");
+        assert!(!program.cache_path.exists());
+        assert_eq!(std::fs::read_dir(&cache_dir).unwrap().count(), 0);
+
+        // A missing file is a reason to look elsewhere, not an error.
+        let mut program = program_with_sums(format!("{digest}  etcd-v3.6.16-linux-amd64.tar.gz\n"));
+        let Ok(release) = &mut program.release else {
+            unreachable!()
+        };
+        let real_url =
+            std::mem::replace(&mut release.url, format!("file://{}/none", dir.display()));
+        match download(&sh, &program).unwrap() {
+            Downloaded::No(reason) => assert!(reason.starts_with("failed: curl"), "{reason}"),
+            Downloaded::Yes => panic!("downloaded a file that does not exist"),
+        }
+        assert!(!program.cache_path.exists());
+
+        // The real thing: checked, extracted, executable, cached; no scratch left.
+        let Ok(release) = &mut program.release else {
+            unreachable!()
+        };
+        release.url = real_url;
+        assert!(matches!(download(&sh, &program).unwrap(), Downloaded::Yes));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = program.cache_path.metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+        assert_eq!(std::fs::read_dir(&cache_dir).unwrap().count(), 1);
+        let binary = checked(
+            &sh,
+            &program,
+            program.cache_path.clone(),
+            Source::Downloaded,
+        )
+        .unwrap();
+        assert_eq!(binary.version, "3.6.16");
+        assert_eq!(binary.source.to_string(), "download");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
