@@ -1,0 +1,274 @@
+{
+  description = "my-controller lab kit: one dev shell for every attendee, the static controller image, checks";
+
+  # No flake.lock is committed yet (the machines this kit was written on cannot reach the
+  # hosts that serve Nix inputs), so every input is pinned to a commit right here. A
+  # maintainer with network runs `nix flake lock` once and commits flake.lock; until then
+  # each `nix develop` resolves these exact commits.
+  inputs = {
+    # nixpkgs, 2026-08-29 (nixpkgs-unstable). What was verified for this commit, and how:
+    #   kubernetes / kubectl 1.36.3  - a flake-update PR that moved off this very commit
+    #                                  lists kubectl 1.36.3 -> 1.37.0 (claytono/infra#2895);
+    #                                  commits after ~2026-09-03 carry Kubernetes 1.37.
+    #   etcd_3_6                     - 3.6.x (3.6.13 since nixpkgs#537615, 2026-07); the
+    #                                  exact patch at this commit was not read.
+    #   kind                         - NOT verified. kind v0.33.0 (the release that built
+    #                                  kindest/node:v1.36.4 in kind/cluster.yaml) came out
+    #                                  on 2026-08-26/27; this commit most likely still has
+    #                                  kind 0.32.x. The dev shell says so when it starts.
+    #                                  No commit was found with kind 0.33 AND Kubernetes
+    #                                  1.36 together; move the pin when one is known.
+    nixpkgs.url = "github:NixOS/nixpkgs/d2f67949798825fe853f7c5d0492b8bf016d3f88";
+
+    # rust-overlay at a commit whose manifests include Rust 1.95.0, rust-toolchain.toml's
+    # channel (manifests/stable/1.95.0.nix, dated 2026-04-16, read at this commit).
+    rust-overlay = {
+      url = "github:oxalica/rust-overlay/62e3b8aedabc240e5b0cc9fae003bc9edfebbc9b";
+      inputs.nixpkgs.follows = "nixpkgs";
+    };
+
+    # crane, 2026-09-03. crane has no flake inputs of its own any more (it is handed
+    # `pkgs` through mkLib), so there is nothing to follow.
+    crane.url = "github:ipetkov/crane/eb35abda9f232cc6610b1d1e3200d15c49b7ac54";
+  };
+
+  outputs =
+    {
+      self,
+      nixpkgs,
+      rust-overlay,
+      crane,
+    }:
+    let
+      inherit (nixpkgs) lib;
+
+      # Everything (dev shell, controller, image, checks) on Linux. macOS gets the dev
+      # shell only: nixpkgs' kube-apiserver is Linux-only, and the image is a Linux
+      # (musl, static) binary, so building it on a Mac needs a Linux builder
+      # (e.g. nix-darwin's linux-builder, or a remote builder).
+      # No x86_64-darwin (Intel Macs): nixpkgs-unstable after the 26.05 branch-off, and so
+      # the pinned commit, refuses it ("Nixpkgs 26.11 has dropped support for
+      # x86_64-darwin", NixOS/nixpkgs#493096). Intel Macs take the path without Nix.
+      linuxSystems = [
+        "x86_64-linux"
+        "aarch64-linux"
+      ];
+      darwinSystems = [ "aarch64-darwin" ];
+
+      # The image tag is the crate version, read from the workspace rather than repeated.
+      cargoToml = builtins.fromTOML (builtins.readFile ./Cargo.toml);
+      version = cargoToml.workspace.package.version;
+
+      # The Kubernetes minor the kit targets is chosen once: the k8s-openapi `v1_NN`
+      # feature of the package that builds my-controller. The dev shell warns when its
+      # kube-apiserver is of another minor (and xtask's version test would fail).
+      controllerToml = builtins.fromTOML (builtins.readFile ./controller/Cargo.toml);
+      k8sFeature = lib.findFirst (
+        f: builtins.match "v1_[0-9]+" f != null
+      ) (throw "controller/Cargo.toml: k8s-openapi has no v1_NN feature") controllerToml.dependencies.k8s-openapi.features;
+      kubeMinor = "1." + lib.removePrefix "v1_" k8sFeature;
+
+      # kind/cluster.yaml pins kindest/node:v1.36.4@sha256:099e…, an image built by
+      # kind v0.33.0; kind only guarantees node images built for its own release.
+      kindLine = "0.33";
+
+      # Static musl target for the image, per Linux system.
+      muslTargets = {
+        x86_64-linux = "x86_64-unknown-linux-musl";
+        aarch64-linux = "aarch64-unknown-linux-musl";
+      };
+
+      # The whole repository, not only Rust sources: the tidy tests (xtask) read
+      # README.md, .ci/run, kind/cluster.yaml, manifests/ and xtask/envtest/*/go.mod (the
+      # latter also through include_str!), so crane's Rust-only filter would break them.
+      # (In a flake only git-tracked files are here anyway; target/ is dropped for
+      # `nix-instantiate` and non-flake use. Dependencies are cached from Cargo.toml and
+      # Cargo.lock alone, so other edits never rebuild them.)
+      src = lib.cleanSourceWith {
+        name = "my-controller-source";
+        src = lib.cleanSource ./.;
+        filter =
+          path: _type:
+          let
+            relative = lib.removePrefix (toString ./. + "/") (toString path);
+          in
+          !(lib.elem relative [
+            "target"
+            ".direnv"
+          ]);
+      };
+
+      perSystem =
+        system:
+        let
+          isLinux = lib.elem system linuxSystems;
+          muslTarget = muslTargets.${system} or null;
+
+          pkgs = import nixpkgs {
+            inherit system;
+            overlays = [ rust-overlay.overlays.default ];
+          };
+
+          # rust-toolchain.toml (1.95.0, rustfmt + clippy) is the one source of the Rust
+          # version. rust-toolchain.toml itself must not list targets (rustup on the
+          # workshop machines cannot download them); the flake adds the musl one.
+          mkToolchain =
+            p:
+            let
+              fromFile = p.rust-bin.fromRustupToolchainFile ./rust-toolchain.toml;
+            in
+            if muslTarget == null then fromFile else fromFile.override { targets = [ muslTarget ]; };
+          toolchain = mkToolchain pkgs;
+
+          craneLib = (crane.mkLib pkgs).overrideToolchain mkToolchain;
+
+          # Shared by every crane derivation. pname/version are given because the root
+          # Cargo.toml is a virtual workspace (no [package] for crane to read).
+          commonArgs = {
+            inherit src version;
+            pname = "my-controller";
+            strictDeps = true;
+          };
+
+          # --- the controller binary, static (musl) ------------------------------
+          controllerArgs = commonArgs // {
+            cargoExtraArgs = "--locked -p controller --bin my-controller";
+            CARGO_BUILD_TARGET = muslTarget;
+            CARGO_BUILD_RUSTFLAGS = "-C target-feature=+crt-static";
+            # The tests run in checks.tests, for the host target.
+            doCheck = false;
+          };
+          controllerDeps = craneLib.buildDepsOnly controllerArgs;
+          controller = craneLib.buildPackage (
+            controllerArgs
+            // {
+              cargoArtifacts = controllerDeps;
+              meta.mainProgram = "my-controller";
+            }
+          );
+
+          # --- the image -----------------------------------------------------------
+          # Only the static binary (its closure is itself), fixed creation date, no
+          # compression: `kind load image-archive result` takes the tarball as it is.
+          image = pkgs.dockerTools.buildLayeredImage {
+            name = "my-controller";
+            tag = version;
+            contents = [ controller ];
+            created = "1970-01-01T00:00:01Z";
+            compressor = "none";
+            config = {
+              Entrypoint = [ "/bin/my-controller" ];
+              User = "65532:65532";
+              ExposedPorts."8080/tcp" = { };
+            };
+          };
+
+          # --- checks: the host target, the whole workspace ------------------------
+          workspaceDeps = craneLib.buildDepsOnly commonArgs;
+          checks = {
+            fmt = craneLib.cargoFmt commonArgs;
+            clippy = craneLib.cargoClippy (
+              commonArgs
+              // {
+                cargoArtifacts = workspaceDeps;
+                cargoClippyExtraArgs = "--workspace --all-targets -- -D warnings";
+              }
+            );
+            # What `cargo xtask test` runs before it starts a lab: every test except the
+            # e2e crate's integration tests, which need a running cluster.
+            tests = craneLib.cargoNextest (
+              commonArgs
+              // {
+                cargoArtifacts = workspaceDeps;
+                cargoNextestExtraArgs = "--workspace -E 'not (package(e2e) and kind(test))'";
+                partitions = 1;
+                partitionType = "count";
+              }
+            );
+            # Building them is a check too.
+            inherit controller image;
+          };
+
+          # --- the dev shell ---------------------------------------------------------
+          # kube-apiserver and etcd in one directory, as envtest expects
+          # (KUBEBUILDER_ASSETS), and on PATH; xtask finds them either way.
+          envtestAssets = pkgs.linkFarm "envtest-assets-${kubeMinor}" [
+            {
+              name = "bin/kube-apiserver";
+              path = "${pkgs.kubernetes}/bin/kube-apiserver";
+            }
+            {
+              name = "bin/etcd";
+              path = "${pkgs.etcd_3_6}/bin/etcd";
+            }
+          ];
+
+          devShell = pkgs.mkShell (
+            {
+              packages = [
+                toolchain
+                pkgs.cargo-nextest
+                pkgs.kind
+                pkgs.kubectl
+                pkgs.docker-client
+              ]
+              ++ lib.optionals isLinux [ envtestAssets ]
+              # On macOS xtask builds kube-apiserver and etcd itself (xtask/envtest), with Go.
+              ++ lib.optionals (!isLinux) [ pkgs.go ];
+
+              # xtask checks this to know it runs inside `nix develop`.
+              LAB_KIT_NIX_SHELL = "1";
+
+              shellHook = ''
+                echo "my-controller lab kit: Nix dev shell (nixpkgs ${nixpkgs.shortRev or "unpinned"}, ${system})"
+                __lab_kit_show() { printf '  %-15s %s\n' "$1" "$("''${@:2}" 2>/dev/null | head -n 1 || true)"; }
+                __lab_kit_show rustc rustc --version
+                __lab_kit_show kind kind version
+                __lab_kit_show kubectl kubectl version --client
+                __lab_kit_show docker docker --version
+                ${lib.optionalString isLinux ''
+                  __lab_kit_show kube-apiserver kube-apiserver --version
+                  __lab_kit_show etcd etcd --version
+                  case "$(kube-apiserver --version 2>/dev/null)" in
+                    *"v${kubeMinor}."*) ;;
+                    *) echo "  warning: kube-apiserver is not ${kubeMinor}.x, the version k8s-openapi is built for (controller/Cargo.toml)" ;;
+                  esac
+                ''}
+                ${lib.optionalString (!isLinux) ''
+                  __lab_kit_show go go version
+                  echo "  (macOS: kube-apiserver and etcd are built by xtask with Go; images need a Linux builder)"
+                ''}
+                case "$(kind version 2>/dev/null)" in
+                  *"v${kindLine}."*) ;;
+                  *) echo "  warning: kind/cluster.yaml's node image was built by kind v${kindLine}.x; this kind may not start it" ;;
+                esac
+                unset -f __lab_kit_show
+                echo
+                echo "next: cargo xtask lab up"
+              '';
+            }
+            // lib.optionalAttrs isLinux {
+              KUBEBUILDER_ASSETS = "${envtestAssets}/bin";
+            }
+          );
+        in
+        {
+          inherit devShell;
+          packages = lib.optionalAttrs isLinux {
+            inherit controller image;
+            default = controller;
+          };
+          checks = lib.optionalAttrs isLinux checks;
+        };
+
+      allSystems = lib.genAttrs (linuxSystems ++ darwinSystems) perSystem;
+      linuxOnly = lib.genAttrs linuxSystems (system: allSystems.${system});
+    in
+    {
+      devShells = lib.mapAttrs (_: s: { default = s.devShell; }) allSystems;
+      # No packages or checks on macOS: the image (and the static binary in it) needs a
+      # Linux builder.
+      packages = lib.mapAttrs (_: s: s.packages) linuxOnly;
+      checks = lib.mapAttrs (_: s: s.checks) linuxOnly;
+    };
+}

@@ -1,0 +1,299 @@
+# What .ci/nix-check evaluates: flake.nix's outputs, called with the stand-in inputs of
+# this directory instead of the real nixpkgs, rust-overlay and crane (which cannot be
+# fetched here), then checked for the attribute paths and settings the kit relies on.
+# The result is the list of what was checked; any failure is a `throw` naming it.
+#
+# This proves our own Nix code: attribute paths, argument names, what is passed where.
+# It proves nothing about the real inputs (that the pinned nixpkgs has these packages
+# at these versions, that crane builds the workspace): that takes a machine with Nix.
+let
+  root = ../..;
+  flake = import (root + "/flake.nix");
+  lib = import ./lib.nix;
+  inherit (builtins)
+    attrNames
+    elem
+    elemAt
+    filter
+    head
+    isAttrs
+    match
+    substring
+    ;
+
+  fail = msg: throw "nix-check: FAILED: ${msg}";
+  # `check cond msg`: msg states what must hold; it is the report line when it does.
+  check = cond: msg: if cond then "ok  ${msg}" else fail msg;
+  contains = infix: s: builtins.isString s && (builtins.split (escape infix) s) != [ s ];
+  escape = s: builtins.replaceStrings [ "(" ")" "[" "]" "." "*" "+" "?" "{" "}" "|" "^" "$" "\\" ] [ "\\(" "\\)" "\\[" "\\]" "\\." "\\*" "\\+" "\\?" "\\{" "\\}" "\\|" "\\^" "\\$" "\\\\" ] s;
+  short = rev: substring 0 8 rev;
+
+  cargoVersion = (builtins.fromTOML (builtins.readFile (root + "/Cargo.toml"))).workspace.package.version;
+  rustChannel = (builtins.fromTOML (builtins.readFile (root + "/rust-toolchain.toml"))).toolchain.channel;
+
+  linuxSystems = [
+    "x86_64-linux"
+    "aarch64-linux"
+  ];
+  darwinSystems = [ "aarch64-darwin" ];
+  systems = linuxSystems ++ darwinSystems;
+  muslTarget = {
+    x86_64-linux = "x86_64-unknown-linux-musl";
+    aarch64-linux = "aarch64-unknown-linux-musl";
+  };
+
+  # --- the inputs: each pinned to a commit; rust-overlay follows nixpkgs ---------------
+  pin =
+    name:
+    let
+      url = flake.inputs.${name}.url or (fail "flake input ${name} has no url");
+      m = match "github:([^/]+)/([^/]+)/([0-9a-f]{40})" url;
+    in
+    if m == null then
+      fail "flake input ${name} is pinned to a 40-hex commit (url is ${url})"
+    else
+      {
+        inherit url;
+        rev = elemAt m 2;
+      };
+  pins = lib.genAttrs [ "nixpkgs" "rust-overlay" "crane" ] pin;
+
+  inputLines = [
+    (check (attrNames flake.inputs == [
+      "crane"
+      "nixpkgs"
+      "rust-overlay"
+    ]) "flake inputs are exactly crane, nixpkgs, rust-overlay (each has a stand-in here)")
+    (check (
+      (flake.inputs.rust-overlay.inputs.nixpkgs.follows or null) == "nixpkgs"
+    ) "rust-overlay follows nixpkgs")
+    (check (!(flake.inputs.crane ? inputs)) "crane has no follows (it has no inputs of its own)")
+    "ok  pins: nixpkgs ${short pins.nixpkgs.rev}, rust-overlay ${short pins.rust-overlay.rev}, crane ${short pins.crane.rev} (40-hex commits)"
+  ];
+
+  # --- the stand-in inputs ---------------------------------------------------------------
+  nixpkgs = {
+    outPath = ./nixpkgs.nix; # `import nixpkgs { system; overlays; }`
+    inherit lib;
+    inherit (pins.nixpkgs) rev;
+    shortRev = substring 0 7 pins.nixpkgs.rev;
+    legacyPackages = lib.genAttrs systems (system: import ./nixpkgs.nix { inherit system; });
+  };
+  rust-overlay = import ./rust-overlay.nix // {
+    outPath = toString ./rust-overlay.nix;
+    inherit (pins.rust-overlay) rev;
+  };
+  crane = import ./crane.nix // {
+    outPath = toString ./crane.nix;
+    inherit (pins.crane) rev;
+  };
+  self = {
+    outPath = toString root;
+  };
+
+  outputs = flake.outputs {
+    inherit
+      self
+      nixpkgs
+      rust-overlay
+      crane
+      ;
+  };
+
+  get =
+    path:
+    builtins.foldl' (
+      acc: key: if acc != null && isAttrs acc && acc ? ${key} then acc.${key} else null
+    ) outputs path;
+  need =
+    path:
+    let
+      v = get path;
+    in
+    if v == null then fail "${builtins.concatStringsSep "." path} exists" else v;
+  isDrv = v: isAttrs v && (v.type or null) == "derivation";
+  names = map (p: p.name);
+
+  # --- per system ---------------------------------------------------------------------------
+  shellLines =
+    system:
+    let
+      isLinux = elem system linuxSystems;
+      shell = need [
+        "devShells"
+        system
+        "default"
+      ];
+      pkgNames = names (shell.packages or [ ]);
+      toolchain = lib.findFirst (p: match "rust-.*" p.name != null) (fail
+        "devShells.${system}.default has the Rust toolchain"
+      ) shell.packages;
+      farm = lib.findFirst (p: p ? entries) null shell.packages;
+      farmNames = if farm == null then [ ] else map (e: e.name) farm.entries;
+      hook = shell.shellHook or "";
+    in
+    [
+      (check (isDrv shell) "devShells.${system}.default is a derivation")
+      (check (
+        toolchain.version == rustChannel
+      ) "devShells.${system}.default: Rust ${toolchain.version} from rust-toolchain.toml, components ${toString toolchain.extensions}, targets [${toString toolchain.targets}]")
+      (check (
+        elem "clippy" toolchain.extensions && elem "rustfmt" toolchain.extensions
+      ) "devShells.${system}.default: the toolchain has clippy and rustfmt")
+      (check (lib.findFirst (n: !(elem n pkgNames)) null [
+        "cargo-nextest-stand-in"
+        "kind-stand-in"
+        "kubectl-stand-in"
+        "docker-client-stand-in"
+      ] == null) "devShells.${system}.default: cargo-nextest, kind, kubectl, docker-client")
+      (check ((shell.LAB_KIT_NIX_SHELL or null) == "1") "devShells.${system}.default: LAB_KIT_NIX_SHELL=1")
+      (check (
+        contains "cargo xtask lab up" hook
+        && lib.findFirst (t: !(contains t hook)) null [
+          "rustc --version"
+          "kind version"
+          "kubectl version --client"
+          "docker --version"
+        ] == null
+      ) "devShells.${system}.default: the shellHook prints rustc, kind, kubectl, docker versions and `cargo xtask lab up`")
+    ]
+    ++ (
+      if isLinux then
+        [
+          (check (
+            farm != null && elem "bin/kube-apiserver" farmNames && elem "bin/etcd" farmNames
+          ) "devShells.${system}.default: kube-apiserver and etcd in one directory, on PATH")
+          (check (
+            (shell.KUBEBUILDER_ASSETS or null) == "${farm}/bin"
+          ) "devShells.${system}.default: KUBEBUILDER_ASSETS is that directory")
+          (check (
+            contains "kube-apiserver --version" hook && contains "etcd --version" hook
+          ) "devShells.${system}.default: the shellHook prints kube-apiserver and etcd versions")
+        ]
+      else
+        [
+          (check (
+            !(shell ? KUBEBUILDER_ASSETS) && farm == null
+          ) "devShells.${system}.default: no kube-apiserver/etcd (nixpkgs builds them for Linux only)")
+        ]
+    );
+
+  linuxLines =
+    system:
+    let
+      controller = need [
+        "packages"
+        system
+        "controller"
+      ];
+      deps = controller.cargoArtifacts or (fail "packages.${system}.controller has cargoArtifacts");
+      image = need [
+        "packages"
+        system
+        "image"
+      ];
+      checks = need [
+        "checks"
+        system
+      ];
+      clippy = need [
+        "checks"
+        system
+        "clippy"
+      ];
+      fmt = need [
+        "checks"
+        system
+        "fmt"
+      ];
+      tests = need [
+        "checks"
+        system
+        "tests"
+      ];
+      target = muslTarget.${system};
+    in
+    [
+      (check (
+        controller.craneFunction == "buildPackage" && deps.craneFunction == "buildDepsOnly"
+      ) "packages.${system}.controller: crane buildDepsOnly, then buildPackage")
+      (check (
+        controller.cargoExtraArgs == deps.cargoExtraArgs
+        && contains "-p controller" controller.cargoExtraArgs
+        && contains "--bin my-controller" controller.cargoExtraArgs
+      ) "packages.${system}.controller: cargoExtraArgs \"${controller.cargoExtraArgs}\" (same for the deps)")
+      (check (
+        controller.CARGO_BUILD_TARGET == target
+        && deps.CARGO_BUILD_TARGET == target
+        && elem target controller.toolchain.targets
+      ) "packages.${system}.controller: CARGO_BUILD_TARGET=${target}, and the toolchain has that target")
+      (check (contains "+crt-static" (
+        controller.CARGO_BUILD_RUSTFLAGS or ""
+      )) "packages.${system}.controller: static (${controller.CARGO_BUILD_RUSTFLAGS})")
+      (check (image.imageName == "my-controller") "packages.${system}.image: name my-controller")
+      (check (
+        image.imageTag == cargoVersion
+      ) "packages.${system}.image: tag ${image.imageTag} = Cargo.toml [workspace.package] version")
+      (check (
+        image.compressor == "none" && match ".*\\.tar" image.name != null
+      ) "packages.${system}.image: uncompressed tarball (${image.name}) for `kind load image-archive`")
+      (check (image.contents == [ controller ]) "packages.${system}.image: contents = the controller binary only")
+      (check (
+        image.config.Entrypoint == [ "/bin/my-controller" ]
+        || image.config.Entrypoint == [ "${controller}/bin/my-controller" ]
+      ) "packages.${system}.image: Entrypoint runs my-controller")
+      (check (image.config.User == "65532:65532") "packages.${system}.image: User 65532:65532")
+      (check (
+        image ? created && image.created != "now"
+      ) "packages.${system}.image: fixed creation date ${image.created}")
+      (check (image.config.ExposedPorts ? "8080/tcp") "packages.${system}.image: exposes 8080/tcp")
+      (check (
+        clippy.craneFunction == "cargoClippy"
+        && contains "--workspace" clippy.cargoClippyExtraArgs
+        && contains "--all-targets" clippy.cargoClippyExtraArgs
+        && contains "-D warnings" clippy.cargoClippyExtraArgs
+      ) "checks.${system}.clippy: cargo clippy ${clippy.cargoClippyExtraArgs}")
+      (check (fmt.craneFunction == "cargoFmt") "checks.${system}.fmt: cargo fmt --check")
+      (check (
+        tests.craneFunction == "cargoNextest"
+        && contains "--workspace" tests.cargoNextestExtraArgs
+        && (contains "--exclude e2e" tests.cargoNextestExtraArgs || contains "package(e2e)" tests.cargoNextestExtraArgs)
+      ) "checks.${system}.tests: cargo nextest run ${tests.cargoNextestExtraArgs}")
+      (check (
+        filter (c: isAttrs c && c ? CARGO_BUILD_TARGET) [
+          clippy
+          fmt
+          tests
+        ] == [ ]
+      ) "checks.${system}.{clippy,fmt,tests}: host target (no CARGO_BUILD_TARGET)")
+      (check (
+        lib.findFirst (c: !isDrv c) null (builtins.attrValues checks) == null
+      ) "checks.${system}: ${toString (attrNames checks)}")
+    ];
+
+  darwinLines = system: [
+    (check (
+      !((get [ "packages" system ]) != null && (get [ "packages" system "image" ]) != null)
+    ) "packages.${system}: no image (it needs a Linux builder)")
+    (check (
+      (get [ "checks" system ]) == null || (get [ "checks" system ]) == { }
+    ) "checks.${system}: none (dev shell only)")
+  ];
+
+  lines =
+    inputLines
+    ++ [
+      (check (
+        attrNames (need [ "devShells" ]) == builtins.sort builtins.lessThan systems
+      ) "devShells for ${toString systems}")
+      (check (
+        attrNames (need [ "packages" ]) == builtins.sort builtins.lessThan linuxSystems
+        && attrNames (need [ "checks" ]) == builtins.sort builtins.lessThan linuxSystems
+      ) "packages and checks for ${toString linuxSystems} only")
+    ]
+    ++ builtins.concatMap shellLines systems
+    ++ builtins.concatMap linuxLines linuxSystems
+    ++ builtins.concatMap darwinLines darwinSystems;
+in
+# Force every output value (a typo anywhere in flake.nix surfaces), then report.
+builtins.deepSeq outputs lines

@@ -1,0 +1,161 @@
+# Stand-in for `import nixpkgs { system; overlays; }`: only the packages and builders that
+# flake.nix uses, as fake derivations. A misspelt or unknown attribute fails the check
+# with "attribute ... missing". Versions here are placeholders, not what nixpkgs has.
+{
+  system,
+  overlays ? [ ],
+  config ? { },
+}:
+let
+  lib = import ./lib.nix;
+  fake = import ./fake.nix;
+  fail = msg: throw "stand-in nixpkgs (${system}): ${msg}";
+
+  isLinux = lib.elem system [
+    "x86_64-linux"
+    "aarch64-linux"
+  ];
+  isDarwin = lib.elem system [
+    "x86_64-darwin"
+    "aarch64-darwin"
+  ];
+  isDrv = v: builtins.isAttrs v && (v.type or null) == "derivation";
+
+  # Only the names in `allowed`, plus UPPER_CASE environment variables.
+  checkArgs =
+    what: allowed: args:
+    let
+      unknown = builtins.filter (
+        n: !(lib.elem n allowed) && builtins.match "[A-Z][A-Z0-9_]*" n == null
+      ) (builtins.attrNames args);
+    in
+    if unknown == [ ] then args else fail "${what}: unknown argument(s) ${toString unknown}";
+
+  # nixpkgs marks kubernetes (kube-apiserver) Linux-only; using it elsewhere fails.
+  linuxOnly =
+    name: version:
+    if isLinux then
+      fake "${name}-${version}" { inherit version; }
+    else
+      fake "${name}-${version}" {
+        inherit version;
+        outPath = fail "${name} is Linux-only (meta.platforms)";
+      };
+
+  base = {
+    inherit lib system;
+    stdenv.hostPlatform = {
+      inherit system isLinux isDarwin;
+    };
+
+    kind = fake "kind-stand-in" { version = "0.33.0"; };
+    kubectl = fake "kubectl-stand-in" { version = "1.36.3"; };
+    kubernetes = linuxOnly "kubernetes-stand-in" "1.36.3";
+    etcd_3_6 = fake "etcd-stand-in" { version = "3.6.13"; };
+    docker-client = fake "docker-client-stand-in" { version = "28.0.0"; };
+    cargo-nextest = fake "cargo-nextest-stand-in" { version = "0.9.100"; };
+    go = fake "go-stand-in" { version = "1.26.0"; };
+
+    mkShell =
+      args:
+      let
+        a = checkArgs "mkShell" [
+          "name"
+          "packages"
+          "buildInputs"
+          "nativeBuildInputs"
+          "inputsFrom"
+          "shellHook"
+          "env"
+        ] args;
+        notDrvs = builtins.filter (p: !isDrv p) (a.packages or [ ]);
+      in
+      if notDrvs != [ ] then
+        fail "mkShell: packages must be derivations"
+      else if !builtins.isString (a.shellHook or "") then
+        fail "mkShell: shellHook must be a string"
+      else
+        fake "nix-shell" a;
+
+    linkFarm =
+      name: entries:
+      let
+        bad = builtins.filter (
+          e: !(builtins.isAttrs e && e ? name && e ? path && builtins.isString e.name)
+        ) entries;
+      in
+      if !builtins.isString name then
+        fail "linkFarm: name must be a string"
+      else if !builtins.isList entries || bad != [ ] then
+        fail "linkFarm: entries must be a list of { name, path }"
+      else
+        fake name {
+          entries = map (e: {
+            name = e.name;
+            path = toString e.path;
+          }) entries;
+        };
+
+    dockerTools = {
+      buildLayeredImage =
+        args:
+        let
+          a = checkArgs "dockerTools.buildLayeredImage" [
+            "name"
+            "tag"
+            "contents"
+            "config"
+            "created"
+            "compressor"
+            "maxLayers"
+            "extraCommands"
+            "fakeRootCommands"
+            "enableFakechroot"
+            "fromImage"
+            "architecture"
+            "includeStorePaths"
+            "passthru"
+            "uid"
+            "gid"
+            "uname"
+            "gname"
+            "meta"
+          ] args;
+          compressor = a.compressor or "gz";
+          ext = {
+            none = "";
+            gz = ".gz";
+            zstd = ".zst";
+          };
+        in
+        if !isLinux then
+          fail "dockerTools.buildLayeredImage: images are built on Linux only here"
+        else if !(ext ? ${compressor}) then
+          fail "dockerTools.buildLayeredImage: compressor must be none, gz or zstd"
+        else if !(a ? name) then
+          fail "dockerTools.buildLayeredImage: name is required"
+        else
+          fake "${a.name}.tar${ext.${compressor}}" (
+            a
+            // {
+              name = "${a.name}.tar${ext.${compressor}}";
+              imageName = a.name;
+              imageTag = a.tag or "stand-in-hash";
+              inherit compressor;
+            }
+          );
+    };
+  };
+
+  # Overlays the way nixpkgs applies them: final and prev.
+  final = builtins.foldl' (prev: overlay: prev // overlay final prev) base overlays;
+in
+if system == "x86_64-darwin" then
+  # As the pinned nixpkgs-unstable does (NixOS/nixpkgs#493096).
+  throw "Nixpkgs 26.11 has dropped support for x86_64-darwin."
+else if !(isLinux || isDarwin) then
+  fail "unexpected system"
+else if !builtins.isList overlays then
+  fail "overlays must be a list"
+else
+  final
