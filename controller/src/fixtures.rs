@@ -16,7 +16,7 @@ use kube::{
     Client,
     client::Body,
     runtime::{
-        events::{Recorder, Reporter},
+        events::Reporter,
         reflector::{self, store::Writer},
         watcher,
     },
@@ -52,6 +52,10 @@ pub enum Scenario {
     ConflictOnce,
     /// Every write is forbidden (the Role lacks the verb).
     Forbidden,
+    /// Every write is refused as the API server refuses a change of an
+    /// immutable ConfigMap's data (422), as when it was frozen after the
+    /// cache's copy was taken.
+    Immutable,
 }
 
 pub struct MockApi {
@@ -121,6 +125,11 @@ fn answer(scenario: Scenario, nth: usize, seen: &Seen) -> (StatusCode, Value) {
             "Forbidden",
             "configmaps is forbidden: User \"system:serviceaccount:default:my-controller\" cannot create resource",
         ),
+        Scenario::Immutable => status(
+            422,
+            "Invalid",
+            "ConfigMap \"my-config\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
+        ),
         Scenario::ConflictOnce if nth == 1 => status(
             409,
             "Conflict",
@@ -165,7 +174,7 @@ pub fn context(client: Client, cached: Option<ConfigMap>) -> (Context, Writer<Co
         cache,
         desired: Desired::default(),
         metrics: Arc::new(Metrics::default()),
-        recorder: Recorder::new(client, reporter),
+        recorder: crate::events::Recorder::new(client, reporter),
         reconcile_delay: Duration::ZERO,
     };
     (ctx, writer)
@@ -182,6 +191,14 @@ pub fn drifted() -> ConfigMap {
         ("extra".into(), "added by hand".into()),
     ]));
     cm
+}
+
+/// [`drifted`], and frozen: `immutable: true`.
+pub fn frozen() -> ConfigMap {
+    ConfigMap {
+        immutable: Some(true),
+        ..drifted()
+    }
 }
 
 /// my-config exactly as desired.

@@ -9,12 +9,14 @@
 //! | [`runner`]    | informer → keys → queue → workers; failure policy; shutdown  |
 //! | [`http`]      | `/healthz`, `/readyz`, `/metrics`                            |
 //! | [`metrics`]   | the Prometheus metrics                                       |
+//! | [`events`]    | Kubernetes Events, published a moment after their write      |
 //! | [`version`]   | the Kubernetes version built for, and the skew rule          |
 //! | [`cli`], [`connect`], [`telemetry`] | flags, kubeconfig, logs                |
 
 pub mod cli;
 pub mod connect;
 pub mod desired;
+pub mod events;
 #[cfg(test)]
 mod fixtures;
 pub mod http;

@@ -21,6 +21,8 @@ pub enum ReconcileResult {
     unchanged,
     /// The object is being deleted (a finalizer holds it): left alone.
     deleting,
+    /// `immutable: true` with other data: reported, not updated, not retried.
+    immutable,
     /// 409: someone else wrote first; retried like any failure.
     conflict,
     error,

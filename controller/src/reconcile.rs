@@ -10,7 +10,7 @@ use kube::{
     Api, Client, Resource,
     api::PostParams,
     runtime::{
-        events::{Event, EventType, Recorder},
+        events::{Event, EventType},
         reflector::{ObjectRef, Store},
     },
 };
@@ -25,6 +25,11 @@ use crate::{
 pub const LOG_CREATED: &str = "created ConfigMap with the desired data";
 /// The log line of a correction; the e2e suite looks for it.
 pub const LOG_CORRECTED: &str = "corrected drifted data";
+/// The log line when the object is immutable and drifted; the e2e suite looks for it.
+pub const LOG_IMMUTABLE: &str =
+    "immutable with other data: not updated, not retried (delete it to have it recreated)";
+/// The reason of the Warning Event for an immutable, drifted object.
+pub const REASON_IMMUTABLE: &str = "Immutable";
 
 /// The field manager recorded in `managedFields` for this controller's writes.
 pub const FIELD_MANAGER: &str = "my-controller";
@@ -36,7 +41,8 @@ pub struct Context {
     pub cache: Store<ConfigMap>,
     pub desired: Desired,
     pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
+    /// Publishes Events a moment after the write they report (see [`crate::events`]).
+    pub recorder: crate::events::Recorder,
     /// A pause at the start of each reconcile, for the course's step 3
     /// experiment (events arriving while a reconcile runs). Zero normally.
     pub reconcile_delay: Duration,
@@ -51,6 +57,13 @@ pub enum Outcome {
     /// A finalizer holds the object while it is deleted: the controller does
     /// not fight the deletion; the Delete event brings it back here.
     Deleting,
+    /// Someone set `immutable: true` and other data: no update can succeed
+    /// (the API server answers 422 to any change of `data`), so none is sent
+    /// and nothing is retried; one warning line and a Warning Event say so.
+    /// Taking the object over (delete + create) would need `delete` in the
+    /// Role; whoever froze it decides instead — deleting it is enough, the
+    /// controller then recreates it. The next event or resync looks again.
+    Immutable,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +138,7 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
             publish(
                 ctx,
                 &created,
+                EventType::Normal,
                 "Created",
                 "Create",
                 "created with the desired data",
@@ -140,20 +154,31 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
             debug!(key = %show(key), "in sync, nothing to do");
             Ok(Outcome::Unchanged)
         }
+        // Checked before writing, so the 422 is not even provoked.
+        Some(live) if live.immutable == Some(true) => Ok(report_immutable(ctx, key, &live).await),
         Some(live) => {
             // `live` is an `Arc` shared with the cache: `corrected` works on an
             // owned clone (the course's DeepCopy). Replace sends the cached
             // resourceVersion, so a concurrent change yields 409 and a retry
             // instead of overwriting it.
-            let corrected = api
+            let corrected = match api
                 .replace(desired.name(), &params, &desired.corrected(&live))
                 .await
-                .map_err(|e| Error::from_write("update", key, e))?;
+            {
+                Ok(corrected) => corrected,
+                // Frozen after the cache's copy was taken (a race with the
+                // person setting `immutable`): the same report, no retry.
+                Err(e) if is_immutable_rejection(&e) => {
+                    return Ok(report_immutable(ctx, key, &live).await);
+                }
+                Err(e) => return Err(Error::from_write("update", key, e)),
+            };
             ctx.metrics.wrote(WriteVerb::update);
             info!(key = %show(key), "{LOG_CORRECTED}");
             publish(
                 ctx,
                 &corrected,
+                EventType::Normal,
                 "Corrected",
                 "Update",
                 "data put back to the desired state",
@@ -164,6 +189,30 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
     }
 }
 
+/// The API server's 422 for a change of an immutable ConfigMap's data
+/// ("data: Forbidden: field is immutable when `immutable` is set").
+fn is_immutable_rejection(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 422 && status.message.contains("immutable"))
+}
+
+/// One warning line and one Warning Event (the Recorder folds repeats into
+/// the same Event's series), then [`Outcome::Immutable`]: a success for the
+/// failure policy, so a request that cannot succeed is not retried.
+async fn report_immutable(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> Outcome {
+    warn!(key = %show(key), "{LOG_IMMUTABLE}");
+    publish(
+        ctx,
+        live,
+        EventType::Warning,
+        REASON_IMMUTABLE,
+        "Update",
+        "immutable is set and data differs from the desired data: not updated; \
+         delete the ConfigMap to have it recreated with the desired data",
+    )
+    .await;
+    Outcome::Immutable
+}
+
 /// The metric label of a reconcile's result.
 pub fn result_label(result: &Result<Outcome, Error>) -> ReconcileResult {
     match result {
@@ -171,6 +220,7 @@ pub fn result_label(result: &Result<Outcome, Error>) -> ReconcileResult {
         Ok(Outcome::Corrected) => ReconcileResult::updated,
         Ok(Outcome::Unchanged) => ReconcileResult::unchanged,
         Ok(Outcome::Deleting) => ReconcileResult::deleting,
+        Ok(Outcome::Immutable) => ReconcileResult::immutable,
         Err(e) if e.is_conflict() => ReconcileResult::conflict,
         Err(_) => ReconcileResult::error,
     }
@@ -178,9 +228,16 @@ pub fn result_label(result: &Result<Outcome, Error>) -> ReconcileResult {
 
 /// Records a Kubernetes Event on the object so `kubectl describe` tells the
 /// story. An Event that cannot be written does not fail the reconcile.
-async fn publish(ctx: &Context, obj: &ConfigMap, reason: &str, action: &str, note: &str) {
+async fn publish(
+    ctx: &Context,
+    obj: &ConfigMap,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
     let event = Event {
-        type_: EventType::Normal,
+        type_,
         reason: reason.into(),
         note: Some(note.into()),
         action: action.into(),
@@ -197,7 +254,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::fixtures::{MockApi, Scenario, context, drifted, in_sync};
+    use crate::fixtures::{MockApi, Scenario, context, drifted, frozen, in_sync};
 
     const CONFIG_MAPS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -280,6 +337,57 @@ mod tests {
         assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Deleting);
         drop(ctx);
         assert!(api.finish().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn immutable_and_drifted_is_reported_without_a_write() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let (ctx, _writer) = context(client, Some(frozen()));
+        let key = key_of(&ctx.desired);
+        let result = reconcile(&ctx, &key).await;
+        assert_eq!(result.as_ref().unwrap(), &Outcome::Immutable);
+        assert_eq!(result_label(&result), ReconcileResult::immutable);
+        drop(ctx);
+        let seen = api.finish().await;
+        let writes: Vec<_> = seen.iter().filter(|s| !s.is_event()).collect();
+        assert!(writes.is_empty(), "no request can change it: {writes:#?}");
+        let events: Vec<_> = seen.iter().filter(|s| s.is_event()).collect();
+        assert_eq!(events.len(), 1, "{events:#?}");
+        assert_eq!(events[0].method, Method::POST);
+        assert_eq!(events[0].body["reason"], REASON_IMMUTABLE);
+        assert_eq!(events[0].body["type"], "Warning");
+        assert_eq!(events[0].body["regarding"]["name"], "my-config");
+    }
+
+    #[tokio::test]
+    async fn immutable_and_in_sync_is_unchanged() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let frozen_in_sync = ConfigMap {
+            immutable: Some(true),
+            ..in_sync()
+        };
+        let (ctx, _writer) = context(client, Some(frozen_in_sync));
+        let key = key_of(&ctx.desired);
+        assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Unchanged);
+        drop(ctx);
+        assert!(api.finish().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_422_for_immutable_data_is_reported_like_the_cached_flag() {
+        let (client, api) = MockApi::start(Scenario::Immutable);
+        let (ctx, _writer) = context(client, Some(drifted()));
+        let key = key_of(&ctx.desired);
+        assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Immutable);
+        assert_eq!(ctx.metrics.writes(WriteVerb::update), 0);
+        drop(ctx);
+        let seen = api.finish().await;
+        let writes: Vec<_> = seen.iter().filter(|s| !s.is_event()).collect();
+        assert_eq!(writes.len(), 1, "the one refused update: {writes:#?}");
+        assert_eq!(writes[0].method, Method::PUT);
+        let events: Vec<_> = seen.iter().filter(|s| s.is_event()).collect();
+        assert_eq!(events.len(), 1, "{events:#?}");
+        assert_eq!(events[0].body["reason"], REASON_IMMUTABLE);
     }
 
     #[tokio::test]
