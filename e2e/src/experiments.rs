@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use controller::{
+    desired::Desired,
     reconcile::{LOG_CORRECTED, LOG_CREATED},
     version::{self, Skew},
 };
@@ -146,38 +147,44 @@ pub async fn self_heal_on_delete(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
 }
 
+/// The label [`correct_on_patch`] adds, playing someone else.
+pub const DRIFT_LABEL: &str = "e2e.lab/added-by";
+
+/// The merge patch of [`correct_on_patch`]: the first desired key set to
+/// `env=dev`, an extra data key and [`DRIFT_LABEL`]. Public so that
+/// `cargo xtask exp correct` shows this very patch as a kubectl command.
+pub fn drift_patch(desired: &Desired) -> serde_json::Value {
+    json!({
+        "metadata": {"labels": {DRIFT_LABEL: "someone"}},
+        "data": {first_key(desired): "env=dev", "e2e-extra": "added by hand"},
+    })
+}
+
 /// Experiment 3: merge-patch `data.app.conf` to `env=dev`, add a data key and
 /// a label → the data is put back, the extra key is gone, the label stays.
 pub async fn correct_on_patch(lab: &mut Lab) -> anyhow::Result<Measured> {
-    const LABEL: &str = "e2e.lab/added-by";
     wait_desired(lab).await?;
     let api = lab.config_maps();
     let name = lab.desired().name().to_string();
-    let key = lab
-        .desired()
-        .data()
-        .keys()
-        .next()
-        .cloned()
-        .unwrap_or_default();
-    let drift = json!({
-        "metadata": {"labels": {LABEL: "someone"}},
-        "data": {key: "env=dev", "e2e-extra": "added by hand"},
-    });
+    let drift = drift_patch(lab.desired());
     let latency = measure_until_desired(lab, || async {
         api.patch(&name, &someone(), &Patch::Merge(&drift)).await?;
         Ok(())
     })
     .await?;
     let now = api.get(&name).await?;
-    let label = now.metadata.labels.as_ref().and_then(|l| l.get(LABEL));
+    let label = now
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(DRIFT_LABEL));
     ensure!(
         label.map(String::as_str) == Some("someone"),
         "the label someone added was not kept: labels are {:?}",
         now.metadata.labels
     );
     // Leave it as found.
-    let undo = json!({"metadata": {"labels": {LABEL: null}}});
+    let undo = json!({"metadata": {"labels": {DRIFT_LABEL: null}}});
     api.patch(&name, &someone(), &Patch::Merge(&undo)).await?;
     Ok(Measured {
         latency: Some(latency),
@@ -292,10 +299,24 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
 }
 
+/// The flags [`dedup`] restarts the controller with: each reconcile sleeps first.
+pub const DEDUP_FLAGS: &[&str] = &["--reconcile-delay", "2s"];
+
+/// The `i`th of [`dedup`]'s five changes (a merge patch), public so that
+/// `cargo xtask exp dedup` shows the same changes as kubectl commands.
+pub fn dedup_change(desired: &Desired, i: u32) -> serde_json::Value {
+    json!({"data": {first_key(desired): format!("env=dev-{i}")}})
+}
+
+/// The key the experiments change: the first of the desired data.
+fn first_key(desired: &Desired) -> String {
+    desired.data().keys().next().cloned().unwrap_or_default()
+}
+
 /// Course step 3: with each reconcile slowed to 2 s, five quick changes of
 /// my-config → fewer than five reconciles, and the final state is desired.
 pub async fn dedup(lab: &mut Lab) -> anyhow::Result<Measured> {
-    lab.restart_controller(&["--reconcile-delay", "2s"]).await?;
+    lab.restart_controller(DEDUP_FLAGS).await?;
     let result = dedup_with_slow_controller(lab).await;
     lab.restart_controller(&[]).await?;
     result
@@ -306,15 +327,8 @@ async fn dedup_with_slow_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
     let baseline = lab.metrics().await?.sum("reconcile_total");
     let api = lab.config_maps();
     let name = lab.desired().name().to_string();
-    let key = lab
-        .desired()
-        .data()
-        .keys()
-        .next()
-        .cloned()
-        .unwrap_or_default();
     for i in 1..=5 {
-        let change = json!({"data": {key.clone(): format!("env=dev-{i}")}});
+        let change = dedup_change(lab.desired(), i);
         api.patch(&name, &someone(), &Patch::Merge(&change)).await?;
     }
     wait_desired(lab).await?;
@@ -384,9 +398,28 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
 }
 
+/// Least privilege, three ways: the ServiceAccount may do exactly what the
+/// Role grants (SubjectAccessReviews); the Deployment's pod passes the
+/// "restricted" Pod Security Standard; and when the lab runs the controller in
+/// its image, that container is non-root, read-only and without capabilities.
+pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let rbac = rbac_reviews(lab).await?;
+    let pod = crate::security::deployment_passes_restricted(lab).await?;
+    let mut detail = format!("{rbac}; {pod}");
+    if let Some(container) = &lab.file().controller.container {
+        detail.push_str("; ");
+        detail.push_str(&crate::security::container_is_locked_down(container)?);
+    }
+    Ok(Measured {
+        latency: None,
+        detail,
+        ..Measured::default()
+    })
+}
+
 /// SubjectAccessReviews for the controller's ServiceAccount: allowed exactly
 /// what the Role grants, denied everything around it.
-pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
+async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
     let user = format!(
         "system:serviceaccount:{}",
         lab.controller_service_account().replace('/', ":")
@@ -477,15 +510,11 @@ pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
         wrong.join("; ")
     );
     let granted = checks.iter().filter(|(_, e)| *e).count();
-    Ok(Measured {
-        latency: None,
-        detail: format!(
-            "{} reviews: {granted} allowed as granted, {} denied",
-            checks.len(),
-            checks.len() - granted
-        ),
-        ..Measured::default()
-    })
+    Ok(format!(
+        "{} reviews: {granted} allowed as granted, {} denied",
+        checks.len(),
+        checks.len() - granted
+    ))
 }
 
 /// Waits until my-config exists with exactly the desired data; returns it.

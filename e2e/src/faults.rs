@@ -1,188 +1,198 @@
 //! Faults: the controller keeps its promise when things go wrong. Each is a
-//! plain async function like the experiments, run by `e2e/tests/faults.rs`.
+//! plain async function like the experiments, run by `e2e/tests/faults.rs`,
+//! returning what it measured. Each leaves the lab as it found it: my-config
+//! desired, every process running with the lab's own flags (faults that stop
+//! the API server or change the Role put it back even when they fail).
+//!
+//! | module            | faults                                                       |
+//! |-------------------|--------------------------------------------------------------|
+//! | [`control_plane`] | API server restart, etcd compaction (410), API server down at start |
+//! | [`rbac`]          | the Role loses `create`; credentials private, Secrets denied |
+//! | [`writers`]       | conflict storm, `immutable: true`, a finalizer holding a delete |
+//! | [`lifecycle`]     | SIGTERM (idle and mid-reconcile), bad input writes nothing   |
+
+mod control_plane;
+mod lifecycle;
+mod rbac;
+mod writers;
 
 use std::time::Duration;
 
-use anyhow::{Context as _, ensure};
-use k8s_openapi::api::{
-    authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
-    rbac::v1::Role,
-};
-use kube::{
-    Api,
-    api::{DeleteParams, PostParams},
-};
+use anyhow::ensure;
+use controller::runner::LOG_STARTING;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
 
+pub use self::{
+    control_plane::{api_server_down_at_start, api_server_restart, etcd_compaction},
+    lifecycle::{bad_input_writes_nothing, sigterm_graceful},
+    rbac::{credentials_private, role_loses_create},
+    writers::{conflict_storm, finalizer_holds_deletion, immutable_drift},
+};
 use crate::{
-    eventually::{Check, eventually},
-    experiments::{Experiment, HEAL_WITHIN, Measured, wait_desired, wait_idle},
-    lab::Lab,
+    experiments::{Experiment, Measured, measure_until_desired, wait_desired},
+    http_probe,
+    lab::{CONTROLLER, ControllerRun, Lab},
 };
 
 /// Every fault test, in the order the suite runs them.
-pub const ALL: &[Experiment] = &[Experiment {
-    name: "role_loses_create",
-    aliases: &["rbac-denied"],
-    about: "Role loses create → 6 attempts, one error line, give-up; create back → healed by resync",
-}];
+pub const ALL: &[Experiment] = &[
+    Experiment {
+        name: "api_server_restart",
+        aliases: &["apiserver-restart"],
+        about: "kube-apiserver killed and started again → same controller reconnects, heals a delete within 5 s",
+    },
+    Experiment {
+        name: "etcd_compaction",
+        aliases: &["compaction", "410"],
+        about: "etcd compacted past the controller's resourceVersion → watch 410 → re-list, keeps healing",
+    },
+    Experiment {
+        name: "role_loses_create",
+        aliases: &["rbac-denied"],
+        about: "Role loses create → 6 attempts, one error line, give-up; create back → healed by resync",
+    },
+    Experiment {
+        name: "conflict_storm",
+        aliases: &["storm"],
+        about: "10 writers × 100 patches of my-config → desired at the end, same process, few error lines",
+    },
+    Experiment {
+        name: "api_server_down_at_start",
+        aliases: &["apiserver-down"],
+        about: "controller started with the API server down → retries, not ready; API server up → ready, heals",
+    },
+    Experiment {
+        name: "sigterm_graceful",
+        aliases: &["sigterm"],
+        about: "SIGTERM idle → exit 0 within 1 s; during a slow reconcile → it finishes, then exit 0",
+    },
+    Experiment {
+        name: "bad_input_writes_nothing",
+        aliases: &["bad-input"],
+        about: "bad flags or data files with the lab up → exit 2, my-config untouched",
+    },
+    Experiment {
+        name: "immutable_drift",
+        aliases: &["immutable"],
+        about: "immutable: true with other data → reported once per resync (Warning Event), no update, no retries",
+    },
+    Experiment {
+        name: "finalizer_holds_deletion",
+        aliases: &["finalizer"],
+        about: "delete held by a finalizer → left alone while terminating; finalizer removed → recreated",
+    },
+    Experiment {
+        name: "credentials_private",
+        aliases: &["security"],
+        about: "kubeconfigs, lab.json and keys are 0600; the controller's token cannot read Secrets",
+    },
+];
 
-/// The Role loses `create` → delete my-config → the controller retries with
-/// growing backoff, gives up after 5 retries (one error line, the give-up
-/// metric), does not spin; the Role gets `create` back → healed within one
-/// resync period. Also the lab's proof that the RBAC in `manifests/` is
-/// really enforced on the controller.
-pub async fn role_loses_create(lab: &mut Lab) -> anyhow::Result<Measured> {
-    const RESYNC: Duration = Duration::from_secs(3);
-    lab.restart_controller(&["--resync", "3s"]).await?;
-    wait_desired(lab).await?;
-    let (roles, role_name) = controller_role(lab)?;
-    let original = roles.get(&role_name).await?;
-    set_config_map_create(lab, false).await?;
-    let outcome = give_up_then_heal(lab, RESYNC).await;
-    // Put the Role back whatever happened (the happy path already did).
-    let mut current = roles.get(&role_name).await?;
-    if current.rules != original.rules {
-        current.rules = original.rules;
-        roles
-            .replace(&role_name, &PostParams::default(), &current)
-            .await?;
+/// The faults' own writes play "someone else", under their own field manager.
+fn someone() -> PatchParams {
+    PatchParams {
+        field_manager: Some("e2e-fault".into()),
+        ..PatchParams::default()
     }
-    outcome
 }
 
-/// The controller's Role: named like its ServiceAccount (see manifests/rbac.yaml).
-fn controller_role(lab: &Lab) -> anyhow::Result<(Api<Role>, String)> {
-    let (namespace, name) = lab
-        .controller_service_account()
-        .split_once('/')
-        .context("the service account is namespace/name")?;
-    Ok((Api::namespaced(lab.client(), namespace), name.to_string()))
+/// Timeout of one HTTP request to the controller.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The status of `GET <controller>/<path>`.
+async fn controller_status(lab: &Lab, path: &str) -> anyhow::Result<u16> {
+    let url = &lab.file().controller.url;
+    Ok(http_probe::get_url(url, path, HTTP_TIMEOUT).await?.status)
 }
 
-/// Grants or takes away `create` on ConfigMaps in the controller's Role.
-async fn set_config_map_create(lab: &Lab, granted: bool) -> anyhow::Result<()> {
-    let (roles, name) = controller_role(lab)?;
-    let mut role = roles.get(&name).await?;
-    for rule in role.rules.iter_mut().flatten() {
-        if rule.resources.iter().flatten().any(|r| r == "configmaps") {
-            rule.verbs.retain(|v| v != "create");
-            if granted {
-                rule.verbs.push("create".into());
-            }
-        }
-    }
-    roles.replace(&name, &PostParams::default(), &role).await?;
-    wait_until_create_is(lab, granted).await
+/// The first key of the desired data: what the faults drift.
+fn first_key(lab: &Lab) -> String {
+    let data = lab.desired().data();
+    data.keys().next().cloned().unwrap_or_default()
 }
 
-async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measured> {
-    let mark = lab.log_mark()?;
-    let before = lab.metrics().await?;
-    let errors0 = before.get("reconcile_total", &[("result", "error")]);
-    let give_ups0 = before.sum("reconcile_give_ups_total");
+/// Merge-patches the first data key of my-config to `value`, as someone else.
+async fn drift(lab: &Lab, value: &str) -> anyhow::Result<()> {
+    let change = json!({"data": {first_key(lab): value}});
     lab.config_maps()
-        .delete(lab.desired().name(), &DeleteParams::default())
+        .patch(lab.desired().name(), &someone(), &Patch::Merge(&change))
         .await?;
-
-    eventually("the controller to give up", HEAL_WITHIN, || async {
-        let m = lab.metrics().await?;
-        let gave_up = m.sum("reconcile_give_ups_total") - give_ups0;
-        Ok(if gave_up >= 1.0 {
-            Check::Done(())
-        } else {
-            Check::NotYet(m.lines("reconcile_total"))
-        })
-    })
-    .await?;
-    // Given up means nothing scheduled: it does not spin.
-    let after = wait_idle(lab).await?;
-    let attempts = after.get("reconcile_total", &[("result", "error")]) - errors0;
-    ensure!(
-        attempts == 6.0,
-        "expected 6 attempts (1 + 5 retries) before giving up, saw {attempts}"
-    );
-    let log = lab.controller_log(&mark).await?;
-    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
-    ensure!(
-        errors.len() == 1 && errors[0].contains("forbidden"),
-        "expected one error line naming the denial, got {}:\n{}",
-        errors.len(),
-        errors.join("\n")
-    );
-    let delays: Vec<f64> = log
-        .lines()
-        .filter(|l| l.contains("reconcile failed; retrying"))
-        .filter_map(retry_delay_ms)
-        .collect();
-    ensure!(
-        delays.len() == 5 && delays.windows(2).all(|w| w[1] > w[0]),
-        "expected 5 retries with growing delays, saw {delays:?}"
-    );
-
-    // The Role gets create back: the next resync heals.
-    set_config_map_create(lab, true).await?;
-    let restored = tokio::time::Instant::now();
-    wait_desired(lab).await?;
-    let healed = restored.elapsed();
-    ensure!(
-        healed <= resync + Duration::from_secs(2),
-        "healed {healed:?} after the Role was fixed: more than one resync period ({resync:?})"
-    );
-    Ok(Measured {
-        latency: Some(healed),
-        detail: format!(
-            "denied: 6 attempts, retry delays {:?} ms, 1 error line; create restored → healed by resync",
-            delays
-        ),
-        ..Measured::default()
-    })
+    Ok(())
 }
 
-/// `retry_in=10.02ms` (tracing's Debug of a Duration) → 10.02.
-fn retry_delay_ms(line: &str) -> Option<f64> {
-    let value = line.split("retry_in=").nth(1)?.split_whitespace().next()?;
-    let (number, unit) = value.split_at(value.find(|c: char| c.is_alphabetic() || c == 'µ')?);
-    let number: f64 = number.parse().ok()?;
-    Some(match unit {
-        "ns" => number / 1e6,
-        "µs" => number / 1e3,
-        "ms" => number,
-        "s" => number * 1e3,
-        _ => return None,
-    })
-}
-
-/// Waits until RBAC answers that the controller may (or may not) create ConfigMaps.
-async fn wait_until_create_is(lab: &Lab, allowed: bool) -> anyhow::Result<()> {
-    let api: Api<SubjectAccessReview> = Api::all(lab.client());
-    let user = format!(
-        "system:serviceaccount:{}",
-        lab.controller_service_account().replace('/', ":")
-    );
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(user),
-            resource_attributes: Some(ResourceAttributes {
-                resource: Some("configmaps".into()),
-                verb: Some("create".into()),
-                namespace: Some(lab.desired().namespace().into()),
-                ..ResourceAttributes::default()
-            }),
-            ..SubjectAccessReviewSpec::default()
-        },
-        ..SubjectAccessReview::default()
-    };
-    let what = format!("RBAC to {} create", if allowed { "allow" } else { "deny" });
-    eventually(&what, HEAL_WITHIN, || async {
-        let answer = api.create(&PostParams::default(), &review).await?;
-        let now = answer.status.is_some_and(|s| s.allowed);
-        Ok(if now == allowed {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("allowed = {now}"))
-        })
+/// Deletes my-config and returns how long the controller took to bring it
+/// back with the desired data (seen through a watch).
+async fn heal_after_delete(lab: &Lab) -> anyhow::Result<Duration> {
+    let api = lab.config_maps();
+    let name = lab.desired().name().to_string();
+    measure_until_desired(lab, || async move {
+        api.delete(&name, &DeleteParams::default()).await?;
+        Ok(())
     })
     .await
+}
+
+/// Drifts my-config and waits for the controller to put it back: proof that
+/// its watch and its writes work (after a fault, or a restore).
+async fn heal_after_drift(lab: &Lab) -> anyhow::Result<Duration> {
+    measure_until_desired(lab, || drift(lab, "env=after-fault")).await
+}
+
+/// The log lines containing `needle`.
+fn lines_with<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
+    log.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// The controller's error lines (text format: ` ERROR ` after the timestamp).
+fn error_lines(log: &str) -> Vec<&str> {
+    lines_with(log, " ERROR ")
+}
+
+/// How many times the controller logged its start (text format:
+/// `INFO controller::runner: starting target=…`).
+fn starts(log: &str) -> usize {
+    lines_with(log, &format!(": {LOG_STARTING} ")).len()
+}
+
+/// The controller survived: the same process as at `mark` runs, and it has
+/// not logged a (re)start since.
+async fn ensure_not_restarted(lab: &Lab, pid: u32, mark: &ControllerRun) -> anyhow::Result<()> {
+    let now = lab.controller_pid()?;
+    ensure!(
+        now == pid && lab.is_running(CONTROLLER)?,
+        "the controller is not the same process: pid {pid} then {now}"
+    );
+    let starts = starts(&lab.controller_log(mark).await?);
+    ensure!(starts == 0, "the controller started again ({starts} times)");
+    Ok(())
+}
+
+/// Puts the lab back (every process on the lab's flags, ready) and proves the
+/// controller heals again, after `result` — whatever it was. The fault's own
+/// failure wins over a failure to restore.
+async fn then_restore(lab: &mut Lab, result: anyhow::Result<Measured>) -> anyhow::Result<Measured> {
+    let restored = async {
+        lab.restore().await?;
+        heal_after_drift(lab).await?;
+        wait_desired(lab).await
+    }
+    .await;
+    match (result, restored) {
+        (Ok(measured), Ok(_)) => Ok(measured),
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => Err(e.context("the fault passed, but restoring the lab failed")),
+    }
+}
+
+/// Milliseconds, for details.
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Seconds, for details.
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
 }
 
 #[cfg(test)]
@@ -190,16 +200,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_tracing_durations() {
-        assert_eq!(
-            retry_delay_ms(
-                "WARN x: reconcile failed; retrying key=a attempt=1 retry_in=5ms error=x"
-            ),
-            Some(5.0)
-        );
-        assert_eq!(retry_delay_ms("retry_in=10.5ms"), Some(10.5));
-        assert_eq!(retry_delay_ms("retry_in=1.2s x"), Some(1200.0));
-        assert_eq!(retry_delay_ms("retry_in=800µs"), Some(0.8));
-        assert_eq!(retry_delay_ms("no delay here"), None);
+    fn every_fault_has_a_distinct_name_and_alias() {
+        let mut names: Vec<&str> = ALL.iter().flat_map(|f| f.aliases.iter().copied()).collect();
+        names.extend(ALL.iter().map(|f| f.name));
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "duplicate names or aliases");
+    }
+
+    #[test]
+    fn finds_error_lines_only() {
+        let log = "2026-11-29T15:34:13Z  INFO x: fine\n2026-11-29T15:34:13Z ERROR x: bad\n";
+        assert_eq!(error_lines(log), vec!["2026-11-29T15:34:13Z ERROR x: bad"]);
     }
 }

@@ -2,7 +2,15 @@
 //! talks to its API server as admin, and drives the controller under test:
 //! stop, start with extra flags, restart, read its metrics and its log.
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    future::Future,
+    net::{Ipv4Addr, SocketAddr},
+    os::unix::process::CommandExt,
+    path::PathBuf,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, anyhow, bail};
 use controller::{connect, desired::Desired};
@@ -13,11 +21,13 @@ use kube::{
 };
 
 use crate::{
+    deployment::DeploymentHost,
     eventually::{Check, eventually},
     http_probe,
-    lab_file::{LabFile, ProviderKind},
+    lab_file::{LabFile, Process, ProviderKind},
     metrics::Scrape,
-    process, project,
+    process::{self, Spawned},
+    project,
 };
 
 /// The lab name `cargo xtask lab up` uses unless told otherwise.
@@ -33,14 +43,25 @@ pub struct Lab {
     file: LabFile,
     client: Client,
     desired: Desired,
-    /// Flags added to the lab's own for the controller running now.
-    extra_args: Vec<String>,
+    /// Flags added to the lab's own, by role, for the processes running now.
+    extra_args: BTreeMap<String, Vec<String>>,
 }
 
-/// One start of the controller: where its log began.
+/// The roles of an envtest lab's processes in lab.json.
+pub const ETCD: &str = "etcd";
+pub const API_SERVER: &str = "kube-apiserver";
+pub const CONTROLLER: &str = "controller";
+/// In start order.
+const ROLES: [&str; 3] = [ETCD, API_SERVER, CONTROLLER];
+
+/// One start of the controller (or a mark in its log): where to read its log from.
 #[derive(Clone, Debug)]
 pub struct ControllerRun {
+    /// envtest: a byte offset into the log file.
     log_offset: u64,
+    /// kind: the log of the pod current when it was taken, from this time on
+    /// (`None`: a new pod, its whole log). The API's resolution is a second.
+    since: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl Lab {
@@ -49,7 +70,14 @@ impl Lab {
     /// test that needs the cluster never passes without one.
     pub async fn find() -> anyhow::Result<Lab> {
         let name = std::env::var(NAME_ENV).unwrap_or_else(|_| DEFAULT_NAME.to_string());
-        let state_dir = project::lab_dir(&name);
+        Self::find_named(&name).await
+    }
+
+    /// The lab called `name`, as [`Lab::find`] does: for callers that take
+    /// the name as a flag (`cargo xtask exp --name …`) rather than from the
+    /// environment.
+    pub async fn find_named(name: &str) -> anyhow::Result<Lab> {
+        let state_dir = project::lab_dir(name);
         let file = LabFile::read(&state_dir)?.ok_or_else(|| {
             anyhow!(
                 "no lab named {name} is up (no {}): run `cargo xtask lab up` first",
@@ -70,7 +98,7 @@ impl Lab {
             file,
             client,
             desired: Desired::default(),
-            extra_args: Vec::new(),
+            extra_args: BTreeMap::new(),
         })
     }
 
@@ -102,78 +130,259 @@ impl Lab {
         &self.file.controller.service_account
     }
 
-    fn controller_process(&self) -> anyhow::Result<&crate::lab_file::Process> {
-        match self.file.provider {
-            ProviderKind::Envtest => self
-                .file
-                .processes
-                .iter()
-                .find(|p| p.role == "controller")
-                .ok_or_else(|| anyhow!("lab.json lists no controller process")),
-            other => bail!("restarting the controller on a {other} lab is not supported"),
+    /// The lab.json entry of the process playing `role` (envtest labs only).
+    fn process(&self, role: &str) -> anyhow::Result<&Process> {
+        if self.file.provider != ProviderKind::Envtest {
+            bail!(
+                "stopping and starting {role} on a {} lab is not supported",
+                self.file.provider
+            );
         }
+        self.file
+            .processes
+            .iter()
+            .find(|p| p.role == role)
+            .ok_or_else(|| anyhow!("lab.json lists no {role} process"))
     }
 
-    /// Stops the controller (SIGTERM, then SIGKILL after a grace period).
-    pub async fn stop_controller(&mut self) -> anyhow::Result<()> {
-        let (pid, state_dir) = (self.controller_process()?.pid, self.file.state_dir.clone());
-        tokio::task::spawn_blocking(move || process::stop(pid, &state_dir)).await??;
+    /// The pid of `role` as lab.json records it (updated by every start).
+    pub fn pid(&self, role: &str) -> anyhow::Result<u32> {
+        Ok(self.process(role)?.pid)
+    }
+
+    /// The controller's pid: a controller that restarted itself has another.
+    pub fn controller_pid(&self) -> anyhow::Result<u32> {
+        self.pid(CONTROLLER)
+    }
+
+    /// Whether `role`'s process is running (alive and not a zombie).
+    pub fn is_running(&self, role: &str) -> anyhow::Result<bool> {
+        Ok(process::is_alive(self.pid(role)?))
+    }
+
+    /// etcd's client address (plain HTTP on loopback: `/health`, the v3 JSON gateway).
+    pub fn etcd_client_addr(&self) -> anyhow::Result<SocketAddr> {
+        let port = self
+            .process(ETCD)?
+            .ports
+            .get("client")
+            .copied()
+            .context("lab.json records no etcd client port")?;
+        Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    }
+
+    /// Stops `role`'s process group: SIGTERM, then SIGKILL after a grace
+    /// period — except kube-apiserver, which is killed at once. With a watch
+    /// open (the controller's) its graceful shutdown waits out its 60 s
+    /// request timeout: the lab does not set
+    /// `--shutdown-watch-termination-grace-period`. For the controller a
+    /// crashed API server is the harsher fault anyway (no goodbye on the watch).
+    pub async fn stop_process(&mut self, role: &str) -> anyhow::Result<()> {
+        let (pid, state_dir) = (self.pid(role)?, self.file.state_dir.clone());
+        let stop = if role == API_SERVER {
+            process::kill
+        } else {
+            process::stop
+        };
+        tokio::task::spawn_blocking(move || stop(pid, &state_dir)).await??;
         Ok(())
     }
 
-    /// Starts the controller with the lab's flags plus `extra` (later flags
-    /// win), and waits until it reports ready.
-    pub async fn start_controller(&mut self, extra: &[&str]) -> anyhow::Result<ControllerRun> {
-        let spec = self.controller_process()?.clone();
-        let log_offset = std::fs::metadata(&spec.log).map(|m| m.len()).unwrap_or(0);
-        let mut args = spec.args.clone();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let mut command = std::process::Command::new(&spec.binary);
-        command.args(&args);
-        let mut spawned =
-            process::spawn_detached("controller", command, &spec.log, &spec.pid_file)?;
-        self.extra_args = extra.iter().map(|s| s.to_string()).collect();
-        if let Some(entry) = self
-            .file
-            .processes
-            .iter_mut()
-            .find(|p| p.role == "controller")
-        {
+    /// Starts `role` as lab.json describes it — same binary, arguments, log
+    /// and pid file — with `extra` flags appended (later flags win), and
+    /// records the new pid in lab.json so `lab down` and later tests find it.
+    /// Does not wait for it to be ready.
+    pub async fn start_process(&mut self, role: &str, extra: &[&str]) -> anyhow::Result<Spawned> {
+        let spec = self.process(role)?.clone();
+        // spawn_detached names its process with a &'static str.
+        let name = ROLES
+            .into_iter()
+            .find(|r| *r == role)
+            .ok_or_else(|| anyhow!("unknown role {role}"))?;
+        wait_ports_free(&spec.ports).await?;
+        if let (CONTROLLER, Some(container)) = (role, &self.file.controller.container) {
+            // Left behind if its `docker run` was killed: it would block the name.
+            process::remove_container(container);
+        }
+        let mut command = Command::new(&spec.binary);
+        command.args(&spec.args).args(extra);
+        let spawned = process::spawn_detached(name, command, &spec.log, &spec.pid_file)?;
+        self.extra_args.insert(
+            role.to_string(),
+            extra.iter().map(|s| s.to_string()).collect(),
+        );
+        if let Some(entry) = self.file.processes.iter_mut().find(|p| p.role == role) {
             entry.pid = spawned.pid;
         }
         self.file.write()?;
-        let url = self.file.controller.url.clone();
-        eventually("the controller to be ready", READY_WITHIN, || {
-            let died = spawned.exited().map(|status| spawned.died(status));
-            let url = url.clone();
-            async move {
-                if let Some(died) = died {
-                    return Err(died);
-                }
-                let reply = http_probe::get_url(&url, "/readyz", HTTP_TIMEOUT).await?;
-                Ok(if reply.status == 200 {
-                    Check::Done(())
-                } else {
-                    Check::NotYet(format!("/readyz {}: {}", reply.status, reply.body))
-                })
-            }
-        })
-        .await
-        .with_context(|| crate::files::tail(&spec.log, 20))?;
-        Ok(ControllerRun { log_offset })
+        Ok(spawned)
     }
 
-    /// Stop, then start with `extra` flags.
+    /// Starts `role` (see [`Lab::start_process`]) and waits until it is ready:
+    /// etcd's `/health`, the API server's `/readyz` (asked as admin), the
+    /// controller's `/readyz`. Fails at once, with its log, if it exits.
+    async fn start_ready(&mut self, role: &str, extra: &[&str]) -> anyhow::Result<()> {
+        let mut spawned = self.start_process(role, extra).await?;
+        let what = format!("{role} to be ready");
+        match role {
+            ETCD => {
+                let addr = self.etcd_client_addr()?;
+                wait_ready(&what, &mut spawned, || etcd_ready(addr)).await
+            }
+            API_SERVER => {
+                let client = self.client();
+                wait_ready(&what, &mut spawned, || api_server_ready(client.clone())).await
+            }
+            _ => {
+                let url = self.file.controller.url.clone();
+                wait_ready(&what, &mut spawned, || controller_ready(url.clone())).await
+            }
+        }
+    }
+
+    /// Kills kube-apiserver (see [`Lab::stop_process`]) and starts it again
+    /// with the lab's flags plus `extra`, waiting for its `/readyz`. Returns
+    /// how long it was away.
+    pub async fn restart_api_server(&mut self, extra: &[&str]) -> anyhow::Result<Duration> {
+        let began = Instant::now();
+        self.stop_process(API_SERVER).await?;
+        self.start_api_server(extra).await?;
+        Ok(began.elapsed())
+    }
+
+    /// Starts kube-apiserver (stopped before) and waits for its `/readyz`.
+    pub async fn start_api_server(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+        self.start_ready(API_SERVER, extra).await
+    }
+
+    /// The controller as a Deployment, on a kind lab.
+    fn deployment(&self) -> Option<DeploymentHost> {
+        (self.file.provider == ProviderKind::Kind).then(|| DeploymentHost::new(self.client()))
+    }
+
+    /// Stops the controller: SIGTERM, then SIGKILL after a grace period
+    /// (kind: scaled to zero).
+    pub async fn stop_controller(&mut self) -> anyhow::Result<()> {
+        match self.deployment() {
+            Some(deployment) => {
+                self.extra_args.insert(CONTROLLER.into(), Vec::new());
+                deployment.stop().await
+            }
+            None => self.stop_process(CONTROLLER).await,
+        }
+    }
+
+    /// Starts the controller with the lab's flags plus `extra` (later flags
+    /// win), and waits until it reports ready (kind: a new pod with `extra`
+    /// as its arguments, the rollout awaited).
+    pub async fn start_controller(&mut self, extra: &[&str]) -> anyhow::Result<ControllerRun> {
+        if let Some(deployment) = self.deployment() {
+            deployment.start(extra).await?;
+            self.extra_args.insert(
+                CONTROLLER.into(),
+                extra.iter().map(|s| s.to_string()).collect(),
+            );
+            return Ok(ControllerRun {
+                log_offset: 0,
+                since: None,
+            });
+        }
+        let run = self.log_end();
+        self.start_ready(CONTROLLER, extra).await?;
+        Ok(run)
+    }
+
+    /// Starts the controller like [`Lab::start_controller`] but returns at
+    /// once: for a start that cannot become ready yet (the API server is down).
+    pub async fn start_controller_without_waiting(
+        &mut self,
+        extra: &[&str],
+    ) -> anyhow::Result<ControllerRun> {
+        let run = self.log_end();
+        self.start_process(CONTROLLER, extra).await?;
+        Ok(run)
+    }
+
+    /// The controller's command line from lab.json plus `extra`, output
+    /// appended to its log, in its own process group: for a test that must
+    /// own the process to read its exit status (a detached one's status is
+    /// lost). Not recorded in lab.json; it listens on the lab controller's
+    /// port, so stop that one first.
+    pub fn controller_command(&self, extra: &[&str]) -> anyhow::Result<Command> {
+        let spec = self.process(CONTROLLER)?;
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&spec.log)
+            .with_context(|| format!("cannot open {}", spec.log.display()))?;
+        let mut args = spec.args.clone();
+        if self.file.controller.container.is_some() {
+            // `docker run --name …`: the lab's own container may hold the name.
+            if let Some(at) = args.iter().position(|a| a == "--name") {
+                args.drain(at..(at + 2).min(args.len()));
+            }
+        }
+        let mut command = Command::new(&spec.binary);
+        command
+            .args(&args)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0);
+        Ok(command)
+    }
+
+    /// Stop, then start with `extra` flags (kind: `rollout restart`, which
+    /// the strategy `Recreate` turns into exactly that).
     pub async fn restart_controller(&mut self, extra: &[&str]) -> anyhow::Result<ControllerRun> {
-        self.stop_controller().await?;
+        if self.deployment().is_none() {
+            self.stop_controller().await?;
+        }
         self.start_controller(extra).await
     }
 
+    /// Whether `role` must be restarted to be as the lab started it: not
+    /// running, or running with flags of a test.
+    fn needs_restore(&self, role: &str) -> anyhow::Result<bool> {
+        let extra = self.extra_args.get(role).is_some_and(|e| !e.is_empty());
+        Ok(extra || !self.is_running(role)?)
+    }
+
+    /// Leaves the lab as the tests expect to find it: etcd, kube-apiserver
+    /// and the controller running with the lab's own flags, and ready.
+    /// Restarts only what needs it, in start order.
+    pub async fn restore(&mut self) -> anyhow::Result<()> {
+        if self.deployment().is_some() {
+            // A kind cluster's control plane is not the harness's to restart.
+            return self.restore_controller().await;
+        }
+        for role in [ETCD, API_SERVER] {
+            if self.needs_restore(role)? {
+                self.stop_process(role).await?;
+                self.start_ready(role, &[]).await?;
+            }
+        }
+        self.restore_controller().await
+    }
+
     /// Restarts the controller with the lab's own flags if an experiment
-    /// left it running with others (or stopped).
+    /// left it running with others, stopped, or not ready.
     pub async fn restore_controller(&mut self) -> anyhow::Result<()> {
-        let running = process::is_alive(self.controller_process()?.pid);
-        if !self.extra_args.is_empty() || !running {
+        if let Some(deployment) = self.deployment() {
+            let flags = self
+                .extra_args
+                .get(CONTROLLER)
+                .is_some_and(|e| !e.is_empty());
+            if flags || deployment.ready_pod().await?.is_none() {
+                self.restart_controller(&[]).await?;
+            }
+            return Ok(());
+        }
+        let ready = controller_ready(self.file.controller.url.clone())
+            .await
+            .is_ok_and(|c| matches!(c, Check::Done(())));
+        if self.needs_restore(CONTROLLER)? || !ready {
             self.restart_controller(&[]).await?;
         }
         Ok(())
@@ -181,6 +390,10 @@ impl Lab {
 
     /// One scrape of the controller's `/metrics`.
     pub async fn metrics(&self) -> anyhow::Result<Scrape> {
+        if let Some(deployment) = self.deployment() {
+            // Through the API server's pod proxy: no port-forward needed.
+            return Ok(Scrape::parse(&deployment.get("/metrics").await?));
+        }
         let reply =
             http_probe::get_url(&self.file.controller.url, "/metrics", HTTP_TIMEOUT).await?;
         if reply.status != 200 {
@@ -191,15 +404,40 @@ impl Lab {
 
     /// The current end of the controller's log: [`Lab::controller_log`] from here.
     pub fn log_mark(&self) -> anyhow::Result<ControllerRun> {
+        if self.deployment().is_some() {
+            return Ok(ControllerRun {
+                log_offset: 0,
+                since: Some(k8s_openapi::jiff::Timestamp::now()),
+            });
+        }
         let path = &self.file.controller.log;
         let log_offset = std::fs::metadata(path)
             .with_context(|| format!("cannot read {}", path.display()))?
             .len();
-        Ok(ControllerRun { log_offset })
+        Ok(ControllerRun {
+            log_offset,
+            since: None,
+        })
+    }
+
+    /// Like [`Lab::log_mark`], from the start when there is no log yet.
+    fn log_end(&self) -> ControllerRun {
+        let log_offset = std::fs::metadata(&self.file.controller.log).map_or(0, |m| m.len());
+        ControllerRun {
+            log_offset,
+            since: None,
+        }
     }
 
     /// What the controller logged since `run` started.
     pub async fn controller_log(&self, run: &ControllerRun) -> anyhow::Result<String> {
+        if let Some(deployment) = self.deployment() {
+            let pod = deployment
+                .ready_pod()
+                .await?
+                .context("no ready controller pod")?;
+            return deployment.log(&pod, None, run.since).await;
+        }
         let path = &self.file.controller.log;
         let bytes = tokio::fs::read(path)
             .await
@@ -212,7 +450,21 @@ impl Lab {
     /// tail, my-config as YAML, and the recent Events of its namespace.
     pub async fn diagnostics(&self) -> String {
         let mut out = String::new();
-        out.push_str(&crate::files::tail(&self.file.controller.log, 40));
+        match self.deployment() {
+            Some(deployment) => match deployment.ready_pod().await {
+                Ok(Some(pod)) => {
+                    let tail = deployment
+                        .log(&pod, Some(40), None)
+                        .await
+                        .unwrap_or_else(|e| format!("({e})"));
+                    out.push_str(&format!("last lines of pod {pod}:\n{tail}"));
+                }
+                _ => out.push_str(
+                    "(no ready controller pod: `kubectl describe deployment my-controller`)",
+                ),
+            },
+            None => out.push_str(&crate::files::tail(&self.file.controller.log, 40)),
+        }
         out.push_str("\n\n");
         match self.config_maps().get_opt(self.desired.name()).await {
             Ok(Some(mut cm)) => {
@@ -246,4 +498,90 @@ impl Lab {
         }
         out
     }
+}
+
+/// How long a stopped process's ports may stay taken.
+const PORTS_FREED_WITHIN: Duration = Duration::from_secs(5);
+
+/// Waits until every loopback port in `ports` can be bound again. A killed
+/// multi-threaded process (kube-apiserver) shows as a zombie — gone, for
+/// [`process::is_alive`] — as soon as its main thread exits, while its other
+/// threads may still hold its sockets for a moment; starting its successor
+/// then fails with "address already in use".
+async fn wait_ports_free(ports: &BTreeMap<String, u16>) -> anyhow::Result<()> {
+    for port in ports.values().copied() {
+        let what = format!("port {port} to be free");
+        eventually(
+            &what,
+            PORTS_FREED_WITHIN,
+            || async move { Ok(port_free(port)) },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Whether `port` can be bound on loopback now. std sets SO_REUSEADDR, as
+/// Go's listeners do, so connections in TIME_WAIT do not count.
+fn port_free(port: u16) -> Check<()> {
+    match std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+        Ok(_) => Check::Done(()),
+        Err(e) => Check::NotYet(e.to_string()),
+    }
+}
+
+/// Polls `probe` until it says ready, for at most [`READY_WITHIN`]; gives up
+/// at once, with the end of its log, when `spawned` exits meanwhile.
+async fn wait_ready<F, Fut>(what: &str, spawned: &mut Spawned, mut probe: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Check<()>>>,
+{
+    let waited = eventually(what, READY_WITHIN, || {
+        let died = spawned.exited().map(|status| spawned.died(status));
+        let look = probe();
+        async move {
+            Ok(match died {
+                // Done, carrying the failure: waiting on a dead process is pointless.
+                Some(died) => Check::Done(Err(died)),
+                None => match look.await? {
+                    Check::Done(()) => Check::Done(Ok(())),
+                    Check::NotYet(state) => Check::NotYet(state),
+                },
+            })
+        }
+    })
+    .await;
+    waited
+        .and_then(|outcome| outcome)
+        .map_err(|e| spawned.with_log_tail(e))
+}
+
+/// The controller's `/readyz` answers 200.
+async fn controller_ready(url: String) -> anyhow::Result<Check<()>> {
+    let reply = http_probe::get_url(&url, "/readyz", HTTP_TIMEOUT).await?;
+    Ok(if reply.status == 200 {
+        Check::Done(())
+    } else {
+        Check::NotYet(format!("/readyz {}: {}", reply.status, reply.body))
+    })
+}
+
+/// The API server's `/readyz` answers 200 to the admin.
+async fn api_server_ready(client: Client) -> anyhow::Result<Check<()>> {
+    let request = http::Request::get("/readyz").body(Vec::new())?;
+    Ok(match client.request_text(request).await {
+        Ok(_) => Check::Done(()),
+        Err(e) => Check::NotYet(format!("/readyz: {e}")),
+    })
+}
+
+/// etcd's `/health` says `"health":"true"`.
+async fn etcd_ready(addr: SocketAddr) -> anyhow::Result<Check<()>> {
+    let reply = http_probe::get(addr, "/health", HTTP_TIMEOUT).await?;
+    Ok(if reply.status == 200 && reply.body.contains("\"true\"") {
+        Check::Done(())
+    } else {
+        Check::NotYet(format!("/health {}: {}", reply.status, reply.body))
+    })
 }

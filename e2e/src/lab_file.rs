@@ -54,6 +54,10 @@ pub struct Controller {
     pub token_expires: String,
     /// Its log (stdout and stderr).
     pub log: PathBuf,
+    /// The container name when the controller runs in its image (`docker run`
+    /// is then the tracked process); `None` for a plain process.
+    #[serde(default)]
+    pub container: Option<String>,
 }
 
 /// One local process of the lab. To restart it: stop `pid` (its process group), then run

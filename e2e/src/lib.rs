@@ -2,6 +2,9 @@
 //! functions, and the glue that runs one as a test and records its result.
 //! Used by the e2e tests and by `cargo xtask e2e` (and the workshop verbs).
 
+pub mod bench;
+pub mod deployment;
+pub mod etcd;
 pub mod eventually;
 pub mod experiments;
 pub mod faults;
@@ -13,6 +16,7 @@ pub mod metrics;
 pub mod process;
 pub mod project;
 pub mod results;
+pub mod security;
 pub mod tools;
 
 use std::time::Instant;
@@ -34,7 +38,7 @@ where
         let result = experiment(&mut lab).await;
         let wall = started.elapsed();
         // Leave the lab as found even when the experiment failed half-way.
-        let restored = lab.restore_controller().await;
+        let restored = lab.restore().await;
         results::record(name, &result, wall);
         match (result, restored) {
             (Ok(measured), Ok(())) => {
@@ -45,7 +49,7 @@ where
                 Ok(())
             }
             (Err(e), _) => Err(format!("{e:#}\n\n{}", lab.diagnostics().await)),
-            (Ok(_), Err(e)) => Err(format!("could not restore the controller: {e:#}")),
+            (Ok(_), Err(e)) => Err(format!("could not restore the lab: {e:#}")),
         }
     });
     if let Err(message) = outcome {

@@ -47,6 +47,22 @@ impl Scrape {
             .sum()
     }
 
+    /// The sum over the series called `name` whose labels include `labels`
+    /// (others may be there too): e.g. the API server's
+    /// `apiserver_request_total` for one verb and resource, whatever the code.
+    pub fn sum_matching(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.samples
+            .iter()
+            .filter(|s| {
+                s.name == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
+            })
+            .map(|s| s.value)
+            .sum()
+    }
+
     /// The series called `name`, for messages.
     pub fn lines(&self, name: &str) -> String {
         let lines: Vec<String> = self
@@ -122,5 +138,10 @@ mod tests {
         assert_eq!(scrape.get("api_writes_total", &[("verb", "update")]), 0.0);
         assert_eq!(scrape.sum("reconcile_give_ups_total"), 0.0);
         assert_eq!(scrape.sum("reconcile_duration_seconds_count"), 3.0);
+        assert_eq!(scrape.sum_matching("reconcile_total", &[]), 3.0);
+        assert_eq!(
+            scrape.sum_matching("reconcile_total", &[("result", "created")]),
+            1.0
+        );
     }
 }

@@ -158,6 +158,17 @@ pub enum StopOutcome {
 
 /// SIGTERM to the process group, wait, then SIGKILL; polls, with deadlines, never sleeps blind.
 pub fn stop(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
+    end(pid, state_dir, true)
+}
+
+/// SIGKILL to the process group at once — a crash, not a shutdown — then wait until it is
+/// gone. For a process whose graceful stop would wait on its clients (kube-apiserver drains
+/// open watches for up to its request timeout).
+pub fn kill(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
+    end(pid, state_dir, false)
+}
+
+fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> {
     if !is_alive(pid) {
         return Ok(StopOutcome::NotRunning);
     }
@@ -165,14 +176,16 @@ pub fn stop(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
         return Ok(StopOutcome::NotOurs);
     }
     let start = Instant::now();
-    signal_group(pid, libc::SIGTERM)?;
-    if wait_gone(pid, TERM_GRACE) {
-        return Ok(StopOutcome::Stopped {
-            killed: false,
-            after: start.elapsed(),
-        });
+    if graceful {
+        signal_group(pid, libc::SIGTERM)?;
+        if wait_gone(pid, TERM_GRACE) {
+            return Ok(StopOutcome::Stopped {
+                killed: false,
+                after: start.elapsed(),
+            });
+        }
+        eprintln!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL");
     }
-    eprintln!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL");
     signal_group(pid, libc::SIGKILL)?;
     if wait_gone(pid, KILL_GRACE) {
         return Ok(StopOutcome::Stopped {
@@ -211,6 +224,16 @@ fn wait_gone(pid: u32, deadline: Duration) -> bool {
         std::thread::sleep(STOP_POLL);
     }
     !is_alive(pid)
+}
+
+/// `docker rm -f <name>`, echoed; a container that is not there is fine.
+pub fn remove_container(name: &str) {
+    eprintln!("$ docker rm -f {name}");
+    let _ = Command::new("docker")
+        .args(["rm", "-f", name])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 #[cfg(test)]

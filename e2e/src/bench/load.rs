@@ -1,0 +1,101 @@
+//! Unrelated ConfigMaps: many objects in my-config's namespace that the
+//! controller must not pay for. It watches one object through a field
+//! selector, so neither its list nor its watch carries them and its memory
+//! must not grow with them.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+};
+use tokio::time::Instant;
+
+use super::Progress;
+
+/// The label every unrelated ConfigMap carries: how they are found and
+/// deleted together (one deletecollection).
+pub const LABEL: &str = "bench.my-controller.dev/unrelated";
+/// Each one's data: about 1 KiB, so a controller that did cache them would
+/// show it (10 000 of them are ~10 MiB of data alone).
+const PAYLOAD_BYTES: usize = 1024;
+/// How long the deletion of all of them may take.
+const DELETE_WITHIN: Duration = Duration::from_secs(600);
+
+fn selector() -> ListParams {
+    ListParams::default().labels(&format!("{LABEL}=true"))
+}
+
+/// Creates `count` unrelated ConfigMaps, `parallel` requests in flight.
+/// Ones left by an interrupted run are fine (409 AlreadyExists is skipped).
+pub async fn create(api: &Api<ConfigMap>, count: usize, parallel: usize) -> anyhow::Result<()> {
+    let mut progress = Progress::new("unrelated ConfigMaps created", count);
+    let payload = "x".repeat(PAYLOAD_BYTES);
+    let mut created = futures::stream::iter(0..count)
+        .map(|i| {
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(format!("bench-unrelated-{i:05}")),
+                    labels: Some([(LABEL.to_string(), "true".to_string())].into()),
+                    ..ObjectMeta::default()
+                },
+                data: Some([("payload".to_string(), payload.clone())].into()),
+                ..ConfigMap::default()
+            };
+            async move {
+                match api.create(&PostParams::default(), &cm).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err(e).with_context(|| format!("creating unrelated ConfigMap {i}")),
+                }
+            }
+        })
+        .buffer_unordered(parallel.max(1));
+    while created.try_next().await?.is_some() {
+        progress.tick();
+    }
+    Ok(())
+}
+
+/// How many unrelated ConfigMaps exist. A metadata-only list of them all:
+/// `remainingItemCount` would be cheaper, but the API server leaves it out
+/// of any list with a label selector.
+pub async fn count(api: &Api<ConfigMap>) -> anyhow::Result<usize> {
+    Ok(api.list_metadata(&selector()).await?.items.len())
+}
+
+/// Deletes every unrelated ConfigMap (deletecollection with the label
+/// selector) and waits until none is left. The API server deletes a
+/// collection one object at a time and may end the request at its timeout
+/// before it is done, so the request is repeated until the count is 0.
+pub async fn delete_all(api: &Api<ConfigMap>) -> anyhow::Result<()> {
+    let mut left = count(api).await?;
+    if left == 0 {
+        return Ok(());
+    }
+    let total = left;
+    let mut progress = Progress::new("unrelated ConfigMaps deleted", total);
+    let deadline = Instant::now() + DELETE_WITHIN;
+    while left > 0 {
+        if Instant::now() >= deadline {
+            bail!("{left} unrelated ConfigMaps still there after {DELETE_WITHIN:?}");
+        }
+        eprintln!(
+            "  (kubectl delete configmaps -l {LABEL}=true: {left} left, one deletecollection request)"
+        );
+        // A timeout here is expected for a large collection: count and repeat.
+        if let Err(e) = api
+            .delete_collection(&DeleteParams::default(), &selector())
+            .await
+        {
+            eprintln!("  deletecollection ended early ({e}); counting and repeating");
+        }
+        let now = count(api).await?;
+        progress.add(left.saturating_sub(now));
+        left = now;
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! The controller as a Deployment (the kind lab): how the harness stops,
+//! starts and restarts it, and reads its metrics and logs — all through the
+//! Kubernetes API, as `kubectl scale`, `rollout restart`, `rollout status`,
+//! `logs` and the API server's pod proxy would.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ListParams, LogParams, Patch, PatchParams},
+};
+use serde_json::json;
+
+use crate::eventually::{Check, eventually};
+
+/// Where the Deployment lives (manifests/deployment.yaml).
+pub const NAMESPACE: &str = "default";
+pub const NAME: &str = "my-controller";
+const CONTAINER: &str = "controller";
+const SELECTOR: &str = "app.kubernetes.io/name=my-controller";
+/// The container's HTTP port (`--listen 0.0.0.0:8080`).
+const PORT: u16 = 8080;
+const ROLLOUT_WITHIN: Duration = Duration::from_secs(180);
+
+pub struct DeploymentHost {
+    client: Client,
+}
+
+impl DeploymentHost {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+
+    fn deployments(&self) -> Api<Deployment> {
+        Api::namespaced(self.client.clone(), NAMESPACE)
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), NAMESPACE)
+    }
+
+    /// `kubectl scale --replicas=0`, then wait until no pod is left.
+    pub async fn stop(&self) -> anyhow::Result<()> {
+        let patch = json!({"spec": {"replicas": 0}});
+        self.deployments()
+            .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let pods = self.pods();
+        eventually("the controller pods to be gone", ROLLOUT_WITHIN, || async {
+            let left = pods
+                .list(&ListParams::default().labels(SELECTOR))
+                .await?
+                .items
+                .len();
+            Ok(if left == 0 {
+                Check::Done(())
+            } else {
+                Check::NotYet(format!("{left} pods left"))
+            })
+        })
+        .await
+    }
+
+    /// One replica whose container gets `extra` as its arguments (after the
+    /// image's entrypoint), a fresh pod, and the rollout awaited. Returns the
+    /// new pod's name.
+    pub async fn start(&self, extra: &[&str]) -> anyhow::Result<String> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        // Strategic merge: the containers list is merged by name.
+        let patch = json!({"spec": {
+            "replicas": 1,
+            "template": {
+                "metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": now.to_string()}},
+                "spec": {"containers": [{"name": CONTAINER, "args": extra}]},
+            },
+        }});
+        self.deployments()
+            .patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await?;
+        wait_rollout(&self.deployments()).await?;
+        self.ready_pod()
+            .await?
+            .context("the rollout finished without a ready pod")
+    }
+
+    /// The newest pod that is Ready.
+    pub async fn ready_pod(&self) -> anyhow::Result<Option<String>> {
+        let mut pods = self
+            .pods()
+            .list(&ListParams::default().labels(SELECTOR))
+            .await?
+            .items;
+        pods.retain(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p));
+        pods.sort_by_key(|p| p.metadata.creation_timestamp.clone());
+        Ok(pods.last().map(|p| p.name_any()))
+    }
+
+    /// `GET <path>` on the controller's port through the API server's pod proxy.
+    pub async fn get(&self, path: &str) -> anyhow::Result<String> {
+        let pod = self.ready_pod().await?.context("no ready controller pod")?;
+        let request = http::Request::get(format!(
+            "/api/v1/namespaces/{NAMESPACE}/pods/{pod}:{PORT}/proxy{path}"
+        ))
+        .body(Vec::new())?;
+        Ok(self.client.request_text(request).await?)
+    }
+
+    /// The log of `pod` (`kubectl logs`): the last `tail` lines, or since a time.
+    pub async fn log(
+        &self,
+        pod: &str,
+        tail: Option<i64>,
+        since: Option<k8s_openapi::jiff::Timestamp>,
+    ) -> anyhow::Result<String> {
+        let params = LogParams {
+            tail_lines: tail,
+            since_time: since,
+            ..LogParams::default()
+        };
+        Ok(self.pods().logs(pod, &params).await?)
+    }
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// `kubectl rollout status`: the Deployment's current generation is rolled
+/// out and all its replicas are updated and available.
+pub async fn wait_rollout(deployments: &Api<Deployment>) -> anyhow::Result<()> {
+    eventually(&format!("deployment/{NAME} to roll out"), ROLLOUT_WITHIN, || async {
+        let d = deployments.get(NAME).await?;
+        let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let status = d.status.unwrap_or_default();
+        let observed = status.observed_generation >= d.metadata.generation;
+        let (updated, available, total) = (
+            status.updated_replicas.unwrap_or(0),
+            status.available_replicas.unwrap_or(0),
+            status.replicas.unwrap_or(0),
+        );
+        if status.conditions.iter().flatten().any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")) {
+            bail!("deployment/{NAME} exceeded its progress deadline: see `kubectl describe deployment {NAME}`");
+        }
+        Ok(if observed && updated == want && available == want && total == want {
+            Check::Done(())
+        } else {
+            Check::NotYet(format!("{updated} updated, {available} available, {total} total of {want}"))
+        })
+    })
+    .await
+}

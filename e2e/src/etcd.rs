@@ -1,0 +1,102 @@
+//! etcd's v3 API through its JSON gateway (plain HTTP on the lab's loopback client port):
+//! just what the compaction fault needs — read the revision, write a scratch key, compact,
+//! read at an old revision. `etcdctl` is not built here, and a gRPC client would be a large
+//! dependency for four calls.
+
+use std::{net::SocketAddr, time::Duration};
+
+use anyhow::{Context as _, bail};
+use base64::{Engine as _, engine::general_purpose::STANDARD};
+use serde_json::{Value, json};
+
+use crate::http_probe;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The lab's etcd, at its client address.
+pub struct Etcd {
+    addr: SocketAddr,
+}
+
+impl Etcd {
+    pub fn new(addr: SocketAddr) -> Self {
+        Self { addr }
+    }
+
+    /// The store's current revision. Every write anywhere moves it, and a
+    /// Kubernetes resourceVersion is such a revision.
+    pub async fn revision(&self) -> anyhow::Result<u64> {
+        // A range over one key that does not exist: only the header matters.
+        let answer = self
+            .call("/v3/kv/range", json!({"key": key(b"\0")}))
+            .await?;
+        header_revision(&answer)
+    }
+
+    /// Writes `value` at `key`; the revision after the write.
+    pub async fn put(&self, name: &str, value: &str) -> anyhow::Result<u64> {
+        let body = json!({"key": key(name.as_bytes()), "value": STANDARD.encode(value)});
+        header_revision(&self.call("/v3/kv/put", body).await?)
+    }
+
+    /// Deletes `key`; the revision after the delete.
+    pub async fn delete(&self, name: &str) -> anyhow::Result<u64> {
+        let body = json!({"key": key(name.as_bytes())});
+        header_revision(&self.call("/v3/kv/deleterange", body).await?)
+    }
+
+    /// Discards the history before `revision` (physically: the call returns
+    /// once the old revisions are gone from the backend).
+    pub async fn compact(&self, revision: u64) -> anyhow::Result<()> {
+        let body = json!({"revision": revision.to_string(), "physical": true});
+        self.call("/v3/kv/compaction", body).await?;
+        Ok(())
+    }
+
+    /// Reads the store as of `revision`: `Err` with etcd's own words when it
+    /// cannot ("mvcc: required revision has been compacted").
+    pub async fn read_at(&self, revision: u64) -> anyhow::Result<()> {
+        let body = json!({"key": key(b"\0"), "revision": revision.to_string()});
+        self.call("/v3/kv/range", body).await.map(drop)
+    }
+
+    async fn call(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let reply = http_probe::post_json(self.addr, path, &body, TIMEOUT).await?;
+        let answer: Value = serde_json::from_str(&reply.body)
+            .with_context(|| format!("etcd {path}: not JSON: {}", reply.body))?;
+        if reply.status != 200 {
+            let message = answer["message"].as_str().unwrap_or(&reply.body);
+            bail!("etcd {path}: HTTP {}: {message}", reply.status);
+        }
+        Ok(answer)
+    }
+}
+
+/// Keys travel base64-encoded in the JSON gateway.
+fn key(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes)
+}
+
+/// `header.revision`, an int64 the gateway writes as a JSON string.
+fn header_revision(answer: &Value) -> anyhow::Result<u64> {
+    answer["header"]["revision"]
+        .as_str()
+        .and_then(|r| r.parse().ok())
+        .with_context(|| format!("no header.revision in {answer}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_gateways_revision() {
+        let answer: Value = serde_json::from_str(
+            r#"{"header":{"cluster_id":"1","member_id":"2","revision":"252","raft_term":"2"}}"#,
+        )
+        .unwrap();
+        assert_eq!(header_revision(&answer).unwrap(), 252);
+        assert!(header_revision(&json!({})).is_err());
+        assert_eq!(key(b"\0"), "AA==");
+    }
+}

@@ -1,0 +1,225 @@
+//! Faults around the controller's own process: how it stops (SIGTERM), and
+//! how it refuses to start on bad input — without a write, even with a lab up.
+
+use std::{
+    process::{ExitStatus, Stdio},
+    time::Duration,
+};
+
+use anyhow::{Context as _, bail, ensure};
+use controller::{reconcile::LOG_CORRECTED, runner::LOG_SHUTTING_DOWN};
+use tokio::{process::Child, time::Instant};
+
+use super::{controller_status, drift, ms, secs, then_restore};
+use crate::{
+    eventually::{Check, eventually},
+    experiments::{HEAL_WITHIN, Measured, wait_desired, wait_idle},
+    lab::Lab,
+};
+
+/// The issue's bar for an idle controller's exit after SIGTERM.
+const IDLE_EXIT_WITHIN: Duration = Duration::from_secs(1);
+/// `--reconcile-delay` of the mid-reconcile case: long enough to signal inside it.
+const SLOW_RECONCILE: Duration = Duration::from_secs(3);
+
+/// SIGTERM ends the controller cleanly: idle → exit 0 within 1 s; during a
+/// slow reconcile → that reconcile finishes, its write included, then exit 0.
+/// The controllers signalled here are this test's own children (the lab's
+/// arguments, its log), so their exit status can be read — a detached
+/// process's status is lost to whoever did not spawn it. The lab's
+/// controller is stopped meanwhile (same port) and started again after.
+pub async fn sigterm_graceful(lab: &mut Lab) -> anyhow::Result<Measured> {
+    wait_desired(lab).await?;
+    lab.stop_controller().await?;
+    let result = async {
+        let idle = sigterm_when_idle(lab).await?;
+        let slow = sigterm_mid_reconcile(lab).await?;
+        Ok(Measured {
+            latency: Some(idle),
+            detail: format!(
+                "idle: exit 0 {} after SIGTERM; mid-reconcile ({} delay): the running \
+                 reconcile corrected the drift, then exit 0 {} after SIGTERM",
+                ms(idle),
+                secs(SLOW_RECONCILE),
+                ms(slow)
+            ),
+            ..Measured::default()
+        })
+    }
+    .await;
+    then_restore(lab, result).await
+}
+
+/// Idle controller → SIGTERM → exit 0 within [`IDLE_EXIT_WITHIN`]; returns how long it took.
+async fn sigterm_when_idle(lab: &Lab) -> anyhow::Result<Duration> {
+    let mut child = spawn_ready(lab, &[]).await?;
+    wait_idle(lab).await?;
+    let (status, took) = terminate(&mut child, IDLE_EXIT_WITHIN + HEAL_WITHIN).await?;
+    ensure!(
+        status.code() == Some(0),
+        "idle controller: {status} after SIGTERM"
+    );
+    ensure!(
+        took <= IDLE_EXIT_WITHIN,
+        "idle controller took {} to exit after SIGTERM (bar: {})",
+        ms(took),
+        ms(IDLE_EXIT_WITHIN)
+    );
+    Ok(took)
+}
+
+/// SIGTERM while a reconcile with something to write is running → that
+/// reconcile completes (the drift is corrected, after the shutdown line),
+/// then exit 0; returns how long the exit took.
+///
+/// The running reconcile is the startup one: every reconcile sleeps
+/// `--reconcile-delay` *before* it reads the cache, so the patch made right
+/// after the controller is ready is what that reconcile finds and corrects.
+/// (Waiting for the startup reconcile and then patching would show the same
+/// with another 3 s.)
+async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
+    let mark = lab.log_mark()?;
+    let delay = format!("{}s", SLOW_RECONCILE.as_secs());
+    let mut child = spawn_ready(lab, &["--reconcile-delay", &delay]).await?;
+    drift(lab, "env=sigterm").await?;
+    eventually("a reconcile to be running", HEAL_WITHIN, || async {
+        let running = lab.metrics().await?.sum("reconciles_in_flight");
+        Ok(if running >= 1.0 {
+            Check::Done(())
+        } else {
+            Check::NotYet(format!("reconciles_in_flight {running}"))
+        })
+    })
+    .await?;
+    let (status, took) = terminate(&mut child, SLOW_RECONCILE + HEAL_WITHIN).await?;
+    ensure!(
+        status.code() == Some(0),
+        "controller stopped mid-reconcile: {status} after SIGTERM"
+    );
+    let log = lab.controller_log(&mark).await?;
+    let shutdown = log.find(LOG_SHUTTING_DOWN);
+    let corrected = log.rfind(LOG_CORRECTED);
+    match (shutdown, corrected) {
+        (Some(s), Some(c)) if c > s => {}
+        _ => bail!("expected {LOG_CORRECTED:?} after {LOG_SHUTTING_DOWN:?} in the log:\n{log}"),
+    }
+    let now = lab.config_maps().get(lab.desired().name()).await?;
+    ensure!(
+        lab.desired().is_satisfied_by(&now),
+        "after the exit my-config holds {:?}",
+        now.data
+    );
+    Ok(took)
+}
+
+/// Starts a controller with the lab's flags plus `extra` as this test's
+/// child (killed if dropped before it exits), and waits until it is ready.
+async fn spawn_ready(lab: &Lab, extra: &[&str]) -> anyhow::Result<Child> {
+    let mut command = tokio::process::Command::from(lab.controller_command(extra)?);
+    command.kill_on_drop(true);
+    let mut child = command.spawn().context("cannot start the controller")?;
+    eventually("the controller to be ready", HEAL_WITHIN, || {
+        let exited = child.try_wait();
+        async move {
+            if let Ok(Some(status)) = exited {
+                // Not worth waiting for: report it (eventually retries errors, so say Done).
+                return Ok(Check::Done(Err(anyhow::anyhow!("it exited: {status}"))));
+            }
+            let status = controller_status(lab, "/readyz").await?;
+            Ok(if status == 200 {
+                Check::Done(Ok(()))
+            } else {
+                Check::NotYet(format!("/readyz {status}"))
+            })
+        }
+    })
+    .await??;
+    Ok(child)
+}
+
+/// SIGTERM to `child`; its exit status and how long after the signal it came.
+async fn terminate(child: &mut Child, within: Duration) -> anyhow::Result<(ExitStatus, Duration)> {
+    let pid = child.id().context("the controller already exited")?;
+    let pid = libc::pid_t::try_from(pid)?;
+    let sent = Instant::now();
+    // SAFETY: kill takes plain integers; the pid is our own unreaped child.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("kill -TERM");
+    }
+    let status = tokio::time::timeout(within, child.wait())
+        .await
+        .with_context(|| format!("no exit within {} of SIGTERM", ms(within)))??;
+    Ok((status, sent.elapsed()))
+}
+
+/// Bad input with a lab up (the controller's real kubeconfig, a reachable
+/// API server) → exit 2 and one line, and no write: my-config's
+/// resourceVersion does not move. `controller/tests/bad_input.rs` checks the
+/// messages themselves against an unreachable server.
+pub async fn bad_input_writes_nothing(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let before = wait_desired(lab).await?;
+    let scratch = lab.file().state_dir.join("bad-input");
+    let result = refuse_each(lab, &scratch).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let refused = result?;
+    let after = lab.config_maps().get(lab.desired().name()).await?;
+    let (rv_before, rv_after) = (
+        before.metadata.resource_version.unwrap_or_default(),
+        after.metadata.resource_version.unwrap_or_default(),
+    );
+    ensure!(
+        rv_before == rv_after,
+        "my-config's resourceVersion moved from {rv_before} to {rv_after}"
+    );
+    Ok(Measured {
+        latency: None,
+        detail: format!(
+            "{} bad inputs ({}) → exit 2 and one line each; resourceVersion {rv_after} unchanged",
+            refused.len(),
+            refused.join(", ")
+        ),
+        ..Measured::default()
+    })
+}
+
+/// Runs the controller once per bad input; the names of the cases refused as they should be.
+async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec<&'static str>> {
+    std::fs::create_dir_all(scratch)?;
+    let malformed = scratch.join("malformed.yaml");
+    std::fs::write(&malformed, "app.conf: [1, 2\n")?;
+    let big = scratch.join("big.json");
+    let over = controller::desired::MAX_DATA_BYTES;
+    std::fs::write(&big, format!("{{\"k\": \"{}\"}}", "x".repeat(over)))?;
+    let (malformed, big) = (malformed.display().to_string(), big.display().to_string());
+    let cases: [(&str, Vec<&str>); 4] = [
+        ("invalid namespace", vec!["--namespace", "Not_A_Label"]),
+        ("malformed data file", vec!["--data-file", &malformed]),
+        ("data file over 1 MiB", vec!["--data-file", &big]),
+        ("unknown flag", vec!["--frobnicate"]),
+    ];
+    let mut refused = Vec::new();
+    for (what, args) in cases {
+        let mut command = tokio::process::Command::from(lab.controller_command(&args)?);
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(HEAL_WITHIN, command.output())
+            .await
+            .with_context(|| format!("{what}: still running after {}", secs(HEAL_WITHIN)))??;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            out.status.code() == Some(2),
+            "{what}: {} (expected exit 2); stderr: {stderr}",
+            out.status
+        );
+        ensure!(
+            stderr.trim_end().lines().count() == 1 && out.stdout.is_empty(),
+            "{what}: expected one line on stderr and nothing on stdout, got {stderr:?} / {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        ensure!(!stderr.contains("panicked"), "{what}: panicked: {stderr}");
+        refused.push(what);
+    }
+    Ok(refused)
+}

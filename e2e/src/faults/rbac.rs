@@ -1,0 +1,273 @@
+//! RBAC faults: the Role loses `create`; and the lab's security promises —
+//! credentials private on disk, Secrets out of the controller's reach.
+
+use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
+
+use anyhow::{Context as _, ensure};
+use k8s_openapi::api::{
+    authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
+    core::v1::Secret,
+    rbac::v1::Role,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, PostParams},
+};
+
+use crate::{
+    eventually::{Check, eventually},
+    experiments::{HEAL_WITHIN, Measured, wait_desired, wait_idle},
+    lab::Lab,
+};
+
+/// The Role loses `create` → delete my-config → the controller retries with
+/// growing backoff, gives up after 5 retries (one error line, the give-up
+/// metric), does not spin; the Role gets `create` back → healed within one
+/// resync period. Also the lab's proof that the RBAC in `manifests/` is
+/// really enforced on the controller.
+pub async fn role_loses_create(lab: &mut Lab) -> anyhow::Result<Measured> {
+    const RESYNC: Duration = Duration::from_secs(3);
+    lab.restart_controller(&["--resync", "3s"]).await?;
+    wait_desired(lab).await?;
+    let (roles, role_name) = controller_role(lab)?;
+    let original = roles.get(&role_name).await?;
+    set_config_map_create(lab, false).await?;
+    let outcome = give_up_then_heal(lab, RESYNC).await;
+    // Put the Role back whatever happened (the happy path already did).
+    let mut current = roles.get(&role_name).await?;
+    if current.rules != original.rules {
+        current.rules = original.rules;
+        roles
+            .replace(&role_name, &PostParams::default(), &current)
+            .await?;
+    }
+    outcome
+}
+
+/// The controller's Role: named like its ServiceAccount (see manifests/rbac.yaml).
+fn controller_role(lab: &Lab) -> anyhow::Result<(Api<Role>, String)> {
+    let (namespace, name) = lab
+        .controller_service_account()
+        .split_once('/')
+        .context("the service account is namespace/name")?;
+    Ok((Api::namespaced(lab.client(), namespace), name.to_string()))
+}
+
+/// Grants or takes away `create` on ConfigMaps in the controller's Role.
+async fn set_config_map_create(lab: &Lab, granted: bool) -> anyhow::Result<()> {
+    let (roles, name) = controller_role(lab)?;
+    let mut role = roles.get(&name).await?;
+    for rule in role.rules.iter_mut().flatten() {
+        if rule.resources.iter().flatten().any(|r| r == "configmaps") {
+            rule.verbs.retain(|v| v != "create");
+            if granted {
+                rule.verbs.push("create".into());
+            }
+        }
+    }
+    roles.replace(&name, &PostParams::default(), &role).await?;
+    wait_until_create_is(lab, granted).await
+}
+
+async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measured> {
+    let mark = lab.log_mark()?;
+    let before = lab.metrics().await?;
+    let errors0 = before.get("reconcile_total", &[("result", "error")]);
+    let give_ups0 = before.sum("reconcile_give_ups_total");
+    lab.config_maps()
+        .delete(lab.desired().name(), &DeleteParams::default())
+        .await?;
+
+    eventually("the controller to give up", HEAL_WITHIN, || async {
+        let m = lab.metrics().await?;
+        let gave_up = m.sum("reconcile_give_ups_total") - give_ups0;
+        Ok(if gave_up >= 1.0 {
+            Check::Done(())
+        } else {
+            Check::NotYet(m.lines("reconcile_total"))
+        })
+    })
+    .await?;
+    // Given up means nothing scheduled: it does not spin.
+    let after = wait_idle(lab).await?;
+    let attempts = after.get("reconcile_total", &[("result", "error")]) - errors0;
+    ensure!(
+        attempts == 6.0,
+        "expected 6 attempts (1 + 5 retries) before giving up, saw {attempts}"
+    );
+    let log = lab.controller_log(&mark).await?;
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+    ensure!(
+        errors.len() == 1 && errors[0].contains("forbidden"),
+        "expected one error line naming the denial, got {}:\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
+    let delays: Vec<f64> = log
+        .lines()
+        .filter(|l| l.contains("reconcile failed; retrying"))
+        .filter_map(retry_delay_ms)
+        .collect();
+    ensure!(
+        delays.len() == 5 && delays.windows(2).all(|w| w[1] > w[0]),
+        "expected 5 retries with growing delays, saw {delays:?}"
+    );
+
+    // The Role gets create back: the next resync heals.
+    set_config_map_create(lab, true).await?;
+    let restored = tokio::time::Instant::now();
+    wait_desired(lab).await?;
+    let healed = restored.elapsed();
+    ensure!(
+        healed <= resync + Duration::from_secs(2),
+        "healed {healed:?} after the Role was fixed: more than one resync period ({resync:?})"
+    );
+    Ok(Measured {
+        latency: Some(healed),
+        detail: format!(
+            "denied: 6 attempts, retry delays {:?} ms, 1 error line; create restored → healed by resync",
+            delays
+        ),
+        ..Measured::default()
+    })
+}
+
+/// `retry_in=10.02ms` (tracing's Debug of a Duration) → 10.02.
+fn retry_delay_ms(line: &str) -> Option<f64> {
+    let value = line.split("retry_in=").nth(1)?.split_whitespace().next()?;
+    let (number, unit) = value.split_at(value.find(|c: char| c.is_alphabetic() || c == 'µ')?);
+    let number: f64 = number.parse().ok()?;
+    Some(match unit {
+        "ns" => number / 1e6,
+        "µs" => number / 1e3,
+        "ms" => number,
+        "s" => number * 1e3,
+        _ => return None,
+    })
+}
+
+/// Waits until RBAC answers that the controller may (or may not) create ConfigMaps.
+async fn wait_until_create_is(lab: &Lab, allowed: bool) -> anyhow::Result<()> {
+    let api: Api<SubjectAccessReview> = Api::all(lab.client());
+    let user = format!(
+        "system:serviceaccount:{}",
+        lab.controller_service_account().replace('/', ":")
+    );
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user),
+            resource_attributes: Some(ResourceAttributes {
+                resource: Some("configmaps".into()),
+                verb: Some("create".into()),
+                namespace: Some(lab.desired().namespace().into()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let what = format!("RBAC to {} create", if allowed { "allow" } else { "deny" });
+    eventually(&what, HEAL_WITHIN, || async {
+        let answer = api.create(&PostParams::default(), &review).await?;
+        let now = answer.status.is_some_and(|s| s.allowed);
+        Ok(if now == allowed {
+            Check::Done(())
+        } else {
+            Check::NotYet(format!("allowed = {now}"))
+        })
+    })
+    .await
+}
+
+/// The lab's credentials are private on disk — mode 0600 for the admin and
+/// controller kubeconfigs, lab.json (it names them) and every private key —
+/// and the controller's own token cannot read Secrets: asked for real, with
+/// that token, not only as a SubjectAccessReview (`least_privilege` covers
+/// the whole Role that way).
+pub async fn credentials_private(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let files = credential_files(lab)?;
+    let mut loose = Vec::new();
+    for path in &files {
+        let mode = std::fs::metadata(path)
+            .with_context(|| format!("cannot stat {}", path.display()))?
+            .permissions()
+            .mode()
+            & 0o777;
+        if mode != 0o600 {
+            loose.push(format!("{} is {mode:o}", path.display()));
+        }
+    }
+    ensure!(
+        loose.is_empty(),
+        "credentials readable by others: {}",
+        loose.join("; ")
+    );
+
+    let controller = controller::connect::client(Some(&lab.file().controller.kubeconfig))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let secrets: Api<Secret> = Api::namespaced(controller, lab.desired().namespace());
+    let listed = secrets.list(&ListParams::default()).await.map(drop);
+    // 403, not 404: a 404 would mean it was allowed to look.
+    let got = secrets.get("any-secret").await.map(drop);
+    for (what, answer) in [("list", &listed), ("get", &got)] {
+        ensure!(
+            matches!(answer, Err(kube::Error::Api(s)) if s.code == 403),
+            "the controller's token may {what} Secrets: {answer:?}"
+        );
+    }
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    Ok(Measured {
+        latency: None,
+        detail: format!(
+            "{} files 0600 ({}); the controller's token: list and get Secrets → 403",
+            files.len(),
+            names.join(", ")
+        ),
+        ..Measured::default()
+    })
+}
+
+/// The files holding credentials: both kubeconfigs, lab.json, and the
+/// private keys under `pki/` (envtest labs).
+fn credential_files(lab: &Lab) -> anyhow::Result<Vec<PathBuf>> {
+    let file = lab.file();
+    let mut files = vec![
+        file.admin_kubeconfig.clone(),
+        file.controller.kubeconfig.clone(),
+        crate::lab_file::LabFile::path(&file.state_dir),
+    ];
+    let pki = file.state_dir.join("pki");
+    if pki.is_dir() {
+        for entry in std::fs::read_dir(&pki)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "key") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_tracing_durations() {
+        assert_eq!(
+            retry_delay_ms(
+                "WARN x: reconcile failed; retrying key=a attempt=1 retry_in=5ms error=x"
+            ),
+            Some(5.0)
+        );
+        assert_eq!(retry_delay_ms("retry_in=10.5ms"), Some(10.5));
+        assert_eq!(retry_delay_ms("retry_in=1.2s x"), Some(1200.0));
+        assert_eq!(retry_delay_ms("retry_in=800µs"), Some(0.8));
+        assert_eq!(retry_delay_ms("no delay here"), None);
+    }
+}

@@ -1,0 +1,352 @@
+//! Faults from other writers of my-config: a storm of them, one who freezes
+//! it (`immutable: true`), one whose finalizer holds its deletion.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use controller::reconcile::{LOG_IMMUTABLE, REASON_IMMUTABLE};
+use futures::future::join_all;
+use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch},
+};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{
+    controller_status, drift, ensure_not_restarted, error_lines, first_key, heal_after_delete,
+    lines_with, ms, secs, someone, then_restore,
+};
+use crate::{
+    eventually::{Check, eventually},
+    experiments::{HEAL_WITHIN, Measured, measure_until_desired, wait_desired, wait_idle},
+    lab::Lab,
+    metrics::Scrape,
+};
+
+const WRITERS: usize = 10;
+const PATCHES_EACH: usize = 100;
+/// Conflicts are routine: logged at info level and never given up, so 0 error
+/// lines are expected; the bound leaves room for a stray transient failure
+/// under load, not for one error per conflict (a storm causes hundreds).
+const MAX_ERROR_LINES: usize = 5;
+
+/// 10 concurrent writers merge-patch my-config's data 100 times each → the
+/// controller's updates (which carry the cached resourceVersion) meet 409s
+/// and retry; at the end my-config is desired, the controller is the same
+/// process, alive, and its error log stays short.
+pub async fn conflict_storm(lab: &mut Lab) -> anyhow::Result<Measured> {
+    wait_desired(lab).await?;
+    wait_idle(lab).await?;
+    let (pid, mark) = (lab.controller_pid()?, lab.log_mark()?);
+    let before = lab.metrics().await?;
+    let began = Instant::now();
+    storm(lab).await?;
+    let storm_took = began.elapsed();
+    let last_write = Instant::now();
+    wait_desired(lab).await?;
+    let settled = last_write.elapsed();
+    let after = wait_idle(lab).await?;
+    ensure_not_restarted(lab, pid, &mark).await?;
+    let healthz = controller_status(lab, "/healthz").await?;
+    ensure!(healthz == 200, "/healthz {healthz} after the storm");
+
+    let delta = |result: &str| {
+        after.get("reconcile_total", &[("result", result)])
+            - before.get("reconcile_total", &[("result", result)])
+    };
+    let give_ups = after.sum("reconcile_give_ups_total") - before.sum("reconcile_give_ups_total");
+    let log = lab.controller_log(&mark).await?;
+    let errors = error_lines(&log);
+    ensure!(
+        errors.len() <= MAX_ERROR_LINES,
+        "{} error lines during the storm (bound: {MAX_ERROR_LINES}):\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
+    Ok(Measured {
+        latency: Some(settled),
+        detail: format!(
+            "{} patches by {WRITERS} writers in {}: {} conflicts (info), {} corrections, \
+             {give_ups} give-ups, {} error lines; desired {} after the last patch; same pid, /healthz 200",
+            WRITERS * PATCHES_EACH,
+            secs(storm_took),
+            delta("conflict"),
+            delta("updated"),
+            errors.len(),
+            ms(settled)
+        ),
+        ..Measured::default()
+    })
+}
+
+/// [`WRITERS`] tasks, each merge-patching my-config [`PATCHES_EACH`] times.
+/// Merge patches carry no resourceVersion: the writers never conflict with
+/// each other, only the controller's updates do.
+async fn storm(lab: &Lab) -> anyhow::Result<()> {
+    let writers = (0..WRITERS).map(|writer| {
+        let (api, name, key) = (
+            lab.config_maps(),
+            lab.desired().name().to_string(),
+            first_key(lab),
+        );
+        tokio::spawn(async move {
+            for n in 0..PATCHES_EACH {
+                let change = json!({"data": {key.clone(): format!("env=storm-{writer}-{n}")}});
+                api.patch(&name, &someone(), &Patch::Merge(&change)).await?;
+            }
+            Ok::<_, kube::Error>(())
+        })
+    });
+    for outcome in join_all(writers).await {
+        outcome.context("a writer panicked")??;
+    }
+    Ok(())
+}
+
+/// Resync period for the immutable fault: each resync looks again.
+const RESYNC: &str = "1s";
+/// Reports to see: the first (from the freeze's event) and two resyncs after it.
+const REPORTS: f64 = 3.0;
+
+/// Someone sets `immutable: true` and other data in one update → no update
+/// can succeed, so the controller sends none: it reports (one warning line,
+/// a Warning Event `Immutable`, `reconcile_total{result="immutable"}`) and
+/// does not retry; each resync looks again and reports again. Deleting the
+/// frozen object — the way out the Event names — gets it recreated.
+pub async fn immutable_drift(lab: &mut Lab) -> anyhow::Result<Measured> {
+    lab.restart_controller(&["--resync", RESYNC]).await?;
+    let result = match frozen_is_reported(lab).await {
+        Ok(mut measured) => unfreeze(lab).await.map(|healed| {
+            measured.detail += &format!("; deleted → recreated in {}", ms(healed));
+            measured
+        }),
+        Err(e) => {
+            let _ = unfreeze(lab).await;
+            Err(e)
+        }
+    };
+    then_restore(lab, result).await
+}
+
+async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
+    let live = wait_desired(lab).await?;
+    let uid = live.metadata.uid.clone().unwrap_or_default();
+    wait_idle(lab).await?;
+    let mark = lab.log_mark()?;
+    let before = lab.metrics().await?;
+    let puts_before = config_map_puts(lab).await?;
+
+    let freeze = json!({"immutable": true, "data": {first_key(lab): "env=frozen"}});
+    let frozen_at = Instant::now();
+    lab.config_maps()
+        .patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze))
+        .await?;
+    eventually("a Warning Event Immutable", HEAL_WITHIN, || async {
+        let events = immutable_events(lab, &uid).await?;
+        Ok(if events.is_empty() {
+            Check::NotYet("no Immutable Event on my-config".into())
+        } else {
+            Check::Done(())
+        })
+    })
+    .await?;
+    let reported = frozen_at.elapsed();
+    let after = eventually("two more resyncs", HEAL_WITHIN, || async {
+        let m = lab.metrics().await?;
+        let reports = m.get("reconcile_total", &[("result", "immutable")])
+            - before.get("reconcile_total", &[("result", "immutable")]);
+        Ok(if reports >= REPORTS {
+            Check::Done(m)
+        } else {
+            Check::NotYet(format!("{reports} immutable reports"))
+        })
+    })
+    .await?;
+    let window = frozen_at.elapsed();
+
+    let counted = |m: &Scrape, result: &str| m.get("reconcile_total", &[("result", result)]);
+    let delta = |result: &str| counted(&after, result) - counted(&before, result);
+    let reports = delta("immutable");
+    let writes = after.sum("api_writes_total") - before.sum("api_writes_total");
+    let give_ups = after.sum("reconcile_give_ups_total") - before.sum("reconcile_give_ups_total");
+    ensure!(
+        writes == 0.0 && delta("error") == 0.0 && delta("conflict") == 0.0 && give_ups == 0.0,
+        "frozen my-config: {writes} writes, {} errors, {} conflicts, {give_ups} give-ups (all should be 0)",
+        delta("error"),
+        delta("conflict")
+    );
+    // The controller's own metrics count only successful writes: the API
+    // server's request counter shows whether any update was even attempted.
+    let puts = config_map_puts(lab).await? - puts_before;
+    ensure!(
+        puts == 0.0,
+        "the API server received {puts} ConfigMap updates: the controller tried a write that cannot succeed"
+    );
+    let log = lab.controller_log(&mark).await?;
+    let warned = lines_with(&log, LOG_IMMUTABLE).len();
+    let retries = lines_with(&log, "reconcile failed; retrying").len();
+    let errors = error_lines(&log).len();
+    ensure!(
+        warned >= 1 && warned as f64 <= reports && retries == 0 && errors == 0,
+        "expected one warning line per report ({reports}) and no retry or error lines; \
+         saw {warned} warnings, {retries} retries, {errors} errors:\n{log}"
+    );
+    // Reported again at each resync, but as one Event: the Recorder folds
+    // repeats into its series count instead of piling up new Events.
+    let events = immutable_events(lab, &uid).await?;
+    ensure!(
+        events.len() == 1,
+        "expected one Immutable Event (repeats folded into its series), found {}",
+        events.len()
+    );
+    let repeats = events[0].series.as_ref().map_or(1, |s| s.count);
+    Ok(Measured {
+        latency: Some(reported),
+        detail: format!(
+            "frozen + drifted → Warning Event Immutable in {}; over {}: {reports} reports \
+             ({warned} warning lines, Event count {repeats}), 0 updates sent (API server PUTs 0), \
+             0 errors, 0 retries",
+            ms(reported),
+            secs(window)
+        ),
+        ..Measured::default()
+    })
+}
+
+/// The Warning Events `Immutable` about the object with `uid` (so one left by
+/// an earlier run, about an earlier my-config, does not count).
+async fn immutable_events(lab: &Lab, uid: &str) -> anyhow::Result<Vec<Event>> {
+    let events: Api<Event> = Api::namespaced(lab.client(), lab.desired().namespace());
+    let list = events.list(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(REASON_IMMUTABLE)
+                && e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid)
+        })
+        .collect())
+}
+
+/// `apiserver_request_total` for ConfigMap updates (PUT), whatever the answer.
+async fn config_map_puts(lab: &Lab) -> anyhow::Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = lab.client().request_text(request).await?;
+    Ok(Scrape::parse(&text).sum_matching(
+        "apiserver_request_total",
+        &[("verb", "PUT"), ("resource", "configmaps")],
+    ))
+}
+
+/// Deletes my-config if it is frozen (an immutable ConfigMap can still be
+/// deleted) and returns how long the controller took to recreate it.
+async fn unfreeze(lab: &Lab) -> anyhow::Result<Duration> {
+    match lab.config_maps().get_opt(lab.desired().name()).await? {
+        Some(cm) if cm.immutable == Some(true) => heal_after_delete(lab).await,
+        _ => Ok(Duration::ZERO),
+    }
+}
+
+/// A finalizer of someone else's, which holds my-config while it is deleted.
+const FINALIZER: &str = "e2e.lab/hold";
+
+/// my-config deleted while a finalizer holds it (deletionTimestamp set) →
+/// the controller does not fight the deletion: no update or create while it
+/// terminates, even when its data drifts meanwhile (`result="deleting"`);
+/// once the finalizer is removed the object is gone and recreated.
+pub async fn finalizer_holds_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let result = held_then_released(lab).await;
+    // On failure the finalizer may still hold it.
+    let released = release(lab).await;
+    let result = result.and_then(|measured| released.map(|()| measured));
+    then_restore(lab, result).await
+}
+
+async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
+    let (api, name) = (lab.config_maps(), lab.desired().name().to_string());
+    let old_uid = wait_desired(lab).await?.metadata.uid;
+    let hold = json!({"metadata": {"finalizers": [FINALIZER]}});
+    api.patch(&name, &someone(), &Patch::Merge(&hold)).await?;
+    wait_idle(lab).await?;
+    let before = lab.metrics().await?;
+
+    api.delete(&name, &DeleteParams::default()).await?;
+    wait_deleting(lab, &before, 1.0).await?;
+    // Drift while terminating: a dying object is not corrected either.
+    drift(lab, "env=terminating").await?;
+    wait_deleting(lab, &before, 2.0).await?;
+    let after = wait_idle(lab).await?;
+    let writes = after.sum("api_writes_total") - before.sum("api_writes_total");
+    let deleting = after.get("reconcile_total", &[("result", "deleting")])
+        - before.get("reconcile_total", &[("result", "deleting")]);
+    ensure!(
+        writes == 0.0,
+        "{writes} writes while my-config was terminating"
+    );
+    let held = api.get(&name).await?;
+    ensure!(
+        held.metadata.deletion_timestamp.is_some() && !lab.desired().is_satisfied_by(&held),
+        "my-config should still be terminating with the drifted data: {:?}, {:?}",
+        held.metadata.deletion_timestamp,
+        held.data
+    );
+
+    let released = measure_until_desired(lab, || release(lab)).await?;
+    let back = api.get(&name).await?;
+    ensure!(
+        back.metadata.uid != old_uid && back.metadata.deletion_timestamp.is_none(),
+        "expected a new my-config, got uid {:?} (was {old_uid:?}), deletionTimestamp {:?}",
+        back.metadata.uid,
+        back.metadata.deletion_timestamp
+    );
+    Ok(Measured {
+        latency: Some(released),
+        detail: format!(
+            "terminating under finalizer {FINALIZER}: {deleting} reconciles → deleting, 0 writes, \
+             drift left alone; finalizer removed → recreated (new uid) in {}",
+            ms(released)
+        ),
+        ..Measured::default()
+    })
+}
+
+/// Waits until `reconcile_total{result="deleting"}` grew by `by` since `before`.
+async fn wait_deleting(lab: &Lab, before: &Scrape, by: f64) -> anyhow::Result<()> {
+    let base = before.get("reconcile_total", &[("result", "deleting")]);
+    eventually(
+        "a reconcile to find my-config terminating",
+        HEAL_WITHIN,
+        || async {
+            let now = lab
+                .metrics()
+                .await?
+                .get("reconcile_total", &[("result", "deleting")]);
+            Ok(if now - base >= by {
+                Check::Done(())
+            } else {
+                Check::NotYet(format!("{} deleting reconciles", now - base))
+            })
+        },
+    )
+    .await
+}
+
+/// Removes [`FINALIZER`] from my-config if it is there (the faults' only
+/// finalizer: clearing the list lets the API server finish the delete).
+async fn release(lab: &Lab) -> anyhow::Result<()> {
+    let (api, name) = (lab.config_maps(), lab.desired().name());
+    let held = |cm: &ConfigMap| {
+        cm.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+    };
+    if api.get_opt(name).await?.as_ref().is_some_and(held) {
+        let let_go = json!({"metadata": {"finalizers": null}});
+        api.patch(name, &someone(), &Patch::Merge(&let_go)).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! The controller's runtime privileges: the Deployment's pod against the
+//! "restricted" Pod Security Standard, and the container the envtest lab runs.
+
+use anyhow::{Context as _, bail, ensure};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, Pod},
+};
+use kube::{
+    Api,
+    api::{ObjectMeta, Patch, PatchParams},
+};
+use serde_json::json;
+
+use crate::{lab::Lab, project};
+
+/// Labels that make the API server enforce (and warn about) "restricted".
+const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+const WARN: &str = "pod-security.kubernetes.io/warn";
+
+/// A Pod built from `manifests/deployment.yaml`'s template, created with
+/// `dryRun=All` in the Deployment's namespace while that namespace enforces
+/// "restricted": it must be admitted, and without a warning. The namespace's
+/// labels are put back afterwards.
+pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
+    let path = project::manifests_dir().join("deployment.yaml");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let deployment: Deployment = serde_saphyr::from_str(&text)
+        .with_context(|| format!("{} is not a Deployment", path.display()))?;
+    let namespace = deployment
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let template = deployment
+        .spec
+        .context("the Deployment has no spec")?
+        .template;
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name: Some("my-controller-pod-security-check".into()),
+            labels: template.metadata.and_then(|m| m.labels),
+            ..ObjectMeta::default()
+        },
+        spec: template.spec,
+        ..Pod::default()
+    };
+
+    let namespaces: Api<Namespace> = Api::all(lab.client());
+    let before = namespaces
+        .get(&namespace)
+        .await?
+        .metadata
+        .labels
+        .unwrap_or_default();
+    let strict = json!({"metadata": {"labels": {ENFORCE: "restricted", WARN: "restricted"}}});
+    namespaces
+        .patch(&namespace, &PatchParams::default(), &Patch::Merge(&strict))
+        .await?;
+    let result = dry_run_create(lab, &namespace, &pod).await;
+    let restore = json!({"metadata": {"labels": {
+        ENFORCE: before.get(ENFORCE),
+        WARN: before.get(WARN),
+    }}});
+    namespaces
+        .patch(&namespace, &PatchParams::default(), &Patch::Merge(&restore))
+        .await?;
+    result?;
+    Ok(format!(
+        "Deployment pod admitted under enforce=restricted in {namespace}, no warnings"
+    ))
+}
+
+/// POST the pod with `dryRun=All`; fails on rejection or on a `Warning` header.
+async fn dry_run_create(lab: &Lab, namespace: &str, pod: &Pod) -> anyhow::Result<()> {
+    let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/pods?dryRun=All"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(serde_json::to_vec(pod)?))?;
+    let response = lab.client().send(request).await?;
+    let status = response.status();
+    let warnings: Vec<String> = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|w| String::from_utf8_lossy(w.as_bytes()).into_owned())
+        .collect();
+    if !status.is_success() {
+        let body = response
+            .into_body()
+            .collect_bytes()
+            .await
+            .unwrap_or_default();
+        bail!(
+            "the Deployment's pod is rejected ({status}): {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    ensure!(
+        warnings.is_empty(),
+        "the Deployment's pod is admitted with warnings: {warnings:?}"
+    );
+    Ok(())
+}
+
+/// `docker inspect` of the lab's controller container: a non-root user, a
+/// read-only root filesystem, every capability dropped and none added,
+/// no privilege escalation.
+pub fn container_is_locked_down(name: &str) -> anyhow::Result<String> {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", name])
+        .output()
+        .context("cannot run docker inspect")?;
+    ensure!(
+        out.status.success(),
+        "docker inspect {name}: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    check_container(&all[0]).with_context(|| format!("container {name}"))
+}
+
+fn check_container(c: &serde_json::Value) -> anyhow::Result<String> {
+    let user = c["Config"]["User"].as_str().unwrap_or_default();
+    let uid = user.split(':').next().unwrap_or_default();
+    ensure!(
+        !uid.is_empty() && uid != "0" && uid != "root",
+        "runs as user {user:?}"
+    );
+    let host = &c["HostConfig"];
+    ensure!(
+        host["ReadonlyRootfs"] == true,
+        "root filesystem is writable"
+    );
+    ensure!(host["Privileged"] == false, "is privileged");
+    let dropped = strings(&host["CapDrop"]);
+    ensure!(
+        dropped.iter().any(|c| c.eq_ignore_ascii_case("ALL")),
+        "drops {dropped:?}, not ALL"
+    );
+    let added = host["CapAdd"].as_array().map_or(0, Vec::len);
+    ensure!(added == 0, "adds capabilities: {}", host["CapAdd"]);
+    let opts = strings(&host["SecurityOpt"]);
+    ensure!(
+        opts.iter().any(|o| o.starts_with("no-new-privileges")),
+        "allows privilege escalation: {opts:?}"
+    );
+    Ok(format!(
+        "container runs as {user}, read-only root, no capabilities"
+    ))
+}
+
+/// The strings of a JSON array (none when it is null or not an array).
+fn strings(value: &serde_json::Value) -> Vec<&str> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(
+        user: &str,
+        read_only: bool,
+        drop: &[&str],
+        add: Option<&[&str]>,
+    ) -> serde_json::Value {
+        json!({"Config": {"User": user}, "HostConfig": {
+            "ReadonlyRootfs": read_only, "Privileged": false, "CapDrop": drop, "CapAdd": add,
+            "SecurityOpt": ["no-new-privileges"]}})
+    }
+
+    #[test]
+    fn a_locked_down_container_passes_and_each_gap_fails() {
+        assert!(check_container(&container("65532:65532", true, &["ALL"], None)).is_ok());
+        assert!(check_container(&container("0", true, &["ALL"], None)).is_err());
+        assert!(check_container(&container("", true, &["ALL"], None)).is_err());
+        assert!(check_container(&container("65532", false, &["ALL"], None)).is_err());
+        assert!(check_container(&container("65532", true, &[], None)).is_err());
+        assert!(
+            check_container(&container("65532", true, &["ALL"], Some(&["NET_ADMIN"]))).is_err()
+        );
+    }
+}
