@@ -2,10 +2,16 @@
 //!
 //! Only the verbs live here; each one is a module of its own.
 
+mod bench;
 mod cmdline;
+mod doctor;
 mod e2e;
 mod envtest_bins;
+mod exp;
+mod image;
 mod lab;
+mod plan;
+mod preflight;
 mod test;
 mod tidy;
 mod wait;
@@ -34,10 +40,25 @@ enum Command {
         #[command(flatten)]
         lab: lab::LabName,
     },
+    /// One of the course's experiments, live against the current lab, narrated
+    /// (what it does, kubectl by hand, the controller's log, timing, what to notice).
+    Exp {
+        /// create, heal, correct, rerun or dedup; none lists them.
+        experiment: Option<String>,
+        #[command(flatten)]
+        lab: lab::LabName,
+    },
+    /// Is this machine ready for the workshop? One line per check, with fixes.
+    Doctor {
+        #[command(flatten)]
+        lab: lab::LabName,
+    },
     /// The README's test command: unit tests, a fresh envtest lab, the e2e suite, lab down.
     Test,
     /// Find (or build with Go) the envtest kube-apiserver and etcd; print their paths and versions.
     EnvtestBins,
+    /// How fast the controller heals, against the floor the API server allows, and what it costs.
+    Bench(bench::BenchArgs),
 }
 
 #[tokio::main]
@@ -46,8 +67,11 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::E2e { exp, lab } => e2e::run(&lab.name, exp.as_deref()),
+        Command::Exp { experiment, lab } => exp::run(&lab.name, experiment.as_deref()).await,
         Command::Test => test::run().await,
+        Command::Doctor { lab } => doctor::run(&lab.name),
         Command::EnvtestBins => envtest_bins::run().await,
+        Command::Bench(args) => bench::run(args).await,
     };
     match result {
         Ok(code) => code,

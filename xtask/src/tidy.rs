@@ -112,3 +112,19 @@ fn the_readme_names_the_targeted_version() {
     assert!(readme.contains(&format!("v1_{minor}")) && readme.contains(&format!("1.{minor}")));
     assert!(Path::new(&project::root().join(".ci/run")).is_file());
 }
+
+#[test]
+fn the_flake_expects_the_kind_line_of_the_node_image() {
+    let flake = read("flake.nix");
+    let line = flake
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("kindLine = \""))
+        .and_then(|rest| rest.split('"').next())
+        .expect("flake.nix names the kind line it expects (kindLine)");
+    assert_eq!(
+        format!("v{line}."),
+        crate::preflight::KIND_LINE,
+        "flake.nix expects kind {line}, the preflight checks kind {}",
+        crate::preflight::KIND_LINE
+    );
+}

@@ -293,9 +293,9 @@ fn checked(sh: &Shell, program: &Program, path: PathBuf, source: Source) -> Resu
     })
 }
 
-/// `go build` into a temporary file next to the cache entry, renamed when complete: an
-/// interrupted build never looks like a cached one.
-async fn build(sh: &Shell, program: &Program) -> Result<()> {
+/// The directory of `program`'s cache entry, created, with leftovers of
+/// interrupted builds and downloads removed.
+fn prepare_cache_dir(program: &Program) -> Result<PathBuf> {
     let cache_dir = program
         .cache_path
         .parent()
@@ -303,6 +303,14 @@ async fn build(sh: &Shell, program: &Program) -> Result<()> {
     std::fs::create_dir_all(cache_dir)
         .with_context(|| format!("cannot create {}", cache_dir.display()))?;
     remove_abandoned_partials(cache_dir, program.name);
+    Ok(cache_dir.to_path_buf())
+}
+
+/// `go build` into a temporary file next to the cache entry, renamed when complete: an
+/// interrupted build never looks like a cached one.
+async fn build(sh: &Shell, program: &Program) -> Result<()> {
+    let cache_dir = prepare_cache_dir(program)?;
+    let cache_dir = cache_dir.as_path();
     let partial = cache_dir.join(format!(".{}.partial-{}", program.name, std::process::id()));
     let ldflags = &program.ldflags;
     let package = program.go_package;
@@ -458,13 +466,8 @@ fn download(sh: &Shell, program: &Program) -> Result<Downloaded> {
         )));
     }
 
-    let cache_dir = program
-        .cache_path
-        .parent()
-        .context("cache path has no parent")?;
-    std::fs::create_dir_all(cache_dir)
-        .with_context(|| format!("cannot create {}", cache_dir.display()))?;
-    remove_abandoned_partials(cache_dir, program.name);
+    let cache_dir = prepare_cache_dir(program)?;
+    let cache_dir = cache_dir.as_path();
     let scratch =
         Scratch(cache_dir.join(format!(".{}.download-{}", program.name, std::process::id())));
     std::fs::create_dir_all(&scratch.0)

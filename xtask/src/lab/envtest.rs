@@ -67,11 +67,28 @@ impl Layout {
 }
 
 /// Bring a lab up from nothing: the state directory must not exist (the caller cleans it).
-pub async fn up(name: &str, layout: &Layout) -> Result<LabFile> {
+pub async fn up(name: &str, layout: &Layout, host: controller::Host) -> Result<LabFile> {
     let sh = Shell::new()?;
     let prepare = Instant::now();
     let binaries = binaries::find(&sh).await?;
-    let controller_binary = controller::build(&sh)?;
+    let launch = match host {
+        controller::Host::Process => controller::Launch::Process {
+            binary: controller::build(&sh)?,
+        },
+        controller::Host::Container(builder) => {
+            let image = crate::image::build(&sh, builder)?;
+            // A container left by a killed `docker run` would block the name.
+            let stale = controller::container_name(name);
+            let _ = xshell::cmd!(sh, "docker rm -f {stale}")
+                .quiet()
+                .ignore_stderr()
+                .ignore_stdout()
+                .run();
+            controller::Launch::Container {
+                image: image.reference,
+            }
+        }
+    };
     eprintln!(
         "prepared binaries in {:.1}s",
         prepare.elapsed().as_secs_f64()
@@ -79,7 +96,7 @@ pub async fn up(name: &str, layout: &Layout) -> Result<LabFile> {
 
     let mut started = Vec::new();
     let cold_start = Instant::now();
-    let result = start_all(name, layout, &binaries, &controller_binary, &mut started).await;
+    let result = start_all(name, layout, &binaries, &launch, &mut started).await;
     match result {
         Ok(lab) => {
             eprintln!(
@@ -106,7 +123,7 @@ async fn start_all(
     name: &str,
     layout: &Layout,
     binaries: &binaries::EnvtestBinaries,
-    controller_binary: &Path,
+    launch: &controller::Launch,
     started: &mut Vec<Spawned>,
 ) -> Result<LabFile> {
     let phase = Instant::now();
@@ -235,9 +252,22 @@ async fn start_all(
 
     // The controller.
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, controller_port));
-    let controller_args = controller::args(&layout.controller_kubeconfig, listen);
+    let (program, controller_args, container) = match launch {
+        controller::Launch::Process { binary } => (
+            binary.clone(),
+            controller::args(&layout.controller_kubeconfig, listen),
+            None,
+        ),
+        controller::Launch::Container { image } => {
+            let sa_dir = layout.state_dir.join("serviceaccount");
+            controller::write_service_account_dir(&sa_dir, &token, &pki.ca_pem)?;
+            let docker = binaries::on_path("docker").context("docker is not on PATH")?;
+            let args = controller::container_args(name, image, &sa_dir, api_port, listen);
+            (docker, args, Some(controller::container_name(name)))
+        }
+    };
     let controller_process = controller::start(
-        controller_binary,
+        &program,
         &controller_args,
         &layout.log("controller"),
         &layout.pid_file("controller"),
@@ -269,6 +299,7 @@ async fn start_all(
             service_account,
             token_expires,
             log: layout.log("controller"),
+            container: container.clone(),
         },
         processes: vec![
             process_entry(
@@ -285,7 +316,10 @@ async fn start_all(
             ),
             process_entry(
                 &started[2],
-                Found::CargoBuild(controller_binary),
+                match launch {
+                    controller::Launch::Process { .. } => Found::CargoBuild(&program),
+                    controller::Launch::Container { image } => Found::Image(&program, image),
+                },
                 controller_args,
                 &[("http", controller_port)],
             ),
@@ -299,6 +333,8 @@ async fn start_all(
 enum Found<'a> {
     Binary(&'a Binary),
     CargoBuild(&'a Path),
+    /// `docker run` of an image.
+    Image(&'a Path, &'a str),
 }
 
 fn process_entry(
@@ -314,6 +350,7 @@ fn process_entry(
             binary.source.to_string(),
         ),
         Found::CargoBuild(path) => (path.to_path_buf(), None, "cargo build".to_string()),
+        Found::Image(docker, image) => (docker.to_path_buf(), None, format!("image {image}")),
     };
     lab_file::Process {
         role: spawned.name.to_string(),
@@ -518,6 +555,87 @@ async fn controller_health(lab: &LabFile) -> Result<String> {
     Ok(format!("controller      {}/readyz 200", lab.controller.url))
 }
 
+/// What `lab up --provider envtest` does, in order (ports are chosen at start).
+pub fn plan(name: &str, options: &crate::lab::UpOptions) -> Vec<crate::plan::Step> {
+    use crate::plan::Step;
+    let dir = format!("target/lab/{name}");
+    let mut steps = vec![Step::note(
+        "find kube-apiserver and etcd (`cargo xtask envtest-bins`): env, KUBEBUILDER_ASSETS, PATH, target/envtest cache, go build, download",
+    )];
+    let controller_cmd = match options.controller_host() {
+        controller::Host::Process => {
+            steps.push(Step::run([
+                "cargo",
+                "build",
+                "-p",
+                controller::PACKAGE,
+                "--bin",
+                controller::BINARY,
+            ]));
+            format!(
+                "$ target/debug/my-controller --kubeconfig {dir}/controller.kubeconfig --listen 127.0.0.1:<port> >>{dir}/controller.log 2>&1 &"
+            )
+        }
+        controller::Host::Container(builder) => {
+            let reference = crate::image::reference().unwrap_or_else(|e| format!("<{e}>"));
+            let target = crate::image::StaticTarget {
+                triple: "<host triple>".into(),
+                rustflags: Some("-C target-feature=+crt-static"),
+            };
+            steps.extend(crate::image::plan(
+                crate::image::resolve(builder),
+                &reference,
+                &target,
+                Path::new(""),
+            ));
+            let sa = format!("{dir}/serviceaccount");
+            let args = controller::container_args(
+                name,
+                &reference,
+                Path::new(&sa),
+                0,
+                SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            );
+            format!(
+                "$ docker {} >>{dir}/controller.log 2>&1 &    # API server port and listen port chosen at start",
+                args.join(" ")
+            )
+        }
+    };
+    steps.extend([
+        Step::note(format!("generate a CA, serving, admin and ServiceAccount keys into {dir}/pki (rcgen)")),
+        Step::note(format!("$ etcd --data-dir={dir}/etcd --listen-client-urls=http://127.0.0.1:<port> … >>{dir}/etcd.log 2>&1 &")),
+        Step::note(format!("$ kube-apiserver --etcd-servers=… --secure-port=<port> --authorization-mode=RBAC … >>{dir}/kube-apiserver.log 2>&1 &")),
+        Step::api(format!("kubectl --kubeconfig {dir}/kubeconfig apply --server-side -f manifests/rbac.yaml")),
+        Step::api(format!("kubectl --kubeconfig {dir}/kubeconfig create token my-controller --duration=48h")),
+        Step::note(controller_cmd),
+        Step::note(format!("wait for the controller's /readyz, write {dir}/lab.json")),
+    ]);
+    steps
+}
+
+/// What `lab down` does for an envtest lab.
+pub fn down_plan(layout: &Layout) -> Vec<crate::plan::Step> {
+    use crate::plan::Step;
+    let mut steps: Vec<Step> = ROLES
+        .iter()
+        .rev()
+        .filter_map(|role| {
+            process::read_pid_file(&layout.pid_file(role)).map(|pid| {
+                Step::run(["kill", "-TERM", &format!("-{pid}")]).when(&format!(
+                    "while pid {pid} ({role}) runs; SIGKILL after a grace period"
+                ))
+            })
+        })
+        .collect();
+    steps.push(Step::run([
+        "rm",
+        "-rf",
+        &layout.state_dir.display().to_string(),
+    ]));
+    steps
+}
+
 /// Stop whatever processes the pid files name, newest first, then remove the state
 /// directory. Works without lab.json (a failed `up` leaves none). Returns whether there was
 /// anything to remove.
@@ -529,6 +647,19 @@ pub fn down(layout: &Layout) -> Result<bool> {
         if let Some(pid) = process::read_pid_file(&layout.pid_file(role)) {
             report_stop(role, pid, &layout.state_dir);
         }
+    }
+    // `docker run --rm` removes its container when stopped by SIGTERM; one left
+    // behind by a SIGKILL is removed here.
+    if let Ok(Some(LabFile {
+        controller:
+            lab_file::Controller {
+                container: Some(name),
+                ..
+            },
+        ..
+    })) = LabFile::read(&layout.state_dir)
+    {
+        e2e::process::remove_container(&name);
     }
     std::fs::remove_dir_all(&layout.state_dir)
         .with_context(|| format!("cannot remove {}", layout.state_dir.display()))?;

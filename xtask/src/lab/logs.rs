@@ -14,7 +14,13 @@ use crate::lab::state_dir;
 /// How often `-f` looks for new output: a person reading along, not a state being awaited.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
-pub fn run(name: &str, follow: bool) -> Result<ExitCode> {
+pub async fn run(name: &str, follow: bool) -> Result<ExitCode> {
+    if let Ok(Some(lab)) = e2e::lab_file::LabFile::read(&state_dir(name))
+        && lab.provider == e2e::lab_file::ProviderKind::Kind
+    {
+        crate::lab::kind::logs(&lab, follow).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let layout = Layout::new(&state_dir(name));
     let log = layout.log("controller");
     if !log.exists() {

@@ -5,10 +5,12 @@
 
 pub mod apply;
 pub mod binaries;
+pub mod bundle;
 pub mod certs;
 pub mod controller;
 pub mod down;
 pub mod envtest;
+pub mod kind;
 pub mod kubeconfig;
 pub mod logs;
 pub mod provider;
@@ -29,13 +31,31 @@ pub use e2e::lab::DEFAULT_NAME;
 pub enum LabCommand {
     /// Start a lab (or say that it is already up); prints how to reach it.
     Up {
-        #[arg(long, value_enum, default_value_t = provider::ProviderChoice::Auto)]
-        provider: provider::ProviderChoice,
+        #[command(flatten)]
+        options: UpOptions,
         #[command(flatten)]
         lab: LabName,
     },
-    /// Stop a lab's processes and remove its state directory (fine when it is not up).
+    /// Stop a lab's processes (or delete its kind cluster) and remove its state (fine when it is not up).
     Down {
+        /// Print the commands in order without running them.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        lab: LabName,
+    },
+    /// Save every image the kind lab needs (the node image, the controller image) into one archive.
+    Bundle {
+        /// The archive to write.
+        #[arg(short, long, default_value = "lab-bundle.tar")]
+        output: PathBuf,
+        #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
+        image_builder: crate::image::Builder,
+    },
+    /// `down`, then `up` with the same options: a clean lab.
+    Reset {
+        #[command(flatten)]
+        options: UpOptions,
         #[command(flatten)]
         lab: LabName,
     },
@@ -54,6 +74,51 @@ pub enum LabCommand {
     },
 }
 
+/// How `lab up` builds the lab.
+#[derive(Args, Clone, Debug)]
+pub struct UpOptions {
+    #[arg(long, value_enum, default_value_t = provider::ProviderChoice::Auto)]
+    pub provider: provider::ProviderChoice,
+    /// envtest only: run the controller as a process, or in its image the way a pod
+    /// runs it (docker run: ServiceAccount files mounted, read-only root, non-root, no capabilities).
+    #[arg(long, value_enum, default_value_t = ControllerChoice::Process)]
+    pub controller: ControllerChoice,
+    /// How to build the controller image (kind, and envtest with --controller container).
+    #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
+    pub image_builder: crate::image::Builder,
+    /// Print the commands in order without running them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// kind only: load the images from an offline bundle (`lab bundle`) and never pull.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ControllerChoice {
+    Process,
+    Container,
+}
+
+impl UpOptions {
+    pub fn envtest(controller: ControllerChoice) -> Self {
+        UpOptions {
+            provider: provider::ProviderChoice::Envtest,
+            controller,
+            image_builder: crate::image::Builder::Auto,
+            dry_run: false,
+            bundle: None,
+        }
+    }
+
+    pub fn controller_host(&self) -> controller::Host {
+        match self.controller {
+            ControllerChoice::Process => controller::Host::Process,
+            ControllerChoice::Container => controller::Host::Container(self.image_builder),
+        }
+    }
+}
+
 #[derive(Args)]
 pub struct LabName {
     /// The lab's name: lowercase letters, digits and '-' (it names a directory and a kind cluster).
@@ -63,10 +128,21 @@ pub struct LabName {
 
 pub async fn run(command: LabCommand) -> Result<ExitCode> {
     match command {
-        LabCommand::Up { provider, lab } => up::run(&lab.name, provider).await,
-        LabCommand::Down { lab } => down::run(&lab.name),
+        LabCommand::Up { options, lab } => up::run(&lab.name, &options).await,
+        LabCommand::Down { dry_run, lab } => down::run(&lab.name, dry_run),
+        LabCommand::Bundle {
+            output,
+            image_builder,
+        } => {
+            bundle::create(&output, image_builder)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCommand::Reset { options, lab } => {
+            down::run(&lab.name, options.dry_run)?;
+            up::run(&lab.name, &options).await
+        }
         LabCommand::Status { lab } => status::run(&lab.name).await,
-        LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow),
+        LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow).await,
     }
 }
 

@@ -1,6 +1,6 @@
 //! Which provider `lab up` uses.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::ValueEnum;
 
 use crate::lab::binaries;
@@ -21,18 +21,38 @@ pub enum ProviderChoice {
 pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
     match choice {
         ProviderChoice::Envtest => Ok(ProviderKind::Envtest),
-        ProviderChoice::Kind => bail!(
-            "the kind provider is not available in this xtask yet; use `--provider envtest` (no Docker needed)"
-        ),
+        ProviderChoice::Kind => Ok(ProviderKind::Kind),
         ProviderChoice::Auto => {
-            if binaries::on_path("docker").is_some() {
-                eprintln!(
-                    "provider auto: docker is on PATH, but the kind provider is not available in this xtask yet: using envtest"
-                );
-            } else {
-                eprintln!("provider auto: no docker on PATH, so no kind: using envtest");
-            }
-            Ok(ProviderKind::Envtest)
+            let (kind, why) = auto();
+            eprintln!("provider auto: {why}: using {kind}");
+            Ok(kind)
         }
+    }
+}
+
+/// kind when a Docker daemon answers and kind is installed, else envtest.
+fn auto() -> (ProviderKind, String) {
+    if binaries::on_path("kind").is_none() {
+        return (ProviderKind::Envtest, "kind is not on PATH".into());
+    }
+    if binaries::on_path("docker").is_none() {
+        return (ProviderKind::Envtest, "docker is not on PATH".into());
+    }
+    let daemon = std::process::Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if daemon {
+        (
+            ProviderKind::Kind,
+            "Docker answers and kind is installed".into(),
+        )
+    } else {
+        (
+            ProviderKind::Envtest,
+            "the Docker daemon does not answer".into(),
+        )
     }
 }

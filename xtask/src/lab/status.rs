@@ -28,12 +28,14 @@ pub async fn run(name: &str) -> Result<ExitCode> {
         lab.provider,
         lab.state_dir.display()
     );
-    if lab.provider != ProviderKind::Envtest {
-        println!(
-            "  the {} provider cannot be inspected by this xtask yet",
-            lab.provider
-        );
-        return Ok(ExitCode::FAILURE);
+    if lab.provider == ProviderKind::Kind {
+        return Ok(if crate::lab::kind::status(&lab).await? {
+            println!("healthy");
+            ExitCode::SUCCESS
+        } else {
+            println!("NOT healthy: `cargo xtask lab up --name {name} --provider kind` repairs it");
+            ExitCode::FAILURE
+        });
     }
     let health = envtest::health(&lab).await;
     for line in &health.lines {

@@ -3,32 +3,71 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
+use xshell::Shell;
 
 use crate::lab::envtest::{self, Layout};
-use crate::lab::provider::{self, ProviderChoice};
-use crate::lab::state_dir;
+use crate::lab::{UpOptions, kind, provider, state_dir};
+use crate::plan::{self, Step};
 use e2e::lab_file::{LabFile, ProviderKind};
 
-pub async fn run(name: &str, choice: ProviderChoice) -> Result<ExitCode> {
-    let provider = provider::resolve(choice)?;
-    let layout = Layout::new(&state_dir(name));
-
-    match LabFile::read(&layout.state_dir) {
-        Ok(Some(lab)) => {
-            if lab.provider != ProviderKind::Envtest {
+pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
+    let provider = provider::resolve(options.provider)?;
+    if options.bundle.is_some() && provider != ProviderKind::Kind {
+        bail!(
+            "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
+        );
+    }
+    if options.dry_run {
+        print!("{}", plan::render(&dry_run_plan(name, provider, options)?));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let lab = match provider {
+        ProviderKind::Envtest => match reuse_or_clean(name).await? {
+            Some(lab) => lab,
+            None => {
+                envtest::up(
+                    name,
+                    &Layout::new(&state_dir(name)),
+                    options.controller_host(),
+                )
+                .await?
+            }
+        },
+        // kind's own steps skip what is already done (cluster, image, manifests).
+        ProviderKind::Kind => {
+            if let Ok(Some(lab)) = LabFile::read(&state_dir(name))
+                && lab.provider != ProviderKind::Kind
+            {
                 bail!(
-                    "lab {name} was made by the {} provider, which this xtask cannot manage yet",
+                    "lab {name} is an {} lab: `cargo xtask lab down --name {name}` first",
                     lab.provider
                 );
             }
+            kind::up(name, options.image_builder, options.bundle.as_deref()).await?
+        }
+    };
+    print_how_to_use(&lab);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An envtest lab that is up and healthy is reused; anything else under its
+/// name is cleaned up so a fresh one can start.
+async fn reuse_or_clean(name: &str) -> Result<Option<LabFile>> {
+    let layout = Layout::new(&state_dir(name));
+    match LabFile::read(&layout.state_dir) {
+        Ok(Some(lab)) if lab.provider == ProviderKind::Kind => {
+            bail!(
+                "lab {name} is a kind lab: `cargo xtask lab down --name {name}` first, or use another --name"
+            )
+        }
+        Ok(Some(lab)) => {
             let health = envtest::health(&lab).await;
             if health.healthy {
                 eprintln!("lab {name} is already up and healthy; not starting another");
                 for line in &health.lines {
                     eprintln!("  {line}");
                 }
-                print_how_to_use(&lab);
-                return Ok(ExitCode::SUCCESS);
+                return Ok(Some(lab));
             }
             eprintln!("lab {name} is there but not healthy:");
             for line in &health.lines {
@@ -50,13 +89,22 @@ pub async fn run(name: &str, choice: ProviderChoice) -> Result<ExitCode> {
             envtest::down(&layout)?;
         }
     }
+    Ok(None)
+}
 
-    let lab = match provider {
-        ProviderKind::Envtest => envtest::up(name, &layout).await?,
-        ProviderKind::Kind => bail!("the kind provider is not available in this xtask yet"),
-    };
-    print_how_to_use(&lab);
-    Ok(ExitCode::SUCCESS)
+/// The commands `lab up` would run, in order, without running them.
+fn dry_run_plan(name: &str, provider: ProviderKind, options: &UpOptions) -> Result<Vec<Step>> {
+    let sh = Shell::new()?;
+    Ok(match provider {
+        ProviderKind::Kind => {
+            let images = match &options.bundle {
+                Some(bundle) => kind::Images::Bundle(bundle.display().to_string()),
+                None => kind::Images::Build(kind::image_steps(&sh, options.image_builder)?),
+            };
+            kind::up_plan(name, images, &crate::image::reference()?)
+        }
+        ProviderKind::Envtest => envtest::plan(name, options),
+    })
 }
 
 fn print_how_to_use(lab: &LabFile) {
@@ -69,10 +117,18 @@ fn print_how_to_use(lab: &LabFile) {
         "  API server:      {} ({})",
         lab.api_server_url, lab.kubernetes_version
     );
-    eprintln!(
-        "  controller:      {} (/healthz /readyz /metrics)",
-        lab.controller.url
-    );
+    if lab.provider == ProviderKind::Envtest {
+        eprintln!(
+            "  controller:      {} (/healthz /readyz /metrics)",
+            lab.controller.url
+        );
+    } else {
+        eprintln!(
+            "  controller:      deployment/{} in {}",
+            kind::DEPLOYMENT,
+            lab.name
+        );
+    }
     eprintln!(
         "  admin:           export KUBECONFIG={}",
         lab.admin_kubeconfig.display()
@@ -81,6 +137,7 @@ fn print_how_to_use(lab: &LabFile) {
         "  controller log:  cargo xtask lab logs -f --name {}",
         lab.name
     );
+    eprintln!("  experiments:     cargo xtask e2e --name {}", lab.name);
     eprintln!(
         "  stop:            cargo xtask lab down --name {}",
         lab.name

@@ -1,0 +1,279 @@
+//! The controller under test: ours (the binary cargo just built, with the
+//! lab's controller arguments) or any other (`--controller-cmd`, run with
+//! `sh -c`). Either runs as a process group the bench owns: started, its
+//! `/proc` usage read, stopped — and killed if the bench ends early.
+
+use std::{
+    fs::File,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use e2e::{
+    bench::usage::{self, Usage},
+    eventually::{Check, eventually},
+    experiments::HEAL_WITHIN,
+    files, http_probe,
+    lab::Lab,
+    process::command_line,
+};
+use kube::api::DeleteParams;
+use tokio::time::Instant;
+
+/// How long a controller gets from its start to my-config created.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+/// SIGTERM, then SIGKILL after this.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Which controller the bench measures.
+#[derive(Clone, Debug)]
+pub enum Spec {
+    /// Ours: this binary with the lab's controller arguments.
+    Ours { binary: PathBuf },
+    /// Another implementation: `sh -c <command>` with `KUBECONFIG` set to the
+    /// lab's controller kubeconfig (its ServiceAccount, not admin).
+    Foreign { command: String },
+}
+
+impl Spec {
+    /// Whether it serves our `/metrics` (reconciles, writes).
+    pub fn has_metrics(&self) -> bool {
+        matches!(self, Spec::Ours { .. })
+    }
+
+    /// A short name for tables and the chart.
+    pub fn label(&self) -> String {
+        match self {
+            Spec::Ours { binary } => {
+                let profile = binary
+                    .parent()
+                    .and_then(Path::file_name)
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                format!("my-controller ({profile})")
+            }
+            Spec::Foreign { command } => {
+                // The program: the first word that is not a VAR=value.
+                let first = command
+                    .split_whitespace()
+                    .find(|word| !word.contains('='))
+                    .unwrap_or("command");
+                let name = Path::new(first)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| first.to_string());
+                format!("{name} (--controller-cmd)")
+            }
+        }
+    }
+}
+
+/// A running controller under test.
+pub struct Subject {
+    child: Child,
+    pid: u32,
+    /// Start → my-config created by it.
+    pub startup: Duration,
+}
+
+impl Subject {
+    /// Deletes my-config, starts the controller with `extra` flags (ours
+    /// only) and waits until it has created my-config again: the one sign of
+    /// readiness every implementation gives (ours also answers `/readyz`).
+    /// Its output is appended to `log`.
+    pub async fn start(lab: &Lab, spec: &Spec, extra: &[&str], log: &Path) -> Result<Subject> {
+        let api = lab.config_maps();
+        let name = lab.desired().name().to_string();
+        if api.get_opt(&name).await?.is_some() {
+            api.delete(&name, &DeleteParams::default()).await?;
+        }
+        wait_gone(lab).await?;
+        let mut command = command(lab, spec, extra)?;
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        command
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            // Its own group: its usage is the group's, and stopping it stops
+            // whatever `sh -c` started.
+            .process_group(0);
+        let env = match spec {
+            Spec::Foreign { .. } => {
+                format!("KUBECONFIG={} ", lab.file().controller.kubeconfig.display())
+            }
+            Spec::Ours { .. } => String::new(),
+        };
+        eprintln!(
+            "$ {env}{} >>{} 2>&1 &",
+            command_line(&command),
+            log.display()
+        );
+        let started = Instant::now();
+        let child = command.spawn().context("cannot start the controller")?;
+        let pid = child.id();
+        let mut subject = Subject {
+            child,
+            pid,
+            startup: Duration::ZERO,
+        };
+        subject.wait_ready(lab, spec, log).await?;
+        subject.startup = started.elapsed();
+        Ok(subject)
+    }
+
+    async fn wait_ready(&mut self, lab: &Lab, spec: &Spec, log: &Path) -> Result<()> {
+        let url = lab.file().controller.url.clone();
+        let api = lab.config_maps();
+        let desired = lab.desired().clone();
+        let metrics = spec.has_metrics();
+        let child = &mut self.child;
+        let waited = eventually("the controller to create my-config", READY_WITHIN, || {
+            let exited = child.try_wait().ok().flatten();
+            let (url, api, desired) = (url.clone(), api.clone(), desired.clone());
+            async move {
+                if let Some(status) = exited {
+                    return Ok(Check::Done(Err(anyhow::anyhow!("it exited: {status}"))));
+                }
+                if metrics {
+                    let ready =
+                        http_probe::get_url(&url, "/readyz", Duration::from_secs(2)).await?;
+                    if ready.status != 200 {
+                        return Ok(Check::NotYet(format!("/readyz {}", ready.status)));
+                    }
+                }
+                Ok(match api.get_opt(desired.name()).await? {
+                    Some(cm) if desired.is_satisfied_by(&cm) => Check::Done(Ok(())),
+                    Some(cm) => Check::NotYet(format!("data {:?}", cm.data)),
+                    None => Check::NotYet("my-config absent".into()),
+                })
+            }
+        })
+        .await;
+        waited
+            .and_then(|outcome| outcome)
+            .map_err(|e| anyhow::anyhow!("{e:#}\n{}", files::tail(log, 30)))
+    }
+
+    /// Its current memory and CPU use (the whole process group).
+    pub fn usage(&self) -> Result<Usage> {
+        usage::of_group(self.pid)
+    }
+
+    /// SIGTERM to the group, then SIGKILL after a grace period; waits
+    /// (polling with a deadline) until the leader has exited.
+    pub async fn stop(mut self) -> Result<()> {
+        self.signal(libc::SIGTERM);
+        if self.wait_exit(STOP_GRACE).await? {
+            return Ok(());
+        }
+        eprintln!(
+            "  pid {} still running after {STOP_GRACE:?}: SIGKILL",
+            self.pid
+        );
+        self.signal(libc::SIGKILL);
+        if self.wait_exit(STOP_GRACE).await? {
+            return Ok(());
+        }
+        bail!("the controller (pid {}) survived SIGKILL", self.pid)
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let Ok(pgid) = libc::pid_t::try_from(self.pid) else {
+            return;
+        };
+        // SAFETY: kill takes plain integers; a group that is gone is ESRCH, harmless.
+        unsafe { libc::kill(-pgid, signal) };
+    }
+
+    async fn wait_exit(&mut self, within: Duration) -> Result<bool> {
+        let deadline = Instant::now() + within;
+        loop {
+            if self.child.try_wait()?.is_some() {
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Subject {
+    /// A bench that fails half-way leaves no controller behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The command line of the controller under test.
+fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Command> {
+    let controller = &lab.file().controller;
+    Ok(match spec {
+        Spec::Ours { binary } => {
+            let listen = controller
+                .url
+                .strip_prefix("http://")
+                .with_context(|| format!("controller URL {} is not http://", controller.url))?;
+            let mut command = Command::new(binary);
+            command
+                .arg("--kubeconfig")
+                .arg(&controller.kubeconfig)
+                .args(["--listen", listen])
+                .args(extra);
+            command
+        }
+        Spec::Foreign { command: line } => {
+            if !extra.is_empty() {
+                bail!("a --controller-cmd controller takes no flags from the bench");
+            }
+            let mut command = Command::new("sh");
+            command
+                .args(["-c", line])
+                .env("KUBECONFIG", &controller.kubeconfig);
+            command
+        }
+    })
+}
+
+/// Waits until my-config is gone (nothing recreates it while no controller runs).
+async fn wait_gone(lab: &Lab) -> Result<()> {
+    let api = lab.config_maps();
+    let name = lab.desired().name().to_string();
+    eventually("my-config to be gone", HEAL_WITHIN, || async {
+        Ok(match api.get_opt(&name).await? {
+            None => Check::Done(()),
+            Some(_) => Check::NotYet("still there".into()),
+        })
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_name_the_program_and_the_build() {
+        let ours = Spec::Ours {
+            binary: PathBuf::from("/w/target/release/my-controller"),
+        };
+        assert_eq!(ours.label(), "my-controller (release)");
+        assert!(ours.has_metrics());
+        let theirs = Spec::Foreign {
+            command: "RUST_LOG=info /opt/bin/their-controller --fast".into(),
+        };
+        assert_eq!(theirs.label(), "their-controller (--controller-cmd)");
+        assert!(!theirs.has_metrics());
+    }
+}

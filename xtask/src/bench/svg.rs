@@ -1,0 +1,423 @@
+//! The latency chart: one panel per measure, the cumulative distribution
+//! (CDF) of each series on a log time axis, written as plain SVG text so a
+//! browser opens it and no plotting crate is needed.
+//!
+//! A CDF shows every sample (no binning): how far the controller's curve
+//! sits right of the floor's is its own cost, and the top of each curve is
+//! its tail.
+
+use std::fmt::Write as _;
+
+use super::stats::percentile;
+
+/// One curve.
+pub struct Line<'a> {
+    pub label: &'a str,
+    pub color: &'a str,
+    pub dashed: bool,
+    pub samples_ms: &'a [f64],
+}
+
+/// One panel: a measure and its curves.
+pub struct Panel<'a> {
+    pub title: &'a str,
+    pub lines: Vec<Line<'a>>,
+}
+
+/// The floor's look, the controller's, and the extra series'.
+pub const FLOOR: &str = "#6b7280";
+pub const CONTROLLER: &str = "#2563eb";
+pub const EXTRA: &str = "#d97706";
+
+const PANEL_W: f64 = 470.0;
+const GAP: f64 = 10.0;
+const HEIGHT: f64 = 500.0;
+const LEFT: f64 = 58.0;
+const RIGHT: f64 = 22.0;
+const TOP: f64 = 96.0;
+const PLOT_H: f64 = 260.0;
+
+/// The chart, as an SVG document. Every panel shares one time axis, so
+/// curves can be compared across panels too.
+pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
+    let width = GAP + panels.len().max(1) as f64 * (PANEL_W + GAP);
+    let axis = LogAxis::spanning(
+        panels
+            .iter()
+            .flat_map(|p| &p.lines)
+            .flat_map(|l| l.samples_ms.iter().copied()),
+    );
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" viewBox="0 0 {width} {HEIGHT}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">"#
+    );
+    let _ = writeln!(
+        svg,
+        r##"<rect width="{width}" height="{HEIGHT}" fill="#ffffff"/>"##
+    );
+    let _ = writeln!(
+        svg,
+        r##"<text x="{GAP}" y="28" font-size="18" font-weight="bold" fill="#111827">{}</text>"##,
+        escape(title)
+    );
+    let _ = writeln!(
+        svg,
+        r##"<text x="{GAP}" y="50" font-size="12" fill="#4b5563">{}</text>"##,
+        escape(subtitle)
+    );
+    for (i, panel) in panels.iter().enumerate() {
+        let left = GAP + i as f64 * (PANEL_W + GAP);
+        draw_panel(&mut svg, panel, left, &axis);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) {
+    let (x0, x1) = (left + LEFT, left + PANEL_W - RIGHT);
+    let (y0, y1) = (TOP, TOP + PLOT_H);
+    let x = |ms: f64| x0 + axis.fraction(ms) * (x1 - x0);
+    let y = |share: f64| y1 - share * (y1 - y0);
+    let _ = writeln!(svg, "<g>");
+    let _ = writeln!(
+        svg,
+        r##"<text x="{x0}" y="{}" font-size="14" font-weight="bold" fill="#111827">{}</text>"##,
+        y0 - 14.0,
+        escape(panel.title)
+    );
+    // Time grid: 1-2-5 steps of each decade.
+    for tick in axis.ticks() {
+        let tx = x(tick);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{tx:.1}" y1="{y0}" x2="{tx:.1}" y2="{y1}" stroke="#e5e7eb"/>"##
+        );
+        let _ = writeln!(
+            svg,
+            r##"<text x="{tx:.1}" y="{}" font-size="11" text-anchor="middle" fill="#374151">{}</text>"##,
+            y1 + 16.0,
+            format_ms(tick)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r##"<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="#374151">latency (ms, log scale)</text>"##,
+        (x0 + x1) / 2.0,
+        y1 + 34.0
+    );
+    // Share grid, with the percentiles the table reports.
+    for (share, label, strong) in [
+        (0.0, "0%", false),
+        (0.25, "25%", false),
+        (0.5, "p50", true),
+        (0.75, "75%", false),
+        (0.9, "p90", true),
+        (0.99, "p99", true),
+        // No label: it would sit on p99's.
+        (1.0, "", false),
+    ] {
+        let ty = y(share);
+        let stroke = if strong { "#9ca3af" } else { "#e5e7eb" };
+        let dash = if strong {
+            r#" stroke-dasharray="2 3""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{x0}" y1="{ty:.1}" x2="{x1}" y2="{ty:.1}" stroke="{stroke}"{dash}/>"##
+        );
+        let _ = writeln!(
+            svg,
+            r##"<text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="#374151">{label}</text>"##,
+            x0 - 6.0,
+            ty + 4.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{x0}" y="{y0}" width="{}" height="{PLOT_H}" fill="none" stroke="#6b7280"/>"##,
+        x1 - x0
+    );
+    // The curves: a step function through every sample.
+    for line in &panel.lines {
+        let mut sorted = line.samples_ms.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len() as f64;
+        let dash = if line.dashed {
+            r#" stroke-dasharray="6 3""#
+        } else {
+            ""
+        };
+        let mut d = String::new();
+        for (i, ms) in sorted.iter().enumerate() {
+            let (sx, below, above) = (x(*ms), y(i as f64 / n), y((i + 1) as f64 / n));
+            let _ = if i == 0 {
+                write!(d, "M{sx:.1},{below:.1}V{above:.1}")
+            } else {
+                write!(d, "H{sx:.1}V{above:.1}")
+            };
+        }
+        let _ = writeln!(
+            svg,
+            r#"<path class="cdf" data-series="{}" d="{d}" fill="none" stroke="{}" stroke-width="2"{dash}/>"#,
+            escape(line.label),
+            line.color
+        );
+    }
+    // The legend, with the figures a reader looks for first.
+    for (i, line) in panel.lines.iter().enumerate() {
+        let ly = y1 + 58.0 + i as f64 * 20.0;
+        let dash = if line.dashed {
+            r#" stroke-dasharray="6 3""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{x0}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2"{dash}/>"#,
+            ly - 4.0,
+            x0 + 24.0,
+            ly - 4.0,
+            line.color
+        );
+        let mut sorted = line.samples_ms.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let figures = match (percentile(&sorted, 50.0), percentile(&sorted, 99.0)) {
+            (Some(p50), Some(p99)) => format!(
+                "p50 {} ms · p99 {} ms · n={}",
+                format_ms(p50),
+                format_ms(p99),
+                sorted.len()
+            ),
+            _ => "no samples".to_string(),
+        };
+        let _ = writeln!(
+            svg,
+            r##"<text x="{}" y="{ly}" font-size="12" fill="#111827">{} — {}</text>"##,
+            x0 + 30.0,
+            escape(line.label),
+            figures
+        );
+    }
+    let _ = writeln!(svg, "</g>");
+}
+
+/// A log10 axis over whole decades covering every sample.
+struct LogAxis {
+    low: f64,
+    high: f64,
+}
+
+impl LogAxis {
+    fn spanning(samples: impl Iterator<Item = f64>) -> LogAxis {
+        let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+        for ms in samples.filter(|ms| ms.is_finite() && *ms > 0.0) {
+            min = min.min(ms);
+            max = max.max(ms);
+        }
+        if !min.is_finite() {
+            (min, max) = (1.0, 10.0);
+        }
+        let low = 10f64.powf(min.log10().floor());
+        let mut high = 10f64.powf(max.log10().ceil());
+        if high <= low {
+            high = low * 10.0;
+        }
+        LogAxis { low, high }
+    }
+
+    /// Where `ms` sits, 0 at the left edge, 1 at the right.
+    fn fraction(&self, ms: f64) -> f64 {
+        let ms = ms.clamp(self.low, self.high);
+        (ms / self.low).log10() / (self.high / self.low).log10()
+    }
+
+    /// 1, 2, 5 × each power of ten in range, and the top.
+    fn ticks(&self) -> Vec<f64> {
+        let mut ticks = Vec::new();
+        let mut decade = self.low;
+        while decade < self.high * 0.999 {
+            ticks.extend([decade, 2.0 * decade, 5.0 * decade]);
+            decade *= 10.0;
+        }
+        ticks.push(self.high);
+        ticks
+    }
+}
+
+/// `0.5`, `2`, `20`, `2.3`: short, without trailing zeros.
+fn format_ms(ms: f64) -> String {
+    let text = if ms >= 10.0 {
+        format!("{ms:.0}")
+    } else if ms >= 1.0 {
+        format!("{ms:.1}")
+    } else {
+        format!("{ms:.2}")
+    };
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// Text and attribute values escaped for XML.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A strict little XML check: tags balance, attribute values are quoted,
+    /// `&` only starts an entity, text holds no `<`. Returns the element names.
+    fn well_formed(doc: &str) -> Result<Vec<String>, String> {
+        let mut stack: Vec<String> = Vec::new();
+        let mut names = Vec::new();
+        let mut rest = doc;
+        while let Some(open) = rest.find('<') {
+            check_text(&rest[..open])?;
+            let close = rest[open..].find('>').ok_or("unclosed tag")? + open;
+            let tag = &rest[open + 1..close];
+            rest = &rest[close + 1..];
+            if let Some(name) = tag.strip_prefix('/') {
+                let top = stack.pop().ok_or(format!("</{name}> closes nothing"))?;
+                if top != name.trim() {
+                    return Err(format!("<{top}> closed by </{name}>"));
+                }
+            } else {
+                let self_closing = tag.ends_with('/');
+                let body = tag.trim_end_matches('/');
+                let name = body
+                    .split_whitespace()
+                    .next()
+                    .ok_or("empty tag")?
+                    .to_string();
+                check_attributes(&body[name.len()..])?;
+                names.push(name.clone());
+                if !self_closing {
+                    stack.push(name);
+                }
+            }
+            if stack.is_empty() && !rest.trim().is_empty() {
+                return Err("content after the root element".into());
+            }
+        }
+        check_text(rest)?;
+        match stack.pop() {
+            Some(open) => Err(format!("<{open}> never closed")),
+            None => Ok(names),
+        }
+    }
+
+    fn check_text(text: &str) -> Result<(), String> {
+        for (i, _) in text.match_indices('&') {
+            let entity = &text[i..text[i..].find(';').map_or(text.len(), |e| i + e + 1)];
+            if !["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"].contains(&entity) {
+                return Err(format!("bare & in {text:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_attributes(mut attrs: &str) -> Result<(), String> {
+        loop {
+            attrs = attrs.trim_start();
+            if attrs.is_empty() {
+                return Ok(());
+            }
+            let eq = attrs
+                .find('=')
+                .ok_or(format!("attribute without value: {attrs}"))?;
+            let value = attrs[eq + 1..]
+                .strip_prefix('"')
+                .ok_or(format!("unquoted attribute: {attrs}"))?;
+            let end = value.find('"').ok_or("unterminated attribute")?;
+            check_text(&value[..end])?;
+            attrs = &value[end + 1..];
+        }
+    }
+
+    #[test]
+    fn the_chart_is_well_formed_svg_with_every_series() {
+        let floor = [3.9, 4.2, 4.4, 5.0, 12.0];
+        let ours = [4.5, 5.1, 5.3, 6.0, 48.0];
+        let svg = cdf(
+            "bench <lab> & co",
+            "2 CPUs",
+            &[
+                Panel {
+                    title: "self-heal: delete → recreated",
+                    lines: vec![
+                        Line {
+                            label: "floor",
+                            color: FLOOR,
+                            dashed: true,
+                            samples_ms: &floor,
+                        },
+                        Line {
+                            label: "my-controller (release)",
+                            color: CONTROLLER,
+                            dashed: false,
+                            samples_ms: &ours,
+                        },
+                    ],
+                },
+                Panel {
+                    title: "correction",
+                    lines: vec![Line {
+                        label: "a \"quoted\" <one>",
+                        color: EXTRA,
+                        dashed: false,
+                        samples_ms: &[],
+                    }],
+                },
+            ],
+        );
+        let names = well_formed(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+        assert_eq!(names.first().map(String::as_str), Some("svg"));
+        assert!(svg.starts_with(r#"<svg xmlns="http://www.w3.org/2000/svg""#));
+        assert_eq!(svg.matches(r#"<path class="cdf""#).count(), 3);
+        for series in [
+            "floor",
+            "my-controller (release)",
+            "a &quot;quoted&quot; &lt;one&gt;",
+        ] {
+            assert!(
+                svg.contains(&format!(r#"data-series="{series}""#)),
+                "{series}"
+            );
+        }
+        assert!(svg.contains("bench &lt;lab&gt; &amp; co"));
+        assert!(svg.contains("p50 4.4 ms · p99 12 ms · n=5"), "{svg}");
+        assert!(svg.contains("no samples"));
+        // The axis covers every sample: 1 ms to 100 ms here.
+        assert!(svg.contains(">1</text>") && svg.contains(">100</text>"));
+    }
+
+    #[test]
+    fn the_checker_catches_broken_documents() {
+        assert!(well_formed("<svg><g></svg>").is_err());
+        assert!(well_formed("<svg a=1/>").is_err());
+        assert!(well_formed("<svg>a & b</svg>").is_err());
+        assert!(well_formed("<svg/><svg/>").is_err());
+        assert!(well_formed(r#"<svg a="x"><g/>t &amp; u</svg>"#).is_ok());
+    }
+
+    #[test]
+    fn log_axis_spans_whole_decades() {
+        let axis = LogAxis::spanning([2.5, 40.0].into_iter());
+        assert_eq!((axis.low, axis.high), (1.0, 100.0));
+        assert_eq!(axis.fraction(10.0), 0.5);
+        assert_eq!(axis.ticks(), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
+        assert_eq!(format_ms(0.5), "0.5");
+        assert_eq!(format_ms(2.0), "2");
+        assert_eq!(format_ms(12.34), "12");
+    }
+}

@@ -1,0 +1,144 @@
+//! `cargo xtask doctor`: is this laptop ready for the workshop? One line per
+//! check (pass / WARN / FAIL), each non-pass with its fix; exit status 1 when
+//! any check fails. The checks themselves live in `preflight` as pure
+//! functions of what these probes print.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::process::ExitCode;
+
+use anyhow::Result;
+use xshell::{Shell, cmd};
+
+use crate::lab::kind;
+use crate::preflight::{self, Check, Status};
+use e2e::project;
+
+/// The controller's default `--listen` port, used when it runs by hand.
+const CONTROLLER_PORT: u16 = 8080;
+
+pub fn run(name: &str) -> Result<ExitCode> {
+    let checks = gather(name)?;
+    for check in &checks {
+        println!("{check}");
+    }
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+    println!(
+        "{} checks: {failed} failed, {warned} warnings",
+        checks.len()
+    );
+    if failed == 0 && warned == 0 {
+        println!("ready: `cargo xtask lab up`");
+    }
+    Ok(if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn gather(name: &str) -> Result<Vec<Check>> {
+    let sh = Shell::new()?;
+    sh.change_dir(project::root());
+    let quiet = |c: xshell::Cmd<'_>| c.quiet().ignore_stderr().read().ok();
+    let pinned = pinned_toolchain()?;
+    let node_image = kind::node_image()?;
+    let node_minor = e2e::tools::node_image_minor(&node_image).unwrap_or(0);
+    let target = controller::version::target_minor();
+
+    let format_version = "{{.ServerVersion}}";
+    let docker = match cmd!(sh, "docker info --format {format_version}")
+        .quiet()
+        .ignore_stderr()
+        .read()
+    {
+        Ok(v) => Ok(v),
+        Err(_) if crate::lab::binaries::on_path("docker").is_none() => {
+            Err("docker: command not found".to_string())
+        }
+        Err(_) => Err("Cannot connect to the Docker daemon (`docker info` failed)".to_string()),
+    };
+    let mut checks = vec![
+        preflight::rustc(quiet(cmd!(sh, "rustc --version")).as_deref(), &pinned),
+        preflight::kind_version(quiet(cmd!(sh, "kind version")).as_deref(), &node_image),
+        preflight::kubectl(e2e::tools::kubectl_client_minor(), target),
+        preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
+    ];
+    if docker.is_ok() {
+        let format_store = "{{json .DriverStatus}}";
+        let store = quiet(cmd!(sh, "docker info --format {format_store}")).unwrap_or_default();
+        checks.push(preflight::image_store(&store));
+    }
+    checks.extend([
+        preflight::architecture(std::env::consts::ARCH),
+        preflight::free_disk(free_bytes(&project::root())),
+        preflight::inotify(
+            kind::read_number("/proc/sys/fs/inotify/max_user_watches"),
+            kind::read_number("/proc/sys/fs/inotify/max_user_instances"),
+        ),
+        preflight::cgroups(
+            std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
+            node_minor,
+        ),
+        preflight::port(
+            "controller port",
+            CONTROLLER_PORT,
+            port_taken(CONTROLLER_PORT),
+        ),
+        preflight::existing_cluster(
+            &quiet(cmd!(sh, "kind get clusters")).unwrap_or_default(),
+            name,
+        ),
+    ]);
+    Ok(checks)
+}
+
+/// The channel `rust-toolchain.toml` pins.
+fn pinned_toolchain() -> Result<String> {
+    let text = std::fs::read_to_string(project::root().join("rust-toolchain.toml"))?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("channel"))
+        .map(|v| {
+            v.trim_start_matches([' ', '='])
+                .trim()
+                .trim_matches('"')
+                .to_string()
+        })
+        .unwrap_or_default())
+}
+
+fn port_taken(port: u16) -> bool {
+    TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_err()
+}
+
+/// Free bytes on the filesystem holding `path` (statvfs).
+fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c_path is NUL-terminated and stat is a valid out-pointer.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_pinned_toolchain() {
+        assert_eq!(pinned_toolchain().unwrap(), "1.95.0");
+    }
+
+    #[test]
+    fn probes_answer_on_this_machine() {
+        assert!(free_bytes(&project::root()).is_some_and(|b| b > 0));
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Bound on loopback only; the check binds the wildcard address, which conflicts.
+        assert!(port_taken(port));
+    }
+}

@@ -1,0 +1,429 @@
+//! Checks of the machine a lab runs on, each a pure function of what a probe
+//! printed (so every pass/warn/fail path is unit-tested on recorded output),
+//! plus the probes that gather that output. `lab up --provider kind` refuses to
+//! start on a failure; `cargo xtask doctor` prints them all.
+
+use std::fmt;
+
+/// How a check came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+/// One line of a preflight report: what was checked, what was found, and the
+/// fix when it is not a pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub found: String,
+    pub fix: Option<String>,
+}
+
+impl Check {
+    pub fn pass(name: &'static str, found: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Pass,
+            found: found.into(),
+            fix: None,
+        }
+    }
+
+    pub fn warn(name: &'static str, found: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Warn,
+            found: found.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    pub fn fail(name: &'static str, found: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Fail,
+            found: found.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = match self.status {
+            Status::Pass => "pass",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        };
+        write!(f, "{status}  {:<22} {}", self.name, self.found)?;
+        if let Some(fix) = &self.fix {
+            write!(f, "\n      fix: {fix}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The kind release line the pinned node image was published with.
+pub const KIND_LINE: &str = "v0.33.";
+
+/// `kind version` → "kind v0.33.0 go1.24.2 linux/amd64"; `None`: kind is not on PATH.
+pub fn kind_version(output: Option<&str>, node_image: &str) -> Check {
+    const NAME: &str = "kind";
+    let Some(output) = output else {
+        return Check::fail(
+            NAME,
+            "not found",
+            "run `nix develop` (it pins kind), or install kind v0.33.x",
+        );
+    };
+    let version = output.split_whitespace().nth(1).unwrap_or(output.trim());
+    if version.starts_with(KIND_LINE) {
+        Check::pass(NAME, format!("{version} (matches {node_image})"))
+    } else {
+        Check::fail(
+            NAME,
+            format!("{version}: {node_image} is published for kind {KIND_LINE}x"),
+            "use the kind from `nix develop`, or install kind v0.33.x",
+        )
+    }
+}
+
+/// `docker info --format '{{.ServerVersion}} {{.DriverStatus}}'`-like probe:
+/// `Ok(server version line)` or `Err(what docker said)`.
+pub fn docker_daemon(probe: Result<&str, &str>) -> Check {
+    const NAME: &str = "Docker daemon";
+    match probe {
+        Ok(version) => Check::pass(NAME, format!("reachable, engine {}", version.trim())),
+        Err(error) if error.contains("not found") => Check::fail(
+            NAME,
+            "no docker client",
+            "install Docker (Docker Desktop, or the docker.io package), or use `--provider envtest`",
+        ),
+        Err(error) => Check::fail(
+            NAME,
+            format!("not reachable: {}", first_line(error)),
+            "start Docker (Docker Desktop, or `sudo systemctl start docker`), or use `--provider envtest`",
+        ),
+    }
+}
+
+/// Which image store Docker uses: `docker info --format '{{.DriverStatus}}'`
+/// mentions `io.containerd.snapshotter` with the containerd store, where
+/// `kind load docker-image` fails (the kit loads an archive instead).
+pub fn image_store(driver_status: &str) -> Check {
+    const NAME: &str = "Docker image store";
+    if driver_status.contains("io.containerd.snapshotter") {
+        Check::pass(
+            NAME,
+            "containerd (images are loaded with `kind load image-archive`, which works with it)",
+        )
+    } else {
+        Check::pass(NAME, "classic (overlay2 or similar)")
+    }
+}
+
+/// cgroup version: kindest/node 1.35 and newer need cgroup v2.
+/// `v2` is whether `/sys/fs/cgroup/cgroup.controllers` exists.
+pub fn cgroups(v2: bool, node_minor: u32) -> Check {
+    const NAME: &str = "cgroup version";
+    match (v2, node_minor >= 35) {
+        (true, _) => Check::pass(NAME, "v2"),
+        (false, false) => Check::warn(
+            NAME,
+            "v1",
+            "prefer a cgroup v2 host (newer node images need it)",
+        ),
+        (false, true) => Check::fail(
+            NAME,
+            format!("v1: kindest/node 1.{node_minor} no longer supports cgroup v1"),
+            "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1), or use `--provider envtest`",
+        ),
+    }
+}
+
+/// inotify limits kind's documentation asks for (many watchers inside the node).
+pub fn inotify(max_user_watches: Option<u64>, max_user_instances: Option<u64>) -> Check {
+    const NAME: &str = "inotify limits";
+    const WATCHES: u64 = 524_288;
+    const INSTANCES: u64 = 512;
+    match (max_user_watches, max_user_instances) {
+        (Some(w), Some(i)) if w >= WATCHES && i >= INSTANCES => Check::pass(
+            NAME,
+            format!("max_user_watches {w}, max_user_instances {i}"),
+        ),
+        (Some(w), Some(i)) => Check::warn(
+            NAME,
+            format!("max_user_watches {w}, max_user_instances {i}: low for kind"),
+            format!(
+                "sudo sysctl fs.inotify.max_user_watches={WATCHES} fs.inotify.max_user_instances={INSTANCES}"
+            ),
+        ),
+        _ => Check::pass(
+            NAME,
+            "not readable here (not Linux): Docker Desktop sets its own",
+        ),
+    }
+}
+
+/// Free disk where images and the cluster live, in bytes.
+pub fn free_disk(bytes: Option<u64>) -> Check {
+    const NAME: &str = "free disk";
+    const GIB: u64 = 1 << 30;
+    match bytes {
+        Some(b) if b >= 10 * GIB => Check::pass(NAME, format!("{} GiB", b / GIB)),
+        Some(b) if b >= 4 * GIB => Check::warn(
+            NAME,
+            format!("{} GiB", b / GIB),
+            "free at least 10 GiB: a node image is ~1 GiB unpacked, plus builds",
+        ),
+        Some(b) => Check::fail(
+            NAME,
+            format!("{} MiB", b >> 20),
+            "free at least 10 GiB (`docker system prune`, `cargo clean`)",
+        ),
+        None => Check::warn(NAME, "unknown", "check with `df -h .`"),
+    }
+}
+
+/// Host architecture: kind node images exist for amd64 and arm64.
+pub fn architecture(arch: &str) -> Check {
+    const NAME: &str = "architecture";
+    match arch {
+        "x86_64" | "aarch64" => Check::pass(NAME, arch.to_string()),
+        other => Check::fail(
+            NAME,
+            other.to_string(),
+            "kind node images exist for x86_64 and aarch64 only",
+        ),
+    }
+}
+
+/// `kind get clusters` output against the lab's name.
+pub fn existing_cluster(clusters: &str, name: &str) -> Check {
+    const NAME: &str = "existing cluster";
+    if clusters.lines().any(|c| c.trim() == name) {
+        Check::warn(
+            NAME,
+            format!("{name} exists: `lab up` reuses it"),
+            format!(
+                "to start clean: `cargo xtask lab down --name {name}`, or `--name` another lab"
+            ),
+        )
+    } else {
+        Check::pass(NAME, format!("none named {name}"))
+    }
+}
+
+/// A port the lab needs: free, or taken (and by what, when known).
+pub fn port(name: &'static str, port: u16, taken: bool) -> Check {
+    if taken {
+        Check::fail(
+            name,
+            format!("port {port} in use"),
+            format!("stop what listens on {port} (`ss -ltnp 'sport = :{port}'`)"),
+        )
+    } else {
+        Check::pass(name, format!("port {port} free"))
+    }
+}
+
+/// rustc against `rust-toolchain.toml`'s channel.
+pub fn rustc(version_output: Option<&str>, pinned: &str) -> Check {
+    const NAME: &str = "rustc";
+    match version_output {
+        None => Check::fail(
+            NAME,
+            "not found",
+            "install rustup (it reads rust-toolchain.toml), or `nix develop`",
+        ),
+        Some(out) => {
+            let version = out.split_whitespace().nth(1).unwrap_or_default();
+            if version == pinned {
+                Check::pass(NAME, version.to_string())
+            } else {
+                Check::warn(
+                    NAME,
+                    format!("{version}, rust-toolchain.toml pins {pinned}"),
+                    "run cargo through rustup (it switches), or `nix develop`",
+                )
+            }
+        }
+    }
+}
+
+/// kubectl's client minor against the kit's Kubernetes minor (±1 supported).
+pub fn kubectl(client_minor: Option<u32>, target_minor: u32) -> Check {
+    const NAME: &str = "kubectl";
+    match client_minor {
+        None => Check::warn(
+            NAME,
+            "not found",
+            "optional (the kit talks to the API itself); `nix develop` provides a matching one",
+        ),
+        Some(m) if m.abs_diff(target_minor) <= 1 => {
+            Check::pass(NAME, format!("1.{m} (cluster 1.{target_minor})"))
+        }
+        Some(m) => Check::warn(
+            NAME,
+            format!("1.{m}, more than one minor from 1.{target_minor}"),
+            "use the kubectl from `nix develop`",
+        ),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+}
+
+/// The known ways `kind create cluster` fails, with their fixes.
+pub fn kind_create_hint(output: &str) -> Option<&'static str> {
+    let o = output.to_lowercase();
+    if o.contains("port is already allocated") || o.contains("address already in use") {
+        Some(
+            "a port the cluster needs is in use: stop what holds it, or delete an old cluster (`kind get clusters`)",
+        )
+    } else if o.contains("cgroup") {
+        Some("the node image needs cgroup v2 on the host, or use `--provider envtest`")
+    } else if o.contains("too many open files") || o.contains("inotify") {
+        Some(
+            "raise the inotify limits: sudo sysctl fs.inotify.max_user_watches=524288 fs.inotify.max_user_instances=512",
+        )
+    } else if o.contains("cannot connect to the docker daemon") {
+        Some("start Docker, or use `--provider envtest`")
+    } else if o.contains("pull") || o.contains("manifest unknown") || o.contains("no such host") {
+        Some(
+            "the node image cannot be pulled: check the network, or load an offline bundle (`lab up --bundle`)",
+        )
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODE: &str = "kindest/node:v1.36.4";
+
+    #[test]
+    fn kind_versions() {
+        assert_eq!(
+            kind_version(Some("kind v0.33.0 go1.24.2 linux/amd64"), NODE).status,
+            Status::Pass
+        );
+        let old = kind_version(Some("kind v0.29.0 go1.24.2 linux/amd64"), NODE);
+        assert_eq!(old.status, Status::Fail);
+        assert!(old.found.contains("v0.29.0") && old.fix.unwrap().contains("nix develop"));
+        assert_eq!(kind_version(None, NODE).status, Status::Fail);
+    }
+
+    #[test]
+    fn docker_daemon_states() {
+        assert_eq!(docker_daemon(Ok("28.2.2")).status, Status::Pass);
+        let down = docker_daemon(Err(
+            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+        ));
+        assert_eq!(down.status, Status::Fail);
+        assert!(down.fix.unwrap().contains("start Docker"));
+        assert!(
+            docker_daemon(Err("docker: command not found"))
+                .fix
+                .unwrap()
+                .contains("install Docker")
+        );
+    }
+
+    #[test]
+    fn image_stores() {
+        assert!(
+            image_store("[[driver-type io.containerd.snapshotter.v1]]")
+                .found
+                .contains("containerd")
+        );
+        assert!(
+            image_store("[[Backing Filesystem extfs]]")
+                .found
+                .contains("classic")
+        );
+    }
+
+    #[test]
+    fn cgroup_versions_against_the_node() {
+        assert_eq!(cgroups(true, 36).status, Status::Pass);
+        assert_eq!(cgroups(false, 34).status, Status::Warn);
+        let v1 = cgroups(false, 36);
+        assert_eq!(v1.status, Status::Fail);
+        assert!(v1.found.contains("1.36"));
+    }
+
+    #[test]
+    fn inotify_limits() {
+        assert_eq!(inotify(Some(524_288), Some(512)).status, Status::Pass);
+        let low = inotify(Some(8192), Some(128));
+        assert_eq!(low.status, Status::Warn);
+        assert!(low.fix.unwrap().contains("max_user_watches=524288"));
+        assert_eq!(inotify(None, None).status, Status::Pass);
+    }
+
+    #[test]
+    fn disk_architecture_clusters_ports() {
+        assert_eq!(free_disk(Some(80 << 30)).status, Status::Pass);
+        assert_eq!(free_disk(Some(5 << 30)).status, Status::Warn);
+        assert_eq!(free_disk(Some(300 << 20)).status, Status::Fail);
+        assert_eq!(free_disk(None).status, Status::Warn);
+        assert_eq!(architecture("x86_64").status, Status::Pass);
+        assert_eq!(architecture("riscv64").status, Status::Fail);
+        assert_eq!(
+            existing_cluster("other\nmy-controller-lab\n", "my-controller-lab").status,
+            Status::Warn
+        );
+        assert_eq!(
+            existing_cluster("", "my-controller-lab").status,
+            Status::Pass
+        );
+        assert_eq!(port("controller port", 8080, true).status, Status::Fail);
+        assert_eq!(port("controller port", 8080, false).status, Status::Pass);
+    }
+
+    #[test]
+    fn toolchain_and_kubectl() {
+        assert_eq!(
+            rustc(Some("rustc 1.95.0 (59807616e 2026-04-14)"), "1.95.0").status,
+            Status::Pass
+        );
+        assert_eq!(
+            rustc(Some("rustc 1.90.0 (x 2025-09-14)"), "1.95.0").status,
+            Status::Warn
+        );
+        assert_eq!(rustc(None, "1.95.0").status, Status::Fail);
+        assert_eq!(kubectl(Some(36), 36).status, Status::Pass);
+        assert_eq!(kubectl(Some(35), 36).status, Status::Pass);
+        assert_eq!(kubectl(Some(32), 36).status, Status::Warn);
+        assert_eq!(kubectl(None, 36).status, Status::Warn);
+    }
+
+    #[test]
+    fn kind_create_failures_have_hints() {
+        assert!(
+            kind_create_hint("Bind for 0.0.0.0:6443 failed: port is already allocated")
+                .unwrap()
+                .contains("port")
+        );
+        assert!(kind_create_hint("ERROR: failed to create cluster: could not find a log line that matches \"Reached target .*Multi-User System.*|detected cgroup v1\"").unwrap().contains("cgroup v2"));
+        assert!(kind_create_hint("all good").is_none());
+    }
+
+    #[test]
+    fn a_check_prints_on_one_line_plus_its_fix() {
+        let text = Check::fail("kind", "not found", "run `nix develop`").to_string();
+        assert_eq!(text.lines().count(), 2);
+        assert!(text.starts_with("FAIL  kind"));
+    }
+}
