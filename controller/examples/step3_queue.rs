@@ -50,6 +50,15 @@ struct Args {
 
 type Key = ObjectRef<Pod>;
 
+/// `namespace/name`, as the course prints keys.
+fn show(key: &Key) -> String {
+    format!(
+        "{}/{}",
+        key.namespace.as_deref().unwrap_or_default(),
+        key.name
+    )
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Arc::new(Args::parse());
@@ -74,7 +83,8 @@ async fn main() -> anyhow::Result<()> {
                         let key = ObjectRef::from_obj(&pod);
                         let queued = queue.add(key.clone());
                         println!(
-                            "event  {key}  {}",
+                            "event  {}  {}",
+                            show(&key),
                             if queued { "queued" } else { "coalesced" }
                         );
                     }
@@ -105,11 +115,11 @@ async fn worker(id: usize, queue: WorkQueue<Key>, cache: Store<Pod>, args: Arc<A
         tokio::time::sleep(args.process_time).await;
         // Read the latest state now, not the state the event carried.
         let result = match cache.get(&key) {
-            None => Ok(format!("{key} is gone")),
+            None => Ok(format!("{} is gone", show(&key))),
             Some(pod) if pod.labels().get("fail").is_some_and(|v| v == "true") => {
                 Err("label fail=true".to_string())
             }
-            Some(pod) => Ok(format!("{key} labels={:?}", pod.labels())),
+            Some(pod) => Ok(format!("{} labels={:?}", show(&key), pod.labels())),
         };
         match result {
             Ok(seen) => {
@@ -118,12 +128,16 @@ async fn worker(id: usize, queue: WorkQueue<Key>, cache: Store<Pod>, args: Arc<A
             }
             Err(e) if queue.num_requeues(&key) < args.max_retries => {
                 let delay = queue.add_rate_limited(key.clone());
-                println!("worker {id}: {key} failed ({e}); retry in {delay:?}");
+                println!(
+                    "worker {id}: {} failed ({e}); retry in {delay:?}",
+                    show(&key)
+                );
             }
             Err(e) => {
                 queue.forget(&key);
                 println!(
-                    "worker {id}: {key} failed ({e}); giving up after {} retries",
+                    "worker {id}: {} failed ({e}); giving up after {} retries",
+                    show(&key),
                     args.max_retries
                 );
             }

@@ -105,6 +105,7 @@ pub const ALL: &[Experiment] = &[
 pub fn find(name: &str) -> Option<&'static Experiment> {
     ALL.iter()
         .chain(crate::faults::ALL)
+        .chain(crate::examples::ALL)
         .find(|e| e.name == name || e.aliases.contains(&name))
 }
 

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod deployment;
 pub mod etcd;
 pub mod eventually;
+pub mod examples;
 pub mod experiments;
 pub mod faults;
 pub mod files;

@@ -24,9 +24,7 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     let filter = match only {
         Some(wanted) => {
             let experiment = experiments::find(wanted).with_context(|| {
-                let known: Vec<_> = experiments::ALL
-                    .iter()
-                    .chain(e2e::faults::ALL)
+                let known: Vec<_> = all()
                     .map(|e| format!("{} ({})", e.aliases[0], e.name))
                     .collect();
                 format!("no experiment {wanted:?}; known: {}", known.join(", "))
@@ -60,11 +58,7 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     let wall = started.elapsed().as_secs_f64();
     let outcomes = results::read(&results)?;
     print_table(&outcomes);
-    let expected = if filter.is_some() {
-        1
-    } else {
-        experiments::ALL.len() + e2e::faults::ALL.len()
-    };
+    let expected = if filter.is_some() { 1 } else { all().count() };
     let ok = outcomes.iter().filter(|o| o.passed).count();
     // The plain closing line CI reads: "e2e: N passed, N failed".
     eprintln!("e2e: {ok} passed, {} failed", expected - ok.min(expected));
@@ -88,6 +82,14 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Everything the suite runs, in its order: experiments, faults, examples.
+fn all() -> impl Iterator<Item = &'static experiments::Experiment> {
+    experiments::ALL
+        .iter()
+        .chain(e2e::faults::ALL)
+        .chain(e2e::examples::ALL)
+}
+
 /// `target/e2e/results.jsonl`, emptied for this run.
 fn results_file() -> Result<PathBuf> {
     let dir = e2e::project::target_dir().join("e2e");
@@ -100,9 +102,7 @@ fn results_file() -> Result<PathBuf> {
 /// The summary, in the suite's order.
 fn print_table(outcomes: &[Outcome]) {
     let order = |o: &Outcome| {
-        experiments::ALL
-            .iter()
-            .chain(e2e::faults::ALL)
+        all()
             .position(|e| e.name == o.experiment)
             .unwrap_or(usize::MAX)
     };

@@ -1,0 +1,289 @@
+//! The course's step examples (controller/examples/step{1,2,3}_*.rs) run
+//! against the lab as a person would run them, their output checked. Pods on
+//! an envtest lab are never scheduled (no scheduler, no kubelet): they sit
+//! Pending, which is all listing, watching and labelling them needs.
+
+use std::{
+    path::PathBuf,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail, ensure};
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use tokio::{
+    io::{AsyncBufReadExt, BufReader, Lines},
+    process::{Child, ChildStdout, Command},
+};
+
+use crate::{
+    experiments::{Experiment, Measured},
+    lab::Lab,
+    project,
+};
+
+/// The course's step examples, as the suite runs them.
+pub const ALL: &[Experiment] = &[
+    Experiment {
+        name: "step1_list_pods",
+        aliases: &["step1"],
+        about: "course step 1: the example lists the namespace's Pods by name",
+    },
+    Experiment {
+        name: "step2_watch_pods",
+        aliases: &["step2"],
+        about: "course step 2: one ADD per Pod, synced, then UPDATE and DELETE; SIGTERM exits 0",
+    },
+    Experiment {
+        name: "step3_queue",
+        aliases: &["step3"],
+        about: "course step 3: five quick label changes → fewer than five processings",
+    },
+];
+
+/// How long an example gets to print what is expected.
+const OUTPUT_WITHIN: Duration = Duration::from_secs(30);
+const LABEL: &str = "e2e.lab/example";
+
+/// A built example: `cargo test` (and so `cargo xtask test`) builds them.
+fn example(name: &str) -> anyhow::Result<PathBuf> {
+    let path = project::target_dir().join("debug/examples").join(name);
+    ensure!(
+        path.is_file(),
+        "{} is missing: `cargo build -p controller --examples` first",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// An example running against the lab as admin, its stdout read line by line.
+struct Running {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(lab: &Lab, name: &str, args: &[&str]) -> anyhow::Result<Running> {
+        let kubeconfig = lab.file().admin_kubeconfig.display().to_string();
+        let mut command = Command::new(example(name)?);
+        command
+            .args(["--kubeconfig", &kubeconfig, "--namespace", "default"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true);
+        eprintln!(
+            "$ target/debug/examples/{name} --kubeconfig {kubeconfig} --namespace default {}",
+            args.join(" ")
+        );
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot start {name}"))?;
+        let stdout = child.stdout.take().context("stdout is piped")?;
+        Ok(Running {
+            child,
+            lines: BufReader::new(stdout).lines(),
+            seen: Vec::new(),
+        })
+    }
+
+    /// Reads lines until one satisfies `wanted`; fails with what it printed.
+    async fn until(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+        let deadline = Instant::now() + OUTPUT_WITHIN;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match tokio::time::timeout(left, self.lines.next_line()).await {
+                Ok(Ok(Some(line))) => line,
+                Ok(Ok(None)) => bail!(
+                    "the example ended before {what}; it printed:\n{}",
+                    self.seen.join("\n")
+                ),
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => bail!(
+                    "no {what} within {OUTPUT_WITHIN:?}; it printed:\n{}",
+                    self.seen.join("\n")
+                ),
+            };
+            self.seen.push(line.clone());
+            if wanted(&line) {
+                return Ok(line);
+            }
+        }
+    }
+
+    /// Reads everything it prints until it exits by itself; its exit status.
+    async fn finish(&mut self) -> anyhow::Result<std::process::ExitStatus> {
+        let read_all = async {
+            while let Some(line) = self.lines.next_line().await? {
+                self.seen.push(line);
+            }
+            Ok::<_, anyhow::Error>(self.child.wait().await?)
+        };
+        tokio::time::timeout(OUTPUT_WITHIN, read_all)
+            .await
+            .with_context(|| format!("still running after {OUTPUT_WITHIN:?}"))?
+    }
+
+    /// SIGTERM, then the exit status (it must be a clean exit).
+    async fn terminate(mut self) -> anyhow::Result<Vec<String>> {
+        let pid = self.child.id().context("still running")?;
+        // SAFETY: kill with a pid we own.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        let status = tokio::time::timeout(OUTPUT_WITHIN, self.child.wait()).await??;
+        while let Ok(Some(line)) = self.lines.next_line().await {
+            self.seen.push(line);
+        }
+        ensure!(
+            status.success(),
+            "exited {status} after SIGTERM; it printed:\n{}",
+            self.seen.join("\n")
+        );
+        Ok(self.seen)
+    }
+}
+
+/// Pending pods for the examples to see, deleted again by [`remove_pods`].
+async fn create_pods(lab: &Lab, names: &[&str]) -> anyhow::Result<Api<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(lab.client(), "default");
+    for name in names {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {LABEL: "yes"}},
+            "spec": {"containers": [{"name": "c", "image": "registry.invalid/never-pulled:1"}]},
+        }))?;
+        pods.create(&PostParams::default(), &pod).await?;
+    }
+    Ok(pods)
+}
+
+async fn remove_pods(pods: &Api<Pod>) -> anyhow::Result<()> {
+    let params = kube::api::ListParams::default().labels(&format!("{LABEL}=yes"));
+    pods.delete_collection(&DeleteParams::default(), &params)
+        .await?;
+    Ok(())
+}
+
+/// Step 1: the list shows the Pods of the namespace by name.
+pub async fn step1_list_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let pods = create_pods(lab, &["example-a", "example-b"]).await?;
+    let result = async {
+        let mut running = Running::start(lab, "step1_list_pods", &[])?;
+        let status = running.finish().await?;
+        let text = running.seen.join("\n");
+        ensure!(status.success(), "exited {status}: {text}");
+        for name in ["example-a", "example-b"] {
+            ensure!(
+                text.lines().any(|l| l.trim() == name),
+                "{name} not listed:\n{text}"
+            );
+        }
+        Ok(Measured {
+            detail: "listed both Pods by name".into(),
+            ..Measured::default()
+        })
+    }
+    .await;
+    remove_pods(&pods).await?;
+    result
+}
+
+/// Step 2: one ADD per existing Pod, then the synced line; later changes as
+/// UPDATE and DELETE; SIGTERM ends it cleanly.
+pub async fn step2_watch_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let pods = create_pods(lab, &["example-a", "example-b"]).await?;
+    let result = async {
+        let mut running = Running::start(lab, "step2_watch_pods", &[])?;
+        running
+            .until("the synced line", |l| l.starts_with("--- cache synced"))
+            .await?;
+        let adds: Vec<&String> = running
+            .seen
+            .iter()
+            .filter(|l| l.starts_with("[ADD] default/example-"))
+            .collect();
+        ensure!(
+            adds.len() == 2,
+            "expected one [ADD] per existing Pod before the synced line: {:?}",
+            running.seen
+        );
+        let label = json!({"metadata": {"labels": {"round": "1"}}});
+        pods.patch("example-a", &PatchParams::default(), &Patch::Merge(&label))
+            .await?;
+        running
+            .until("[UPDATE] default/example-a", |l| {
+                l == "[UPDATE] default/example-a"
+            })
+            .await?;
+        pods.delete("example-b", &DeleteParams::default()).await?;
+        running
+            .until("[DELETE] default/example-b", |l| {
+                l == "[DELETE] default/example-b"
+            })
+            .await?;
+        let seen = running.terminate().await?;
+        ensure!(
+            seen.last().map(String::as_str) == Some("stopped"),
+            "no clean stop: {seen:?}"
+        );
+        Ok(Measured {
+            detail: "2 ADDs then synced; UPDATE on a label; DELETE; SIGTERM → exit 0".into(),
+            ..Measured::default()
+        })
+    }
+    .await;
+    remove_pods(&pods).await?;
+    result
+}
+
+/// Step 3: five quick label changes of one Pod while processing is slow →
+/// fewer than five processings, the last one reading the latest labels.
+pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let pods = create_pods(lab, &["example-a"]).await?;
+    let result = async {
+        let mut running = Running::start(lab, "step3_queue", &["--process-time", "1s"])?;
+        running
+            .until("the synced line", |l| l.starts_with("--- cache synced"))
+            .await?;
+        // The initial list's own processing of the Pod.
+        running
+            .until("the first processing", |l| {
+                l.contains("processed default/example-a")
+            })
+            .await?;
+        let before = running.seen.len();
+        for round in 1..=5 {
+            let label = json!({"metadata": {"labels": {"round": round.to_string()}}});
+            pods.patch("example-a", &PatchParams::default(), &Patch::Merge(&label))
+                .await?;
+        }
+        running
+            .until("a processing that reads round=5", |l| {
+                l.contains("processed default/example-a") && l.contains("\"round\": \"5\"")
+            })
+            .await?;
+        let processings = running.seen[before..]
+            .iter()
+            .filter(|l| l.contains("processed default/example-a"))
+            .count();
+        ensure!(
+            processings < 5,
+            "5 changes → {processings} processings: {:?}",
+            &running.seen[before..]
+        );
+        running.terminate().await?;
+        Ok(Measured {
+            detail: format!(
+                "5 label changes → {processings} processings, the last one reading round=5"
+            ),
+            ..Measured::default()
+        })
+    }
+    .await;
+    remove_pods(&pods).await?;
+    result
+}

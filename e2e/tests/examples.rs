@@ -1,0 +1,37 @@
+//! The course's step examples against the current lab (their binaries are
+//! built by `cargo test`, so by `cargo xtask test`). Serial with the other
+//! suites, which share the lab.
+
+use e2e::examples;
+use serial_test::serial;
+
+#[test]
+#[serial]
+fn step1_list_pods() {
+    e2e::run_test("step1_list_pods", examples::step1_list_pods);
+}
+
+#[test]
+#[serial]
+fn step2_watch_pods() {
+    e2e::run_test("step2_watch_pods", examples::step2_watch_pods);
+}
+
+#[test]
+#[serial]
+fn step3_queue() {
+    e2e::run_test("step3_queue", examples::step3_queue);
+}
+
+/// Every example the harness knows has a test here (and so runs in CI).
+#[test]
+fn every_example_has_a_test() {
+    let source = include_str!("examples.rs");
+    for example in examples::ALL {
+        assert!(
+            source.contains(&format!("fn {}()", example.name)),
+            "no test for {}",
+            example.name
+        );
+    }
+}
