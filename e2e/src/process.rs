@@ -99,7 +99,8 @@ pub fn command_line(command: &Command) -> String {
         .join(" ")
 }
 
-fn shell_quote(word: &str) -> String {
+/// Quotes a word for a POSIX shell when it needs it.
+pub fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()

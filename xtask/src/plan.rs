@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use e2e::process::shell_quote;
+
 /// One step of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -69,9 +71,9 @@ impl fmt::Display for Step {
             Step::Run { env, argv, when } => {
                 write!(f, "$ ")?;
                 for (k, v) in env {
-                    write!(f, "{k}={} ", quote(v))?;
+                    write!(f, "{k}={} ", shell_quote(v))?;
                 }
-                let words: Vec<String> = argv.iter().map(|a| quote(a)).collect();
+                let words: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
                 write!(f, "{}", words.join(" "))?;
                 if let Some(when) = when {
                     write!(f, "    # only {when}")?;
@@ -87,19 +89,6 @@ impl fmt::Display for Step {
             }
             Step::Note(text) => write!(f, "# {text}"),
         }
-    }
-}
-
-/// Quotes a word for a POSIX shell when it needs it.
-fn quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 
