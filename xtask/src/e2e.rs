@@ -13,6 +13,9 @@ use xshell::Shell;
 
 use crate::{cmdline, lab::state_dir};
 
+/// The e2e crate's test files (`e2e/tests/<name>.rs`), each run by `cargo xtask e2e`.
+const SUITES: &[&str] = &["experiments", "faults", "examples"];
+
 /// What the whole suite should take on the envtest lab (the bar).
 const SUITE_BAR_SECONDS: f64 = 60.0;
 
@@ -36,16 +39,13 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     let results = results_file()?;
     let sh = Shell::new()?;
     sh.change_dir(e2e::project::root());
-    let mut args = vec![
-        "test",
-        "-p",
-        "e2e",
-        "--test",
-        "experiments",
-        "--test",
-        "faults",
-        "--",
-    ];
+    let mut args = vec!["test", "-p", "e2e"];
+    for suite in SUITES {
+        args.extend(["--test", suite]);
+    }
+    // Build first, so the wall time below is the suite's, not the compiler's.
+    cmdline::cargo(&sh, &[&args[..], &["--no-run"]].concat()).run()?;
+    args.push("--");
     if let Some(test) = filter {
         args.extend(["--exact", test]);
     }
@@ -123,4 +123,22 @@ fn print_table(outcomes: &[Outcome]) {
         }
     }
     eprintln!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_e2e_test_file_is_run() {
+        let dir = e2e::project::root().join("e2e/tests");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(String::from))
+            .collect();
+        files.sort();
+        let mut suites: Vec<String> = SUITES.iter().map(|s| s.to_string()).collect();
+        suites.sort();
+        assert_eq!(files, suites, "e2e/tests and SUITES differ");
+    }
 }
