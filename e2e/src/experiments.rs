@@ -101,6 +101,18 @@ pub const ALL: &[Experiment] = &[
     },
 ];
 
+/// For a test file's own completeness check: every entry of `list` has a
+/// `fn <name>()` test in `source` (the file's text), so none escapes CI.
+pub fn assert_each_has_a_test(source: &str, list: &[Experiment]) {
+    for entry in list {
+        assert!(
+            source.contains(&format!("fn {}()", entry.name)),
+            "no test for {}",
+            entry.name
+        );
+    }
+}
+
 /// Finds an experiment or fault by test name or alias.
 pub fn find(name: &str) -> Option<&'static Experiment> {
     ALL.iter()
@@ -309,8 +321,9 @@ pub fn dedup_change(desired: &Desired, i: u32) -> serde_json::Value {
     json!({"data": {first_key(desired): format!("env=dev-{i}")}})
 }
 
-/// The key the experiments change: the first of the desired data.
-fn first_key(desired: &Desired) -> String {
+/// The key the experiments, faults and benchmark change: the first of the
+/// desired data.
+pub fn first_key(desired: &Desired) -> String {
     desired.data().keys().next().cloned().unwrap_or_default()
 }
 

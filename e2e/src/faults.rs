@@ -106,15 +106,9 @@ async fn controller_status(lab: &Lab, path: &str) -> anyhow::Result<u16> {
     Ok(http_probe::get_url(url, path, HTTP_TIMEOUT).await?.status)
 }
 
-/// The first key of the desired data: what the faults drift.
-fn first_key(lab: &Lab) -> String {
-    let data = lab.desired().data();
-    data.keys().next().cloned().unwrap_or_default()
-}
-
 /// Merge-patches the first data key of my-config to `value`, as someone else.
 async fn drift(lab: &Lab, value: &str) -> anyhow::Result<()> {
-    let change = json!({"data": {first_key(lab): value}});
+    let change = json!({"data": {crate::experiments::first_key(lab.desired()): value}});
     lab.config_maps()
         .patch(lab.desired().name(), &someone(), &Patch::Merge(&change))
         .await?;

@@ -26,12 +26,5 @@ fn step3_queue() {
 /// Every example the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_example_has_a_test() {
-    let source = include_str!("examples.rs");
-    for example in examples::ALL {
-        assert!(
-            source.contains(&format!("fn {}()", example.name)),
-            "no test for {}",
-            example.name
-        );
-    }
+    e2e::experiments::assert_each_has_a_test(include_str!("examples.rs"), examples::ALL);
 }

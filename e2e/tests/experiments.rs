@@ -56,12 +56,5 @@ fn least_privilege() {
 /// Every experiment the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_experiment_has_a_test() {
-    let source = include_str!("experiments.rs");
-    for experiment in experiments::ALL {
-        assert!(
-            source.contains(&format!("fn {}()", experiment.name)),
-            "no test for experiment {}",
-            experiment.name
-        );
-    }
+    e2e::experiments::assert_each_has_a_test(include_str!("experiments.rs"), experiments::ALL);
 }

@@ -67,12 +67,5 @@ fn credentials_private() {
 /// Every fault the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_fault_has_a_test() {
-    let source = include_str!("faults.rs");
-    for fault in faults::ALL {
-        assert!(
-            source.contains(&format!("fn {}()", fault.name)),
-            "no test for fault {}",
-            fault.name
-        );
-    }
+    e2e::experiments::assert_each_has_a_test(include_str!("faults.rs"), faults::ALL);
 }

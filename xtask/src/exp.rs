@@ -500,7 +500,7 @@ impl Hand {
             target: desired.to_string(),
             name: desired.name().to_string(),
             namespace: desired.namespace().to_string(),
-            key: desired.data().keys().next().cloned().unwrap_or_default(),
+            key: experiments::first_key(desired),
             metrics_url: format!("{}/metrics", file.controller.url),
             controller,
         }

@@ -116,12 +116,7 @@ pub async fn burst(
         wait_idle(lab).await?;
     }
     let before = scrape(lab, metrics).await?;
-    let key = desired
-        .data()
-        .keys()
-        .next()
-        .cloned()
-        .context("the desired data has no key to patch")?;
+    let key = crate::experiments::first_key(&desired);
     let mut watch = Watch::open(&lab.config_maps(), desired.name()).await?;
     let started = Instant::now();
     let name = desired.name();

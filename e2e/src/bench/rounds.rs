@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use anyhow::Context as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
@@ -50,12 +49,7 @@ impl Rounds {
             .await
             .map_err(anyhow::Error::msg)?;
         let desired = lab.desired();
-        let key = desired
-            .data()
-            .keys()
-            .next()
-            .cloned()
-            .context("the desired data has no key to patch")?;
+        let key = crate::experiments::first_key(desired);
         Ok(Rounds {
             writer: Api::namespaced(client, desired.namespace()),
             name: desired.name().to_string(),

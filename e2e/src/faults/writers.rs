@@ -15,8 +15,8 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
-    controller_status, drift, ensure_not_restarted, error_lines, first_key, heal_after_delete,
-    lines_with, ms, secs, someone, then_restore,
+    controller_status, drift, ensure_not_restarted, error_lines, heal_after_delete, lines_with, ms,
+    secs, someone, then_restore,
 };
 use crate::{
     eventually::{Check, eventually},
@@ -89,7 +89,7 @@ async fn storm(lab: &Lab) -> anyhow::Result<()> {
         let (api, name, key) = (
             lab.config_maps(),
             lab.desired().name().to_string(),
-            first_key(lab),
+            crate::experiments::first_key(lab.desired()),
         );
         tokio::spawn(async move {
             for n in 0..PATCHES_EACH {
@@ -138,7 +138,7 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
     let before = lab.metrics().await?;
     let puts_before = config_map_puts(lab).await?;
 
-    let freeze = json!({"immutable": true, "data": {first_key(lab): "env=frozen"}});
+    let freeze = json!({"immutable": true, "data": {crate::experiments::first_key(lab.desired()): "env=frozen"}});
     let frozen_at = Instant::now();
     lab.config_maps()
         .patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze))
