@@ -41,8 +41,63 @@ impl DeploymentHost {
         Api::namespaced(self.client.clone(), NAMESPACE)
     }
 
+    /// Fails when a controller pod's container restarted: a crash, a failed
+    /// liveness probe or the memory limit, which a test must not hide by
+    /// replacing the pod.
+    pub async fn ensure_no_restarts(&self) -> anyhow::Result<()> {
+        let pods = self
+            .pods()
+            .list(&ListParams::default().labels(SELECTOR))
+            .await?
+            .items;
+        for pod in &pods {
+            for status in pod
+                .status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+            {
+                if status.restart_count > 0 {
+                    let last = status
+                        .last_state
+                        .as_ref()
+                        .and_then(|s| s.terminated.as_ref())
+                        .map(|t| {
+                            format!(
+                                "{} exit {}",
+                                t.reason.clone().unwrap_or_default(),
+                                t.exit_code
+                            )
+                        })
+                        .unwrap_or_else(|| "unknown".into());
+                    bail!(
+                        "pod {} restarted its container {} times (last: {last}): see `kubectl describe pod {}`",
+                        pod.name_any(),
+                        status.restart_count,
+                        pod.name_any()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The ready pod's name and its container's restart count.
+    pub async fn identity(&self) -> anyhow::Result<String> {
+        let pod = self.ready_pod().await?.context("no ready controller pod")?;
+        let restarts = self
+            .pods()
+            .get(&pod)
+            .await?
+            .status
+            .and_then(|s| s.container_statuses)
+            .and_then(|c| c.first().map(|c| c.restart_count))
+            .unwrap_or_default();
+        Ok(format!("pod {pod}, {restarts} restarts"))
+    }
+
     /// `kubectl scale --replicas=0`, then wait until no pod is left.
     pub async fn stop(&self) -> anyhow::Result<()> {
+        self.ensure_no_restarts().await?;
         let patch = json!({"spec": {"replicas": 0}});
         self.deployments()
             .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
@@ -67,15 +122,12 @@ impl DeploymentHost {
     /// image's entrypoint), a fresh pod, and the rollout awaited. Returns the
     /// new pod's name.
     pub async fn start(&self, extra: &[&str]) -> anyhow::Result<String> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
+        self.ensure_no_restarts().await?;
         // Strategic merge: the containers list is merged by name.
         let patch = json!({"spec": {
             "replicas": 1,
             "template": {
-                "metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": now.to_string()}},
+                "metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": restarted_at()}},
                 "spec": {"containers": [{"name": CONTAINER, "args": extra}]},
             },
         }});
@@ -86,6 +138,19 @@ impl DeploymentHost {
         self.ready_pod()
             .await?
             .context("the rollout finished without a ready pod")
+    }
+
+    /// `kubectl rollout restart`: a new pod on the same spec (a new image
+    /// under the same tag), the rollout awaited.
+    pub async fn restart(&self) -> anyhow::Result<()> {
+        self.ensure_no_restarts().await?;
+        let patch = json!({"spec": {"template": {"metadata": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": restarted_at(),
+        }}}}});
+        self.deployments()
+            .patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await?;
+        wait_rollout(&self.deployments()).await
     }
 
     /// The newest pod that is Ready.
@@ -110,6 +175,22 @@ impl DeploymentHost {
         Ok(self.client.request_text(request).await?)
     }
 
+    /// The HTTP status of `GET <path>` through the pod proxy (a 503 is an
+    /// answer here, not an error).
+    pub async fn status(&self, path: &str) -> anyhow::Result<u16> {
+        let pod = self.ready_pod().await?.context("no ready controller pod")?;
+        let request = http::Request::get(format!(
+            "/api/v1/namespaces/{NAMESPACE}/pods/{pod}:{PORT}/proxy{path}"
+        ))
+        .body(Vec::new())?;
+        Ok(self
+            .client
+            .send(request.map(Into::into))
+            .await?
+            .status()
+            .as_u16())
+    }
+
     /// The log of `pod` (`kubectl logs`): the last `tail` lines, or since a time.
     pub async fn log(
         &self,
@@ -124,6 +205,15 @@ impl DeploymentHost {
         };
         Ok(self.pods().logs(pod, &params).await?)
     }
+}
+
+/// A fresh value for the annotation `kubectl rollout restart` sets.
+fn restarted_at() -> String {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn is_ready(pod: &Pod) -> bool {

@@ -1,7 +1,9 @@
 //! The course's step examples (controller/examples/step{1,2,3}_*.rs) run
-//! against the lab as a person would run them, their output checked. Pods on
-//! an envtest lab are never scheduled (no scheduler, no kubelet): they sit
-//! Pending, which is all listing, watching and labelling them needs.
+//! against the lab as a person would run them, their output checked. The
+//! Pods they watch carry a scheduling gate, so they sit Pending on every lab
+//! (envtest has no scheduler; on kind no kubelet touches them, so no status
+//! updates mix into the examples' output), and an unscheduled Pod is deleted
+//! at once, so each test can reuse the names.
 
 use std::{
     path::PathBuf,
@@ -22,7 +24,7 @@ use tokio::{
 };
 
 use crate::{
-    experiments::{Experiment, Measured},
+    experiments::{Experiment, Measured, RunsOn},
     lab::Lab,
     project,
 };
@@ -33,16 +35,19 @@ pub const ALL: &[Experiment] = &[
         name: "step1_list_pods",
         aliases: &["step1"],
         about: "course step 1: the example lists the namespace's Pods by name",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "step2_watch_pods",
         aliases: &["step2"],
         about: "course step 2: one ADD per Pod, synced, then UPDATE and DELETE; SIGTERM exits 0",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "step3_queue",
         aliases: &["step3"],
         about: "course step 3: five quick label changes → fewer than five processings",
+        runs_on: RunsOn::Any,
     },
 ];
 
@@ -154,7 +159,10 @@ async fn create_pods(lab: &Lab, names: &[&str]) -> anyhow::Result<Api<Pod>> {
     for name in names {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "labels": {LABEL: "yes"}},
-            "spec": {"containers": [{"name": "c", "image": "registry.invalid/never-pulled:1"}]},
+            "spec": {
+                "schedulingGates": [{"name": "e2e.lab/never-scheduled"}],
+                "containers": [{"name": "c", "image": "registry.invalid/never-pulled:1"}],
+            },
         }))?;
         pods.create(&PostParams::default(), &pod).await?;
     }
@@ -165,7 +173,15 @@ async fn remove_pods(pods: &Api<Pod>) -> anyhow::Result<()> {
     let params = kube::api::ListParams::default().labels(&format!("{LABEL}=yes"));
     pods.delete_collection(&DeleteParams::default(), &params)
         .await?;
-    Ok(())
+    crate::eventually::eventually("the example Pods to be gone", OUTPUT_WITHIN, || async {
+        let left = pods.list(&params).await?.items.len();
+        Ok(if left == 0 {
+            crate::eventually::Check::Done(())
+        } else {
+            crate::eventually::Check::NotYet(format!("{left} left"))
+        })
+    })
+    .await
 }
 
 /// Step 1: the list shows the Pods of the namespace by name.

@@ -50,11 +50,39 @@ pub struct Measured {
     pub warnings: Vec<String>,
 }
 
-/// One experiment: its test name, the short names `--exp` accepts, what it shows.
+/// One experiment: its test name, the short names `--exp` accepts, what it
+/// shows, and the labs it means something on.
 pub struct Experiment {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
     pub about: &'static str,
+    pub runs_on: RunsOn,
+}
+
+/// Where an experiment runs; elsewhere it is reported as not run, with why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsOn {
+    Any,
+    /// Only on an envtest lab; the text says what it needs of one.
+    Envtest(&'static str),
+    /// Only on a kind lab; the text says what it needs of one.
+    Kind(&'static str),
+}
+
+impl RunsOn {
+    /// `None` when it runs on `provider`, else why not.
+    pub fn skip_reason(&self, provider: crate::lab_file::ProviderKind) -> Option<String> {
+        use crate::lab_file::ProviderKind::{Envtest, Kind};
+        match (self, provider) {
+            (RunsOn::Envtest(why), Kind) => {
+                Some(format!("not run on kind: needs the envtest lab ({why})"))
+            }
+            (RunsOn::Kind(why), Envtest) => {
+                Some(format!("not run on envtest: needs a kind node ({why})"))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Every experiment of the suite, in the order the suite runs them.
@@ -63,43 +91,59 @@ pub const ALL: &[Experiment] = &[
         name: "create_on_start",
         aliases: &["create"],
         about: "my-config absent, controller (re)started → it appears with the desired data",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "self_heal_on_delete",
         aliases: &["self-heal", "heal"],
         about: "delete my-config → it is back with the desired data",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "correct_on_patch",
         aliases: &["correct"],
         about: "patch app.conf, add a key and a label → data put back, label kept",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "idempotent_rerun",
         aliases: &["rerun"],
         about: "restart twice while my-config is right → nothing written",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "version_matching",
         aliases: &["version"],
         about: "client built for 1.X ↔ cluster 1.X (±1 allowed); kubectl; kind node image",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "dedup",
         aliases: &["dedup"],
         about: "slow reconcile, five quick changes → fewer than five reconciles",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "no_hot_loop",
         aliases: &["hot-loop"],
         about: "1 s resync for 5 s → reconciles run, nothing is written",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "least_privilege",
         aliases: &["rbac"],
         about: "the ServiceAccount may do exactly what the Role grants",
+        runs_on: RunsOn::Any,
+    },
+    Experiment {
+        name: "pod_contract",
+        aliases: &["pod"],
+        about: "the pod as the kubelet runs it: probes, image, user, read-only root, no capabilities, projected token",
+        runs_on: RunsOn::Kind("the kubelet and the node's container runtime"),
     },
 ];
+
+pub use crate::node::pod_contract;
 
 /// For a test file's own completeness check: every entry of `list` has a
 /// `fn <name>()` test in `source` (the file's text), so none escapes CI.

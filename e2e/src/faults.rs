@@ -30,9 +30,8 @@ pub use self::{
     writers::{conflict_storm, finalizer_holds_deletion, immutable_drift},
 };
 use crate::{
-    experiments::{Experiment, Measured, measure_until_desired, wait_desired},
-    http_probe,
-    lab::{CONTROLLER, ControllerRun, Lab},
+    experiments::{Experiment, Measured, RunsOn, measure_until_desired, wait_desired},
+    lab::{ControllerRun, Lab},
 };
 
 /// Every fault test, in the order the suite runs them.
@@ -41,51 +40,67 @@ pub const ALL: &[Experiment] = &[
         name: "api_server_restart",
         aliases: &["apiserver-restart"],
         about: "kube-apiserver killed and started again → same controller reconnects, heals a delete within 5 s",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "etcd_compaction",
         aliases: &["compaction", "410"],
         about: "etcd compacted past the controller's resourceVersion → watch 410 → re-list, keeps healing",
+        runs_on: RunsOn::Envtest(
+            "it compacts etcd through its loopback gateway and restarts kube-apiserver without its watch cache",
+        ),
     },
     Experiment {
         name: "role_loses_create",
         aliases: &["rbac-denied"],
         about: "Role loses create → 6 attempts, one error line, give-up; create back → healed by resync",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "conflict_storm",
         aliases: &["storm"],
         about: "10 writers × 100 patches of my-config → desired at the end, same process, few error lines",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "api_server_down_at_start",
         aliases: &["apiserver-down"],
         about: "controller started with the API server down → retries, not ready; API server up → ready, heals",
+        runs_on: RunsOn::Envtest(
+            "it starts the controller while kube-apiserver is stopped; on kind the pod itself is made through the API server",
+        ),
     },
     Experiment {
         name: "sigterm_graceful",
         aliases: &["sigterm"],
         about: "SIGTERM idle → exit 0 within 1 s; during a slow reconcile → it finishes, then exit 0",
+        runs_on: RunsOn::Envtest(
+            "it signals a controller process it started itself and reads its exit status",
+        ),
     },
     Experiment {
         name: "bad_input_writes_nothing",
         aliases: &["bad-input"],
         about: "bad flags or data files with the lab up → exit 2, my-config untouched",
+        runs_on: RunsOn::Envtest("it runs the controller binary with the lab's own arguments"),
     },
     Experiment {
         name: "immutable_drift",
         aliases: &["immutable"],
         about: "immutable: true with other data → reported once per resync (Warning Event), no update, no retries",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "finalizer_holds_deletion",
         aliases: &["finalizer"],
         about: "delete held by a finalizer → left alone while terminating; finalizer removed → recreated",
+        runs_on: RunsOn::Any,
     },
     Experiment {
         name: "credentials_private",
         aliases: &["security"],
         about: "kubeconfigs, lab.json and keys are 0600; the controller's token cannot read Secrets",
+        runs_on: RunsOn::Any,
     },
 ];
 
@@ -97,13 +112,9 @@ fn someone() -> PatchParams {
     }
 }
 
-/// Timeout of one HTTP request to the controller.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// The status of `GET <controller>/<path>`.
 async fn controller_status(lab: &Lab, path: &str) -> anyhow::Result<u16> {
-    let url = &lab.file().controller.url;
-    Ok(http_probe::get_url(url, path, HTTP_TIMEOUT).await?.status)
+    lab.controller_status(path).await
 }
 
 /// Merge-patches the first data key of my-config to `value`, as someone else.
@@ -149,13 +160,13 @@ fn starts(log: &str) -> usize {
     lines_with(log, &format!(": {LOG_STARTING} ")).len()
 }
 
-/// The controller survived: the same process as at `mark` runs, and it has
-/// not logged a (re)start since.
-async fn ensure_not_restarted(lab: &Lab, pid: u32, mark: &ControllerRun) -> anyhow::Result<()> {
-    let now = lab.controller_pid()?;
+/// The controller survived: the same process (kind: pod, no restart) as at
+/// `mark` runs, and it has not logged a (re)start since.
+async fn ensure_not_restarted(lab: &Lab, was: &str, mark: &ControllerRun) -> anyhow::Result<()> {
+    let now = lab.controller_identity().await?;
     ensure!(
-        now == pid && lab.is_running(CONTROLLER)?,
-        "the controller is not the same process: pid {pid} then {now}"
+        now == was && lab.controller_running().await?,
+        "the controller is not the same: {was} then {now}"
     );
     let starts = starts(&lab.controller_log(mark).await?);
     ensure!(starts == 0, "the controller started again ({starts} times)");

@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, anyhow, bail, ensure};
 use controller::{connect, desired::Desired};
 use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
 use kube::{
@@ -242,12 +242,69 @@ impl Lab {
 
     /// Kills kube-apiserver (see [`Lab::stop_process`]) and starts it again
     /// with the lab's flags plus `extra`, waiting for its `/readyz`. Returns
-    /// how long it was away.
+    /// how long it was away. On kind: its static pod's container is killed in
+    /// the node (`crictl stop --timeout 0`) and the kubelet starts it again.
     pub async fn restart_api_server(&mut self, extra: &[&str]) -> anyhow::Result<Duration> {
         let began = Instant::now();
+        if let Some(kind) = &self.file.kind {
+            ensure!(
+                extra.is_empty(),
+                "a kind lab's API server runs on kubeadm's flags only"
+            );
+            let node = crate::node::Node::new(&kind.node);
+            let old = node.container_id("kube-apiserver")?;
+            node.kill_container(&old)?;
+            let client = self.client();
+            eventually(
+                "kube-apiserver to run again and be ready",
+                READY_WITHIN,
+                || {
+                    let (node, old, client) = (&node, &old, client.clone());
+                    async move {
+                        let now = node.container_id("kube-apiserver").unwrap_or_default();
+                        if now.is_empty() || now == *old {
+                            return Ok(Check::NotYet(format!("container {old} not replaced yet")));
+                        }
+                        api_server_ready(client).await
+                    }
+                },
+            )
+            .await?;
+            return Ok(began.elapsed());
+        }
         self.stop_process(API_SERVER).await?;
         self.start_api_server(extra).await?;
         Ok(began.elapsed())
+    }
+
+    /// Who the controller is: its pid (envtest), or its pod and that pod's
+    /// restart count (kind). Another answer later means it was restarted.
+    pub async fn controller_identity(&self) -> anyhow::Result<String> {
+        match self.deployment() {
+            Some(deployment) => deployment.identity().await,
+            None => Ok(format!("pid {}", self.controller_pid()?)),
+        }
+    }
+
+    /// Whether the controller runs (envtest: its process; kind: a ready pod).
+    pub async fn controller_running(&self) -> anyhow::Result<bool> {
+        match self.deployment() {
+            Some(deployment) => Ok(deployment.ready_pod().await?.is_some()),
+            None => self.is_running(CONTROLLER),
+        }
+    }
+
+    /// The HTTP status of `GET <path>` on the controller's port (kind: through
+    /// the API server's pod proxy).
+    pub async fn controller_status(&self, path: &str) -> anyhow::Result<u16> {
+        match self.deployment() {
+            Some(deployment) => deployment.status(path).await,
+            None => Ok(
+                http_probe::get_url(&self.file.controller.url, path, HTTP_TIMEOUT)
+                    .await?
+                    .status,
+            ),
+        }
     }
 
     /// Starts kube-apiserver (stopped before) and waits for its `/readyz`.
@@ -374,6 +431,9 @@ impl Lab {
                 .extra_args
                 .get(CONTROLLER)
                 .is_some_and(|e| !e.is_empty());
+            // Every pod is checked before it is replaced and after each test:
+            // a restart anywhere in the suite fails it (the probes, the limits).
+            deployment.ensure_no_restarts().await?;
             if flags || deployment.ready_pod().await?.is_none() {
                 self.restart_controller(&[]).await?;
             }

@@ -39,6 +39,21 @@ pub struct LabFile {
     /// The processes the lab runs, in start order (envtest: etcd, kube-apiserver, controller).
     /// Empty for providers whose parts are not local processes.
     pub processes: Vec<Process>,
+    /// A kind lab's node and images; `None` for envtest.
+    #[serde(default)]
+    pub kind: Option<Kind>,
+}
+
+/// What a kind lab runs on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Kind {
+    /// The node image the cluster was created from.
+    pub node_image: String,
+    /// The node's Docker container (`<name>-control-plane`).
+    pub node: String,
+    /// The controller image the Deployment runs, and its ID as built.
+    pub controller_image: String,
+    pub controller_image_id: String,
 }
 
 /// The controller under test.

@@ -3,6 +3,7 @@
 //! Used by the e2e tests and by `cargo xtask e2e` (and the workshop verbs).
 
 pub mod bench;
+pub mod command;
 pub mod deployment;
 pub mod etcd;
 pub mod eventually;
@@ -14,6 +15,7 @@ pub mod http_probe;
 pub mod lab;
 pub mod lab_file;
 pub mod metrics;
+pub mod node;
 pub mod process;
 pub mod project;
 pub mod results;
@@ -35,6 +37,13 @@ where
             Ok(lab) => lab,
             Err(e) => return Err(format!("{e:#}")),
         };
+        // Said in one line and counted by the summary: never a silent skip.
+        let runs_on = experiments::find(name).map(|e| e.runs_on);
+        if let Some(why) = runs_on.and_then(|r| r.skip_reason(lab.file().provider)) {
+            eprintln!("{name}: {why}");
+            results::append(&results::Outcome::not_run(name, &why));
+            return Ok(());
+        }
         let started = Instant::now();
         let result = experiment(&mut lab).await;
         let wall = started.elapsed();

@@ -22,6 +22,9 @@ pub struct Outcome {
     pub warnings: Vec<String>,
     /// The experiment's own wall time, in seconds.
     pub wall_s: f64,
+    /// Why it did not run on this lab (it then counts as neither passed nor failed).
+    #[serde(default)]
+    pub not_run: Option<String>,
 }
 
 impl Outcome {
@@ -51,16 +54,35 @@ impl Outcome {
             detail,
             warnings,
             wall_s: wall.as_secs_f64(),
+            not_run: None,
+        }
+    }
+
+    /// An experiment that does not apply to this lab, and why.
+    pub fn not_run(experiment: &str, why: &str) -> Self {
+        Self {
+            experiment: experiment.to_string(),
+            passed: false,
+            latency_ms: None,
+            detail: why.to_string(),
+            warnings: Vec::new(),
+            wall_s: 0.0,
+            not_run: Some(why.to_string()),
         }
     }
 }
 
 /// Appends the outcome to `$E2E_RESULTS`; does nothing when it is unset.
 pub fn record(experiment: &str, result: &anyhow::Result<Measured>, wall: Duration) {
+    append(&Outcome::new(experiment, result, wall));
+}
+
+/// Appends an outcome to `$E2E_RESULTS`; does nothing when it is unset.
+pub fn append(outcome: &Outcome) {
     let Some(path) = std::env::var_os(RESULTS_ENV) else {
         return;
     };
-    let line = serde_json::to_string(&Outcome::new(experiment, result, wall)).expect("plain data");
+    let line = serde_json::to_string(outcome).expect("plain data");
     let written = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -53,6 +53,12 @@ fn least_privilege() {
     e2e::run_test("least_privilege", experiments::least_privilege);
 }
 
+#[test]
+#[serial]
+fn pod_contract() {
+    e2e::run_test("pod_contract", experiments::pod_contract);
+}
+
 /// Every experiment the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_experiment_has_a_test() {

@@ -201,7 +201,7 @@ fn build(build: Build) -> Result<PathBuf> {
     let mut cargo_args = vec!["build"];
     cargo_args.extend(flags);
     cargo_args.extend(["-p", PACKAGE, "--bin", BINARY]);
-    cmdline::cargo(&sh, &cargo_args)
+    cmdline::cargo(&cargo_args)
         .run()
         .context("building the controller failed")?;
     let binary = project::target_dir().join(profile).join(BINARY);

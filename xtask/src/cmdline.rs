@@ -1,10 +1,10 @@
-//! Every external command is shown before it runs, so a person can repeat it by hand.
-//!
-//! xshell's `run()` echoes `$ cmd` to stderr, but its `read()` does not; commands whose
-//! output is read, or that are spawned (long-running, or polled while they work), are echoed
-//! in the same form, here and in `e2e::process::spawn_detached`.
+//! Commands xtask runs: `cargo` as a person types it, and the xshell helpers
+//! the envtest binaries still use. Every command is shown before it runs
+//! (see `e2e::command`).
 
 use std::path::Path;
+
+use e2e::command::Cmd;
 
 /// Echo, run, and return stdout (trimmed), as xshell's `read()`.
 pub fn read(cmd: &xshell::Cmd<'_>) -> xshell::Result<String> {
@@ -22,8 +22,8 @@ pub fn echo_in(dir: &Path, cmd: &xshell::Cmd<'_>) {
 /// `cargo run` gives xtask the variables it gives any package (CARGO_MANIFEST_DIR, …).
 /// Passed on, they would differ from a plain `cargo` in a shell: ring's build script
 /// watches CARGO_MANIFEST_DIR, so every switch between the two rebuilt ring, rustls and kube.
-pub fn cargo<'a>(sh: &'a xshell::Shell, args: &[&str]) -> xshell::Cmd<'a> {
-    let mut cmd = xshell::cmd!(sh, "cargo {args...}");
+pub fn cargo(args: &[&str]) -> Cmd {
+    let mut cmd = Cmd::new("cargo").args(args).dir(e2e::project::root());
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
         if name.starts_with("CARGO_MANIFEST_")
@@ -35,7 +35,7 @@ pub fn cargo<'a>(sh: &'a xshell::Shell, args: &[&str]) -> xshell::Cmd<'a> {
             ]
             .contains(&&*name)
         {
-            cmd = cmd.env_remove(&*name);
+            cmd = cmd.env_remove(&name);
         }
     }
     cmd

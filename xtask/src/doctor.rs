@@ -43,10 +43,10 @@ fn gather(name: &str) -> Result<Vec<Check>> {
     let quiet = |c: xshell::Cmd<'_>| c.quiet().ignore_stderr().read().ok();
     let pinned = pinned_toolchain()?;
     let node_image = kind::node_image()?;
-    let node_minor = e2e::tools::node_image_minor(&node_image).unwrap_or(0);
     let target = controller::version::target_minor();
 
     let format_version = "{{.ServerVersion}}";
+    let format_cgroup = "{{.CgroupVersion}}";
     let docker = match cmd!(sh, "docker info --format {format_version}")
         .quiet()
         .ignore_stderr()
@@ -77,8 +77,9 @@ fn gather(name: &str) -> Result<Vec<Check>> {
             kind::read_number("/proc/sys/fs/inotify/max_user_instances"),
         ),
         preflight::cgroups(
-            std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
-            node_minor,
+            quiet(cmd!(sh, "docker info --format {format_cgroup}"))
+                .as_deref()
+                .filter(|_| docker.is_ok()),
         ),
         preflight::port(
             "controller port",

@@ -39,20 +39,23 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     let results = results_file()?;
     let sh = Shell::new()?;
     sh.change_dir(e2e::project::root());
-    let mut args = vec!["test", "-p", "e2e"];
+    // The course's examples run as binaries (e2e/tests/examples.rs).
+    cmdline::cargo(&["build", "-p", "controller", "--examples"]).run()?;
+    // Every suite runs even when an earlier one fails: the table shows them all.
+    let mut args = vec!["test", "-p", "e2e", "--no-fail-fast"];
     for suite in SUITES {
         args.extend(["--test", suite]);
     }
     // Build first, so the wall time below is the suite's, not the compiler's.
-    cmdline::cargo(&sh, &[&args[..], &["--no-run"]].concat()).run()?;
+    cmdline::cargo(&[&args[..], &["--no-run"]].concat()).run()?;
     args.push("--");
     if let Some(test) = filter {
         args.extend(["--exact", test]);
     }
     let started = Instant::now();
-    let passed = cmdline::cargo(&sh, &args)
+    let passed = cmdline::cargo(&args)
         .env("LAB_NAME", name)
-        .env(results::RESULTS_ENV, &results)
+        .env(results::RESULTS_ENV, results.display().to_string())
         .run()
         .is_ok();
     let wall = started.elapsed().as_secs_f64();
@@ -60,8 +63,20 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     print_table(&outcomes);
     let expected = if filter.is_some() { 1 } else { all().count() };
     let ok = outcomes.iter().filter(|o| o.passed).count();
-    // The plain closing line CI reads: "e2e: N passed, N failed".
-    eprintln!("e2e: {ok} passed, {} failed", expected - ok.min(expected));
+    let not_run: Vec<&Outcome> = outcomes.iter().filter(|o| o.not_run.is_some()).collect();
+    let failed = expected - (ok + not_run.len()).min(expected);
+    // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
+    eprintln!(
+        "e2e: {ok} passed, {} not run, {failed} failed",
+        not_run.len()
+    );
+    for o in &not_run {
+        eprintln!(
+            "  not run: {} ({})",
+            o.experiment,
+            o.not_run.as_deref().unwrap_or_default()
+        );
+    }
     eprintln!(
         "suite wall time {wall:.1} s (bar for the whole suite: {SUITE_BAR_SECONDS:.0} s){}",
         if filter.is_none() && wall > SUITE_BAR_SECONDS {
@@ -70,7 +85,10 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
             ""
         }
     );
-    if !passed || outcomes.len() != expected || outcomes.iter().any(|o| !o.passed) {
+    if !passed
+        || outcomes.len() != expected
+        || outcomes.iter().any(|o| !o.passed && o.not_run.is_none())
+    {
         if outcomes.len() != expected {
             eprintln!(
                 "expected {expected} results, got {}: see the test output above",
@@ -116,7 +134,11 @@ fn print_table(outcomes: &[Outcome]) {
             .latency_ms
             .map(|ms| format!("{ms:.1} ms"))
             .unwrap_or_else(|| "—".into());
-        let result = if o.passed { "pass" } else { "FAIL" };
+        let result = match (o.passed, &o.not_run) {
+            (_, Some(_)) => "not run",
+            (true, None) => "pass",
+            (false, None) => "FAIL",
+        };
         eprintln!("| {} | {result} | {latency} | {} |", o.experiment, o.detail);
         for w in &o.warnings {
             eprintln!("|   | warn |   | {w} |");

@@ -713,6 +713,7 @@ mod tests {
                 log: dir.join("controller.log"),
                 container: None,
             },
+            kind: None,
             processes: vec![Process {
                 role: lab::CONTROLLER.into(),
                 pid: 42,

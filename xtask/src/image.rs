@@ -15,14 +15,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use xshell::{Shell, cmd};
 
-use crate::{cmdline, plan::Step};
+use crate::plan::Step;
+use e2e::command::Cmd;
 use e2e::project;
 
-/// The image label holding the SHA-256 of the binary inside (host builds):
-/// an unchanged binary is not built into a new image.
-pub const BINARY_LABEL: &str = "lab-kit.binary-sha256";
 /// The user the image runs as (distroless's "nonroot"); the Deployment agrees.
 pub const USER: &str = "65532:65532";
 
@@ -81,15 +78,15 @@ pub struct StaticTarget {
 impl StaticTarget {
     /// musl when its standard library is installed, else the glibc target
     /// linked statically (static-pie; no musl needed).
-    pub fn detect(sh: &Shell) -> Result<StaticTarget> {
-        let host = cmd!(sh, "rustc -vV").read()?;
+    pub fn detect() -> Result<StaticTarget> {
+        let host = Cmd::argv(["rustc", "-vV"]).read()?;
         let triple = host
             .lines()
             .find_map(|l| l.strip_prefix("host: "))
             .context("rustc -vV printed no host")?
             .to_string();
         let musl = triple.replace("-gnu", "-musl");
-        let installed = cmd!(sh, "rustup target list --installed")
+        let installed = Cmd::argv(["rustup", "target", "list", "--installed"])
             .read()
             .unwrap_or_default();
         Ok(if installed.lines().any(|t| t == musl) {
@@ -113,140 +110,85 @@ impl StaticTarget {
     }
 }
 
-/// The commands a build runs, for `--dry-run` and the snapshot test.
-pub fn plan(builder: Builder, reference: &str, target: &StaticTarget, root: &Path) -> Vec<Step> {
-    let context = root.join("target/image");
-    match builder {
+/// The steps of a build with `builder` (resolved), for any plan: printed by
+/// `--dry-run`, run by `lab up`. `target` matters to the host builder only.
+pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<Step<C>>> {
+    let reference = reference()?;
+    let root = project::root();
+    Ok(match builder {
         Builder::Auto => unreachable!("resolve() first"),
         Builder::Nix => vec![
-            Step::run([
-                "nix",
-                "build",
-                ".#image",
-                "--out-link",
-                "target/image/nix-image.tar",
-            ]),
-            Step::run(["docker", "load", "-i", "target/image/nix-image.tar"]),
+            Step::run(
+                Cmd::argv([
+                    "nix",
+                    "build",
+                    ".#image",
+                    "--out-link",
+                    "target/image/nix-image.tar",
+                ])
+                .dir(&root),
+            ),
+            Step::run(Cmd::argv(["docker", "load", "-i", "target/image/nix-image.tar"]).dir(&root)),
         ],
-        Builder::Dockerfile => vec![Step::run([
-            "docker",
-            "build",
-            "-t",
-            reference,
-            "-f",
-            "Dockerfile",
-            ".",
-        ])],
+        Builder::Dockerfile => vec![Step::run(
+            Cmd::argv(["docker", "build", "-t", &reference, "-f", "Dockerfile", "."]).dir(&root),
+        )],
         Builder::Host => {
-            let mut build = Step::run([
-                "cargo",
+            if !cfg!(target_os = "linux") {
+                bail!(
+                    "--image-builder host copies a binary built here into a Linux image, and this \
+                     is not Linux: use --image-builder dockerfile (Docker Desktop builds it in \
+                     Linux), or nix with a Linux builder"
+                );
+            }
+            let mut steps = Vec::new();
+            if target.rustflags.is_some() {
+                // glibc linked statically needs its static archive (Fedora: glibc-static).
+                steps.push(Step::probe(
+                    Cmd::argv(["gcc", "-print-file-name=libc.a"]),
+                    |_, out| crate::lab::node_image::go_builds::static_libc(out.as_deref().ok()),
+                ));
+            }
+            let mut build = crate::cmdline::cargo(&[
                 "build",
                 "--release",
                 "-p",
                 "controller",
                 "--bin",
-                "my-controller",
+                crate::lab::controller::BINARY,
                 "--target",
                 &target.triple,
             ]);
             if let Some(flags) = target.rustflags {
                 build = build.env("RUSTFLAGS", flags);
             }
-            let binary = target.binary(&root.join("target"));
-            vec![
-                build,
-                Step::note(format!(
-                    "copy {} and a FROM scratch Dockerfile into {}",
-                    binary.display(),
-                    context.display()
-                )),
-                Step::run([
-                    "docker",
-                    "build",
-                    "--label",
-                    &format!("{BINARY_LABEL}=<sha256 of the binary>"),
-                    "-t",
-                    reference,
-                    "target/image",
-                ]),
-            ]
+            let binary = target.binary(&project::target_dir());
+            let context = project::target_dir().join("image");
+            steps.push(Step::long(build, "building the static controller"));
+            steps.push({
+                let (binary, context) = (binary.clone(), context.clone());
+                Step::own(
+                    format!(
+                        "copy {} and a FROM scratch Dockerfile into {}",
+                        crate::lab::node_image::shown(&binary),
+                        crate::lab::node_image::shown(&context)
+                    ),
+                    move |_| Box::pin(async move { write_scratch_context(&binary, &context) }),
+                )
+            });
+            // An unchanged binary hits Docker's build cache: the same image ID.
+            steps.push(Step::run(
+                Cmd::argv(["docker", "build", "-q", "-t", &reference]).path(&context),
+            ));
+            steps
         }
-    }
+    })
 }
 
-/// What a build produced.
-pub struct Built {
-    pub reference: String,
-}
-
-/// Builds the image (unless an identical one exists) and tags it as the Deployment expects.
-pub fn build(sh: &Shell, builder: Builder) -> Result<Built> {
-    let reference = reference()?;
-    let root = project::root();
-    let _dir = sh.push_dir(&root);
-    match resolve(builder) {
-        Builder::Auto => unreachable!("resolved above"),
-        Builder::Host => return build_on_host(sh, &reference, &root),
-        Builder::Nix => {
-            cmd!(
-                sh,
-                "nix build .#image --out-link target/image/nix-image.tar"
-            )
-            .run()?;
-            cmd!(sh, "docker load -i target/image/nix-image.tar").run()?;
-        }
-        Builder::Dockerfile => cmd!(sh, "docker build -t {reference} -f Dockerfile .").run()?,
-    }
-    if image_id(sh, &reference).is_none() {
-        bail!("the build finished but docker has no image {reference}");
-    }
-    Ok(Built { reference })
-}
-
-fn build_on_host(sh: &Shell, reference: &str, root: &Path) -> Result<Built> {
-    let target = StaticTarget::detect(sh)?;
-    let mut cargo = cmdline::cargo(
-        sh,
-        &[
-            "build",
-            "--release",
-            "-p",
-            "controller",
-            "--bin",
-            crate::lab::controller::BINARY,
-            "--target",
-            &target.triple,
-        ],
-    );
-    if let Some(flags) = target.rustflags {
-        cargo = cargo.env("RUSTFLAGS", flags);
-    }
-    cargo
-        .run()
-        .context("building the static controller binary failed")?;
-    let binary = target.binary(&project::target_dir());
-    let bytes =
-        std::fs::read(&binary).with_context(|| format!("cannot read {}", binary.display()))?;
-    let sha = sha256_hex(&bytes);
-    let label = format!("{{{{ index .Config.Labels \"{BINARY_LABEL}\" }}}}");
-    let current = cmdline::read(
-        &cmd!(sh, "docker image inspect --format {label} {reference}")
-            .quiet()
-            .ignore_stderr(),
-    )
-    .unwrap_or_default();
-    if current.trim() == sha {
-        eprintln!(
-            "image {reference} already holds this binary ({}…): not rebuilt",
-            &sha[..12]
-        );
-        return Ok(Built {
-            reference: reference.to_string(),
-        });
-    }
-    let context = root.join("target/image");
-    std::fs::create_dir_all(&context)?;
-    std::fs::copy(&binary, context.join("my-controller")).with_context(|| {
+fn write_scratch_context(binary: &Path, context: &Path) -> Result<()> {
+    std::fs::create_dir_all(context)
+        .with_context(|| format!("cannot create {}", context.display()))?;
+    std::fs::copy(binary, context.join("my-controller")).with_context(|| {
         format!(
             "cannot copy {} into {}",
             binary.display(),
@@ -254,11 +196,30 @@ fn build_on_host(sh: &Shell, reference: &str, root: &Path) -> Result<Built> {
         )
     })?;
     std::fs::write(context.join("Dockerfile"), SCRATCH_DOCKERFILE)?;
-    let label = format!("{BINARY_LABEL}={sha}");
-    cmd!(sh, "docker build --label {label} -t {reference} {context}").run()?;
-    Ok(Built {
-        reference: reference.to_string(),
-    })
+    Ok(())
+}
+
+/// What a build produced.
+pub struct Built {
+    pub reference: String,
+}
+
+/// Builds the image and tags it as the Deployment expects.
+pub async fn build(builder: Builder) -> Result<Built> {
+    let reference = reference()?;
+    let builder = resolve(builder);
+    let target = match builder {
+        Builder::Host => StaticTarget::detect()?,
+        _ => StaticTarget {
+            triple: String::new(),
+            rustflags: None,
+        },
+    };
+    crate::plan::execute(steps::<()>(builder, &target)?, &mut ()).await?;
+    if image_id(&reference).is_none() {
+        bail!("the build finished but docker has no image {reference}");
+    }
+    Ok(Built { reference })
 }
 
 /// The host build's image: the binary, a non-root user, nothing else.
@@ -272,17 +233,16 @@ ENTRYPOINT [\"/my-controller\"]
 ";
 
 /// The image's ID, if docker has it.
-fn image_id(sh: &Shell, reference: &str) -> Option<String> {
-    let format = "{{.Id}}";
-    cmd!(sh, "docker image inspect --format {format} {reference}")
-        .quiet()
-        .ignore_stderr()
-        .read()
-        .ok()
-        .filter(|id| !id.is_empty())
+pub fn image_id(reference: &str) -> Option<String> {
+    Cmd::argv([
+        "docker", "image", "inspect", "--format", "{{.Id}}", reference,
+    ])
+    .read()
+    .ok()
+    .filter(|id| !id.is_empty())
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub fn sha256_hex(bytes: &[u8]) -> String {
     ring::digest::digest(&ring::digest::SHA256, bytes)
         .as_ref()
         .iter()

@@ -1,119 +1,316 @@
-//! A lab's command plan: the steps `lab up` / `lab down` take, as a person
-//! would type them. `--dry-run` prints the plan; the kind plan has a snapshot
-//! test, so any change to it shows in review.
+//! A lab's steps as one list, built once and then either printed
+//! (`--dry-run`, and the snapshot test) or carried out: what is printed is
+//! what runs. A step is an external command (run, or read into the context),
+//! a call through the Kubernetes API (shown as the `kubectl` a person would
+//! type), or xtask's own work (shown in words); a condition, checked on the
+//! context when the step's turn comes, may skip it.
 
 use std::fmt;
 
-use e2e::process::shell_quote;
+use futures::future::BoxFuture;
 
-/// One step of a plan.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// An external command.
-    Run {
-        env: Vec<(String, String)>,
-        argv: Vec<String>,
-        when: Option<String>,
-    },
-    /// Done through the Kubernetes API with kube-rs; `kubectl` is what a person would type.
-    Api {
-        kubectl: String,
-        when: Option<String>,
-    },
-    /// Something xtask does itself (writing a file, waiting).
-    Note(String),
+use e2e::command::Cmd;
+
+/// Work done with the context: kube-rs calls, files, waits.
+pub type Task<C> = Box<dyn for<'a> FnOnce(&'a mut C) -> BoxFuture<'a, anyhow::Result<()>> + Send>;
+/// What a probe's output (or its failure) tells the context.
+pub type Record<C> = Box<dyn FnOnce(&mut C, anyhow::Result<String>) -> anyhow::Result<()> + Send>;
+
+pub enum Action<C> {
+    /// An external command; its failure fails the plan.
+    Run(Cmd),
+    /// An external command as the plan shows it, adjusted to what the
+    /// context learned by the time it runs (a flag an older tool lacks).
+    Adjusted(Cmd, fn(&C, &Cmd) -> Cmd),
+    /// A long external command (a build): progress every 30 s.
+    Long(Cmd, &'static str),
+    /// An external command whose output (or failure) the context records.
+    Probe(Cmd, Record<C>),
+    /// Done with kube-rs; the text is the `kubectl` a person would type.
+    Api(String, Task<C>),
+    /// xtask's own work, in words.
+    Own(String, Task<C>),
 }
 
-impl Step {
-    pub fn run<I, S>(argv: I) -> Step
+/// Whether a step's turn has come: checked on the context when it has.
+pub type Holds<C> = Box<dyn Fn(&C) -> bool + Send>;
+
+pub struct Step<C> {
+    pub action: Action<C>,
+    /// Shown as `# only …`; the step is skipped unless it holds.
+    pub when: Option<(String, Holds<C>)>,
+    /// Said when the step fails: what it means and what to do.
+    pub hint: Option<String>,
+}
+
+impl<C> Step<C> {
+    pub fn run(cmd: Cmd) -> Step<C> {
+        Step::of(Action::Run(cmd))
+    }
+
+    pub fn adjusted(cmd: Cmd, adjust: fn(&C, &Cmd) -> Cmd) -> Step<C> {
+        Step::of(Action::Adjusted(cmd, adjust))
+    }
+
+    pub fn long(cmd: Cmd, doing: &'static str) -> Step<C> {
+        Step::of(Action::Long(cmd, doing))
+    }
+
+    pub fn probe(
+        cmd: Cmd,
+        record: impl FnOnce(&mut C, anyhow::Result<String>) -> anyhow::Result<()> + Send + 'static,
+    ) -> Step<C> {
+        Step::of(Action::Probe(cmd, Box::new(record)))
+    }
+
+    pub fn api<F>(kubectl: impl Into<String>, task: F) -> Step<C>
+    where
+        F: for<'a> FnOnce(&'a mut C) -> BoxFuture<'a, anyhow::Result<()>> + Send + 'static,
+    {
+        Step::of(Action::Api(kubectl.into(), Box::new(task)))
+    }
+
+    pub fn own<F>(note: impl Into<String>, task: F) -> Step<C>
+    where
+        F: for<'a> FnOnce(&'a mut C) -> BoxFuture<'a, anyhow::Result<()>> + Send + 'static,
+    {
+        Step::of(Action::Own(note.into(), Box::new(task)))
+    }
+
+    fn of(action: Action<C>) -> Step<C> {
+        Step {
+            action,
+            when: None,
+            hint: None,
+        }
+    }
+
+    /// What a failure of this step means, put before the command's own error.
+    pub fn or(mut self, hint: impl Into<String>) -> Step<C> {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Runs only when `holds` says so at its turn; `text` is how the plan says it.
+    pub fn when(
+        mut self,
+        text: impl Into<String>,
+        holds: impl Fn(&C) -> bool + Send + 'static,
+    ) -> Step<C> {
+        self.when = Some((text.into(), Box::new(holds)));
+        self
+    }
+}
+
+impl<C> fmt::Display for Step<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let when = self.when.as_ref().map(|(text, _)| text);
+        match &self.action {
+            Action::Run(cmd)
+            | Action::Adjusted(cmd, _)
+            | Action::Long(cmd, _)
+            | Action::Probe(cmd, _) => {
+                write!(f, "$ {cmd}")?;
+                if let Some(when) = when {
+                    write!(f, "    # only {when}")?;
+                }
+            }
+            Action::Api(kubectl, _) => {
+                write!(f, "$ {kubectl}    # done with kube-rs")?;
+                if let Some(when) = when {
+                    write!(f, ", only {when}")?;
+                }
+            }
+            Action::Own(note, _) => {
+                write!(f, "# {note}")?;
+                if let Some(when) = when {
+                    write!(f, " (only {when})")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The plan as the lines `--dry-run` prints.
+pub fn render<C>(steps: &[Step<C>]) -> String {
+    steps.iter().map(|s| format!("{s}\n")).collect()
+}
+
+/// Carries the steps out in order. Commands echo themselves; the API calls
+/// and xtask's own work are announced by their plan line.
+pub async fn execute<C>(steps: Vec<Step<C>>, context: &mut C) -> anyhow::Result<()> {
+    for step in steps {
+        if let Some((_, holds)) = &step.when
+            && !holds(context)
+        {
+            continue;
+        }
+        let done = match step.action {
+            Action::Run(cmd) => cmd.run(),
+            Action::Adjusted(cmd, adjust) => adjust(context, &cmd).run(),
+            Action::Long(cmd, doing) => cmd.run_long(doing),
+            Action::Probe(cmd, record) => {
+                let output = cmd.read();
+                record(context, output)
+            }
+            Action::Api(kubectl, task) => {
+                eprintln!("$ {kubectl}    # done with kube-rs");
+                task(context).await
+            }
+            Action::Own(note, task) => {
+                eprintln!("# {note}");
+                task(context).await
+            }
+        };
+        match (done, step.hint) {
+            (Ok(()), _) => {}
+            (Err(error), Some(hint)) => return Err(error.context(hint)),
+            (Err(error), None) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// A line of the envtest provider's plan, which is printed but carried out
+/// by its own code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// An external command.
+    Run(Cmd, Option<String>),
+    /// Done through the Kubernetes API with kube-rs; `kubectl` is what a person would type.
+    Api(String),
+    /// Something xtask does itself (writing a file, waiting).
+    Note(String),
+    /// A step of a [`Step`] plan, as it prints.
+    Shown(String),
+}
+
+impl Line {
+    pub fn run<I, S>(argv: I) -> Line
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Step::Run {
-            env: Vec::new(),
-            argv: argv.into_iter().map(|s| s.as_ref().to_string()).collect(),
-            when: None,
-        }
+        Line::Run(Cmd::argv(argv), None)
     }
 
-    pub fn api(kubectl: impl Into<String>) -> Step {
-        Step::Api {
-            kubectl: kubectl.into(),
-            when: None,
-        }
+    pub fn api(kubectl: impl Into<String>) -> Line {
+        Line::Api(kubectl.into())
     }
 
-    pub fn note(text: impl Into<String>) -> Step {
-        Step::Note(text.into())
+    pub fn note(text: impl Into<String>) -> Line {
+        Line::Note(text.into())
     }
 
-    /// Adds an environment variable to a `Run` step.
-    pub fn env(mut self, key: &str, value: &str) -> Step {
-        if let Step::Run { env, .. } = &mut self {
-            env.push((key.into(), value.into()));
+    /// Marks a command as conditional (shown in the plan).
+    pub fn when(self, condition: &str) -> Line {
+        match self {
+            Line::Run(cmd, _) => Line::Run(cmd, Some(condition.into())),
+            other => other,
         }
-        self
-    }
-
-    /// Marks a step as conditional (shown in the plan).
-    pub fn when(mut self, condition: &str) -> Step {
-        if let Step::Run { when, .. } | Step::Api { when, .. } = &mut self {
-            *when = Some(condition.into());
-        }
-        self
     }
 }
 
-impl fmt::Display for Step {
+impl fmt::Display for Line {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Step::Run { env, argv, when } => {
-                write!(f, "$ ")?;
-                for (k, v) in env {
-                    write!(f, "{k}={} ", shell_quote(v))?;
-                }
-                let words: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
-                write!(f, "{}", words.join(" "))?;
+            Line::Run(cmd, when) => {
+                write!(f, "$ {cmd}")?;
                 if let Some(when) = when {
                     write!(f, "    # only {when}")?;
                 }
                 Ok(())
             }
-            Step::Api { kubectl, when } => {
-                write!(f, "$ {kubectl}    # done with kube-rs")?;
-                if let Some(when) = when {
-                    write!(f, ", only {when}")?;
-                }
-                Ok(())
-            }
-            Step::Note(text) => write!(f, "# {text}"),
+            Line::Api(kubectl) => write!(f, "$ {kubectl}    # done with kube-rs"),
+            Line::Note(text) => write!(f, "# {text}"),
+            Line::Shown(text) => f.write_str(text),
         }
     }
 }
 
-/// The plan as the lines `--dry-run` prints.
-pub fn render(steps: &[Step]) -> String {
-    steps.iter().map(|s| format!("{s}\n")).collect()
+/// Lines as `--dry-run` prints them.
+pub fn render_lines(lines: &[Line]) -> String {
+    lines.iter().map(|s| format!("{s}\n")).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn steps_print_as_shell_lines() {
-        let step = Step::run(["docker", "build", "-t", "a b"])
-            .env("X", "-C y")
-            .when("if changed");
+    #[derive(Default)]
+    struct Seen {
+        probed: Option<String>,
+        ran: Vec<&'static str>,
+    }
+
+    #[tokio::test]
+    async fn the_printed_plan_is_the_executed_plan() {
+        let steps: Vec<Step<Seen>> = vec![
+            Step::probe(
+                Cmd::argv(["echo", "hi"]),
+                |seen: &mut Seen, out: anyhow::Result<String>| {
+                    seen.probed = Some(out?);
+                    Ok(())
+                },
+            ),
+            Step::own("remember", |seen: &mut Seen| {
+                Box::pin(async move {
+                    seen.ran.push("own");
+                    Ok(())
+                })
+            }),
+            Step::api("kubectl get cm", |seen: &mut Seen| {
+                Box::pin(async move {
+                    seen.ran.push("api");
+                    Ok(())
+                })
+            })
+            .when("if hi was probed", |seen| seen.probed.is_none()),
+            Step::run(Cmd::argv(["true"]).env("X", "-C y")),
+        ];
         assert_eq!(
-            step.to_string(),
-            "$ X='-C y' docker build -t 'a b'    # only if changed"
+            render(&steps),
+            "$ echo hi\n# remember\n$ kubectl get cm    # done with kube-rs, only if hi was probed\n$ X='-C y' true\n"
+        );
+        let mut seen = Seen::default();
+        execute(steps, &mut seen).await.unwrap();
+        assert_eq!(seen.probed.as_deref(), Some("hi"));
+        assert_eq!(
+            seen.ran,
+            vec!["own"],
+            "the API step's condition did not hold"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_command_stops_the_plan() {
+        let steps: Vec<Step<Seen>> = vec![
+            Step::run(Cmd::argv(["false"])),
+            Step::own("never", |seen: &mut Seen| {
+                Box::pin(async move {
+                    seen.ran.push("never");
+                    Ok(())
+                })
+            }),
+        ];
+        let mut seen = Seen::default();
+        let error = execute(steps, &mut seen).await.unwrap_err();
+        assert!(error.to_string().contains("`false` failed"), "{error}");
+        assert!(seen.ran.is_empty());
+    }
+
+    #[test]
+    fn lines_print_as_shell_lines() {
+        let line = Line::run(["docker", "build", "-t", "a b"]).when("if changed");
+        assert_eq!(
+            line.to_string(),
+            "$ docker build -t 'a b'    # only if changed"
         );
         assert_eq!(
-            Step::api("kubectl get cm").to_string(),
+            Line::api("kubectl get cm").to_string(),
             "$ kubectl get cm    # done with kube-rs"
         );
-        assert_eq!(Step::note("wait").to_string(), "# wait");
+        assert_eq!(Line::note("wait").to_string(), "# wait");
     }
 }

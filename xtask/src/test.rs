@@ -20,8 +20,8 @@ pub async fn run() -> Result<ExitCode> {
     eprintln!("== unit tests");
     // Everything that needs no lab: the e2e crate's integration tests need
     // the lab below, its own unit tests do not.
-    cmdline::cargo(&sh, &["test", "--workspace", "--exclude", "e2e"]).run()?;
-    cmdline::cargo(&sh, &["test", "-p", "e2e", "--lib"]).run()?;
+    cmdline::cargo(&["test", "--workspace", "--exclude", "e2e"]).run()?;
+    cmdline::cargo(&["test", "-p", "e2e", "--lib"]).run()?;
 
     // A Ctrl-C reaches the test processes (same terminal); xtask itself stays
     // to take the lab down.
@@ -61,7 +61,7 @@ pub const CONTAINER_REQUIRED_ENV: &str = "LAB_CONTAINER_REQUIRED";
 async fn suite_on_fresh_lab(host: ControllerChoice) -> Result<ExitCode> {
     eprintln!("== a fresh envtest lab ({LAB_NAME}), controller as a {host:?}");
     let _down = LabDown;
-    lab::down::run(LAB_NAME, false)?;
+    lab::down::run(LAB_NAME, false).await?;
     lab::up::run(LAB_NAME, &UpOptions::envtest(host)).await?;
     eprintln!("== e2e suite (controller as a {host:?})");
     let suite = crate::e2e::run(LAB_NAME, None)?;
@@ -122,7 +122,11 @@ struct LabDown;
 impl Drop for LabDown {
     fn drop(&mut self) {
         eprintln!("== lab down");
-        if let Err(e) = lab::down::run(LAB_NAME, false) {
+        // Drop cannot await: block this worker thread on the runtime instead.
+        let down = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(lab::down::run(LAB_NAME, false))
+        });
+        if let Err(e) = down {
             eprintln!("error: could not take the lab down: {e:#}");
         }
     }

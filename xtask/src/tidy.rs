@@ -48,8 +48,8 @@ fn one_k8s_openapi_version_feature_everywhere() {
 }
 
 #[test]
-fn the_envtest_kube_apiserver_has_the_same_minor() {
-    let go_mod = read("xtask/envtest/kube-apiserver/go.mod");
+fn the_kubernetes_module_has_the_same_minor() {
+    let go_mod = read("xtask/envtest/kubernetes/go.mod");
     let minor = target_minor();
     let kubernetes = go_mod
         .lines()

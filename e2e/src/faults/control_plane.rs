@@ -35,7 +35,7 @@ pub async fn api_server_restart(lab: &mut Lab) -> anyhow::Result<Measured> {
 
 async fn restart_then_heal(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
-    let (pid, mark) = (lab.controller_pid()?, lab.log_mark()?);
+    let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
     let outage = lab.restart_api_server(&[]).await?;
     let healed = heal_after_delete(lab).await?;
     ensure!(
@@ -44,7 +44,7 @@ async fn restart_then_heal(lab: &mut Lab) -> anyhow::Result<Measured> {
         ms(healed),
         secs(HEAL_AFTER_RESTART)
     );
-    ensure_not_restarted(lab, pid, &mark).await?;
+    ensure_not_restarted(lab, &was, &mark).await?;
     let log = lab.controller_log(&mark).await?;
     let failed = lines_with(&log, LOG_WATCH_FAILED).len();
     let how = if log.contains(LOG_RELISTED) {
@@ -55,7 +55,7 @@ async fn restart_then_heal(lab: &mut Lab) -> anyhow::Result<Measured> {
     Ok(Measured {
         latency: Some(healed),
         detail: format!(
-            "API server killed, back and ready in {}; the controller (same pid, no restart) \
+            "API server killed, back and ready in {}; the controller ({was}, no restart) \
              {how} after {failed} failed watch attempts; delete → healed in {}",
             secs(outage),
             ms(healed)
@@ -92,7 +92,7 @@ pub async fn etcd_compaction(lab: &mut Lab) -> anyhow::Result<Measured> {
 
 async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
-    let (pid, mark) = (lab.controller_pid()?, lab.log_mark()?);
+    let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
     let etcd = Etcd::new(lab.etcd_client_addr()?);
     churn(lab, CHURN_WRITES).await?;
 
@@ -130,7 +130,7 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
         .context("the controller re-listed, but logged no 410 Expired")?;
     let gone = gone.split("error=").nth(1).unwrap_or(gone).trim();
     let healed = heal_after_delete(lab).await?;
-    ensure_not_restarted(lab, pid, &mark).await?;
+    ensure_not_restarted(lab, &was, &mark).await?;
     Ok(Measured {
         latency: Some(relisted),
         detail: format!(

@@ -5,8 +5,9 @@ use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, ensure};
 use k8s_openapi::api::{
+    authentication::v1::{TokenRequest, TokenRequestSpec},
     authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
-    core::v1::Secret,
+    core::v1::{Secret, ServiceAccount},
     rbac::v1::Role,
 };
 use kube::{
@@ -95,7 +96,20 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
         attempts == 6.0,
         "expected 6 attempts (1 + 5 retries) before giving up, saw {attempts}"
     );
-    let log = lab.controller_log(&mark).await?;
+    // A pod's log reaches the API through the node's log files: wait for the lines.
+    let log = eventually("the give-up to be logged", HEAL_WITHIN, || async {
+        let log = lab.controller_log(&mark).await?;
+        let retries = log
+            .lines()
+            .filter(|l| l.contains("reconcile failed; retrying"))
+            .count();
+        Ok(if log.contains(" ERROR ") && retries >= 5 {
+            Check::Done(log)
+        } else {
+            Check::NotYet(format!("{retries} retry lines, no error line yet"))
+        })
+    })
+    .await?;
     let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
     ensure!(
         errors.len() == 1 && errors[0].contains("forbidden"),
@@ -203,9 +217,7 @@ pub async fn credentials_private(lab: &mut Lab) -> anyhow::Result<Measured> {
         loose.join("; ")
     );
 
-    let controller = controller::connect::client(Some(&lab.file().controller.kubeconfig))
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let controller = controller_client(lab).await?;
     let secrets: Api<Secret> = Api::namespaced(controller, lab.desired().namespace());
     let listed = secrets.list(&ListParams::default()).await.map(drop);
     // 403, not 404: a 404 would mean it was allowed to look.
@@ -231,15 +243,58 @@ pub async fn credentials_private(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
 }
 
-/// The files holding credentials: both kubeconfigs, lab.json, and the
-/// private keys under `pki/` (envtest labs).
+/// A client with the controller's own token: the one the lab gave it
+/// (envtest), or on kind a fresh ServiceAccount token of the same kind the
+/// kubelet projects into its pod (TokenRequest).
+async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
+    if lab.file().kind.is_none() {
+        return controller::connect::client(Some(&lab.file().controller.kubeconfig))
+            .await
+            .map_err(anyhow::Error::msg);
+    }
+    let (namespace, name) = lab
+        .controller_service_account()
+        .split_once('/')
+        .context("the service account is namespace/name")?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(lab.client(), namespace);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let granted: TokenRequest = accounts
+        .create_subresource("token", name, &PostParams::default(), &request)
+        .await
+        .context("TokenRequest for the controller's ServiceAccount")?;
+    let token = granted
+        .status
+        .and_then(|s| s.token)
+        .context("TokenRequest without a token")?;
+    let mut kubeconfig = kube::config::Kubeconfig::read_from(&lab.file().admin_kubeconfig)?;
+    for user in &mut kubeconfig.auth_infos {
+        user.auth_info = Some(kube::config::AuthInfo {
+            token: Some(token.clone().into()),
+            ..kube::config::AuthInfo::default()
+        });
+    }
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    Ok(controller::connect::build(config)?)
+}
+
+/// The files holding credentials: the kubeconfigs, lab.json, and the
+/// private keys under `pki/` (envtest labs; a kind lab's controller has no
+/// file of its own: its token is projected into its pod).
 fn credential_files(lab: &Lab) -> anyhow::Result<Vec<PathBuf>> {
     let file = lab.file();
     let mut files = vec![
         file.admin_kubeconfig.clone(),
-        file.controller.kubeconfig.clone(),
         crate::lab_file::LabFile::path(&file.state_dir),
     ];
+    if file.kind.is_none() {
+        files.push(file.controller.kubeconfig.clone());
+    }
     let pki = file.state_dir.join("pki");
     if pki.is_dir() {
         for entry in std::fs::read_dir(&pki)? {

@@ -39,7 +39,7 @@ const MAX_ERROR_LINES: usize = 5;
 pub async fn conflict_storm(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     wait_idle(lab).await?;
-    let (pid, mark) = (lab.controller_pid()?, lab.log_mark()?);
+    let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
     let before = lab.metrics().await?;
     let began = Instant::now();
     storm(lab).await?;
@@ -48,7 +48,7 @@ pub async fn conflict_storm(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     let settled = last_write.elapsed();
     let after = wait_idle(lab).await?;
-    ensure_not_restarted(lab, pid, &mark).await?;
+    ensure_not_restarted(lab, &was, &mark).await?;
     let healthz = controller_status(lab, "/healthz").await?;
     ensure!(healthz == 200, "/healthz {healthz} after the storm");
 
@@ -69,7 +69,7 @@ pub async fn conflict_storm(lab: &mut Lab) -> anyhow::Result<Measured> {
         latency: Some(settled),
         detail: format!(
             "{} patches by {WRITERS} writers in {}: {} conflicts (info), {} corrections, \
-             {give_ups} give-ups, {} error lines; desired {} after the last patch; same pid, /healthz 200",
+             {give_ups} give-ups, {} error lines; desired {} after the last patch; same controller ({was}), /healthz 200",
             WRITERS * PATCHES_EACH,
             secs(storm_took),
             delta("conflict"),

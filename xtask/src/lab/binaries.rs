@@ -25,7 +25,7 @@ use e2e::process;
 use e2e::project;
 
 /// The Go modules that pin both programs; included so the versions cannot drift from them.
-const KUBE_APISERVER_GO_MOD: &str = include_str!("../../envtest/kube-apiserver/go.mod");
+const KUBE_APISERVER_GO_MOD: &str = include_str!("../../envtest/kubernetes/go.mod");
 const ETCD_GO_MOD: &str = include_str!("../../envtest/etcd/go.mod");
 /// The module whose version is the Kubernetes version, and the package that is kube-apiserver.
 const KUBERNETES_MODULE: &str = "k8s.io/kubernetes";
@@ -43,7 +43,7 @@ impl Pins {
     pub fn from_go_mods() -> Result<Pins> {
         Ok(Pins {
             kubernetes: required_version(KUBE_APISERVER_GO_MOD, KUBERNETES_MODULE)
-                .context("xtask/envtest/kube-apiserver/go.mod")?,
+                .context("xtask/envtest/kubernetes/go.mod")?,
             etcd: required_version(ETCD_GO_MOD, ETCD_MODULE)
                 .context("xtask/envtest/etcd/go.mod")?,
         })
@@ -139,7 +139,7 @@ impl Program {
             pinned_version: pins.kubernetes.clone(),
             accepted_prefix: pins.kubernetes_minor_prefix(),
             cache_path: pins.cache_dir().join("kube-apiserver"),
-            go_module_dir: project::root().join("xtask/envtest/kube-apiserver"),
+            go_module_dir: project::root().join("xtask/envtest/kubernetes"),
             go_package: KUBE_APISERVER_PACKAGE,
             // Built from a module, kube-apiserver does not know its version: stamp it, or
             // `/version` says v0.0.0 and clients warn about skew.

@@ -1,93 +1,158 @@
 //! The offline bundle: every image the kind lab needs in one archive, for a
 //! room with bad Wi-Fi. The instructor runs `cargo xtask lab bundle -o
-//! lab-bundle.tar` once (pulls the node image, builds the controller image);
-//! attendees run `cargo xtask lab up --bundle lab-bundle.tar`, which loads it
-//! and never pulls.
+//! lab-bundle.tar` once (pulls the pinned node image, or takes the one built
+//! here with `--node-image built`; builds the controller image); attendees
+//! run `cargo xtask lab up --provider kind --bundle lab-bundle.tar`, which
+//! loads it and never pulls or builds.
 //!
+//! The archive is `docker save`'s, with one more entry, `lab-kit-bundle.json`
+//! (which images, for which CPU architecture); `docker load` ignores it.
 //! Registry digests do not survive `docker save`/`docker load` with Docker's
-//! classic image store, so the node image travels under its tag
-//! (`kindest/node:v1.36.4`) and a lab started from a bundle creates its
-//! cluster with `kind create cluster --image <that tag>`.
+//! classic image store, so the node image travels under its tag.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use xshell::{Shell, cmd};
+use anyhow::{Context, Result, bail, ensure};
+use serde::{Deserialize, Serialize};
 
 use crate::image::{self, Builder};
-use crate::lab::kind;
+use crate::lab::kind::{self, NodeImage};
+use crate::lab::node_image;
+use e2e::command::Cmd;
+
+/// The bundle's own entry.
+pub const MANIFEST_ENTRY: &str = "lab-kit-bundle.json";
+
+/// What a bundle holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Docker's architecture name: `amd64`, `arm64`.
+    pub arch: String,
+    pub node_image: String,
+    pub controller_image: String,
+    /// The kit's version that made it.
+    pub kit: String,
+}
 
 /// `kindest/node:v1.36.4@sha256:…` → `kindest/node:v1.36.4`.
 pub fn node_tag(pinned: &str) -> &str {
     pinned.split('@').next().unwrap_or(pinned)
 }
 
-/// `lab bundle -o FILE`: pull the pinned node image (by digest), tag it, build
-/// the controller image, save both into `output`.
-pub fn create(output: &Path, builder: Builder) -> Result<()> {
-    let sh = Shell::new()?;
-    sh.change_dir(e2e::project::root());
-    let pinned = kind::node_image()?;
-    let tag = node_tag(&pinned);
-    cmd!(sh, "docker pull {pinned}")
-        .run()
-        .context("pulling the kind node image failed (this step needs the network)")?;
-    cmd!(sh, "docker tag {pinned} {tag}").run()?;
-    let controller = image::build(&sh, builder)?.reference;
-    save(&sh, &[tag, &controller], output)?;
+/// `lab bundle -o FILE`: the node image (pulled by digest and tagged, or the
+/// one built here), the controller image, one archive.
+pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<()> {
+    let node = match node {
+        NodeImage::Pinned => {
+            let pinned = kind::node_image()?;
+            let tag = node_tag(&pinned).to_string();
+            Cmd::argv(["docker", "pull", &pinned])
+                .run()
+                .context("pulling the kind node image failed (this step needs the network; `--node-image built` needs none)")?;
+            Cmd::argv(["docker", "tag", &pinned, &tag]).run()?;
+            tag
+        }
+        NodeImage::Built => {
+            let recipe = node_image::Recipe::new(&node_image::Source::default())?;
+            node_image::ensure(&recipe).await?
+        }
+        NodeImage::Given(reference) => {
+            ensure!(
+                node_image::present_probe(&reference).read().is_ok(),
+                "Docker has no image {reference}: pull or build it first"
+            );
+            reference
+        }
+    };
+    let controller = image::build(builder).await?.reference;
+    let manifest = Manifest {
+        arch: kind::docker_arch().to_string(),
+        node_image: node.clone(),
+        controller_image: controller.clone(),
+        kit: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    save(&[&node, &controller], output)?;
+    let dir = output
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let entry = dir.join(MANIFEST_ENTRY);
+    e2e::files::write_public(&entry, serde_json::to_string_pretty(&manifest)? + "\n")?;
+    let appended = Cmd::argv(["tar", "-rf"])
+        .path(output)
+        .arg("-C")
+        .path(&dir)
+        .arg(MANIFEST_ENTRY)
+        .run();
+    let _ = std::fs::remove_file(&entry);
+    appended?;
     let size = std::fs::metadata(output)
         .map(|m| m.len() >> 20)
         .unwrap_or(0);
     eprintln!(
-        "wrote {} ({size} MiB): {tag} and {controller}",
-        output.display()
+        "wrote {} ({size} MiB, {}): {node} and {controller}",
+        output.display(),
+        manifest.arch
     );
     eprintln!(
-        "attendees: cargo xtask lab up --bundle {}",
+        "attendees: cargo xtask lab up --provider kind --bundle {}",
         output.display()
     );
     Ok(())
 }
 
 /// `docker save` of `images` into one archive.
-pub fn save(sh: &Shell, images: &[&str], output: &Path) -> Result<()> {
-    cmd!(sh, "docker save -o {output} {images...}")
+pub fn save(images: &[&str], output: &Path) -> Result<()> {
+    Cmd::argv(["docker", "save", "-o"])
+        .path(output)
+        .args(images)
         .run()
-        .context("docker save failed")?;
-    Ok(())
+        .context("docker save failed")
 }
 
-/// `docker load` of a bundle; returns the images it held.
-pub fn load(sh: &Shell, bundle: &Path) -> Result<Vec<String>> {
-    if !bundle.is_file() {
-        bail!(
-            "no bundle at {} (the instructor makes it with `cargo xtask lab bundle -o FILE`)",
-            bundle.display()
-        );
-    }
-    eprintln!("$ docker load -i {}", bundle.display());
-    let out = cmd!(sh, "docker load -i {bundle}")
+/// The manifest of a bundle (read before anything is loaded).
+pub fn read_manifest(bundle: &Path) -> Result<Manifest> {
+    ensure!(
+        bundle.is_file(),
+        "no bundle at {} (the instructor makes it with `cargo xtask lab bundle -o FILE`)",
+        bundle.display()
+    );
+    let text = Cmd::argv(["tar", "-xOf"])
+        .path(bundle)
+        .arg(MANIFEST_ENTRY)
         .read()
-        .context("docker load failed")?;
-    let images: Vec<String> = out
+        .with_context(|| {
+            format!(
+                "{} has no {MANIFEST_ENTRY}: not made by `cargo xtask lab bundle` of this kit version",
+                bundle.display()
+            )
+        })?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{MANIFEST_ENTRY} in {} is garbled", bundle.display()))
+}
+
+/// The images `docker load` printed it loaded.
+pub fn loaded(output: &str) -> Vec<String> {
+    output
         .lines()
         .filter_map(|l| l.strip_prefix("Loaded image: "))
         .map(|s| s.trim().to_string())
-        .collect();
-    for image in &images {
-        eprintln!("  loaded {image}");
-    }
-    Ok(images)
+        .collect()
 }
 
-/// What a bundle must hold for `lab up --bundle`.
-pub fn check_contents(images: &[String], node_tag: &str, controller: &str) -> Result<()> {
-    for wanted in [node_tag, controller] {
-        if !images.iter().any(|i| i == wanted) {
-            bail!(
-                "the bundle holds {images:?}, not {wanted}: ask for a bundle made by this version of the kit"
-            );
-        }
+/// A bundle must be for this machine and hold what its manifest says.
+pub fn check(manifest: &Manifest, loaded: &[String], arch: &str) -> Result<()> {
+    if manifest.arch != arch {
+        bail!(
+            "the bundle holds {} images and this machine is {arch}: ask for a bundle made on an {arch} machine",
+            manifest.arch
+        );
+    }
+    for wanted in [&manifest.node_image, &manifest.controller_image] {
+        ensure!(
+            loaded.iter().any(|i| i == wanted),
+            "the bundle should hold {wanted} but loaded {loaded:?}: make it again with `cargo xtask lab bundle`"
+        );
     }
     Ok(())
 }
@@ -95,16 +160,16 @@ pub fn check_contents(images: &[String], node_tag: &str, controller: &str) -> Re
 /// The round trip CI runs with Docker: save the controller image, remove it,
 /// load the archive, and find the same image again.
 pub fn round_trip(dir: &Path) -> Result<()> {
-    let sh = Shell::new()?;
     let controller = image::reference()?;
-    let format = "{{.Id}}";
-    let before = cmd!(sh, "docker image inspect --format {format} {controller}").read()?;
+    let id = || image::image_id(&controller).with_context(|| format!("docker has no {controller}"));
+    let before = id()?;
     let archive = dir.join("bundle-round-trip.tar");
-    save(&sh, &[&controller], &archive)?;
-    cmd!(sh, "docker rmi {controller}").run()?;
-    let loaded = load(&sh, &archive)?;
-    let after = cmd!(sh, "docker image inspect --format {format} {controller}").read()?;
+    save(&[&controller], &archive)?;
+    Cmd::argv(["docker", "rmi", &controller]).run()?;
+    let out = Cmd::argv(["docker", "load", "-i"]).path(&archive).read()?;
+    let after = id()?;
     std::fs::remove_file(&archive).ok();
+    let loaded = loaded(&out);
     if !loaded.contains(&controller) || before != after {
         bail!("bundle round trip: loaded {loaded:?}, image {before} became {after}");
     }
@@ -115,6 +180,15 @@ pub fn round_trip(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn manifest() -> Manifest {
+        Manifest {
+            arch: "amd64".into(),
+            node_image: "kindest/node:v1.36.4".into(),
+            controller_image: "my-controller:0.1.0".into(),
+            kit: "0.1.0".into(),
+        }
+    }
 
     #[test]
     fn the_node_image_travels_under_its_tag() {
@@ -127,14 +201,16 @@ mod tests {
     }
 
     #[test]
-    fn a_bundle_must_hold_both_images() {
-        let held = vec![
-            "kindest/node:v1.36.4".to_string(),
-            "my-controller:0.1.0".to_string(),
-        ];
-        assert!(check_contents(&held, "kindest/node:v1.36.4", "my-controller:0.1.0").is_ok());
-        let err =
-            check_contents(&held[..1], "kindest/node:v1.36.4", "my-controller:0.1.0").unwrap_err();
-        assert!(err.to_string().contains("my-controller:0.1.0"));
+    fn a_bundle_must_hold_both_images_for_this_machine() {
+        let held =
+            loaded("Loaded image: kindest/node:v1.36.4\nLoaded image: my-controller:0.1.0\n");
+        assert!(check(&manifest(), &held, "amd64").is_ok());
+        let error = check(&manifest(), &held[..1], "amd64").unwrap_err();
+        assert!(error.to_string().contains("my-controller:0.1.0"));
+        let error = check(&manifest(), &held, "arm64").unwrap_err().to_string();
+        assert!(
+            error.contains("amd64 images") && error.contains("arm64"),
+            "{error}"
+        );
     }
 }

@@ -31,7 +31,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// `cargo build -p controller --bin my-controller`; the binary's path.
 pub fn build(sh: &Shell) -> Result<PathBuf> {
     let _root = sh.push_dir(project::root());
-    let build = cmdline::cargo(sh, &["build", "-p", PACKAGE, "--bin", BINARY]);
+    let build = cmdline::cargo(&["build", "-p", PACKAGE, "--bin", BINARY]);
     build.run().context("building the controller failed")?;
     let binary = project::target_dir().join("debug").join(BINARY);
     if !binary.is_file() {

@@ -5,34 +5,45 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::lab::envtest::{self, Layout};
-use crate::lab::{kind, state_dir};
+use crate::lab::{binaries, kind, state_dir};
 use crate::plan;
 use e2e::lab_file::{LabFile, ProviderKind};
 
-pub fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
+pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
     let layout = Layout::new(&state_dir(name));
-    // An unreadable lab.json must not keep the processes running: the pid files suffice.
-    let provider = match LabFile::read(&layout.state_dir) {
-        Ok(Some(lab)) => lab.provider,
-        _ => ProviderKind::Envtest,
-    };
+    // Without a readable lab.json (a failed `up` writes none) a kind cluster
+    // of this name may still run, and envtest processes may: both are looked for.
+    let provider = LabFile::read(&layout.state_dir)
+        .ok()
+        .flatten()
+        .map(|lab| lab.provider);
+    let kind_too = provider != Some(ProviderKind::Envtest) && binaries::on_path("kind").is_some();
     if dry_run {
-        let steps = match provider {
-            ProviderKind::Kind => kind::down_plan(name),
-            ProviderKind::Envtest => envtest::down_plan(&layout),
-        };
-        print!("{}", plan::render(&steps));
+        if provider != Some(ProviderKind::Kind) {
+            print!("{}", plan::render_lines(&envtest::down_plan(&layout)));
+        }
+        if kind_too || provider == Some(ProviderKind::Kind) {
+            print!(
+                "{}",
+                plan::render(&kind::down_plan(name, &layout.state_dir))
+            );
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    match provider {
-        ProviderKind::Kind => kind::down(name)?,
-        ProviderKind::Envtest if envtest::down(&layout)? => eprintln!("lab {name} is down"),
-        ProviderKind::Envtest => {
-            eprintln!(
-                "lab {name} is not up (nothing at {})",
-                layout.state_dir.display()
-            )
-        }
+    let mut anything = false;
+    if provider != Some(ProviderKind::Kind) {
+        anything |= envtest::down(&layout)?;
+    }
+    if kind_too || provider == Some(ProviderKind::Kind) {
+        anything |= kind::down(name, &layout.state_dir).await?;
+    }
+    if anything {
+        eprintln!("lab {name} is down");
+    } else {
+        eprintln!(
+            "lab {name} is not up (nothing at {})",
+            layout.state_dir.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

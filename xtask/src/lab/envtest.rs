@@ -76,7 +76,7 @@ pub async fn up(name: &str, layout: &Layout, host: controller::Host) -> Result<L
             binary: controller::build(&sh)?,
         },
         controller::Host::Container(builder) => {
-            let image = crate::image::build(&sh, builder)?;
+            let image = crate::image::build(builder).await?;
             // A container left by a killed `docker run` would block the name.
             let stale = controller::container_name(name);
             let _ = xshell::cmd!(sh, "docker rm -f {stale}")
@@ -324,6 +324,7 @@ async fn start_all(
                 &[("http", controller_port)],
             ),
         ],
+        kind: None,
     };
     lab.write()?;
     Ok(lab)
@@ -556,8 +557,8 @@ async fn controller_health(lab: &LabFile) -> Result<String> {
 }
 
 /// What `lab up --provider envtest` does, in order (ports are chosen at start).
-pub fn plan(name: &str, options: &crate::lab::UpOptions) -> Vec<crate::plan::Step> {
-    use crate::plan::Step;
+pub fn plan(name: &str, options: &crate::lab::UpOptions) -> Vec<crate::plan::Line> {
+    use crate::plan::Line as Step;
     let dir = format!("target/lab/{name}");
     let mut steps = vec![Step::note(
         "find kube-apiserver and etcd (`cargo xtask envtest-bins`): env, KUBEBUILDER_ASSETS, PATH, target/envtest cache, go build, download",
@@ -578,16 +579,19 @@ pub fn plan(name: &str, options: &crate::lab::UpOptions) -> Vec<crate::plan::Ste
         }
         controller::Host::Container(builder) => {
             let reference = crate::image::reference().unwrap_or_else(|e| format!("<{e}>"));
-            let target = crate::image::StaticTarget {
-                triple: "<host triple>".into(),
-                rustflags: Some("-C target-feature=+crt-static"),
-            };
-            steps.extend(crate::image::plan(
-                crate::image::resolve(builder),
-                &reference,
-                &target,
-                Path::new(""),
-            ));
+            let builder = crate::image::resolve(builder);
+            let target = match builder {
+                crate::image::Builder::Host => crate::image::StaticTarget::detect().ok(),
+                _ => None,
+            }
+            .unwrap_or(crate::image::StaticTarget {
+                triple: String::new(),
+                rustflags: None,
+            });
+            match crate::image::steps::<()>(builder, &target) {
+                Ok(image) => steps.extend(image.iter().map(|s| Step::Shown(s.to_string()))),
+                Err(e) => steps.push(Step::note(format!("{e:#}"))),
+            }
             let sa = format!("{dir}/serviceaccount");
             let args = controller::container_args(
                 name,
@@ -615,8 +619,8 @@ pub fn plan(name: &str, options: &crate::lab::UpOptions) -> Vec<crate::plan::Ste
 }
 
 /// What `lab down` does for an envtest lab.
-pub fn down_plan(layout: &Layout) -> Vec<crate::plan::Step> {
-    use crate::plan::Step;
+pub fn down_plan(layout: &Layout) -> Vec<crate::plan::Line> {
+    use crate::plan::Line as Step;
     let mut steps: Vec<Step> = ROLES
         .iter()
         .rev()

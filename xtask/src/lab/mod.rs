@@ -13,6 +13,7 @@ pub mod envtest;
 pub mod kind;
 pub mod kubeconfig;
 pub mod logs;
+pub mod node_image;
 pub mod provider;
 pub mod status;
 pub mod up;
@@ -51,6 +52,18 @@ pub enum LabCommand {
         output: PathBuf,
         #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
         image_builder: crate::image::Builder,
+        /// The node image to carry: the pinned one (pulled), `built` (`lab node-image`), or a reference.
+        #[arg(long, value_name = "IMAGE")]
+        node_image: Option<String>,
+    },
+    /// Build the kind node image here from Debian packages and Go modules (no registry
+    /// needed); prints its reference. Rebuilt only when its inputs change.
+    NodeImage {
+        #[command(flatten)]
+        source: node_image::Source,
+        /// Print the build's commands in order without running them.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// `down`, then `up` with the same options: a clean lab.
     Reset {
@@ -90,8 +103,13 @@ pub struct UpOptions {
     #[arg(long)]
     pub dry_run: bool,
     /// kind only: load the images from an offline bundle (`lab bundle`) and never pull.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "node_image")]
     pub bundle: Option<PathBuf>,
+    /// kind only: the node image, instead of the one pinned in kind/cluster.yaml:
+    /// `built` (made here by `cargo xtask lab node-image`, for machines that cannot pull)
+    /// or an image reference.
+    #[arg(long, value_name = "IMAGE")]
+    pub node_image: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -108,6 +126,7 @@ impl UpOptions {
             image_builder: crate::image::Builder::Auto,
             dry_run: false,
             bundle: None,
+            node_image: None,
         }
     }
 
@@ -129,16 +148,19 @@ pub struct LabName {
 pub async fn run(command: LabCommand) -> Result<ExitCode> {
     match command {
         LabCommand::Up { options, lab } => up::run(&lab.name, &options).await,
-        LabCommand::Down { dry_run, lab } => down::run(&lab.name, dry_run),
+        LabCommand::Down { dry_run, lab } => down::run(&lab.name, dry_run).await,
         LabCommand::Bundle {
             output,
             image_builder,
+            node_image,
         } => {
-            bundle::create(&output, image_builder)?;
+            let node = kind::NodeImage::parse(node_image.as_deref());
+            bundle::create(&output, image_builder, node).await?;
             Ok(ExitCode::SUCCESS)
         }
+        LabCommand::NodeImage { source, dry_run } => node_image::run(&source, dry_run).await,
         LabCommand::Reset { options, lab } => {
-            down::run(&lab.name, options.dry_run)?;
+            down::run(&lab.name, options.dry_run).await?;
             up::run(&lab.name, &options).await
         }
         LabCommand::Status { lab } => status::run(&lab.name).await,

@@ -3,11 +3,10 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use xshell::Shell;
 
 use crate::lab::envtest::{self, Layout};
 use crate::lab::{UpOptions, kind, provider, state_dir};
-use crate::plan::{self, Step};
+use crate::plan;
 use e2e::lab_file::{LabFile, ProviderKind};
 
 pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
@@ -17,8 +16,11 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
             "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
         );
     }
-    if options.dry_run {
-        print!("{}", plan::render(&dry_run_plan(name, provider, options)?));
+    if provider != ProviderKind::Kind && options.node_image.is_some() {
+        bail!("--node-image is the kind node's image: use it with --provider kind");
+    }
+    if options.dry_run && provider == ProviderKind::Envtest {
+        print!("{}", plan::render_lines(&envtest::plan(name, options)));
         return Ok(ExitCode::SUCCESS);
     }
     let lab = match provider {
@@ -43,7 +45,18 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
                     lab.provider
                 );
             }
-            kind::up(name, options.image_builder, options.bundle.as_deref()).await?
+            let images = match &options.bundle {
+                Some(bundle) => kind::Images::Bundle(bundle.clone()),
+                None => kind::Images::Build(
+                    options.image_builder,
+                    kind::NodeImage::parse(options.node_image.as_deref()),
+                ),
+            };
+            match kind::up(name, &images, options.dry_run).await? {
+                Some(lab) => lab,
+                None if options.dry_run => return Ok(ExitCode::SUCCESS),
+                None => bail!("lab up finished without writing lab.json"),
+            }
         }
     };
     print_how_to_use(&lab);
@@ -90,21 +103,6 @@ async fn reuse_or_clean(name: &str) -> Result<Option<LabFile>> {
         }
     }
     Ok(None)
-}
-
-/// The commands `lab up` would run, in order, without running them.
-fn dry_run_plan(name: &str, provider: ProviderKind, options: &UpOptions) -> Result<Vec<Step>> {
-    let sh = Shell::new()?;
-    Ok(match provider {
-        ProviderKind::Kind => {
-            let images = match &options.bundle {
-                Some(bundle) => kind::Images::Bundle(bundle.display().to_string()),
-                None => kind::Images::Build(kind::image_steps(&sh, options.image_builder)?),
-            };
-            kind::up_plan(name, images, &crate::image::reference()?)
-        }
-        ProviderKind::Envtest => envtest::plan(name, options),
-    })
 }
 
 fn print_how_to_use(lab: &LabFile) {

@@ -1,0 +1,332 @@
+//! The one way the kit runs an external command: it is echoed first as
+//! `$ command`, exactly as a person would type it in a shell (quoted, with its
+//! environment and working directory), then run, read or spawned.
+//!
+//! Hand-written rather than xshell's `cmd!`: xshell's echo is not copy-paste
+//! safe (its own docs say so) and shows neither the environment nor the
+//! directory, and it cannot spawn.
+
+use std::{
+    ffi::OsString,
+    fmt,
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, ExitStatus, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+
+use crate::{process::shell_quote, project};
+
+/// A command line: program, arguments, extra environment, working directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cmd {
+    program: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    env_remove: Vec<String>,
+    dir: Option<PathBuf>,
+    /// Shown as `< FILE` and fed to the command's stdin.
+    stdin: Option<PathBuf>,
+}
+
+impl Cmd {
+    pub fn new(program: impl Into<String>) -> Cmd {
+        Cmd {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            dir: None,
+            stdin: None,
+        }
+    }
+
+    /// `Cmd::new(argv[0]).args(argv[1..])`.
+    pub fn argv<I, S>(argv: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut words = argv.into_iter();
+        let program = words.next().map(|w| w.as_ref().to_string());
+        Cmd::new(program.unwrap_or_default()).args(words)
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<str>) -> Cmd {
+        self.args.push(arg.as_ref().to_string());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_string()));
+        self
+    }
+
+    /// A path argument, as given (relative paths stay relative: they read
+    /// better and the command runs from [`Cmd::dir`] or the project root).
+    pub fn path(self, path: &Path) -> Cmd {
+        self.arg(path.display().to_string())
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<str>) -> Cmd {
+        self.env.push((key.to_string(), value.as_ref().to_string()));
+        self
+    }
+
+    /// Not passed on from this process's environment (not shown: a shell
+    /// where the person types the command does not have it either).
+    pub fn env_remove(mut self, key: &str) -> Cmd {
+        self.env_remove.push(key.to_string());
+        self
+    }
+
+    /// Runs in `dir` (shown as `cd DIR && …`).
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Cmd {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// Reads stdin from `file` (shown as `< FILE`).
+    pub fn stdin_file(mut self, file: impl Into<PathBuf>) -> Cmd {
+        self.stdin = Some(file.into());
+        self
+    }
+
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    pub fn arguments(&self) -> &[String] {
+        &self.args
+    }
+
+    /// The std command, configured but not echoed.
+    pub fn to_command(&self) -> anyhow::Result<Command> {
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        for key in &self.env_remove {
+            command.env_remove(key);
+        }
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        if let Some(dir) = &self.dir {
+            command.current_dir(dir);
+        }
+        match &self.stdin {
+            Some(file) => {
+                let file = std::fs::File::open(file)
+                    .with_context(|| format!("cannot open {}", file.display()))?;
+                command.stdin(file);
+            }
+            None => {
+                command.stdin(Stdio::null());
+            }
+        }
+        Ok(command)
+    }
+
+    fn echo(&self) {
+        eprintln!("$ {self}");
+    }
+
+    fn failed(&self, status: ExitStatus) -> anyhow::Error {
+        anyhow::anyhow!("`{self}` failed ({status})")
+    }
+
+    /// Echo, run with the terminal's stdout and stderr; an error unless it exits 0.
+    pub fn run(&self) -> anyhow::Result<()> {
+        self.echo();
+        let status = self.spawn_inherit()?.wait()?;
+        if !status.success() {
+            return Err(self.failed(status));
+        }
+        Ok(())
+    }
+
+    /// Like [`Cmd::run`] for a long command: a line every 30 s says it is
+    /// still `doing` and for how long, so a long build is visibly one.
+    pub fn run_long(&self, doing: &str) -> anyhow::Result<()> {
+        self.echo();
+        let started = Instant::now();
+        let mut child = self.spawn_inherit()?;
+        let mut next = HEARTBEAT;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if started.elapsed() >= next {
+                eprintln!("  still {doing} ({} s)", started.elapsed().as_secs());
+                next += HEARTBEAT;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        if !status.success() {
+            return Err(self.failed(status));
+        }
+        eprintln!("  {doing}: done in {} s", started.elapsed().as_secs());
+        Ok(())
+    }
+
+    fn spawn_inherit(&self) -> anyhow::Result<std::process::Child> {
+        self.to_command()?
+            .spawn()
+            .with_context(|| format!("cannot start `{self}`"))
+    }
+
+    /// Echo, run, and return its stdout, trimmed; an error (with its stderr)
+    /// unless it exits 0.
+    pub fn read(&self) -> anyhow::Result<String> {
+        let output = self.output()?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(self.failed(output.status)).with_context(|| stderr.trim().to_string());
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    }
+
+    /// Echo, run, and return everything it did, whatever its exit status.
+    pub fn output(&self) -> anyhow::Result<Output> {
+        self.echo();
+        self.to_command()?
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .with_context(|| format!("cannot start `{self}`"))
+    }
+
+    /// Echo, run with `input` on its stdin, and return its stdout, trimmed.
+    pub fn read_with_input(&self, input: &[u8]) -> anyhow::Result<String> {
+        self.echo();
+        let mut child = self
+            .to_command()?
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start `{self}`"))?;
+        child
+            .stdin
+            .take()
+            .context("stdin is piped")?
+            .write_all(input)?;
+        let output = child.wait_with_output()?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(self.failed(output.status)).with_context(|| stderr.trim().to_string());
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    }
+
+    /// Whether it exits 0, echoed like any other (for probes).
+    pub fn succeeds(&self) -> bool {
+        self.output().is_ok_and(|o| o.status.success())
+    }
+}
+
+/// How often [`Cmd::run_long`] says it is still at work.
+const HEARTBEAT: Duration = Duration::from_secs(30);
+
+/// Shown from the project root, where a person runs `cargo xtask`: paths
+/// inside it are shown relative to it (the command runs with absolute ones).
+impl fmt::Display for Cmd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let root = format!("{}/", project::root().display());
+        let word = |w: &str| shell_quote(w.strip_prefix(root.as_str()).unwrap_or(w));
+        if let Some(dir) = &self.dir {
+            let dir = format!("{}/", dir.display());
+            if dir != root {
+                write!(f, "cd {} && ", word(dir.trim_end_matches('/')))?;
+            }
+        }
+        for (key, value) in &self.env {
+            write!(f, "{key}={} ", word(value))?;
+        }
+        write!(f, "{}", word(&self.program))?;
+        for arg in &self.args {
+            write!(f, " {}", word(arg))?;
+        }
+        if let Some(file) = &self.stdin {
+            write!(f, " < {}", word(&file.display().to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// `OsString` arguments (paths from the system) as the `String`s a [`Cmd`] holds.
+pub fn lossy(word: impl Into<OsString>) -> String {
+    word.into().to_string_lossy().into_owned()
+}
+
+/// The command must have failed because it is not installed.
+pub fn is_not_found(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .any(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Fails unless `output` exited 0, with its stderr's first lines.
+pub fn check(cmd: &Cmd, output: &Output) -> anyhow::Result<()> {
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    bail!("`{cmd}` failed ({}): {}", output.status, stderr.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echoes_as_a_person_types_it() {
+        let cmd = Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", "a b"])
+            .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            .dir("xtask/envtest/kubernetes");
+        assert_eq!(
+            cmd.to_string(),
+            "cd xtask/envtest/kubernetes && RUSTFLAGS='-C target-feature=+crt-static' \
+             docker image inspect --format '{{.Id}}' 'a b'"
+        );
+        assert_eq!(
+            Cmd::new("ctr").stdin_file("x.tar").to_string(),
+            "ctr < x.tar"
+        );
+        let root = project::root();
+        let inside = Cmd::new("go")
+            .arg(root.join("target/x").display().to_string())
+            .dir(&root);
+        assert_eq!(inside.to_string(), "go target/x");
+        let below = Cmd::new("go").dir(root.join("xtask/envtest/etcd"));
+        assert_eq!(below.to_string(), "cd xtask/envtest/etcd && go");
+    }
+
+    #[test]
+    fn reads_stdout_and_reports_failures_with_stderr() {
+        assert_eq!(Cmd::argv(["echo", " hi "]).read().unwrap(), "hi");
+        let error = Cmd::argv(["sh", "-c", "echo oops >&2; exit 3"])
+            .read()
+            .unwrap_err();
+        let text = format!("{error:#}");
+        assert!(
+            text.contains("oops") && text.contains("exit status: 3"),
+            "{text}"
+        );
+        let missing = Cmd::new("no-such-program-here").read().unwrap_err();
+        assert!(is_not_found(&missing), "{missing:#}");
+    }
+
+    #[test]
+    fn feeds_stdin() {
+        let out = Cmd::new("cat").read_with_input(b"abc").unwrap();
+        assert_eq!(out, "abc");
+    }
+}

@@ -1,0 +1,122 @@
+//! `lab status` and `lab logs` for a kind lab: the cluster, its node image,
+//! the Deployment and its pod (phase, readiness, restarts, the image it runs).
+
+use anyhow::{Context as _, Result};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, LogParams};
+
+use super::{DEPLOYMENT, NAMESPACE, node_container};
+use crate::lab::kubeconfig;
+use e2e::command::Cmd;
+use e2e::lab_file::LabFile;
+
+/// The controller's pod: the Deployment's newest pod (by creation time).
+pub async fn controller_pod(client: &kube::Client) -> Result<Option<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let list = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=my-controller"))
+        .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .max_by_key(|p| p.metadata.creation_timestamp.clone()))
+}
+
+/// Returns whether the lab is healthy.
+pub async fn status(lab: &LabFile) -> Result<bool> {
+    let name = &lab.name;
+    let clusters = Cmd::argv(["kind", "get", "clusters"])
+        .read()
+        .unwrap_or_default();
+    if !clusters.lines().any(|c| c.trim() == name) {
+        println!("  cluster {name}: not found (`kind get clusters`)");
+        return Ok(false);
+    }
+    let node = node_container(name);
+    let image = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}", &node])
+        .read()
+        .unwrap_or_default();
+    println!("  cluster {name}: node {node}, image {image}");
+    let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .map(|v| v.git_version)
+        .unwrap_or_else(|e| format!("unreachable: {e}"));
+    println!("  API server:   {} ({version})", lab.api_server_url);
+    println!(
+        "  admin:        export KUBECONFIG={}",
+        lab.admin_kubeconfig.display()
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let ready = match deployments.get_opt(DEPLOYMENT).await? {
+        Some(d) => {
+            let status = d.status.unwrap_or_default();
+            let (ready, want) = (
+                status.ready_replicas.unwrap_or(0),
+                d.spec.and_then(|s| s.replicas).unwrap_or(1),
+            );
+            println!("  deployment/{DEPLOYMENT}: {ready}/{want} ready");
+            ready == want && want > 0
+        }
+        None => {
+            println!("  deployment/{DEPLOYMENT}: missing");
+            false
+        }
+    };
+    if let Some(pod) = controller_pod(&client).await? {
+        let status = pod.status.clone().unwrap_or_default();
+        let container = status
+            .container_statuses
+            .as_ref()
+            .and_then(|c| c.first())
+            .cloned()
+            .unwrap_or_default();
+        println!(
+            "  pod {}: {}, ready {}, {} restarts, image {} ({})",
+            pod.name_any(),
+            status.phase.unwrap_or_default(),
+            container.ready,
+            container.restart_count,
+            container.image,
+            container.image_id
+        );
+    }
+    Ok(ready)
+}
+
+/// `lab logs [-f]` for kind: the controller pod's log.
+pub async fn logs(lab: &LabFile, follow: bool) -> Result<()> {
+    use futures::{AsyncBufReadExt, TryStreamExt};
+    let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
+    let pod = controller_pod(&client)
+        .await?
+        .context("no controller pod: `cargo xtask lab status` shows why")?;
+    let name = pod.name_any();
+    eprintln!(
+        "$ kubectl --kubeconfig {} logs {}pod/{name}    # done with kube-rs",
+        lab.admin_kubeconfig.display(),
+        if follow { "-f " } else { "" }
+    );
+    let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+    if follow {
+        let mut lines = pods
+            .log_stream(
+                &name,
+                &LogParams {
+                    follow: true,
+                    ..Default::default()
+                },
+            )
+            .await?
+            .lines();
+        while let Some(line) = lines.try_next().await? {
+            println!("{line}");
+        }
+    } else {
+        print!("{}", pods.logs(&name, &LogParams::default()).await?);
+    }
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! The node's Debian userland, from `debootstrap` (as kind's base image is a
+//! Debian one): the packages kind's base image installs that a one-node lab
+//! uses, plus libseccomp's static library for runc. The mirror is the one
+//! this machine's apt sources name (or `--mirror`); it is never written into
+//! the repository. Cached as `target/node-image/rootfs-<suite>-<fingerprint>.tar`
+//! and imported into Docker as `lab-kit/node-rootfs:<suite>-<fingerprint>`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::{Arch, Build, Recipe, Source, shown};
+use crate::plan::Step;
+use e2e::command::Cmd;
+
+/// kind's base-image packages that a one-node lab uses (without the
+/// storage-test and rootless ones), plus libseccomp-dev for runc's static build.
+pub const PACKAGES: &[&str] = &[
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "conntrack",
+    "iptables",
+    "nftables",
+    "iproute2",
+    "ethtool",
+    "util-linux",
+    "mount",
+    "kmod",
+    "libseccomp2",
+    "libseccomp-dev",
+    "pigz",
+    "e2fsprogs",
+    "bash",
+    "ca-certificates",
+    "curl",
+    "jq",
+    "procps",
+];
+
+/// The suite used when the apt sources name none debootstrap knows.
+const DEFAULT_SUITE: &str = "bookworm";
+/// Where debootstrap keeps its per-suite scripts: a suite it can make.
+const DEBOOTSTRAP_SCRIPTS: &str = "/usr/share/debootstrap/scripts";
+
+#[derive(Clone, Debug)]
+pub struct Rootfs {
+    pub suite: String,
+    /// `None`: no mirror found; the build stops with how to name one.
+    pub mirror: Option<String>,
+    pub arch: Arch,
+}
+
+impl Rootfs {
+    pub fn new(source: &Source, arch: Arch) -> Result<Rootfs> {
+        let found = apt_mirror();
+        let suite = source
+            .suite
+            .clone()
+            .or_else(|| found.as_ref().map(|(_, suite)| suite.clone()))
+            .unwrap_or_else(|| DEFAULT_SUITE.to_string());
+        let mirror = source.mirror.clone().or(found.map(|(uri, _)| uri));
+        Ok(Rootfs {
+            suite,
+            mirror,
+            arch,
+        })
+    }
+
+    #[cfg(test)]
+    pub fn for_test() -> Rootfs {
+        Rootfs {
+            suite: DEFAULT_SUITE.into(),
+            mirror: Some("http://deb.example/debian".into()),
+            arch: Arch::host().unwrap(),
+        }
+    }
+
+    /// What the rootfs is made of (not where it is fetched from).
+    pub fn fingerprint(&self) -> String {
+        format!("{} {} {}", self.suite, self.arch.go, PACKAGES.join(","))
+    }
+
+    fn tag(&self) -> String {
+        let hash = crate::image::sha256_hex(self.fingerprint().as_bytes());
+        format!("{}-{}", self.suite, &hash[..12])
+    }
+
+    /// The cached tarball of the rootfs.
+    pub fn tarball(&self, cache: &Path) -> PathBuf {
+        cache.join(format!("rootfs-{}.tar", self.tag()))
+    }
+
+    /// libseccomp's headers, static library and pkg-config file, for runc.
+    pub fn sysroot(&self, cache: &Path) -> PathBuf {
+        cache.join(format!("sysroot-{}", self.tag()))
+    }
+
+    /// The rootfs as a Docker image: the node image's and kube-proxy's base.
+    pub fn image(&self) -> String {
+        format!("lab-kit/node-rootfs:{}", self.tag())
+    }
+}
+
+/// `sudo` in front when this is not root: debootstrap, and reading or
+/// removing the root-owned tree it makes, need root.
+fn as_root(argv: &[&str]) -> Cmd {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        Cmd::argv(argv)
+    } else {
+        Cmd::new("sudo").args(argv)
+    }
+}
+
+/// debootstrap into a directory, libseccomp copied out of it, the tree packed
+/// into the cached tarball, the directory removed; then the tarball imported
+/// into Docker. Each only when its result is missing.
+pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
+    let rootfs = &recipe.rootfs;
+    let tarball = rootfs.tarball(&recipe.cache);
+    let sysroot = rootfs.sysroot(&recipe.cache);
+    let tree = recipe.cache.join(format!("rootfs-{}", rootfs.tag()));
+    let partial = tarball.with_extension("tar.partial");
+    let mirror = rootfs.mirror.clone().unwrap_or_else(|| "MIRROR".into());
+    let (tree_s, tarball_s, partial_s) = (
+        tree.display().to_string(),
+        tarball.display().to_string(),
+        partial.display().to_string(),
+    );
+    let unless = format!("if {} is not built yet", shown(&tarball));
+    let missing = {
+        let (tarball, sysroot) = (tarball.clone(), sysroot.clone());
+        move |_: &Build| !tarball.is_file() || !sysroot.is_dir()
+    };
+    let include = format!("--include={}", PACKAGES.join(","));
+    let arch = format!("--arch={}", rootfs.arch.go);
+    let multiarch = rootfs.arch.multiarch;
+    let image = rootfs.image();
+    let mut steps = Vec::new();
+    if rootfs.mirror.is_none() {
+        steps.push(
+            Step::own("find a Debian mirror in the apt sources", |_| {
+                Box::pin(async {
+                    bail!(
+                        "no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d/: \
+                         name one with `--mirror URL` (and `--suite NAME`, e.g. bookworm)"
+                    )
+                })
+            })
+            .when(unless.clone(), missing.clone()),
+        );
+    }
+    steps.extend([
+        Step::run(as_root(&["rm", "-rf", &tree_s, &partial_s]))
+            .when(unless.clone(), missing.clone()),
+        Step::long(
+            as_root(&[
+                "debootstrap",
+                "--variant=minbase",
+                &arch,
+                &include,
+                &rootfs.suite,
+                &tree_s,
+                &mirror,
+            ]),
+            "making the Debian rootfs",
+        )
+        .when(unless.clone(), missing.clone()),
+        {
+            let (tree, sysroot) = (tree.clone(), sysroot.clone());
+            Step::own(
+                format!(
+                    "copy libseccomp's headers and static library into {}",
+                    shown(&sysroot)
+                ),
+                move |_| Box::pin(async move { copy_sysroot(&tree, &sysroot, multiarch) }),
+            )
+            .when(unless.clone(), missing.clone())
+        },
+        Step::run(as_root(&["tar", "-C", &tree_s, "-cf", &partial_s, "."]))
+            .when(unless.clone(), missing.clone()),
+        {
+            let (partial, tarball) = (partial.clone(), tarball.clone());
+            Step::own(format!("move it to {}", shown(&tarball)), move |_| {
+                Box::pin(async move {
+                    std::fs::rename(&partial, &tarball)
+                        .with_context(|| format!("cannot move {}", partial.display()))
+                })
+            })
+            .when(unless.clone(), missing.clone())
+        },
+        Step::run(as_root(&["rm", "-rf", &tree_s])).when(unless, missing),
+        Step::probe(
+            super::present_probe(&image),
+            |build: &mut Build, out: Result<String>| {
+                build.rootfs_image = out.is_ok();
+                Ok(())
+            },
+        ),
+        Step::run(Cmd::argv(["docker", "import", &tarball_s, &image]))
+            .when("if Docker does not have it", |build: &Build| {
+                !build.rootfs_image
+            }),
+    ]);
+    Ok(steps)
+}
+
+/// libseccomp from the rootfs, as a sysroot for runc's cgo build.
+fn copy_sysroot(tree: &Path, sysroot: &Path, multiarch: &str) -> Result<()> {
+    let lib = format!("usr/lib/{multiarch}");
+    let files = [
+        format!("{lib}/libseccomp.a"),
+        format!("{lib}/pkgconfig/libseccomp.pc"),
+        "usr/include/seccomp.h".to_string(),
+        "usr/include/seccomp-syscalls.h".to_string(),
+    ];
+    for file in &files {
+        let (from, to) = (tree.join(file), sysroot.join(file));
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::copy(&from, &to).with_context(|| {
+            format!(
+                "cannot copy {} (is libseccomp-dev in the rootfs?)",
+                from.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The first Debian (or Ubuntu) mirror and release suite this machine's apt
+/// sources name, from the one-line `.list` format and the deb822 `.sources` format.
+pub fn apt_mirror() -> Option<(String, String)> {
+    let mut texts = Vec::new();
+    if let Ok(text) = std::fs::read_to_string("/etc/apt/sources.list") {
+        texts.push(text);
+    }
+    if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        let mut paths: Vec<PathBuf> = dir.filter_map(|e| Some(e.ok()?.path())).collect();
+        paths.sort();
+        for path in paths {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                texts.push(text);
+            }
+        }
+    }
+    let known = |suite: &str| {
+        let scripts = Path::new(DEBOOTSTRAP_SCRIPTS);
+        if scripts.is_dir() {
+            scripts.join(suite).exists()
+        } else {
+            !suite.contains(['-', '/'])
+        }
+    };
+    texts
+        .iter()
+        .flat_map(|text| sources(text))
+        .find(|(_, suite)| known(suite))
+}
+
+/// The `deb` entries with component `main` of one sources file: (URI, suite).
+pub fn sources(text: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    // One-line format: `deb [options] URI SUITE COMPONENT…`.
+    for line in text.lines().map(str::trim) {
+        let Some(rest) = line.strip_prefix("deb ") else {
+            continue;
+        };
+        let rest = match rest.trim_start().strip_prefix('[') {
+            Some(options) => options.split_once(']').map_or("", |(_, r)| r),
+            None => rest,
+        };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        if words.len() >= 3 && words[2..].contains(&"main") {
+            found.push((words[0].to_string(), words[1].to_string()));
+        }
+    }
+    // deb822 format: paragraphs of `Key: value` lines.
+    for paragraph in text.split("\n\n") {
+        let field = |name: &str| {
+            paragraph.lines().find_map(|l| {
+                let (key, value) = l.split_once(':')?;
+                key.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| value.trim().to_string())
+            })
+        };
+        let (Some(types), Some(uris), Some(suites), Some(components)) = (
+            field("Types"),
+            field("URIs"),
+            field("Suites"),
+            field("Components"),
+        ) else {
+            continue;
+        };
+        if !types.split_whitespace().any(|t| t == "deb")
+            || !components.split_whitespace().any(|c| c == "main")
+        {
+            continue;
+        }
+        for uri in uris.split_whitespace() {
+            for suite in suites.split_whitespace() {
+                found.push((uri.to_string(), suite.to_string()));
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_apt_source_formats() {
+        let one_line = "# comment\ndeb [signed-by=/k.gpg] http://deb.example/debian bookworm main contrib\n\
+                        deb http://security.example/debian-security bookworm-security main\n\
+                        deb-src http://deb.example/debian bookworm main\n\
+                        deb https://packages.example/apt cloud-sdk-bookworm main\n";
+        assert_eq!(
+            sources(one_line),
+            vec![
+                ("http://deb.example/debian".into(), "bookworm".into()),
+                (
+                    "http://security.example/debian-security".into(),
+                    "bookworm-security".into()
+                ),
+                (
+                    "https://packages.example/apt".into(),
+                    "cloud-sdk-bookworm".into()
+                ),
+            ]
+        );
+        let deb822 = "Types: deb\n# http://snapshot.example/archive\nURIs: http://deb.example/debian\n\
+                      Suites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k.gpg\n\n\
+                      Types: deb-src\nURIs: http://x\nSuites: bookworm\nComponents: main\n";
+        assert_eq!(
+            sources(deb822),
+            vec![
+                ("http://deb.example/debian".into(), "bookworm".into()),
+                (
+                    "http://deb.example/debian".into(),
+                    "bookworm-updates".into()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_fingerprint_ignores_the_mirror() {
+        let mut a = Rootfs::for_test();
+        let tag = a.image();
+        a.mirror = Some("http://elsewhere/debian".into());
+        assert_eq!(a.image(), tag);
+        a.suite = "trixie".into();
+        assert_ne!(a.image(), tag);
+    }
+}
