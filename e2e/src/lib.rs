@@ -47,19 +47,28 @@ where
         let started = Instant::now();
         let result = experiment(&mut lab).await;
         let wall = started.elapsed();
-        // Leave the lab as found even when the experiment failed half-way.
+        // What went wrong is read before the restore replaces the controller.
+        let diagnostics = match &result {
+            Err(_) => lab.diagnostics().await,
+            Ok(_) => String::new(),
+        };
+        // Leave the lab as found even when the experiment failed half-way;
+        // a lab that cannot be restored fails the test that left it so.
         let restored = lab.restore().await;
+        let result = match (result, restored) {
+            (Ok(_), Err(e)) => Err(e.context("could not restore the lab")),
+            (result, _) => result,
+        };
         results::record(name, &result, wall);
-        match (result, restored) {
-            (Ok(measured), Ok(())) => {
+        match result {
+            Ok(measured) => {
                 for warning in &measured.warnings {
                     eprintln!("warning: {warning}");
                 }
                 eprintln!("{name}: {}", measured.detail);
                 Ok(())
             }
-            (Err(e), _) => Err(format!("{e:#}\n\n{}", lab.diagnostics().await)),
-            (Ok(_), Err(e)) => Err(format!("could not restore the lab: {e:#}")),
+            Err(e) => Err(format!("{e:#}\n\n{diagnostics}")),
         }
     });
     if let Err(message) = outcome {

@@ -2,19 +2,12 @@
 //! the envtest binaries still use. Every command is shown before it runs
 //! (see `e2e::command`).
 
-use std::path::Path;
-
 use e2e::command::Cmd;
 
 /// Echo, run, and return stdout (trimmed), as xshell's `read()`.
 pub fn read(cmd: &xshell::Cmd<'_>) -> xshell::Result<String> {
     eprintln!("$ {cmd}");
     cmd.read()
-}
-
-/// `$ cd <dir> && <command line>`: for a command whose working directory matters.
-pub fn echo_in(dir: &Path, cmd: &xshell::Cmd<'_>) {
-    eprintln!("$ cd {} && {cmd}", dir.display());
 }
 
 /// `cargo <args>` run from the project root, as a person would type it in a shell.

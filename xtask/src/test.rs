@@ -1,10 +1,12 @@
-//! `cargo xtask test`, the README's test command: the unit tests, then a fresh
-//! envtest lab, the e2e suite against it, and the lab down whatever happened.
+//! `cargo xtask test`, the README's test command: the unit tests; then fresh
+//! labs, each with the e2e suite against it and taken down whatever happened:
+//! envtest with the controller as a process, envtest with the controller in
+//! its image, and kind.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
-use xshell::Shell;
+use e2e::command::Cmd;
 
 use crate::{
     cmdline,
@@ -15,8 +17,6 @@ use crate::{
 pub const LAB_NAME: &str = "my-controller-test";
 
 pub async fn run() -> Result<ExitCode> {
-    let sh = Shell::new()?;
-    sh.change_dir(e2e::project::root());
     eprintln!("== unit tests");
     // Everything that needs no lab: the e2e crate's integration tests need
     // the lab below, its own unit tests do not.
@@ -34,28 +34,211 @@ pub async fn run() -> Result<ExitCode> {
     if processes != ExitCode::SUCCESS {
         return Ok(processes);
     }
-    match docker_usable(&sh) {
-        Ok(()) => {
-            let container = suite_on_fresh_lab(ControllerChoice::Container).await?;
-            // The image now exists: the offline bundle's save/load must give it back.
-            eprintln!("== offline bundle round trip");
-            lab::bundle::round_trip(&e2e::project::target_dir())?;
-            Ok(container)
+    let required = std::env::var(DOCKER_REQUIRED_ENV).is_ok_and(|v| v == "1");
+    if let Err(reason) = docker_usable() {
+        if required {
+            anyhow::bail!("{DOCKER_REQUIRED_ENV}=1 but Docker is not usable: {reason}");
         }
-        Err(reason) if std::env::var(CONTAINER_REQUIRED_ENV).is_ok_and(|v| v == "1") => {
-            anyhow::bail!("{CONTAINER_REQUIRED_ENV}=1 but Docker is not usable: {reason}")
-        }
-        Err(reason) => {
-            eprintln!(
-                "== NOT RUN: the e2e suite with the controller in its container (Docker is not usable: {reason})"
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        eprintln!(
+            "== NOT RUN: the suite with the controller in its container, and on kind (Docker is not usable: {reason})"
+        );
+        return Ok(ExitCode::SUCCESS);
     }
+    let container = suite_on_fresh_lab(ControllerChoice::Container).await?;
+    if container != ExitCode::SUCCESS {
+        return Ok(container);
+    }
+    // The image now exists: the offline bundle's save/load must give it back.
+    eprintln!("== offline bundle round trip");
+    lab::bundle::round_trip(&e2e::project::target_dir())?;
+    if lab::binaries::on_path("kind").is_none() {
+        if required {
+            anyhow::bail!(
+                "{DOCKER_REQUIRED_ENV}=1 but kind is not on PATH (kind v0.33: `nix develop`, or build xtask/node-image/kind)"
+            );
+        }
+        eprintln!("== NOT RUN: the suite on kind (kind is not on PATH)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    suite_on_kind().await
 }
 
-/// Set to 1 (CI does, once dockerd runs) to make the container run mandatory.
-pub const CONTAINER_REQUIRED_ENV: &str = "LAB_CONTAINER_REQUIRED";
+/// Set to 1 (CI does, once dockerd runs) to make the container and kind runs mandatory.
+pub const DOCKER_REQUIRED_ENV: &str = "LAB_DOCKER_REQUIRED";
+/// The kind lab's node image (`--node-image`): unset for the pinned one,
+/// `built` where no registry can be reached (CI sets it).
+pub const NODE_IMAGE_ENV: &str = "LAB_NODE_IMAGE";
+
+/// A fresh kind lab the way a person makes one, the suite against it, what
+/// only a reused lab and the lab verbs show, the lab down whatever happened.
+async fn suite_on_kind() -> Result<ExitCode> {
+    let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
+    let options = UpOptions {
+        provider: lab::provider::ProviderChoice::Kind,
+        node_image,
+        ..UpOptions::envtest(ControllerChoice::Process)
+    };
+    refusals(&options).await?;
+    eprintln!("== a fresh kind lab ({LAB_NAME})");
+    let _down = LabDown;
+    lab::down::run(LAB_NAME, false).await?;
+    let started = std::time::Instant::now();
+    lab::up::run(LAB_NAME, &options).await?;
+    eprintln!("kind lab up in {:.0} s", started.elapsed().as_secs_f64());
+    let pod = kind_pod().await?;
+
+    eprintln!("== lab up again: the lab is reused as it is");
+    let started = std::time::Instant::now();
+    lab::up::run(LAB_NAME, &options).await?;
+    let again = kind_pod().await?;
+    anyhow::ensure!(
+        again == pod,
+        "a second `lab up` replaced the controller's pod ({pod} → {again}): nothing changed, nothing should"
+    );
+    eprintln!(
+        "second lab up in {:.0} s, same pod {pod}",
+        started.elapsed().as_secs_f64()
+    );
+
+    eprintln!("== e2e suite on kind");
+    let suite = crate::e2e::run(LAB_NAME, None)?;
+
+    eprintln!("== lab status and lab logs show the pod");
+    let pod = kind_pod().await?;
+    let status = cmdline::cargo(&["xtask", "lab", "status", "--name", LAB_NAME]).read()?;
+    anyhow::ensure!(
+        status.contains(&format!("pod {pod}: Running, ready true, 0 restarts"))
+            && status.ends_with("healthy"),
+        "`cargo xtask lab status` does not show pod {pod} healthy:\n{status}"
+    );
+    let logs = cmdline::cargo(&["xtask", "lab", "logs", "--name", LAB_NAME]).read()?;
+    anyhow::ensure!(
+        logs.contains(controller::runner::LOG_STARTING),
+        "`cargo xtask lab logs` shows no start line of pod {pod}:\n{logs}"
+    );
+    Ok(suite)
+}
+
+/// A lab that cannot be made is refused before anything is: one line naming
+/// the fix, a non-zero exit, no cluster and no state left. Each case runs
+/// `cargo xtask lab up` as a person would, with the one thing wrong.
+async fn refusals(options: &UpOptions) -> Result<()> {
+    const NAME: &str = "my-controller-refused";
+    eprintln!("== lab up refuses bad input and leaves nothing behind");
+    // A node image of another minor: the built one, relabelled.
+    let node = match options.node_image.as_deref() {
+        Some(lab::node_image::BUILT) => {
+            let recipe = lab::node_image::Recipe::new(&lab::node_image::Source::default())?;
+            lab::node_image::ensure(&recipe).await?
+        }
+        Some(other) => other.to_string(),
+        None => lab::kind::node_image()?,
+    };
+    let other_minor = "lab-kit/kind-node:another-minor";
+    let context = e2e::project::target_dir().join("refusals");
+    std::fs::create_dir_all(&context)?;
+    std::fs::write(
+        context.join("Dockerfile"),
+        format!("FROM {node}\nRUN echo v1.30.0 > /kind/version\n"),
+    )?;
+    Cmd::argv(["docker", "build", "-q", "-t", other_minor])
+        .path(&context)
+        .run()?;
+    let fake_kind = context.join("bin");
+    std::fs::create_dir_all(&fake_kind)?;
+    let script = fake_kind.join("kind");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'kind v0.29.0 go1.24.2 linux/amd64'\n",
+    )?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let path = format!(
+        "{}:{}",
+        fake_kind.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let base = ["xtask", "lab", "up", "--provider", "kind", "--name", NAME];
+    let cases = [
+        Refusal {
+            what: "an unknown node image",
+            args: vec!["--node-image", "no-such/node:v1.36.0"],
+            env: vec![],
+            says: "cargo xtask lab node-image",
+        },
+        Refusal {
+            what: "a node image of another minor",
+            args: vec!["--node-image", other_minor],
+            env: vec![],
+            says: "built for 1.36",
+        },
+        Refusal {
+            what: "no Docker daemon",
+            args: vec![],
+            env: vec![("DOCKER_HOST", "unix:///nonexistent/docker.sock".into())],
+            says: "fix: start Docker",
+        },
+        Refusal {
+            what: "kind of another release",
+            args: vec![],
+            env: vec![("PATH", path)],
+            says: "fix: use the kind from `nix develop`",
+        },
+    ];
+    for Refusal {
+        what,
+        args,
+        env,
+        says,
+    } in cases
+    {
+        let mut cmd = cmdline::cargo(&[&base[..], &args[..]].concat());
+        for (key, value) in &env {
+            cmd = cmd.env(key, value);
+        }
+        let out = cmd.output()?;
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        let last = text.lines().last().unwrap_or_default();
+        anyhow::ensure!(
+            !out.status.success(),
+            "lab up with {what} succeeded:\n{text}"
+        );
+        anyhow::ensure!(
+            text.contains(says) && last.starts_with("error: ") && !text.contains("panicked"),
+            "lab up with {what}: expected an error line and {says:?}, got:\n{text}"
+        );
+        anyhow::ensure!(
+            !lab::state_dir(NAME).exists(),
+            "lab up with {what} left {}",
+            lab::state_dir(NAME).display()
+        );
+        let clusters = Cmd::argv(["kind", "get", "clusters"]).read()?;
+        anyhow::ensure!(
+            !clusters.lines().any(|c| c == NAME),
+            "lab up with {what} left a kind cluster {NAME}"
+        );
+        eprintln!("refused {what}: {last}");
+    }
+    let _ = Cmd::argv(["docker", "rmi", other_minor]).output();
+    let _ = std::fs::remove_dir_all(&context);
+    Ok(())
+}
+
+/// One bad `lab up`: what is wrong, how, and what its error must say.
+struct Refusal<'a> {
+    what: &'static str,
+    args: Vec<&'a str>,
+    env: Vec<(&'static str, String)>,
+    says: &'static str,
+}
+
+/// The kind lab's controller pod.
+async fn kind_pod() -> Result<String> {
+    let lab = e2e::lab::Lab::find_named(LAB_NAME).await?;
+    e2e::deployment::DeploymentHost::new(lab.client())
+        .ready_pod()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the kind lab has no ready controller pod"))
+}
 
 /// A fresh envtest lab with the controller as `host`, the suite, the lab down.
 async fn suite_on_fresh_lab(host: ControllerChoice) -> Result<ExitCode> {
@@ -103,16 +286,13 @@ async fn short_benchmark() -> Result<ExitCode> {
 }
 
 /// Whether a Docker daemon answers.
-fn docker_usable(sh: &Shell) -> Result<(), String> {
+fn docker_usable() -> Result<(), String> {
     if crate::lab::binaries::on_path("docker").is_none() {
         return Err("no docker on PATH".into());
     }
-    let format = "{{.ServerVersion}}";
-    xshell::cmd!(sh, "docker info --format {format}")
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run()
+    Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"])
+        .read()
+        .map(drop)
         .map_err(|_| "the Docker daemon does not answer (`docker info`)".to_string())
 }
 

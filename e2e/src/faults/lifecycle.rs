@@ -12,6 +12,7 @@ use tokio::{process::Child, time::Instant};
 
 use super::{controller_status, drift, ms, secs, then_restore};
 use crate::{
+    deployment::DeploymentHost,
     eventually::{Check, eventually},
     experiments::{HEAL_WITHIN, Measured, wait_desired, wait_idle},
     lab::Lab,
@@ -30,6 +31,10 @@ const SLOW_RECONCILE: Duration = Duration::from_secs(3);
 /// controller is stopped meanwhile (same port) and started again after.
 pub async fn sigterm_graceful(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
+    if lab.file().kind.is_some() {
+        let result = sigterm_by_pod_deletion(lab).await;
+        return then_restore(lab, result).await;
+    }
     lab.stop_controller().await?;
     let result = async {
         let idle = sigterm_when_idle(lab).await?;
@@ -110,6 +115,72 @@ async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
         now.data
     );
     Ok(took)
+}
+
+/// What an idle pod's exit may take on kind, from the delete request: the
+/// kubelet's own reaction (it watches the API) comes on top of the exit.
+const POD_IDLE_EXIT_WITHIN: Duration = Duration::from_secs(5);
+/// On kind the signal comes a second or two after the delete, and the pod is
+/// ready only after its probe: a reconcile long enough to be inside it.
+const POD_SLOW_RECONCILE: Duration = Duration::from_secs(10);
+
+/// kind: SIGTERM as a pod gets it — the pod is deleted and the kubelet
+/// signals its container; the exit code is read from the pod's last status.
+async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
+    wait_idle(lab).await?;
+    let host = DeploymentHost::new(lab.client());
+    let pod = host.ready_pod().await?.context("no ready controller pod")?;
+    let (code, idle) = host.delete_and_wait_exit(&pod, None).await?;
+    ensure!(code == 0, "idle pod {pod}: exit {code} after SIGTERM");
+    ensure!(
+        idle <= POD_IDLE_EXIT_WITHIN,
+        "idle pod {pod} took {} from delete to exit (bar: {})",
+        ms(idle),
+        ms(POD_IDLE_EXIT_WITHIN)
+    );
+
+    let delay = format!("{}s", POD_SLOW_RECONCILE.as_secs());
+    lab.restart_controller(&["--reconcile-delay", &delay])
+        .await?;
+    let slow = host.ready_pod().await?.context("no ready controller pod")?;
+    let log = host.follow_log(&slow).await?;
+    drift(lab, "env=sigterm").await?;
+    eventually("a reconcile to be running", HEAL_WITHIN, || async {
+        let running = lab.metrics().await?.sum("reconciles_in_flight");
+        Ok(if running >= 1.0 {
+            Check::Done(())
+        } else {
+            Check::NotYet(format!("reconciles_in_flight {running}"))
+        })
+    })
+    .await?;
+    let (code, took) = host
+        .delete_and_wait_exit(&slow, Some(POD_SLOW_RECONCILE + HEAL_WITHIN))
+        .await?;
+    ensure!(
+        code == 0,
+        "pod {slow} stopped mid-reconcile: exit {code} after SIGTERM"
+    );
+    let log = log.await.context("reading the pod's log")??;
+    let shutdown = log.find(LOG_SHUTTING_DOWN);
+    let corrected = log.rfind(LOG_CORRECTED);
+    match (shutdown, corrected) {
+        (Some(s), Some(c)) if c > s => {}
+        _ => bail!(
+            "expected {LOG_CORRECTED:?} after {LOG_SHUTTING_DOWN:?} in pod {slow}'s log:\n{log}"
+        ),
+    }
+    Ok(Measured {
+        latency: Some(idle),
+        detail: format!(
+            "pod deleted while idle: exit 0 {} after the delete; deleted during a {} reconcile: \
+             it corrected the drift after \"shutting down\", then exit 0 {} after the delete",
+            ms(idle),
+            secs(POD_SLOW_RECONCILE),
+            ms(took)
+        ),
+        ..Measured::default()
+    })
 }
 
 /// Starts a controller with the lab's flags plus `extra` as this test's

@@ -21,6 +21,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use xshell::{Shell, cmd};
 
 use crate::cmdline;
+use e2e::command::Cmd;
 use e2e::process;
 use e2e::project;
 
@@ -233,7 +234,7 @@ async fn find_one(sh: &Shell, program: &Program) -> Result<Binary> {
     //    module proxy, and the one the versions are defined by.
     let mut go_build = "not tried: go is not on PATH".to_string();
     if on_path("go").is_some() {
-        match build(sh, program).await {
+        match build(program).await {
             Ok(()) => return checked(sh, program, program.cache_path.clone(), Source::Built),
             // A failed build is usually the machine (memory, disk, no module proxy), not the
             // code: the official release of the same version is as good, so try it before
@@ -308,17 +309,24 @@ fn prepare_cache_dir(program: &Program) -> Result<PathBuf> {
 
 /// `go build` into a temporary file next to the cache entry, renamed when complete: an
 /// interrupted build never looks like a cached one.
-async fn build(sh: &Shell, program: &Program) -> Result<()> {
+async fn build(program: &Program) -> Result<()> {
     let cache_dir = prepare_cache_dir(program)?;
     let cache_dir = cache_dir.as_path();
     let partial = cache_dir.join(format!(".{}.partial-{}", program.name, std::process::id()));
-    let ldflags = &program.ldflags;
-    let package = program.go_package;
-    let _dir = sh.push_dir(&program.go_module_dir);
-    let build = cmd!(
-        sh,
-        "go build -trimpath -ldflags {ldflags} -o {partial} {package}"
-    );
+    // Static, as the official releases (and the kind node image's builds,
+    // which then share Go's build cache with this one).
+    let build = Cmd::argv([
+        "go",
+        "build",
+        "-trimpath",
+        "-ldflags",
+        &program.ldflags,
+        "-o",
+    ])
+    .path(&partial)
+    .arg(program.go_package)
+    .env("CGO_ENABLED", "0")
+    .dir(&program.go_module_dir);
     eprintln!(
         "{} {} is not available: building it with Go{}",
         program.name,
@@ -329,9 +337,9 @@ async fn build(sh: &Shell, program: &Program) -> Result<()> {
             ""
         }
     );
-    cmdline::echo_in(&program.go_module_dir, &build);
+    eprintln!("$ {build}");
     let start = Instant::now();
-    let mut child = tokio::process::Command::from(std::process::Command::from(build))
+    let mut child = tokio::process::Command::from(build.to_command()?)
         .kill_on_drop(true)
         .spawn()
         .context("cannot start go")?;

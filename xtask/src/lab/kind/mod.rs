@@ -491,10 +491,20 @@ fn machine_checks(up: &mut Up) -> Result<()> {
     for check in &checks {
         eprintln!("{check}");
     }
-    if checks.iter().any(|c| c.status == Status::Fail) {
-        bail!(
-            "the kind lab cannot start on this machine (see the FAIL lines); `--provider envtest` needs no Docker"
-        );
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| {
+            format!(
+                "{}: {} (fix: {})",
+                c.name,
+                c.found,
+                c.fix.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        bail!("the kind lab cannot start here: {}", failed.join("; "));
     }
     up.host.cgroup_v1 = cgroup == Some("1");
     Ok(())
@@ -670,7 +680,7 @@ pub async fn up(name: &str, images: &Images, dry_run: bool) -> Result<Option<Lab
         }
         return Err(error);
     }
-    Ok(LabFile::read(&state_dir)?)
+    LabFile::read(&state_dir)
 }
 
 /// What `lab down` does for a kind lab (also when lab.json is gone).
