@@ -78,6 +78,7 @@ async fn suite_on_kind() -> Result<ExitCode> {
         node_image,
         ..UpOptions::envtest(ControllerChoice::Process)
     };
+    let kubeconfig_before = user_kubeconfig();
     refusals(&options).await?;
     eprintln!("== a fresh kind lab ({LAB_NAME})");
     let _down = LabDown;
@@ -100,6 +101,57 @@ async fn suite_on_kind() -> Result<ExitCode> {
         started.elapsed().as_secs_f64()
     );
 
+    eprintln!("== lab up clears a test's leftover arguments");
+    let lab = e2e::lab::Lab::find_named(LAB_NAME).await?;
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(lab.client(), lab::kind::NAMESPACE);
+    let leftover = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "controller", "args": ["--resync", "7s"]}]}}}});
+    deployments
+        .patch(
+            lab::kind::DEPLOYMENT,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(&leftover),
+        )
+        .await?;
+    lab::up::run(LAB_NAME, &options).await?;
+    let args = deployments
+        .get(lab::kind::DEPLOYMENT)
+        .await?
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .and_then(|c| c.args);
+    anyhow::ensure!(
+        args.as_ref().is_none_or(|a| a.is_empty()),
+        "lab up left the arguments {args:?}"
+    );
+
+    eprintln!("== lab up refuses to reuse the cluster with another node image");
+    let node = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}"])
+        .arg(lab::kind::node_container(LAB_NAME))
+        .read()?;
+    let other = "lab-kit/kind-node:another-tag";
+    Cmd::argv(["docker", "tag", &node, other]).run()?;
+    let out = cmdline::cargo(&[
+        "xtask",
+        "lab",
+        "up",
+        "--provider",
+        "kind",
+        "--name",
+        LAB_NAME,
+        "--node-image",
+        other,
+    ])
+    .output()?;
+    let _ = Cmd::argv(["docker", "rmi", other]).output();
+    let text = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(
+        !out.status.success() && text.contains(&format!("runs node image {node}, not {other}")),
+        "lab up with another node image did not refuse the existing cluster:\n{text}"
+    );
+
     eprintln!("== e2e suite on kind");
     let suite = crate::e2e::run(LAB_NAME, None)?;
 
@@ -116,7 +168,35 @@ async fn suite_on_kind() -> Result<ExitCode> {
         logs.contains(controller::runner::LOG_STARTING),
         "`cargo xtask lab logs` shows no start line of pod {pod}:\n{logs}"
     );
+
+    eprintln!("== lab down without lab.json deletes the cluster; ~/.kube/config untouched");
+    std::fs::remove_file(e2e::lab_file::LabFile::path(&lab::state_dir(LAB_NAME)))?;
+    cmdline::cargo(&["xtask", "lab", "down", "--name", LAB_NAME]).run()?;
+    let clusters = Cmd::argv(["kind", "get", "clusters"]).read()?;
+    anyhow::ensure!(
+        !clusters.lines().any(|c| c == LAB_NAME) && !lab::state_dir(LAB_NAME).exists(),
+        "lab down without lab.json left cluster or state: {clusters}"
+    );
+    anyhow::ensure!(
+        user_kubeconfig() == kubeconfig_before,
+        "the kind lab changed {}",
+        user_kubeconfig_path().display()
+    );
     Ok(suite)
+}
+
+fn user_kubeconfig_path() -> std::path::PathBuf {
+    std::env::var_os("KUBECONFIG")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".kube/config")
+        })
+}
+
+/// The user's own kubeconfig, which a lab must leave alone.
+fn user_kubeconfig() -> Option<Vec<u8>> {
+    std::fs::read(user_kubeconfig_path()).ok()
 }
 
 /// A lab that cannot be made is refused before anything is: one line naming
