@@ -12,23 +12,28 @@
     #                                  commits after ~2026-09-03 carry Kubernetes 1.37.
     #   etcd_3_6                     - 3.6.x (3.6.13 since nixpkgs#537615, 2026-07); the
     #                                  exact patch at this commit was not read.
-    #   kind                         - NOT verified. kind v0.33.0 (the release that built
-    #                                  kindest/node:v1.36.4 in kind/cluster.yaml) came out
-    #                                  on 2026-08-26/27; this commit most likely still has
-    #                                  kind 0.32.x. The dev shell says so when it starts.
-    #                                  No commit was found with kind 0.33 AND Kubernetes
-    #                                  1.36 together; move the pin when one is known.
+    #   kind                         - NOT verified; most likely 0.32.x (kind v0.33.0 came
+    #                                  out on 2026-08-26/27). Either works: the node image
+    #                                  is the row of kind/node-images.toml for the kind
+    #                                  found (v0.32 → kindest/node:v1.36.1, v0.33 →
+    #                                  v1.36.4), and the shell warns about a kind with no row.
+    #   etcd_3_6 on aarch64-darwin   - meta.platforms includes darwin at an older revision
+    #                                  (3.6.4); not read at this commit.
     nixpkgs.url = "github:NixOS/nixpkgs/d2f67949798825fe853f7c5d0492b8bf016d3f88";
 
-    # rust-overlay at a commit whose manifests include Rust 1.95.0, rust-toolchain.toml's
-    # channel (manifests/stable/1.95.0.nix, dated 2026-04-16, read at this commit).
+    # rust-overlay, 2026-08-22: after 892c035d (2026-08-13, "treewide: stdenv.is* ->
+    # stdenv.hostPlatform.is*"), so the current nixpkgs prints no deprecation warnings
+    # for it; its manifests still include Rust 1.95.0, rust-toolchain.toml's channel
+    # (manifests/stable/1.95.0.nix, added 2026-04-16).
     rust-overlay = {
-      url = "github:oxalica/rust-overlay/62e3b8aedabc240e5b0cc9fae003bc9edfebbc9b";
+      url = "github:oxalica/rust-overlay/fd2ebb9cc4323d0c5a1336138dab5c3c5a5d8bd9";
       inputs.nixpkgs.follows = "nixpkgs";
     };
 
     # crane, 2026-09-03. crane has no flake inputs of its own any more (it is handed
-    # `pkgs` through mkLib), so there is nothing to follow.
+    # `pkgs` through mkLib), so there is nothing to follow. It supports Nix 2.31.2 and
+    # newer (its CHANGELOG: "dropped compatibility for Nix versions below 2.31.2"):
+    # minNix below, checked by the dev shell.
     crane.url = "github:ipetkov/crane/eb35abda9f232cc6610b1d1e3200d15c49b7ac54";
   };
 
@@ -68,9 +73,13 @@
       ) (throw "controller/Cargo.toml: k8s-openapi has no v1_NN feature") controllerToml.dependencies.k8s-openapi.features;
       kubeMinor = "1." + lib.removePrefix "v1_" k8sFeature;
 
-      # kind/cluster.yaml pins kindest/node:v1.36.4@sha256:099e…, an image built by
-      # kind v0.33.0; kind only guarantees node images built for its own release.
-      kindLine = "0.33";
+      # The kind releases the kit has a node image for (kind only guarantees the node
+      # images of its own release): one table, read here and by xtask.
+      kindReleases = (builtins.fromTOML (builtins.readFile ./kind/node-images.toml)).release;
+      kindLines = map (r: r.kind) kindReleases;
+
+      # The oldest Nix the pinned crane supports.
+      minNix = "2.31.2";
 
       # Static musl target for the image, per Linux system.
       muslTargets = {
@@ -79,7 +88,7 @@
       };
 
       # The whole repository, not only Rust sources: the tidy tests (xtask) read
-      # README.md, .ci/run, kind/cluster.yaml, manifests/ and xtask/envtest/*/go.mod (the
+      # README.md, .ci/run, kind/, manifests/ and xtask/envtest/*/go.mod (the
       # latter also through include_str!), so crane's Rust-only filter would break them.
       # (In a flake only git-tracked files are here anyway; target/ is dropped for
       # `nix-instantiate` and non-flake use. Dependencies are cached from Cargo.toml and
@@ -213,8 +222,12 @@
                 pkgs.docker-client
               ]
               ++ lib.optionals isLinux [ envtestAssets ]
-              # On macOS xtask builds kube-apiserver and etcd itself (xtask/envtest), with Go.
-              ++ lib.optionals (!isLinux) [ pkgs.go ];
+              # On macOS nixpkgs builds etcd but not kube-apiserver (Linux-only):
+              # xtask builds that one itself (xtask/envtest), with Go.
+              ++ lib.optionals (!isLinux) [
+                pkgs.go
+                pkgs.etcd_3_6
+              ];
 
               # xtask checks this to know it runs inside `nix develop`.
               LAB_KIT_NIX_SHELL = "1";
@@ -222,7 +235,9 @@
               shellHook = ''
                 echo "my-controller lab kit: Nix dev shell (nixpkgs ${nixpkgs.shortRev or "unpinned"}, ${system})"
                 __lab_kit_show() { printf '  %-15s %s\n' "$1" "$("''${@:2}" 2>/dev/null | head -n 1 || true)"; }
+                __lab_kit_show nix nix --version
                 __lab_kit_show rustc rustc --version
+                __lab_kit_show cargo-nextest cargo nextest --version
                 __lab_kit_show kind kind version
                 __lab_kit_show kubectl kubectl version --client
                 __lab_kit_show docker docker --version
@@ -236,12 +251,19 @@
                 ''}
                 ${lib.optionalString (!isLinux) ''
                   __lab_kit_show go go version
-                  echo "  (macOS: kube-apiserver and etcd are built by xtask with Go; images need a Linux builder)"
+                  __lab_kit_show etcd etcd --version
+                  echo "  (macOS: xtask builds kube-apiserver with Go; the image needs a Linux builder: nix build .#packages.aarch64-linux.image)"
                 ''}
-                case "$(kind version 2>/dev/null)" in
-                  *"v${kindLine}."*) ;;
-                  *) echo "  warning: kind/cluster.yaml's node image was built by kind v${kindLine}.x; this kind may not start it" ;;
+                __lab_kit_nix="$(nix --version 2>/dev/null | awk '{print $NF}')"
+                if [ -n "$__lab_kit_nix" ] && [ "$(printf '%s\n' ${minNix} "$__lab_kit_nix" | sort -V | head -n 1)" != ${minNix} ]; then
+                  echo "  warning: Nix $__lab_kit_nix is older than ${minNix}, the oldest the pinned crane supports: upgrade Nix (README, Nix)"
+                fi
+                __lab_kit_kind="$(kind version 2>/dev/null | awk '{print $2}')"
+                case "''${__lab_kit_kind%.*}" in
+                  ${lib.concatStringsSep "|" kindLines}) ;;
+                  *) echo "  warning: kind $__lab_kit_kind has no node image in kind/node-images.toml (kind ${lib.concatStringsSep ", " kindLines}): cargo xtask lab up will refuse it" ;;
                 esac
+                unset __lab_kit_nix __lab_kit_kind
                 unset -f __lab_kit_show
                 echo
                 echo "next: cargo xtask lab up"

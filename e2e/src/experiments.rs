@@ -312,8 +312,9 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
 
 /// The version rule: the API server's minor against the minor k8s-openapi was
 /// compiled for (equal passes, ±1 passes with a warning, further fails);
-/// kubectl's client against the server (a warning only); the kind node image
-/// pinned in `kind/cluster.yaml` against the compiled minor.
+/// kubectl's client against the server (a warning only); every kind node image
+/// of `kind/node-images.toml`, and on a kind lab the node's kubelet, against
+/// the compiled minor.
 pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
     let mut warnings = Vec::new();
     let client_minor = version::target_minor();
@@ -339,16 +340,51 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
             ));
         }
     }
-    let node_minor = crate::tools::kind_node_minor(&lab.project_root().join("kind/cluster.yaml"))?;
-    ensure!(
-        node_minor == client_minor,
-        "kind/cluster.yaml pins a 1.{node_minor} node image, the kit is built for 1.{client_minor}: \
-         pin a kindest/node:v1.{client_minor}.x image"
+    let table = crate::kind_releases::table()?;
+    for row in &table {
+        let minor = crate::kind_releases::image_minor(&row.image);
+        ensure!(
+            minor == Some(client_minor),
+            "{}: kind {} runs {}, the kit is built for 1.{client_minor}: \
+             give that row a kindest/node:v1.{client_minor}.x image",
+            crate::kind_releases::FILE,
+            row.kind,
+            row.image
+        );
+    }
+    let releases: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
+    let mut node = format!(
+        "kind node images 1.{client_minor} for kind {}",
+        releases.join(", ")
     );
+    if lab.file().kind.is_some() {
+        // What the kubelet itself reports.
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client());
+        for n in nodes.list(&ListParams::default()).await? {
+            let kubelet = n
+                .status
+                .and_then(|s| s.node_info)
+                .map(|i| i.kubelet_version)
+                .unwrap_or_default();
+            let minor = version::parse_minor(
+                kubelet
+                    .trim_start_matches('v')
+                    .split('.')
+                    .nth(1)
+                    .unwrap_or(""),
+            );
+            ensure!(
+                minor == Some(client_minor),
+                "node {} runs kubelet {kubelet}, the kit is built for 1.{client_minor}",
+                n.metadata.name.unwrap_or_default()
+            );
+            node = format!("kubelet {kubelet}; {node}");
+        }
+    }
     Ok(Measured {
         latency: None,
         detail: format!(
-            "server {} ↔ built for {} ↔ kind node 1.{node_minor}",
+            "server {} ↔ built for {} ↔ {node}",
             info.git_version,
             version::target()
         ),

@@ -12,6 +12,7 @@ pub mod experiments;
 pub mod faults;
 pub mod files;
 pub mod http_probe;
+pub mod kind_releases;
 pub mod lab;
 pub mod lab_file;
 pub mod metrics;

@@ -1,5 +1,5 @@
 # Stand-in for the crane flake: mkLib pkgs gives the functions flake.nix calls. Each checks
-# its arguments (names crane knows, plus UPPER_CASE environment variables) and returns a
+# its arguments (names crane knows, and the environment variables in cargoEnv) and returns a
 # fake derivation carrying them. It also checks what crane would only find out while
 # building: a toolchain was set, it has the target CARGO_BUILD_TARGET names, and rustfmt /
 # clippy for the fmt / clippy checks.
@@ -59,6 +59,15 @@ let
       "withLlvmCov"
     ];
   };
+  # Environment variables crane hands to cargo that the flake may set. An
+  # UPPER_CASE name is an environment variable, so crane takes a misspelt one
+  # silently; here it fails, and a real new one is added to this list.
+  cargoEnv = [
+    "CARGO_BUILD_TARGET"
+    "CARGO_BUILD_RUSTFLAGS"
+    "CARGO_PROFILE"
+    "RUSTFLAGS"
+  ];
   needsArtifacts = [
     "cargoClippy"
     "cargoNextest"
@@ -77,10 +86,9 @@ let
           builder =
             fn: args:
             let
-              allowed = common ++ specific.${fn};
-              unknown = builtins.filter (
-                n: !(lib.elem n allowed) && builtins.match "[A-Z][A-Z0-9_]*" n == null
-              ) (builtins.attrNames args);
+              allowed = common ++ specific.${fn} ++ cargoEnv;
+              unknown = builtins.filter (n: !(lib.elem n allowed)) (builtins.attrNames args);
+              partitions = args.partitions or 1;
               target = args.CARGO_BUILD_TARGET or null;
               extension = needsExtension.${fn} or null;
               badStrings = builtins.filter (n: args ? ${n} && !builtins.isString args.${n}) [
@@ -105,6 +113,10 @@ let
               fail "${fn}: the toolchain lacks ${extension} (rust-toolchain.toml components)"
             else if badStrings != [ ] then
               fail "${fn}: ${toString badStrings} must be strings"
+            else if !(builtins.isInt partitions && partitions >= 1) then
+              fail "${fn}: partitions must be a whole number of at least 1, got ${builtins.toJSON partitions}"
+            else if args ? partitionType && !(lib.elem args.partitionType [ "count" "hash" ]) then
+              fail "${fn}: partitionType must be count or hash"
             else
               fake "${args.pname or "crate"}-${fn}-${args.version or "0"}" (
                 args

@@ -29,6 +29,9 @@ let
   short = rev: substring 0 8 rev;
 
   cargoVersion = (builtins.fromTOML (builtins.readFile (root + "/Cargo.toml"))).workspace.package.version;
+  kindLines = map (r: r.kind) (builtins.fromTOML (builtins.readFile (root + "/kind/node-images.toml"))).release;
+  # crane's minimum, as the flake states it.
+  minNix = "2.31.2";
   rustChannel = (builtins.fromTOML (builtins.readFile (root + "/rust-toolchain.toml"))).toolchain.channel;
 
   linuxSystems = [
@@ -150,12 +153,20 @@ let
       (check (
         contains "cargo xtask lab up" hook
         && lib.findFirst (t: !(contains t hook)) null [
+          "nix --version"
           "rustc --version"
+          "cargo nextest --version"
           "kind version"
           "kubectl version --client"
           "docker --version"
         ] == null
-      ) "devShells.${system}.default: the shellHook prints rustc, kind, kubectl, docker versions and `cargo xtask lab up`")
+      ) "devShells.${system}.default: the shellHook prints nix, rustc, cargo-nextest, kind, kubectl, docker versions and `cargo xtask lab up`")
+      (check (
+        contains "sort -V" hook && contains minNix hook
+      ) "devShells.${system}.default: the shellHook warns below Nix ${minNix} (crane's minimum)")
+      (check (
+        lib.findFirst (l: !(contains l hook)) null kindLines == null && contains "kind/node-images.toml" hook
+      ) "devShells.${system}.default: the shellHook accepts the kind releases of kind/node-images.toml (${toString kindLines})")
     ]
     ++ (
       if isLinux then
@@ -173,8 +184,14 @@ let
       else
         [
           (check (
-            !(shell ? KUBEBUILDER_ASSETS) && farm == null
-          ) "devShells.${system}.default: no kube-apiserver/etcd (nixpkgs builds them for Linux only)")
+            !(shell ? KUBEBUILDER_ASSETS) && farm == null && !(elem "kubernetes-stand-in-1.36.3" pkgNames)
+          ) "devShells.${system}.default: no kube-apiserver (nixpkgs builds it for Linux only)")
+          (check (
+            elem "etcd-stand-in" pkgNames && contains "etcd --version" hook
+          ) "devShells.${system}.default: etcd (nixpkgs builds it for darwin), its version printed")
+          (check (
+            contains "nix build .#packages.aarch64-linux.image" hook
+          ) "devShells.${system}.default: the shellHook names the image's Linux-builder path")
         ]
     );
 

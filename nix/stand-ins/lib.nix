@@ -17,7 +17,7 @@ let
     builtins.substring 0 (builtins.stringLength prefix) s == prefix;
 in
 rec {
-  inherit (builtins) elem mapAttrs;
+  inherit (builtins) elem mapAttrs concatStringsSep;
 
   genAttrs =
     names: f:

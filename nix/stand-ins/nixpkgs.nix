@@ -21,15 +21,45 @@ let
   ];
   isDrv = v: builtins.isAttrs v && (v.type or null) == "derivation";
 
-  # Only the names in `allowed`, plus UPPER_CASE environment variables.
+  # Environment variables a dev shell may set: the kit's own and a few common ones.
+  # An UPPER_CASE name is an environment variable, so a misspelt one is not an error
+  # in nixpkgs; here it is, and a real new one is added to this list.
+  shellEnv = [
+    "LAB_KIT_NIX_SHELL"
+    "KUBEBUILDER_ASSETS"
+    "RUST_LOG"
+    "RUST_SRC_PATH"
+  ];
+
+  # Only the names in `allowed` (for mkShell: and the environment variables above).
   checkArgs =
     what: allowed: args:
     let
-      unknown = builtins.filter (
-        n: !(lib.elem n allowed) && builtins.match "[A-Z][A-Z0-9_]*" n == null
-      ) (builtins.attrNames args);
+      unknown = builtins.filter (n: !(lib.elem n allowed)) (builtins.attrNames args);
     in
     if unknown == [ ] then args else fail "${what}: unknown argument(s) ${toString unknown}";
+
+  # The keys of an OCI/Docker image config (dockerTools passes `config` through).
+  imageConfigKeys = [
+    "User"
+    "ExposedPorts"
+    "Env"
+    "Entrypoint"
+    "Cmd"
+    "Volumes"
+    "WorkingDir"
+    "Labels"
+    "StopSignal"
+    "ArgsEscaped"
+    "Healthcheck"
+    "OnBuild"
+    "Shell"
+  ];
+  # dockerTools' `created`: "now", or a date-time like 1970-01-01T00:00:01Z.
+  validCreated =
+    c:
+    c == "now"
+    || builtins.match "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?Z" c != null;
 
   # nixpkgs marks kubernetes (kube-apiserver) Linux-only; using it elsewhere fails.
   linuxOnly =
@@ -59,7 +89,7 @@ let
     mkShell =
       args:
       let
-        a = checkArgs "mkShell" [
+        a = checkArgs "mkShell" ([
           "name"
           "packages"
           "buildInputs"
@@ -67,7 +97,7 @@ let
           "inputsFrom"
           "shellHook"
           "env"
-        ] args;
+        ] ++ shellEnv) args;
         notDrvs = builtins.filter (p: !isDrv p) (a.packages or [ ]);
       in
       if notDrvs != [ ] then
@@ -127,9 +157,16 @@ let
             gz = ".gz";
             zstd = ".zst";
           };
+          unknownConfig = builtins.filter (k: !(lib.elem k imageConfigKeys)) (
+            builtins.attrNames (a.config or { })
+          );
         in
         if !isLinux then
           fail "dockerTools.buildLayeredImage: images are built on Linux only here"
+        else if unknownConfig != [ ] then
+          fail "dockerTools.buildLayeredImage: unknown image config key(s) ${toString unknownConfig}"
+        else if a ? created && !(builtins.isString a.created && validCreated a.created) then
+          fail "dockerTools.buildLayeredImage: created must be \"now\" or a date-time like 1970-01-01T00:00:01Z, got ${builtins.toJSON a.created}"
         else if !(ext ? ${compressor}) then
           fail "dockerTools.buildLayeredImage: compressor must be none, gz or zstd"
         else if !(a ? name) then

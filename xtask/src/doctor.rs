@@ -42,7 +42,7 @@ fn gather(name: &str) -> Result<Vec<Check>> {
     sh.change_dir(project::root());
     let quiet = |c: xshell::Cmd<'_>| c.quiet().ignore_stderr().read().ok();
     let pinned = pinned_toolchain()?;
-    let node_image = kind::node_image()?;
+    let table = e2e::kind_releases::table()?;
     let target = controller::version::target_minor();
 
     let format_version = "{{.ServerVersion}}";
@@ -60,7 +60,7 @@ fn gather(name: &str) -> Result<Vec<Check>> {
     };
     let mut checks = vec![
         preflight::rustc(quiet(cmd!(sh, "rustc --version")).as_deref(), &pinned),
-        preflight::kind_version(quiet(cmd!(sh, "kind version")).as_deref(), &node_image),
+        preflight::kind_version(quiet(cmd!(sh, "kind version")).as_deref(), &table),
         preflight::kubectl(e2e::tools::kubectl_client_minor(), target),
         preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
     ];

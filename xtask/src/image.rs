@@ -117,19 +117,41 @@ pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<
     let root = project::root();
     Ok(match builder {
         Builder::Auto => unreachable!("resolve() first"),
-        Builder::Nix => vec![
-            Step::run(
-                Cmd::argv([
-                    "nix",
-                    "build",
-                    ".#image",
-                    "--out-link",
-                    "target/image/nix-image.tar",
-                ])
-                .dir(&root),
-            ),
-            Step::run(Cmd::argv(["docker", "load", "-i", "target/image/nix-image.tar"]).dir(&root)),
-        ],
+        Builder::Nix => {
+            // The flake builds the image for Linux systems; from a Mac, the
+            // aarch64-linux one, on a Linux builder.
+            let (attribute, hint) = if cfg!(target_os = "linux") {
+                (".#image", "nix build failed (its output is above)")
+            } else if cfg!(target_arch = "aarch64") {
+                (
+                    ".#packages.aarch64-linux.image",
+                    "the image is a Linux binary: on macOS nix builds it on a Linux builder \\
+                     (nix-darwin's linux-builder, or a remote builder; README, Nix), or use \\
+                     --image-builder dockerfile",
+                )
+            } else {
+                bail!(
+                    "the flake has no image for this machine (it builds for x86_64-linux, \\
+                     aarch64-linux, and from Apple silicon): use --image-builder dockerfile"
+                );
+            };
+            vec![
+                Step::run(
+                    Cmd::argv([
+                        "nix",
+                        "build",
+                        attribute,
+                        "--out-link",
+                        "target/image/nix-image.tar",
+                    ])
+                    .dir(&root),
+                )
+                .or(hint),
+                Step::run(
+                    Cmd::argv(["docker", "load", "-i", "target/image/nix-image.tar"]).dir(&root),
+                ),
+            ]
+        }
         Builder::Dockerfile => vec![Step::run(
             Cmd::argv(["docker", "build", "-t", &reference, "-f", "Dockerfile", "."]).dir(&root),
         )],

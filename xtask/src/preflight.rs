@@ -67,28 +67,36 @@ impl fmt::Display for Check {
     }
 }
 
-/// The kind release line the pinned node image was published with.
-pub const KIND_LINE: &str = "v0.33.";
-
-/// `kind version` → "kind v0.33.0 go1.24.2 linux/amd64"; `None`: kind is not on PATH.
-pub fn kind_version(output: Option<&str>, node_image: &str) -> Check {
+/// `kind version` ("kind v0.33.0 go1.26.8 linux/amd64"; `None`: kind is not
+/// on PATH) against kind/node-images.toml: a release with a row passes, with
+/// the node image it runs.
+pub fn kind_version(output: Option<&str>, table: &[e2e::kind_releases::Release]) -> Check {
     const NAME: &str = "kind";
+    let supported: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
     let Some(output) = output else {
         return Check::fail(
             NAME,
             "not found",
-            "run `nix develop` (it pins kind), or install kind v0.33.x",
+            format!(
+                "run `nix develop` (it provides kind), or install kind {}",
+                supported.join(" or ")
+            ),
         );
     };
-    let version = output.split_whitespace().nth(1).unwrap_or(output.trim());
-    if version.starts_with(KIND_LINE) {
-        Check::pass(NAME, format!("{version} (matches {node_image})"))
-    } else {
-        Check::fail(
+    match e2e::kind_releases::for_kind(table, output) {
+        Ok(row) => Check::pass(
             NAME,
-            format!("{version}: {node_image} is published for kind {KIND_LINE}x"),
-            "use the kind from `nix develop`, or install kind v0.33.x",
-        )
+            format!(
+                "{} (node image {})",
+                e2e::kind_releases::version_of(output).unwrap_or_default(),
+                super::lab::bundle::node_tag(&row.image)
+            ),
+        ),
+        Err(why) => Check::fail(
+            NAME,
+            why,
+            format!("use kind {}, or add a row", supported.join(" or ")),
+        ),
     }
 }
 
@@ -292,18 +300,22 @@ fn first_line(text: &str) -> &str {
 mod tests {
     use super::*;
 
-    const NODE: &str = "kindest/node:v1.36.4";
-
     #[test]
-    fn kind_versions() {
-        assert_eq!(
-            kind_version(Some("kind v0.33.0 go1.24.2 linux/amd64"), NODE).status,
-            Status::Pass
+    fn kind_versions_against_the_table() {
+        let table = e2e::kind_releases::table().unwrap();
+        let now = kind_version(Some("kind v0.33.0 go1.24.2 linux/amd64"), &table);
+        assert_eq!(now.status, Status::Pass);
+        assert!(now.found.contains("kindest/node:v1.36.4"), "{}", now.found);
+        let before = kind_version(Some("kind v0.32.0 go1.24.2 linux/amd64"), &table);
+        assert!(
+            before.found.contains("kindest/node:v1.36.1"),
+            "{}",
+            before.found
         );
-        let old = kind_version(Some("kind v0.29.0 go1.24.2 linux/amd64"), NODE);
+        let old = kind_version(Some("kind v0.29.0 go1.24.2 linux/amd64"), &table);
         assert_eq!(old.status, Status::Fail);
-        assert!(old.found.contains("v0.29.0") && old.fix.unwrap().contains("nix develop"));
-        assert_eq!(kind_version(None, NODE).status, Status::Fail);
+        assert!(old.found.contains("v0.29.0") && old.found.contains("add a row"));
+        assert_eq!(kind_version(None, &table).status, Status::Fail);
     }
 
     #[test]

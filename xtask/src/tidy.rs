@@ -86,26 +86,6 @@ fn the_kubernetes_module_has_the_same_minor() {
 }
 
 #[test]
-fn the_kind_node_image_has_the_same_minor_and_a_digest() {
-    let cluster = read("kind/cluster.yaml");
-    let minor =
-        e2e::tools::node_image_minor(&cluster).expect("kind/cluster.yaml pins kindest/node");
-    assert_eq!(
-        minor,
-        target_minor(),
-        "kind/cluster.yaml pins a 1.{minor} node image"
-    );
-    let image = cluster
-        .lines()
-        .find(|l| l.contains("kindest/node:"))
-        .unwrap();
-    assert!(
-        image.contains("@sha256:"),
-        "the node image is pinned by digest: {image}"
-    );
-}
-
-#[test]
 fn the_readme_names_the_targeted_version() {
     let readme = read("README.md");
     let minor = target_minor();
@@ -114,17 +94,38 @@ fn the_readme_names_the_targeted_version() {
 }
 
 #[test]
-fn the_flake_expects_the_kind_line_of_the_node_image() {
-    let flake = read("flake.nix");
-    let line = flake
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("kindLine = \""))
-        .and_then(|rest| rest.split('"').next())
-        .expect("flake.nix names the kind line it expects (kindLine)");
-    assert_eq!(
-        format!("v{line}."),
-        crate::preflight::KIND_LINE,
-        "flake.nix expects kind {line}, the preflight checks kind {}",
-        crate::preflight::KIND_LINE
+fn every_kind_release_runs_the_targeted_minor() {
+    let minor = target_minor();
+    let table = e2e::kind_releases::table().unwrap();
+    assert!(
+        !table.is_empty(),
+        "{} has no rows",
+        e2e::kind_releases::FILE
     );
+    for row in &table {
+        assert!(
+            row.kind.starts_with("v0.") && row.kind.matches('.').count() == 1,
+            "{}: kind = {:?} is not a release line like v0.33",
+            e2e::kind_releases::FILE,
+            row.kind
+        );
+        assert_eq!(
+            e2e::kind_releases::image_minor(&row.image),
+            Some(minor),
+            "{}: kind {} runs {}, the kit targets 1.{minor}",
+            e2e::kind_releases::FILE,
+            row.kind,
+            row.image
+        );
+        let digest = row.image.split("@sha256:").nth(1).unwrap_or_default();
+        assert!(
+            row.image.starts_with("kindest/node:v1.") && digest.len() == 64,
+            "{}: {} is not pinned by tag and digest",
+            e2e::kind_releases::FILE,
+            row.image
+        );
+    }
+    // One table: the cluster file names no image, and the flake reads the same file.
+    assert!(!read("kind/cluster.yaml").contains("image:"));
+    assert!(read("flake.nix").contains("./kind/node-images.toml"));
 }

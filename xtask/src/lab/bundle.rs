@@ -32,6 +32,10 @@ pub struct Manifest {
     pub controller_image: String,
     /// The kit's version that made it.
     pub kit: String,
+    /// The row of kind/node-images.toml the node image came from (the kind
+    /// release it was published with); `None` for a node image built here or given.
+    #[serde(default)]
+    pub kind_release: Option<String>,
 }
 
 /// `kindest/node:v1.36.4@sha256:…` → `kindest/node:v1.36.4`.
@@ -42,14 +46,20 @@ pub fn node_tag(pinned: &str) -> &str {
 /// `lab bundle -o FILE`: the node image (pulled by digest and tagged, or the
 /// one built here), the controller image, one archive.
 pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<()> {
+    let mut kind_release = None;
     let node = match node {
         NodeImage::Pinned => {
-            let pinned = kind::node_image()?;
-            let tag = node_tag(&pinned).to_string();
-            Cmd::argv(["docker", "pull", &pinned])
+            let table = e2e::kind_releases::table()?;
+            let found = kind::kind_version().context(
+                "kind is not on PATH: the bundle's node image is the one of the kind release found",
+            )?;
+            let row = e2e::kind_releases::for_kind(&table, &found).map_err(anyhow::Error::msg)?;
+            let tag = node_tag(&row.image).to_string();
+            Cmd::argv(["docker", "pull", &row.image])
                 .run()
                 .context("pulling the kind node image failed (this step needs the network; `--node-image built` needs none)")?;
-            Cmd::argv(["docker", "tag", &pinned, &tag]).run()?;
+            Cmd::argv(["docker", "tag", &row.image, &tag]).run()?;
+            kind_release = Some(row.kind);
             tag
         }
         NodeImage::Built => {
@@ -70,6 +80,7 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
         node_image: node.clone(),
         controller_image: controller.clone(),
         kit: env!("CARGO_PKG_VERSION").to_string(),
+        kind_release,
     };
     save(&[&node, &controller], output)?;
     let dir = output
@@ -140,6 +151,24 @@ pub fn loaded(output: &str) -> Vec<String> {
         .collect()
 }
 
+/// A bundle's pinned node image is only good with the kind release it was
+/// published with: the one the bundle's row names.
+pub fn check_kind(manifest: &Manifest, kind_version: Option<&str>) -> Result<()> {
+    let Some(release) = &manifest.kind_release else {
+        return Ok(());
+    };
+    let found = kind_version
+        .and_then(e2e::kind_releases::version_of)
+        .unwrap_or("none");
+    ensure!(
+        found.starts_with(&format!("{release}.")),
+        "the bundle's node image {} was published with kind {release}.x, and this machine has kind {found}: \
+         install kind {release}.x, or ask for a bundle made with kind {found}",
+        manifest.node_image
+    );
+    Ok(())
+}
+
 /// A bundle must be for this machine and hold what its manifest says.
 pub fn check(manifest: &Manifest, loaded: &[String], arch: &str) -> Result<()> {
     if manifest.arch != arch {
@@ -187,12 +216,32 @@ mod tests {
             node_image: "kindest/node:v1.36.4".into(),
             controller_image: "my-controller:0.1.0".into(),
             kit: "0.1.0".into(),
+            kind_release: Some("v0.33".into()),
         }
     }
 
     #[test]
+    fn a_bundle_names_the_kind_release_its_node_image_needs() {
+        assert!(check_kind(&manifest(), Some("kind v0.33.1 go1.26.8 linux/amd64")).is_ok());
+        let error = check_kind(&manifest(), Some("kind v0.32.0 go1.25 linux/amd64")).unwrap_err();
+        assert!(
+            error.to_string().contains("install kind v0.33.x"),
+            "{error}"
+        );
+        assert!(check_kind(&manifest(), None).is_err());
+        let built = Manifest {
+            kind_release: None,
+            ..manifest()
+        };
+        assert!(
+            check_kind(&built, None).is_ok(),
+            "a node image built here names no release"
+        );
+    }
+
+    #[test]
     fn the_node_image_travels_under_its_tag() {
-        let pinned = kind::node_image().unwrap();
+        let pinned = e2e::kind_releases::table().unwrap()[0].image.clone();
         let tag = node_tag(&pinned);
         assert!(
             tag.starts_with("kindest/node:v1.") && !tag.contains('@'),

@@ -24,6 +24,7 @@ use crate::lab::{apply, controller, kubeconfig, node_image};
 use crate::plan::{self, Step};
 use crate::preflight::{self, Check, Status};
 use e2e::command::Cmd;
+use e2e::kind_releases;
 use e2e::lab_file::{self, LabFile, ProviderKind};
 use e2e::project;
 
@@ -35,14 +36,21 @@ pub const CLUSTER_FILE: &str = "kind/cluster.yaml";
 /// How long `kind create cluster` waits for the node to be Ready.
 const WAIT: &str = "120s";
 
-/// The node image pinned in kind/cluster.yaml.
+/// `kind version`, echoed; `None` when kind is not on PATH.
+pub fn kind_version() -> Option<String> {
+    Cmd::argv(["kind", "version"]).read().ok()
+}
+
+/// The node image kind/node-images.toml names for the kind on PATH.
 pub fn node_image() -> Result<String> {
-    let text = std::fs::read_to_string(project::root().join(CLUSTER_FILE))
-        .with_context(|| format!("cannot read {CLUSTER_FILE}"))?;
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("image:"))
-        .map(|i| i.trim().to_string())
-        .with_context(|| format!("{CLUSTER_FILE} has no node image"))
+    let table = kind_releases::table()?;
+    let found = kind_version().context(
+        "kind is not on PATH: `nix develop` provides it, or install a kind release that \
+         kind/node-images.toml lists",
+    )?;
+    Ok(kind_releases::for_kind(&table, &found)
+        .map_err(anyhow::Error::msg)?
+        .image)
 }
 
 /// The node's container: kind names it after the cluster.
@@ -53,7 +61,7 @@ pub fn node_container(name: &str) -> String {
 /// `--node-image`: which node image the cluster runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeImage {
-    /// The one pinned in kind/cluster.yaml (pulled by Docker when missing).
+    /// The one kind/node-images.toml names for the kind found (pulled by Docker when missing).
     Pinned,
     /// The one `cargo xtask lab node-image` builds here, built first when missing.
     Built,
@@ -215,13 +223,6 @@ pub fn up_plan(name: &str, state_dir: &Path, images: &Images, node: &str) -> Res
             Cmd::argv(["docker", "info", "--format", "{{.CgroupVersion}}"]),
             |up: &mut Up, out: Result<String>| {
                 up.cgroup_version = out.ok();
-                Ok(())
-            },
-        ),
-        Step::probe(
-            Cmd::argv(["kind", "version"]),
-            |up: &mut Up, out: Result<String>| {
-                up.kind_version = out.ok();
                 Ok(())
             },
         ),
@@ -471,7 +472,7 @@ fn strip_platform(save: &Cmd) -> Cmd {
 
 /// The preflight checks on what the probes saw; a FAIL stops `lab up`.
 fn machine_checks(up: &mut Up) -> Result<()> {
-    let node = node_image().unwrap_or_default();
+    let table = kind_releases::table()?;
     let docker = match &up.docker {
         Some(Ok((version, _))) => Ok(version.clone()),
         Some(Err(error)) => Err(error.clone()),
@@ -480,7 +481,7 @@ fn machine_checks(up: &mut Up) -> Result<()> {
     let cgroup = up.cgroup_version.as_deref().map(str::trim);
     let checks: Vec<Check> = vec![
         preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
-        preflight::kind_version(up.kind_version.as_deref(), &node),
+        preflight::kind_version(up.kind_version.as_deref(), &table),
         preflight::cgroups(cgroup),
         preflight::inotify(
             read_number("/proc/sys/fs/inotify/max_user_watches"),
@@ -642,6 +643,8 @@ async fn write_lab_file(up: &mut Up) -> Result<()> {
 /// leaves nothing behind (kind removes a half-made cluster itself).
 pub async fn up(name: &str, images: &Images, dry_run: bool) -> Result<Option<LabFile>> {
     let state_dir = project::lab_dir(name);
+    // The kind release decides the pinned node image: it is asked before the plan is made.
+    let kind_version = kind_version();
     let node = match images {
         Images::Bundle(bundle) => {
             let manifest = super::bundle::read_manifest(bundle)?;
@@ -653,9 +656,19 @@ pub async fn up(name: &str, images: &Images, dry_run: bool) -> Result<Option<Lab
                 ],
                 docker_arch(),
             )?;
+            super::bundle::check_kind(&manifest, kind_version.as_deref())?;
             manifest.node_image
         }
-        Images::Build(_, NodeImage::Pinned) => node_image()?,
+        Images::Build(_, NodeImage::Pinned) => {
+            let table = kind_releases::table()?;
+            let found = kind_version.as_deref().context(
+                "kind is not on PATH: `nix develop` provides it, or install a kind release that \
+                 kind/node-images.toml lists",
+            )?;
+            kind_releases::for_kind(&table, found)
+                .map_err(anyhow::Error::msg)?
+                .image
+        }
         Images::Build(_, NodeImage::Given(reference)) => reference.clone(),
         Images::Build(_, NodeImage::Built) => {
             node_image::Recipe::new(&node_image::Source::default())?.reference()
@@ -671,6 +684,7 @@ pub async fn up(name: &str, images: &Images, dry_run: bool) -> Result<Option<Lab
         name: name.to_string(),
         paths: Paths::new(&state_dir),
         node_image: node,
+        kind_version,
         ..Up::default()
     };
     let result = plan::execute(steps, &mut up).await;
@@ -755,7 +769,12 @@ mod tests {
     #[test]
     fn the_kind_plan_matches_its_snapshot() {
         let dir = Path::new("target/lab/my-controller-lab");
-        let pinned = node_image().unwrap();
+        let pinned = kind_releases::table()
+            .unwrap()
+            .last()
+            .unwrap()
+            .image
+            .clone();
         let up = plan::render(
             &up_plan(
                 "my-controller-lab",
