@@ -43,22 +43,27 @@ pub struct Cli {
     #[arg(long = "data", value_name = "KEY=VALUE")]
     pub data: Vec<String>,
 
-    /// How often to reconcile even without events (level-triggered safety net).
-    #[arg(long, env = "MY_CONTROLLER_RESYNC", default_value = "30s", value_parser = parse_duration)]
+    /// How often to reconcile even without events (level-triggered safety net),
+    /// 100ms to 24h; 0 turns it off (events only).
+    #[arg(long, env = "MY_CONTROLLER_RESYNC", default_value = "30s", value_parser = resync)]
     pub resync: Duration,
 
-    /// Workers taking keys from the queue (a key is never processed by two at once).
-    #[arg(long, env = "MY_CONTROLLER_WORKERS", default_value_t = 2,
-          value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub workers: u16,
-
-    /// Retries of a failing key before it is given up (the course's NumRequeues(key) < 5).
-    #[arg(long, env = "MY_CONTROLLER_MAX_RETRIES", default_value_t = 5)]
+    /// Retries of a failing key before it is given up (the course's NumRequeues(key) < 5),
+    /// 0 to 100; 0 gives up after the first failure.
+    #[arg(long, env = "MY_CONTROLLER_MAX_RETRIES", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_retries: u32,
 
-    /// Pause at the start of every reconcile, to watch events coalesce (course step 3). Not for production.
-    #[arg(long, env = "MY_CONTROLLER_RECONCILE_DELAY", default_value = "0s", value_parser = parse_duration)]
+    /// Pause at the start of every reconcile, to watch events coalesce (course step 3),
+    /// up to 5m; 0 (the default) is none. Not for production.
+    #[arg(long, env = "MY_CONTROLLER_RECONCILE_DELAY", default_value = "0s", value_parser = reconcile_delay)]
     pub reconcile_delay: Duration,
+
+    /// On SIGTERM/SIGINT, how long a running reconcile and pending Events get to finish,
+    /// up to 5m (keep it below the pod's terminationGracePeriodSeconds, 30s); 0 waits for
+    /// nothing. Whatever is cut off is named, and the exit status is then 1.
+    #[arg(long, env = "MY_CONTROLLER_SHUTDOWN_GRACE", default_value = "10s", value_parser = shutdown_grace)]
+    pub shutdown_grace: Duration,
 
     /// Address for /healthz, /readyz and /metrics.
     #[arg(long, env = "MY_CONTROLLER_LISTEN", default_value = "0.0.0.0:8080")]
@@ -79,10 +84,11 @@ pub enum LogFormat {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub desired: Desired,
-    pub resync: Duration,
-    pub workers: usize,
+    /// `None`: no periodic resync.
+    pub resync: Option<Duration>,
     pub max_retries: u32,
     pub reconcile_delay: Duration,
+    pub shutdown_grace: Duration,
     pub listen: SocketAddr,
     pub rate_limit: RateLimit,
 }
@@ -102,14 +108,44 @@ impl Cli {
         }
         Ok(Settings {
             desired: Desired::new(&self.namespace, &self.name, data)?,
-            resync: self.resync,
-            workers: self.workers.into(),
+            resync: (!self.resync.is_zero()).then_some(self.resync),
             max_retries: self.max_retries,
             reconcile_delay: self.reconcile_delay,
+            shutdown_grace: self.shutdown_grace,
             listen: self.listen,
             rate_limit: RateLimit::default(),
         })
     }
+}
+
+/// A duration no longer than `max`, and, unless zero, at least `min`.
+fn bounded(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > max || (!d.is_zero() && d < min) {
+        let min = if min.is_zero() {
+            "0".to_string()
+        } else {
+            format!("0 or {min:?}")
+        };
+        return Err(format!("{s} is out of range: use {min} to {max:?}"));
+    }
+    Ok(d)
+}
+
+fn resync(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        Duration::from_millis(100),
+        Duration::from_secs(24 * 3600),
+    )
+}
+
+fn reconcile_delay(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::ZERO, Duration::from_secs(300))
+}
+
+fn shutdown_grace(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::ZERO, Duration::from_secs(300))
 }
 
 /// Parses `250ms`, `30s`, `5m`, `1h` (a bare number means seconds).
@@ -144,8 +180,9 @@ mod tests {
     fn defaults_are_the_course() {
         let s = parse(&[]).unwrap().settings().unwrap();
         assert_eq!(s.desired, Desired::default());
-        assert_eq!(s.resync, Duration::from_secs(30));
+        assert_eq!(s.resync, Some(Duration::from_secs(30)));
         assert_eq!(s.max_retries, 5);
+        assert_eq!(s.shutdown_grace, Duration::from_secs(10));
         assert_eq!(s.listen.port(), 8080);
         assert!(s.reconcile_delay.is_zero());
     }
@@ -165,10 +202,60 @@ mod tests {
     fn bad_values_are_refused() {
         assert!(parse(&["--unknown-flag"]).is_err());
         assert!(parse(&["--resync", "soon"]).is_err());
-        assert!(parse(&["--workers", "0"]).is_err());
+        assert!(
+            parse(&["--workers", "2"]).is_err(),
+            "one key needs one worker: no such flag"
+        );
         assert!(parse(&["--listen", "nowhere"]).is_err());
         let bad_ns = parse(&["--namespace", "Not_OK"]).unwrap().settings();
         assert!(matches!(bad_ns, Err(InvalidDesired::Namespace(_))));
+    }
+
+    #[test]
+    fn every_number_and_duration_is_bounded() {
+        for (flag, bad) in [
+            ("--resync", "50ms"),
+            ("--resync", "25h"),
+            ("--max-retries", "101"),
+            ("--max-retries", "-1"),
+            ("--reconcile-delay", "6m"),
+            ("--shutdown-grace", "301s"),
+        ] {
+            let error = parse(&[flag, bad]).unwrap_err().to_string();
+            assert!(
+                error.lines().next().unwrap().contains(bad),
+                "{flag} {bad}: {error}"
+            );
+        }
+        assert!(
+            parse(&[
+                "--resync",
+                "100ms",
+                "--max-retries",
+                "100",
+                "--shutdown-grace",
+                "5m"
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn what_zero_means() {
+        let s = parse(&[
+            "--resync",
+            "0",
+            "--max-retries",
+            "0",
+            "--shutdown-grace",
+            "0s",
+        ])
+        .unwrap()
+        .settings()
+        .unwrap();
+        assert_eq!(s.resync, None, "0: no periodic resync");
+        assert_eq!(s.max_retries, 0, "0: given up after the first failure");
+        assert!(s.shutdown_grace.is_zero(), "0: nothing waited for");
     }
 
     #[test]
@@ -190,9 +277,9 @@ mod tests {
             "[default: default]",
             "[default: my-config]",
             "[default: 30s]",
-            "[default: 2]",
             "[default: 5]",
             "[default: 0s]",
+            "[default: 10s]",
             "[default: 0.0.0.0:8080]",
             "[default: text]",
         ] {

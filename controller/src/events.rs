@@ -16,27 +16,54 @@
 //! kube's series (a repeat within minutes patches the same Event). A failed
 //! Event is logged here; it never failed a reconcile. [`Recorder::flush`]
 //! publishes what is pending at once (shutdown).
+//!
+//! Bounded, whatever a writer fighting the controller does (client-go's
+//! EventCorrelator does the same for Go controllers):
+//! * repeats fold into one series: kube's Recorder keys a series on the whole
+//!   reference, resourceVersion included, which changes with every write, so
+//!   the reference is handed over without it;
+//! * a rate limit per object and reason: a burst of [`BURST`], then one per
+//!   [`REFILL`]; the rest are counted in `events_dropped_total`;
+//! * a bounded queue to the publisher ([`QUEUE`] Events): when the API server
+//!   is slow to take Events, new ones are dropped and counted, not piled up.
 
-use std::time::Duration;
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Client,
     runtime::events::{self, Event, Reporter},
 };
+use prometheus_client::metrics::counter::Counter;
 use tokio::{
     sync::{mpsc, oneshot},
     time::Instant,
 };
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// How long an Event waits before it is published.
 pub const DEFER: Duration = Duration::from_millis(100);
+/// Events of one reason on one object sent at once before the rate limit bites.
+pub const BURST: u32 = 25;
+/// After the burst, one Event of that reason on that object per this period.
+pub const REFILL: Duration = Duration::from_secs(300);
+/// Events waiting for the publisher, at most.
+pub const QUEUE: usize = 64;
 
 /// Hands Events to a publisher task that sends them [`DEFER`] later.
 #[derive(Clone)]
 pub struct Recorder {
-    queue: mpsc::UnboundedSender<Command>,
+    queue: mpsc::Sender<Command>,
+    /// Events handed over and not yet sent (or dropped by the rate limit).
+    pending: Arc<AtomicUsize>,
+    dropped: Counter,
 }
 
 enum Command {
@@ -47,36 +74,100 @@ enum Command {
 
 impl Recorder {
     /// Starts the publisher task (it ends when every clone is dropped, after
-    /// publishing what is pending).
-    pub fn new(client: Client, reporter: Reporter) -> Self {
-        let (queue, commands) = mpsc::unbounded_channel();
+    /// publishing what is pending). Events not sent are counted on `dropped`.
+    pub fn new(client: Client, reporter: Reporter, dropped: Counter) -> Self {
+        let (queue, commands) = mpsc::channel(QUEUE);
+        let pending = Arc::new(AtomicUsize::new(0));
         tokio::spawn(publish_deferred(
             events::Recorder::new(client, reporter),
             commands,
+            pending.clone(),
+            dropped.clone(),
         ));
-        Recorder { queue }
+        Recorder {
+            queue,
+            pending,
+            dropped,
+        }
     }
 
     /// Queues `event` about `reference`; it is published [`DEFER`] from now.
     /// Returns at once and does not fail (the `Result` is kube's signature):
-    /// a publishing error is logged by the publisher.
+    /// a publishing error is logged by the publisher, a full queue drops it.
     pub async fn publish(
         &self,
         event: &Event,
         reference: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        // The publisher outlives every Recorder, so the send cannot fail.
-        let _ = self
-            .queue
-            .send(Command::Publish(Box::new((copy(event), reference.clone()))));
+        // One series per object, whatever version of it the Event was about.
+        let reference = ObjectReference {
+            resource_version: None,
+            ..reference.clone()
+        };
+        let command = Command::Publish(Box::new((copy(event), reference)));
+        match self.queue.try_send(command) {
+            Ok(()) => {
+                self.pending.fetch_add(1, Ordering::AcqRel);
+            }
+            Err(_) => {
+                self.dropped.inc();
+                debug!(reason = %event.reason, "Event dropped: the publisher's queue is full");
+            }
+        }
         Ok(())
     }
 
     /// Publishes every pending Event now; returns when they are sent.
     pub async fn flush(&self) {
         let (done, flushed) = oneshot::channel();
-        if self.queue.send(Command::Flush(done)).is_ok() {
+        if self.queue.send(Command::Flush(done)).await.is_ok() {
             let _ = flushed.await;
+        }
+    }
+
+    /// Events handed over and not sent yet.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+}
+
+/// client-go's EventSourceObjectSpamFilter: per object and reason, a bucket
+/// of [`BURST`] tokens refilled by one every [`REFILL`].
+#[derive(Default)]
+struct SpamFilter {
+    buckets: HashMap<(String, String), (f64, Instant)>,
+}
+
+impl SpamFilter {
+    /// Buckets kept at most; full ones (objects quiet for long) go first.
+    const MAX_BUCKETS: usize = 1024;
+
+    fn allow(&mut self, event: &Event, reference: &ObjectReference, now: Instant) -> bool {
+        let object = format!(
+            "{}/{}/{}",
+            reference.namespace.as_deref().unwrap_or_default(),
+            reference.name.as_deref().unwrap_or_default(),
+            reference.uid.as_deref().unwrap_or_default()
+        );
+        let refill = |tokens: f64, since: Instant| {
+            let earned = now.saturating_duration_since(since).as_secs_f64() / REFILL.as_secs_f64();
+            (tokens + earned).min(f64::from(BURST))
+        };
+        if self.buckets.len() >= Self::MAX_BUCKETS {
+            self.buckets
+                .retain(|_, (tokens, since)| refill(*tokens, *since) < f64::from(BURST));
+        }
+        let (tokens, since) = self
+            .buckets
+            .entry((object, event.reason.clone()))
+            .or_insert((f64::from(BURST), now));
+        *tokens = refill(*tokens, *since);
+        *since = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
         }
     }
 }
@@ -85,9 +176,12 @@ impl Recorder {
 /// batch, then publishes the batch in order.
 async fn publish_deferred(
     recorder: events::Recorder,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    mut commands: mpsc::Receiver<Command>,
+    count: Arc<AtomicUsize>,
+    dropped: Counter,
 ) {
     let mut pending: Vec<(Event, ObjectReference)> = Vec::new();
+    let mut filter = SpamFilter::default();
     let mut due = Instant::now();
     loop {
         let command = if pending.is_empty() {
@@ -96,36 +190,48 @@ async fn publish_deferred(
             match tokio::time::timeout_at(due, commands.recv()).await {
                 Ok(command) => command,
                 Err(_elapsed) => {
-                    publish_all(&recorder, &mut pending).await;
+                    publish_all(&recorder, &mut pending, &count).await;
                     continue;
                 }
             }
         };
         match command {
             Some(Command::Publish(item)) => {
+                let (event, reference) = *item;
+                if !filter.allow(&event, &reference, Instant::now()) {
+                    dropped.inc();
+                    count.fetch_sub(1, Ordering::AcqRel);
+                    debug!(reason = %event.reason, "Event dropped: over the rate limit for this object");
+                    continue;
+                }
                 if pending.is_empty() {
                     due = Instant::now() + DEFER;
                 }
-                pending.push(*item);
+                pending.push((event, reference));
             }
             Some(Command::Flush(done)) => {
-                publish_all(&recorder, &mut pending).await;
+                publish_all(&recorder, &mut pending, &count).await;
                 let _ = done.send(());
             }
             None => {
                 // Every Recorder is gone: what is pending still goes out.
-                publish_all(&recorder, &mut pending).await;
+                publish_all(&recorder, &mut pending, &count).await;
                 return;
             }
         }
     }
 }
 
-async fn publish_all(recorder: &events::Recorder, pending: &mut Vec<(Event, ObjectReference)>) {
+async fn publish_all(
+    recorder: &events::Recorder,
+    pending: &mut Vec<(Event, ObjectReference)>,
+    count: &AtomicUsize,
+) {
     for (event, reference) in pending.drain(..) {
         if let Err(e) = recorder.publish(&event, &reference).await {
             warn!(error = %e, reason = %event.reason, "could not record the Event");
         }
+        count.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -177,7 +283,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn events_go_out_after_the_deferral_in_order() {
         let (client, api) = MockApi::start(Scenario::Accept);
-        let recorder = Recorder::new(client, reporter());
+        let recorder = Recorder::new(client, reporter(), Counter::default());
         let queued = Instant::now();
         recorder
             .publish(&event("Created"), &reference("a"))
@@ -209,7 +315,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn dropping_the_last_recorder_sends_what_is_pending() {
         let (client, api) = MockApi::start(Scenario::Accept);
-        let recorder = Recorder::new(client, reporter());
+        let recorder = Recorder::new(client, reporter(), Counter::default());
         recorder
             .publish(&event("Created"), &reference("a"))
             .await
@@ -219,10 +325,84 @@ mod tests {
         assert_eq!(seen.len(), 1, "{seen:#?}");
     }
 
+    /// my-config as each write leaves it: same object, a new resourceVersion.
+    fn version(n: u32) -> ObjectReference {
+        ObjectReference {
+            resource_version: Some(n.to_string()),
+            uid: Some("5e6f0a6c-0000-4000-8000-000000000001".into()),
+            ..reference("my-config")
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_hour_of_reverts_leaves_one_event_and_few_requests() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let dropped = Counter::default();
+        let recorder = Recorder::new(client, reporter(), dropped.clone());
+        // Someone reverts my-config every 2 s for an hour; each correction reports.
+        let reports = 1800;
+        for n in 0..reports {
+            recorder
+                .publish(&event("Corrected"), &version(n))
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        recorder.flush().await;
+        let sent = api.event_requests();
+        let posts: Vec<_> = sent.iter().filter(|s| s.method == Method::POST).collect();
+        // One Event: every repeat patches its series, whatever the version.
+        assert_eq!(posts.len(), 1, "{posts:#?}");
+        let name = posts[0].body["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            sent.iter()
+                .skip(1)
+                .all(|s| s.method == Method::PATCH && s.uri.contains(&name))
+        );
+        // A burst, then one per 5 minutes: 25 + 12 over the hour, not 1800.
+        let limit = BURST as usize + 3600 / REFILL.as_secs() as usize;
+        assert!(
+            sent.len() <= limit,
+            "{} requests for {reports} reports (limit {limit})",
+            sent.len()
+        );
+        assert_eq!(dropped.get() as usize, reports as usize - sent.len());
+        assert_eq!(recorder.pending(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hanging_api_server_bounds_the_queue_not_memory() {
+        let (client, api) = MockApi::start(Scenario::Unanswered);
+        let dropped = Counter::default();
+        let recorder = Recorder::new(client, reporter(), dropped.clone());
+        for n in 0..1000 {
+            recorder
+                .publish(&event("Corrected"), &reference(&format!("object-{n}")))
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // The publisher is stuck on its first request; the queue holds QUEUE at most.
+        assert_eq!(api.event_requests().len(), 1);
+        assert!(
+            recorder.pending() <= QUEUE + 1,
+            "{} pending",
+            recorder.pending()
+        );
+        assert!(
+            dropped.get() as usize >= 1000 - QUEUE - 1,
+            "{} dropped",
+            dropped.get()
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn flush_sends_what_is_pending_at_once() {
         let (client, api) = MockApi::start(Scenario::Accept);
-        let recorder = Recorder::new(client, reporter());
+        let recorder = Recorder::new(client, reporter(), Counter::default());
         let queued = Instant::now();
         recorder
             .publish(&event("Created"), &reference("a"))

@@ -56,6 +56,11 @@ pub enum Scenario {
     /// immutable ConfigMap's data (422), as when it was frozen after the
     /// cache's copy was taken.
     Immutable,
+    /// A create finds the object there already (409 AlreadyExists): the
+    /// cache is behind.
+    AlreadyExists,
+    /// Writes and Events are never answered: an API server that hangs.
+    Unanswered,
 }
 
 pub struct MockApi {
@@ -66,11 +71,19 @@ pub struct MockApi {
 impl MockApi {
     /// A client whose requests go to a mock API server playing `scenario`.
     pub fn start(scenario: Scenario) -> (Client, MockApi) {
+        Self::start_with(scenario, Duration::ZERO)
+    }
+
+    /// As [`MockApi::start`], and it also serves the informer: a list (empty,
+    /// answered after `list_after`) and a watch that sends nothing.
+    pub fn start_with(scenario: Scenario, list_after: Duration) -> (Client, MockApi) {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let task = tokio::spawn(async move {
             let mut config_map_writes = 0;
+            // Replies kept and never sent: a watch, or a hanging server.
+            let mut held = Vec::new();
             while let Some((request, reply)) = handle.next_request().await {
                 let (parts, body) = request.into_parts();
                 let bytes = body.collect_bytes().await.expect("request body");
@@ -81,13 +94,27 @@ impl MockApi {
                     body,
                     at: Instant::now(),
                 };
-                let (status, answer) = if seen.is_event() {
+                let watch = seen.uri.contains("watch=true");
+                let list = seen.method == Method::GET && !watch;
+                let hang = watch || (matches!(scenario, Scenario::Unanswered) && !list);
+                log.lock().unwrap().push(seen.clone());
+                if hang {
+                    held.push(reply);
+                    continue;
+                }
+                let (status, answer) = if list {
+                    tokio::time::sleep(list_after).await;
+                    (
+                        StatusCode::OK,
+                        json!({"kind": "ConfigMapList", "apiVersion": "v1",
+                               "metadata": {"resourceVersion": "1"}, "items": []}),
+                    )
+                } else if seen.is_event() {
                     (StatusCode::CREATED, seen.body.clone())
                 } else {
                     config_map_writes += 1;
                     answer(scenario, config_map_writes, &seen)
                 };
-                log.lock().unwrap().push(seen);
                 let response = Response::builder()
                     .status(status)
                     .header("content-type", "application/json")
@@ -99,13 +126,24 @@ impl MockApi {
         (Client::new(service, "default"), MockApi { seen, task })
     }
 
-    /// The ConfigMap requests seen so far (Events left out).
+    /// The ConfigMap writes seen so far (Events, lists and watches left out).
     pub fn config_map_requests(&self) -> Vec<Seen> {
         self.seen
             .lock()
             .unwrap()
             .iter()
-            .filter(|s| !s.is_event())
+            .filter(|s| !s.is_event() && s.method != Method::GET)
+            .cloned()
+            .collect()
+    }
+
+    /// The Event requests seen so far.
+    pub fn event_requests(&self) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.is_event())
             .cloned()
             .collect()
     }
@@ -130,6 +168,12 @@ fn answer(scenario: Scenario, nth: usize, seen: &Seen) -> (StatusCode, Value) {
             "Invalid",
             "ConfigMap \"my-config\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
         ),
+        Scenario::AlreadyExists => status(
+            409,
+            "AlreadyExists",
+            "configmaps \"my-config\" already exists",
+        ),
+        Scenario::Unanswered => unreachable!("never answered"),
         Scenario::ConflictOnce if nth == 1 => status(
             409,
             "Conflict",
@@ -169,12 +213,13 @@ pub fn context(client: Client, cached: Option<ConfigMap>) -> (Context, Writer<Co
         controller: "my-controller".into(),
         instance: None,
     };
+    let metrics = Arc::new(Metrics::default());
     let ctx = Context {
         client: client.clone(),
         cache,
         desired: Desired::default(),
-        metrics: Arc::new(Metrics::default()),
-        recorder: crate::events::Recorder::new(client, reporter),
+        recorder: crate::events::Recorder::new(client, reporter, metrics.events_dropped_counter()),
+        metrics,
         reconcile_delay: Duration::ZERO,
     };
     (ctx, writer)

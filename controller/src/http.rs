@@ -18,7 +18,7 @@ use axum::{
 };
 use tokio::net::TcpListener;
 
-use crate::metrics::Metrics;
+use crate::{metrics::Metrics, runner::Workers};
 
 /// What the endpoints report on.
 #[derive(Clone)]
@@ -26,14 +26,23 @@ pub struct Status {
     /// Set once the informer's cache has synced (the first full list arrived).
     pub ready: Arc<AtomicBool>,
     pub metrics: Arc<Metrics>,
+    /// `/healthz` fails when a worker has died: a liveness probe then restarts the pod.
+    pub workers: Arc<Workers>,
 }
 
 pub fn router(status: Status) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(status)
+}
+
+async fn healthz(State(status): State<Status>) -> impl IntoResponse {
+    match status.workers.problem() {
+        None => (StatusCode::OK, "ok\n".to_string()),
+        Some(problem) => (StatusCode::SERVICE_UNAVAILABLE, format!("{problem}\n")),
+    }
 }
 
 async fn readyz(State(status): State<Status>) -> impl IntoResponse {

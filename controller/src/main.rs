@@ -7,6 +7,8 @@ use controller::{cli::Cli, connect, runner, telemetry};
 
 /// Exit status for bad input (flags, kubeconfig, desired data).
 const BAD_INPUT: u8 = 2;
+/// Exit status after a second signal (as a shell reports SIGINT: 128 + 2).
+const INTERRUPTED: u8 = 130;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -43,8 +45,20 @@ async fn main() -> ExitCode {
         }
     };
     telemetry::init(cli.log_format);
-    match runner::run(client, settings, runner::shutdown_signal()).await {
+    let signals = match runner::signals() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("my-controller: cannot handle SIGINT/SIGTERM: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runner::run(client, settings, signals).await {
         Ok(()) => ExitCode::SUCCESS,
+        // One line each, naming what was cut off.
+        Err(e @ runner::Stopped::Interrupted { .. }) => {
+            tracing::error!("{e}");
+            ExitCode::from(INTERRUPTED)
+        }
         Err(e) => {
             tracing::error!("{e:#}");
             ExitCode::FAILURE

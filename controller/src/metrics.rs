@@ -23,9 +23,15 @@ pub enum ReconcileResult {
     deleting,
     /// `immutable: true` with other data: reported, not updated, not retried.
     immutable,
-    /// 409: someone else wrote first; retried like any failure.
+    /// 409 on an update: someone else wrote first; the newer version's event
+    /// brings the key back.
     conflict,
+    /// 409 AlreadyExists on a create: the cache is behind the API server;
+    /// retried with backoff, like a failure.
+    behind,
     error,
+    /// The reconcile panicked; the key was released and is retried with backoff.
+    panicked,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -52,6 +58,8 @@ pub struct Metrics {
     duration: Histogram,
     writes: Family<VerbLabels, Counter>,
     give_ups: Counter,
+    panics: Counter,
+    events_dropped: Counter,
     in_flight: Gauge,
     queue_depth: Gauge,
 }
@@ -82,6 +90,18 @@ impl Default for Metrics {
             "Keys given up after the retry limit (the next event or resync tries again)",
             give_ups.clone(),
         );
+        let panics = Counter::default();
+        registry.register(
+            "reconcile_panics",
+            "Reconciles that panicked (each logged at error level; its worker goes on)",
+            panics.clone(),
+        );
+        let events_dropped = Counter::default();
+        registry.register(
+            "events_dropped",
+            "Kubernetes Events not sent: over the per-object rate limit, or the queue full",
+            events_dropped.clone(),
+        );
         let in_flight = Gauge::default();
         registry.register(
             "reconciles_in_flight",
@@ -100,6 +120,8 @@ impl Default for Metrics {
             duration,
             writes,
             give_ups,
+            panics,
+            events_dropped,
             in_flight,
             queue_depth,
         }
@@ -120,6 +142,19 @@ impl Metrics {
 
     pub fn gave_up(&self) {
         self.give_ups.inc();
+    }
+
+    pub fn panicked(&self) {
+        self.panics.inc();
+    }
+
+    pub fn panics(&self) -> u64 {
+        self.panics.get()
+    }
+
+    /// The counter of Events not sent (shared with the Event publisher).
+    pub fn events_dropped_counter(&self) -> Counter {
+        self.events_dropped.clone()
     }
 
     /// Counts a running reconcile until the guard is dropped.

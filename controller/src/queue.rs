@@ -12,7 +12,11 @@
 //!   `backon`) together with an overall token bucket (10 per second, burst 100):
 //!   a retry waits for the longer of the two;
 //! * `forget` on success resets a key's backoff; `num_requeues` lets the caller
-//!   give up after a number of failures (`NumRequeues(key) < 5`).
+//!   give up after a number of failures (`NumRequeues(key) < 5`);
+//! * at most one pending retry per key, the earliest kept (client-go's
+//!   delaying queue): a later, longer delay is dropped, and `forget` cancels
+//!   the pending one, so a stale timer never brings back a key that succeeded
+//!   or was given up.
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -90,8 +94,10 @@ struct State<K> {
     processing: HashSet<K>,
     /// Per-key failure count and backoff, until `forget`.
     failures: HashMap<K, (u32, ExponentialBackoff)>,
-    /// Retries waiting for their delay to pass.
-    delayed: usize,
+    /// The pending retry of each key: when it is due, and the timer that owns it.
+    waiting: HashMap<K, (Instant, u64)>,
+    /// Numbers the timers, so a stale one recognises it was replaced.
+    timers: u64,
     bucket: TokenBucket,
     shutting_down: bool,
 }
@@ -109,7 +115,8 @@ where
                     dirty: HashSet::new(),
                     processing: HashSet::new(),
                     failures: HashMap::new(),
-                    delayed: 0,
+                    waiting: HashMap::new(),
+                    timers: 0,
                     bucket,
                     shutting_down: false,
                 }),
@@ -156,24 +163,39 @@ where
         true
     }
 
-    /// Adds `key` once `delay` has passed.
+    /// Adds `key` once `delay` has passed, unless a retry of it is due
+    /// earlier already (the earliest is kept; a later one replaces nothing).
     pub fn add_after(&self, key: K, delay: Duration) {
         if delay.is_zero() {
             self.add(key);
             return;
         }
-        {
+        let due = Instant::now() + delay;
+        let timer = {
             let mut s = self.lock();
-            if s.shutting_down {
+            if s.shutting_down || s.waiting.get(&key).is_some_and(|(at, _)| *at <= due) {
                 return;
             }
-            s.delayed += 1;
-        }
+            s.timers += 1;
+            let timer = s.timers;
+            s.waiting.insert(key.clone(), (due, timer));
+            timer
+        };
         let queue = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            queue.lock().delayed -= 1;
-            queue.add(key);
+            tokio::time::sleep_until(due).await;
+            let current = {
+                let mut s = queue.lock();
+                let current = s.waiting.get(&key).is_some_and(|(_, t)| *t == timer);
+                if current {
+                    s.waiting.remove(&key);
+                }
+                current
+            };
+            // Replaced by an earlier retry, or cancelled by `forget`: nothing to do.
+            if current {
+                queue.add(key);
+            }
         });
     }
 
@@ -196,9 +218,12 @@ where
         delay
     }
 
-    /// Clears the failure history of `key` (call it after a success or a give-up).
+    /// Clears the failure history of `key` and cancels its pending retry
+    /// (call it after a success or a give-up).
     pub fn forget(&self, key: &K) {
-        self.lock().failures.remove(key);
+        let mut s = self.lock();
+        s.failures.remove(key);
+        s.waiting.remove(key);
     }
 
     /// How many times `key` was re-added by `add_rate_limited` since the last `forget`.
@@ -266,7 +291,12 @@ where
     /// Nothing queued, nothing processing, no retry scheduled.
     pub fn is_idle(&self) -> bool {
         let s = self.lock();
-        s.queue.is_empty() && s.processing.is_empty() && s.delayed == 0
+        s.queue.is_empty() && s.processing.is_empty() && s.waiting.is_empty()
+    }
+
+    /// The keys workers hold right now.
+    pub fn processing(&self) -> Vec<K> {
+        self.lock().processing.iter().cloned().collect()
     }
 }
 
@@ -294,7 +324,7 @@ impl<K> Drop for Guard<'_, K> {
     fn drop(&mut self) {
         if let Some(gauge) = self.depth {
             // Waiting: queued, added again while processing, or a retry on its delay.
-            gauge.set((self.state.dirty.len() + self.state.delayed) as i64);
+            gauge.set((self.state.dirty.len() + self.state.waiting.len()) as i64);
         }
     }
 }
@@ -418,7 +448,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_rate_limited_key_arrives_after_its_delay() {
+    async fn a_key_has_one_pending_retry_the_earliest() {
         let q = queue();
         let start = Instant::now();
         q.add_rate_limited("a");
@@ -427,11 +457,31 @@ mod tests {
         assert_eq!(q.get().await, Some("a"));
         assert_eq!(start.elapsed(), Duration::from_millis(5));
         q.done(&"a");
-        // The second retry (10 ms) coalesces with nothing pending and arrives too.
-        assert_eq!(q.get().await, Some("a"));
-        assert_eq!(start.elapsed(), Duration::from_millis(10));
-        q.done(&"a");
+        // The second retry (10 ms) was later than the pending one: dropped.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(q.is_idle() && q.is_empty());
+        // An earlier retry replaces a later one.
+        q.add_after("b", Duration::from_secs(10));
+        q.add_after("b", Duration::from_secs(1));
+        let start = Instant::now();
+        assert_eq!(q.get().await, Some("b"));
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        q.done(&"b");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(q.is_idle(), "the replaced 10 s timer brings nothing back");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn forget_cancels_a_pending_retry() {
+        let q = queue();
+        // A failure schedules a retry; then the key succeeds (or is given up).
+        q.add_rate_limited("a");
+        q.forget(&"a");
         assert!(q.is_idle());
+        // The stale timer fires and must not bring the key back.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(q.is_empty() && q.is_idle());
+        assert_eq!(q.num_requeues(&"a"), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -76,6 +76,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// 409 AlreadyExists on a create: the object exists though the cache
+    /// says it does not — the cache is behind. No event is sure to follow
+    /// (the watch may be what is behind), so it is retried with backoff.
+    #[error("create of {key} answered AlreadyExists: the cache is behind the API server")]
+    AlreadyExists {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot {verb} ConfigMap {key}: {source}")]
     Write {
         verb: &'static str,
@@ -93,6 +102,9 @@ impl Error {
     fn from_write(verb: &'static str, key: &ObjectRef<ConfigMap>, source: kube::Error) -> Self {
         let key = show(key);
         match &source {
+            kube::Error::Api(status) if status.code == 409 && verb == "create" => {
+                Error::AlreadyExists { key, source }
+            }
             kube::Error::Api(status) if status.code == 409 => Error::Conflict { key, source },
             _ => Error::Write { verb, key, source },
         }
@@ -222,6 +234,7 @@ pub fn result_label(result: &Result<Outcome, Error>) -> ReconcileResult {
         Ok(Outcome::Deleting) => ReconcileResult::deleting,
         Ok(Outcome::Immutable) => ReconcileResult::immutable,
         Err(e) if e.is_conflict() => ReconcileResult::conflict,
+        Err(Error::AlreadyExists { .. }) => ReconcileResult::behind,
         Err(_) => ReconcileResult::error,
     }
 }

@@ -6,20 +6,25 @@
 //! start, recreate after delete), so it reconciles *keys*, the way the course's
 //! client-go controller does: a reflector (informer + cache) turns every watch
 //! event into the one key it concerns, a work queue coalesces the keys, and
-//! the workers reconcile a key whether or not its object exists.
+//! the worker reconciles a key whether or not its object exists.
+//!
+//! Nothing is reconciled before the informer's first list is complete (the
+//! course's `WaitForCacheSync`): the worker and the resync start after it.
+//! Shutdown is bounded by `--shutdown-grace`.
 
 use std::{
     future::Future,
+    panic::AssertUnwindSafe,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
 use backon::{ExponentialBuilder, Retryable};
-use futures::StreamExt;
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Client,
@@ -30,20 +35,23 @@ use kube::{
         watcher,
     },
 };
-use tokio::{net::TcpListener, task::JoinHandle};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tracing::{debug, error, info, warn};
 
 use crate::{
     cli::Settings,
     http,
-    metrics::Metrics,
+    metrics::{Metrics, ReconcileResult},
     queue::WorkQueue,
-    reconcile::{self, Context, key_of, result_label, show},
+    reconcile::{self, Context, Error, key_of, result_label, show},
     version::{self, Skew},
 };
 
 /// The controller's name in Events and logs.
 pub const CONTROLLER_NAME: &str = "my-controller";
+/// Workers taking keys from the queue. One: the controller has one key, and
+/// the queue never hands a key to two workers at once, so more would idle.
+pub const WORKERS: usize = 1;
 
 /// Log lines the e2e suite looks for (messages only; fields follow them).
 pub const LOG_STARTING: &str = "starting";
@@ -53,19 +61,78 @@ pub const LOG_SYNCED: &str = "cache synced";
 pub const LOG_RELISTED: &str = "watch re-listed; cache in sync again";
 pub const LOG_WATCH_FAILED: &str = "watch failed; retrying with backoff";
 pub const LOG_UNREACHABLE: &str = "API server not reachable yet";
-/// A 409: the newer version's watch event brings the key back.
+/// A 409 on an update: the newer version's watch event brings the key back.
 pub const LOG_CONFLICT: &str = "conflict; the newer version's event brings the key back";
+/// A 409 AlreadyExists on a create: the cache is behind; retried with backoff.
+pub const LOG_BEHIND: &str = "create found it there already: the cache is behind; retrying";
+pub const LOG_PANICKED: &str = "reconcile panicked; key released, retried with backoff";
 pub const LOG_SHUTTING_DOWN: &str = "shutting down: no new work; running reconciles finish first";
 
 pub type Key = ObjectRef<ConfigMap>;
 
-/// Runs the controller until `shutdown` completes, then stops taking work,
-/// lets running reconciles finish and returns.
+/// How `run` ended when it did not end cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum Stopped {
+    /// The grace period ran out: what was cut off.
+    #[error("shutdown grace of {grace:?} ran out: cut off {what}")]
+    CutOff { grace: Duration, what: String },
+    /// A second signal during the shutdown: exit at once.
+    #[error("second signal: exiting at once, cutting off {what}")]
+    Interrupted { what: String },
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
+/// Whether the workers live: `/healthz` fails when one has died (so a
+/// liveness probe restarts the pod), except while shutting down. Before the
+/// cache has synced no worker runs yet, and that is healthy.
+#[derive(Debug, Default)]
+pub struct Workers {
+    started: AtomicUsize,
+    alive: AtomicUsize,
+    stopping: AtomicBool,
+}
+
+impl Workers {
+    pub fn new() -> Arc<Workers> {
+        Arc::default()
+    }
+
+    /// Counts a worker alive until the guard is dropped (its task ended).
+    pub fn alive(self: &Arc<Self>) -> Alive {
+        self.started.fetch_add(1, Ordering::AcqRel);
+        self.alive.fetch_add(1, Ordering::AcqRel);
+        Alive(self.clone())
+    }
+
+    /// `None` when healthy, else what is wrong.
+    pub fn problem(&self) -> Option<String> {
+        let (started, alive) = (
+            self.started.load(Ordering::Acquire),
+            self.alive.load(Ordering::Acquire),
+        );
+        (!self.stopping.load(Ordering::Acquire) && alive < started)
+            .then(|| format!("{} of {started} workers stopped", started - alive))
+    }
+}
+
+/// See [`Workers::alive`].
+pub struct Alive(Arc<Workers>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.alive.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Runs the controller until the first item of `signals` (SIGINT/SIGTERM),
+/// then stops taking work and lets a running reconcile finish and pending
+/// Events go out, within `--shutdown-grace`; a second item ends it at once.
 pub async fn run(
     client: Client,
     settings: Settings,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
+    mut signals: impl Stream<Item = ()> + Unpin,
+) -> Result<(), Stopped> {
     let listener = TcpListener::bind(settings.listen).await.with_context(|| {
         format!(
             "cannot listen on {}: choose another address with --listen",
@@ -80,6 +147,7 @@ pub async fn run(
     );
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
+    let workers = Workers::new();
     let (cache, writer) = reflector::store();
     let reporter = Reporter {
         controller: CONTROLLER_NAME.into(),
@@ -90,23 +158,29 @@ pub async fn run(
         client: client.clone(),
         cache,
         desired: settings.desired.clone(),
+        recorder: crate::events::Recorder::new(
+            client.clone(),
+            reporter,
+            metrics.events_dropped_counter(),
+        ),
         metrics: metrics.clone(),
-        recorder: crate::events::Recorder::new(client.clone(), reporter),
         reconcile_delay: settings.reconcile_delay,
     });
     let queue =
         WorkQueue::new(settings.rate_limit.clone()).with_depth_gauge(metrics.queue_depth_gauge());
     let key = key_of(&settings.desired);
 
-    let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (http_stop, http_stopped) = oneshot::channel::<()>();
     let status = http::Status {
         ready: ready.clone(),
         metrics,
+        workers: workers.clone(),
     };
     let server = tokio::spawn(http::serve(listener, status, async {
         let _ = http_stopped.await;
     }));
-    let background: Vec<JoinHandle<()>> = vec![
+    let (synced, first_sync) = oneshot::channel();
+    let mut background: Vec<JoinHandle<()>> = vec![
         tokio::spawn(log_server_version(client.clone())),
         tokio::spawn(inform(
             Api::namespaced(client, settings.desired.namespace()),
@@ -115,29 +189,73 @@ pub async fn run(
             queue.clone(),
             key.clone(),
             ready,
+            synced,
         )),
-        tokio::spawn(resync(queue.clone(), key, settings.resync)),
     ];
-    let workers: Vec<_> = (0..settings.workers)
-        .map(|_| tokio::spawn(work(ctx.clone(), queue.clone(), settings.max_retries)))
-        .collect();
+    // WaitForCacheSync: the worker and the resync start once the cache is complete.
+    let mut tasks = Vec::new();
+    tokio::select! {
+        _ = first_sync => {
+            if let Some(period) = settings.resync {
+                background.push(tokio::spawn(resync(queue.clone(), key, period)));
+            }
+            tasks = (0..WORKERS)
+                .map(|_| tokio::spawn(work(ctx.clone(), queue.clone(), settings.max_retries, workers.clone())))
+                .collect();
+            signals.next().await;
+        }
+        _ = signals.next() => {}
+    }
 
-    shutdown.await;
-    info!("{LOG_SHUTTING_DOWN}");
-    let started = Instant::now();
+    info!(grace = ?settings.shutdown_grace, "{LOG_SHUTTING_DOWN}");
+    workers.stopping.store(true, Ordering::Release);
     queue.shut_down();
     for task in &background {
         task.abort();
     }
-    for worker in workers {
-        worker.await.context("a worker panicked")?;
+    let deadline = tokio::time::Instant::now() + settings.shutdown_grace;
+    let finish = async {
+        for task in tasks {
+            if let Err(e) = task.await {
+                error!(error = %e, "a worker ended abnormally");
+            }
+        }
+        // Events are published a moment after their write: send what is pending.
+        ctx.recorder.flush().await;
+    };
+    let cut_off = || cut_off(&queue, &ctx);
+    tokio::select! {
+        _ = finish => {}
+        _ = tokio::time::sleep_until(deadline) => {
+            return Err(Stopped::CutOff { grace: settings.shutdown_grace, what: cut_off() });
+        }
+        _ = signals.next() => return Err(Stopped::Interrupted { what: cut_off() }),
     }
-    // Events are published a moment after their write: send what is pending.
-    ctx.recorder.flush().await;
     let _ = http_stop.send(());
-    server.await.context("the HTTP server panicked")??;
+    let started = Instant::now();
+    if let Ok(served) = server.await {
+        served.context("the HTTP server failed")?;
+    }
     info!(took = ?started.elapsed(), "stopped");
     Ok(())
+}
+
+/// What a shutdown cut short: the reconciles still running, the Events not sent.
+fn cut_off(queue: &WorkQueue<Key>, ctx: &Context) -> String {
+    let mut parts: Vec<String> = queue
+        .processing()
+        .iter()
+        .map(|k| format!("the reconcile of {}", show(k)))
+        .collect();
+    let events = ctx.recorder.pending();
+    if events > 0 {
+        parts.push(format!("{events} Events not sent"));
+    }
+    if parts.is_empty() {
+        "nothing (it was about to end)".into()
+    } else {
+        parts.join(" and ")
+    }
 }
 
 /// The informer (course step 2): list, then watch, the one object we care
@@ -150,7 +268,9 @@ async fn inform(
     queue: WorkQueue<Key>,
     key: Key,
     ready: Arc<AtomicBool>,
+    synced: oneshot::Sender<()>,
 ) {
+    let mut synced = Some(synced);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     // Quicker than kube's default (0.8 s doubling to 30 s): one watch of one
     // object costs the API server little, and healing fast after an API server
@@ -182,6 +302,9 @@ async fn inform(
                 } else {
                     info!("{LOG_SYNCED}");
                 }
+                if let Some(synced) = synced.take() {
+                    let _ = synced.send(());
+                }
             }
             // The field selector means every object here is ours: one key.
             Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
@@ -206,10 +329,54 @@ async fn resync(queue: WorkQueue<Key>, key: Key, period: Duration) {
 
 /// A worker (course step 3's `runWorker`): take a key, process it, repeat,
 /// until the queue shuts down.
-pub async fn work(ctx: Arc<Context>, queue: WorkQueue<Key>, max_retries: u32) {
+pub async fn work(
+    ctx: Arc<Context>,
+    queue: WorkQueue<Key>,
+    max_retries: u32,
+    workers: Arc<Workers>,
+) {
+    let _alive = workers.alive();
+    serve_keys(&queue, &ctx.metrics, |key| {
+        let (ctx, queue) = (ctx.clone(), queue.clone());
+        async move { process(&ctx, &queue, &key, max_retries).await }
+    })
+    .await;
+}
+
+/// The worker's loop around `each`: the key is released on every way out
+/// (a guard calls `done`, a panic included), and a panicking `each` is
+/// logged at error level, counted, and its key retried with backoff; the
+/// loop goes on.
+pub async fn serve_keys<F, Fut>(queue: &WorkQueue<Key>, metrics: &Metrics, mut each: F)
+where
+    F: FnMut(Key) -> Fut,
+    Fut: Future<Output = ()>,
+{
     while let Some(key) = queue.get().await {
-        process(&ctx, &queue, &key, max_retries).await;
-        queue.done(&key);
+        let release = Release { queue, key: &key };
+        if AssertUnwindSafe(each(key.clone()))
+            .catch_unwind()
+            .await
+            .is_err()
+        {
+            metrics.panicked();
+            metrics.reconciled(ReconcileResult::panicked, Duration::ZERO);
+            error!(key = %show(&key), "{LOG_PANICKED}");
+            queue.add_rate_limited(key.clone());
+        }
+        drop(release);
+    }
+}
+
+/// Calls `done` for its key when dropped, however the processing ended.
+struct Release<'a> {
+    queue: &'a WorkQueue<Key>,
+    key: &'a Key,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.queue.done(self.key);
     }
 }
 
@@ -246,7 +413,12 @@ pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retri
     if requeues < max_retries {
         let delay = queue.add_rate_limited(key.clone());
         let attempt = requeues + 1;
-        warn!(key = %show(key), attempt, retry_in = ?delay, error = %err, "reconcile failed; retrying");
+        if matches!(err, Error::AlreadyExists { .. }) {
+            // No event is sure to come (the watch may be what lags): a timed retry.
+            info!(key = %show(key), attempt, retry_in = ?delay, "{LOG_BEHIND}");
+        } else {
+            warn!(key = %show(key), attempt, retry_in = ?delay, error = %err, "reconcile failed; retrying");
+        }
     } else {
         queue.forget(key);
         ctx.metrics.gave_up();
@@ -289,20 +461,37 @@ async fn log_server_version(client: Client) {
     }
 }
 
-/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+/// Completes on the first SIGINT (Ctrl-C) or SIGTERM (the course's examples).
 pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler cannot fail on unix");
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
+    match signals() {
+        Ok(mut signals) => {
+            signals.next().await;
+        }
+        // No handlers: Ctrl-C only.
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+}
+
+/// One item per SIGINT (Ctrl-C) or SIGTERM: the first asks for a graceful
+/// shutdown, the second for an immediate one.
+pub fn signals() -> std::io::Result<impl Stream<Item = ()> + Unpin> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let handlers = (
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::terminate())?,
+    );
+    Ok(Box::pin(futures::stream::unfold(
+        handlers,
+        |(mut interrupt, mut terminate)| async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            Some(((), (interrupt, terminate)))
+        },
+    )))
 }
 
 #[cfg(test)]
@@ -310,6 +499,7 @@ mod tests {
     use ::http::Method;
 
     use super::*;
+    use crate::cli::Settings;
     use crate::{
         fixtures::{MockApi, Scenario, context, drifted},
         metrics::ReconcileResult,
@@ -337,7 +527,7 @@ mod tests {
         let queue = WorkQueue::new(RateLimit::default());
         let key = key_of(&ctx.desired);
         queue.add(key.clone());
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
         wait_for("the conflict", || {
             ctx.metrics.reconciles(ReconcileResult::conflict) == 1
         })
@@ -370,7 +560,7 @@ mod tests {
         let queue = WorkQueue::new(RateLimit::default());
         let key = key_of(&ctx.desired);
         queue.add(key.clone());
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
         wait_for("the give-up", || ctx.metrics.give_ups() == 1).await;
 
         let attempts = api.config_map_requests();
@@ -408,7 +598,7 @@ mod tests {
         let ctx = Arc::new(ctx);
         let queue = WorkQueue::new(RateLimit::default());
         queue.add(key_of(&ctx.desired));
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
         wait_for("the report", || {
             ctx.metrics.reconciles(ReconcileResult::immutable) == 1
         })
@@ -424,6 +614,171 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_panicking_reconcile_releases_its_key_and_the_worker_goes_on() {
+        let metrics = Metrics::default();
+        let queue = WorkQueue::new(RateLimit::default());
+        let key = key_of(&crate::desired::Desired::default());
+        queue.add(key.clone());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let worker = {
+            let (queue, calls) = (queue.clone(), calls.clone());
+            tokio::spawn(async move {
+                let metrics = Metrics::default();
+                serve_keys(&queue, &metrics, |_key| {
+                    let n = calls.fetch_add(1, Ordering::AcqRel);
+                    async move {
+                        assert!(n > 0, "the first reconcile panics");
+                    }
+                })
+                .await;
+                metrics.panics()
+            })
+        };
+        wait_for("the retry after the panic", || {
+            calls.load(Ordering::Acquire) == 2
+        })
+        .await;
+        wait_for("the queue to be idle", || queue.is_idle()).await;
+        // Released: an event for the key is processed again, not stuck in "processing".
+        queue.add(key);
+        wait_for("the next processing", || calls.load(Ordering::Acquire) == 3).await;
+        queue.shut_down();
+        assert_eq!(worker.await.unwrap(), 1, "the panic was counted");
+        assert_eq!(metrics.panics(), 0);
+    }
+
+    #[tokio::test]
+    async fn healthz_fails_when_a_worker_died() {
+        use tower::ServiceExt as _;
+        let workers = Workers::new();
+        let status = |workers: &Arc<Workers>| http::Status {
+            ready: Arc::new(AtomicBool::new(true)),
+            metrics: Arc::new(Metrics::default()),
+            workers: workers.clone(),
+        };
+        let healthz = |workers: &Arc<Workers>| {
+            http::router(status(workers)).oneshot(
+                ::http::Request::get("/healthz")
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            )
+        };
+        let alive = workers.alive();
+        assert_eq!(healthz(&workers).await.unwrap().status(), 200);
+        // The worker's task ends (a panic outside the reconcile, say).
+        let dead = tokio::spawn(async move {
+            let _alive = alive;
+            panic!("a worker bug");
+        });
+        assert!(dead.await.is_err());
+        assert_eq!(healthz(&workers).await.unwrap().status(), 503);
+        assert_eq!(workers.problem().as_deref(), Some("1 of 1 workers stopped"));
+        // While shutting down, workers ending is expected.
+        workers.stopping.store(true, Ordering::Release);
+        assert_eq!(healthz(&workers).await.unwrap().status(), 200);
+    }
+
+    fn settings(grace: Duration, resync: Option<Duration>) -> Settings {
+        Settings {
+            desired: crate::desired::Desired::default(),
+            resync,
+            max_retries: 5,
+            reconcile_delay: Duration::ZERO,
+            shutdown_grace: grace,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            rate_limit: RateLimit::default(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_reconciled_before_the_first_list_is_complete() {
+        // The list takes 5 s to answer; the resync would fire every 100 ms.
+        let (client, api) = MockApi::start_with(Scenario::Accept, Duration::from_secs(5));
+        let (stop, signals) = futures::channel::mpsc::unbounded();
+        let started = tokio::time::Instant::now();
+        let run = tokio::spawn(run(
+            client,
+            settings(Duration::from_secs(10), Some(Duration::from_millis(100))),
+            signals,
+        ));
+        wait_for("the create", || !api.config_map_requests().is_empty()).await;
+        let create = &api.config_map_requests()[0];
+        assert_eq!(create.method, Method::POST);
+        assert!(
+            create.at - started >= Duration::from_secs(5),
+            "a write {:?} after the start, before the list was complete",
+            create.at - started
+        );
+        stop.unbounded_send(()).unwrap();
+        run.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_is_bounded_by_the_grace_period_when_the_api_server_hangs() {
+        let (client, api) = MockApi::start_with(Scenario::Unanswered, Duration::ZERO);
+        let (stop, signals) = futures::channel::mpsc::unbounded();
+        let run = tokio::spawn(run(client, settings(Duration::from_secs(2), None), signals));
+        // The startup reconcile's create is sent, and never answered.
+        wait_for("the create", || !api.config_map_requests().is_empty()).await;
+        let asked = tokio::time::Instant::now();
+        stop.unbounded_send(()).unwrap();
+        let stopped = run.await.unwrap().unwrap_err();
+        assert_eq!(
+            asked.elapsed(),
+            Duration::from_secs(2),
+            "exactly the grace period"
+        );
+        let text = stopped.to_string();
+        assert!(
+            matches!(stopped, Stopped::CutOff { .. })
+                && text.contains("the reconcile of default/my-config"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_signal_exits_at_once() {
+        let (client, api) = MockApi::start_with(Scenario::Unanswered, Duration::ZERO);
+        let (stop, signals) = futures::channel::mpsc::unbounded();
+        let run = tokio::spawn(run(
+            client,
+            settings(Duration::from_secs(60), None),
+            signals,
+        ));
+        wait_for("the create", || !api.config_map_requests().is_empty()).await;
+        let asked = tokio::time::Instant::now();
+        stop.unbounded_send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        stop.unbounded_send(()).unwrap();
+        let stopped = run.await.unwrap().unwrap_err();
+        assert!(matches!(stopped, Stopped::Interrupted { .. }), "{stopped}");
+        assert!(asked.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn already_exists_is_the_cache_behind_retried_with_backoff() {
+        let (client, api) = MockApi::start(Scenario::AlreadyExists);
+        let (ctx, _writer) = context(client, None);
+        let ctx = Arc::new(ctx);
+        let queue = WorkQueue::new(RateLimit::default());
+        queue.add(key_of(&ctx.desired));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
+        wait_for("the give-up", || ctx.metrics.give_ups() == 1).await;
+        queue.shut_down();
+        worker.await.unwrap();
+        // Not a conflict (no event is sure to come): timed retries, then a give-up.
+        assert_eq!(ctx.metrics.reconciles(ReconcileResult::behind), 6);
+        assert_eq!(ctx.metrics.reconciles(ReconcileResult::conflict), 0);
+        let posts = api.config_map_requests();
+        assert_eq!(posts.len(), 6);
+        let gaps: Vec<Duration> = posts.windows(2).map(|w| w[1].at - w[0].at).collect();
+        assert!(
+            gaps.windows(2).all(|g| g[1] > g[0]),
+            "growing delays: {gaps:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn shutdown_waits_for_the_running_reconcile() {
         let (client, api) = MockApi::start(Scenario::Accept);
         let (mut ctx, _writer) = context(client, None);
@@ -431,7 +786,7 @@ mod tests {
         let ctx = Arc::new(ctx);
         let queue = WorkQueue::new(RateLimit::default());
         queue.add(key_of(&ctx.desired));
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
         wait_for("the reconcile to run", || ctx.metrics.running() == 1).await;
         queue.shut_down();
         worker.await.unwrap();

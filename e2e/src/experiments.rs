@@ -519,6 +519,12 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
         lab.controller_service_account().replace('/', ":")
     );
     let ns = lab.desired().namespace().to_string();
+    let sa_namespace = lab
+        .controller_service_account()
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     const ALL_VERBS: &[&str] = &[
         "get",
         "list",
@@ -538,9 +544,22 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
             namespace: namespace.map(Into::into),
             ..ResourceAttributes::default()
         };
+    let named = |name: &str, verb: &str| ResourceAttributes {
+        name: Some(name.into()),
+        ..attrs("", "configmaps", verb, Some(&ns))
+    };
+    let target = lab.desired().name().to_string();
     for verb in ALL_VERBS {
-        let granted = ["get", "list", "watch", "create", "update"].contains(verb);
-        checks.push((attrs("", "configmaps", verb, Some(&ns)), granted));
+        // my-config itself: read (a list or watch by its name too), update; and
+        // create, which a Role cannot narrow to a name.
+        checks.push((
+            named(&target, verb),
+            ["get", "list", "watch", "update", "create"].contains(verb),
+        ));
+        // Another ConfigMap of the same namespace: nothing but that create.
+        checks.push((named("someone-elses-config", verb), *verb == "create"));
+        // Unnamed: only create (it names no existing object); no list of the namespace.
+        checks.push((attrs("", "configmaps", verb, Some(&ns)), *verb == "create"));
         checks.push((
             attrs("events.k8s.io", "events", verb, Some(&ns)),
             ["create", "patch"].contains(verb),
@@ -562,7 +581,7 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
                 user: Some(user.clone()),
                 groups: Some(vec![
                     "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{ns}"),
+                    format!("system:serviceaccounts:{sa_namespace}"),
                 ]),
                 resource_attributes: Some(attrs.clone()),
                 ..SubjectAccessReviewSpec::default()
@@ -580,7 +599,7 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
         let allowed = answer.status.as_ref().is_some_and(|s| s.allowed);
         if allowed != *expected {
             wrong.push(format!(
-                "{} {}{} in {}: {}",
+                "{} {}{}{} in {}: {}",
                 attrs.verb.as_deref().unwrap_or_default(),
                 attrs
                     .group
@@ -589,6 +608,11 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
                     .map(|g| format!("{g}/"))
                     .unwrap_or_default(),
                 attrs.resource.as_deref().unwrap_or_default(),
+                attrs
+                    .name
+                    .as_deref()
+                    .map(|n| format!("/{n}"))
+                    .unwrap_or_default(),
                 attrs.namespace.as_deref().unwrap_or("the cluster"),
                 if allowed {
                     "allowed, should be denied"

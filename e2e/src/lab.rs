@@ -94,10 +94,16 @@ impl Lab {
                 file.api_server_url
             )
         })?;
+        let desired = Desired::new(
+            &file.target.namespace,
+            &file.target.name,
+            controller::desired::default_data(),
+        )
+        .map_err(anyhow::Error::msg)?;
         Ok(Lab {
             file,
             client,
-            desired: Desired::default(),
+            desired,
             extra_args: BTreeMap::new(),
         })
     }

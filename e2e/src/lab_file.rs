@@ -42,6 +42,64 @@ pub struct LabFile {
     /// A kind lab's node and images; `None` for envtest.
     #[serde(default)]
     pub kind: Option<Kind>,
+    /// The ConfigMap the lab's controller keeps (`lab up --target`).
+    #[serde(default)]
+    pub target: Target,
+}
+
+/// The ConfigMap a lab's controller keeps: its namespace and name. The Role
+/// is made for exactly this one, and the controller started with it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Default for Target {
+    fn default() -> Self {
+        Target {
+            namespace: controller::desired::DEFAULT_NAMESPACE.into(),
+            name: controller::desired::DEFAULT_NAME.into(),
+        }
+    }
+}
+
+impl Target {
+    /// `NAMESPACE/NAME`, both valid Kubernetes names.
+    pub fn parse(text: &str) -> Result<Target, String> {
+        let (namespace, name) = text
+            .split_once('/')
+            .ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME"))?;
+        controller::desired::Desired::new(namespace, name, controller::desired::default_data())
+            .map_err(|e| e.to_string())?;
+        Ok(Target {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+
+    pub fn is_default(&self) -> bool {
+        *self == Target::default()
+    }
+
+    /// The controller's flags for it (none for the default).
+    pub fn flags(&self) -> Vec<String> {
+        if self.is_default() {
+            return Vec::new();
+        }
+        vec![
+            "--namespace".into(),
+            self.namespace.clone(),
+            "--name".into(),
+            self.name.clone(),
+        ]
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
 }
 
 /// What a kind lab runs on.

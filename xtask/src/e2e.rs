@@ -72,7 +72,7 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     );
     for o in &not_run {
         eprintln!(
-            "  not run: {} ({})",
+            "  {}: {}",
             o.experiment,
             o.not_run.as_deref().unwrap_or_default()
         );

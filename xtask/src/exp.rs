@@ -714,6 +714,7 @@ mod tests {
                 container: None,
             },
             kind: None,
+            target: Default::default(),
             processes: vec![Process {
                 role: lab::CONTROLLER.into(),
                 pid: 42,

@@ -129,3 +129,19 @@ fn every_kind_release_runs_the_targeted_minor() {
     assert!(!read("kind/cluster.yaml").contains("image:"));
     assert!(read("flake.nix").contains("./kind/node-images.toml"));
 }
+
+#[test]
+fn the_shutdown_grace_fits_in_the_pods_termination_grace() {
+    let deployment = read("manifests/deployment.yaml");
+    let pod: u64 = deployment
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("terminationGracePeriodSeconds:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("manifests/deployment.yaml sets terminationGracePeriodSeconds");
+    let cli = <controller::cli::Cli as clap::Parser>::try_parse_from(["my-controller"]).unwrap();
+    assert!(
+        cli.shutdown_grace.as_secs() < pod,
+        "--shutdown-grace {:?} is not below the pod's terminationGracePeriodSeconds {pod}",
+        cli.shutdown_grace
+    );
+}

@@ -8,7 +8,7 @@ use k8s_openapi::api::{
     authentication::v1::{TokenRequest, TokenRequestSpec},
     authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
     core::v1::{Secret, ServiceAccount},
-    rbac::v1::Role,
+    rbac::v1::{PolicyRule, Role},
 };
 use kube::{
     Api,
@@ -58,13 +58,21 @@ fn controller_role(lab: &Lab) -> anyhow::Result<(Api<Role>, String)> {
 async fn set_config_map_create(lab: &Lab, granted: bool) -> anyhow::Result<()> {
     let (roles, name) = controller_role(lab)?;
     let mut role = roles.get(&name).await?;
-    for rule in role.rules.iter_mut().flatten() {
-        if rule.resources.iter().flatten().any(|r| r == "configmaps") {
-            rule.verbs.retain(|v| v != "create");
-            if granted {
-                rule.verbs.push("create".into());
-            }
-        }
+    // Create has a rule of its own (it cannot be narrowed to a name): taken
+    // away, then given back.
+    let rules = role.rules.get_or_insert_with(Vec::new);
+    rules.retain(|rule| {
+        !rule.verbs.iter().any(|v| v == "create")
+            || rule.resource_names.is_some()
+            || !rule.resources.iter().flatten().any(|r| r == "configmaps")
+    });
+    if granted {
+        rules.push(PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["configmaps".into()]),
+            verbs: vec!["create".into()],
+            ..PolicyRule::default()
+        });
     }
     roles.replace(&name, &PostParams::default(), &role).await?;
     wait_until_create_is(lab, granted).await

@@ -67,7 +67,12 @@ impl Layout {
 }
 
 /// Bring a lab up from nothing: the state directory must not exist (the caller cleans it).
-pub async fn up(name: &str, layout: &Layout, host: controller::Host) -> Result<LabFile> {
+pub async fn up(
+    name: &str,
+    layout: &Layout,
+    host: controller::Host,
+    target: &e2e::lab_file::Target,
+) -> Result<LabFile> {
     let sh = Shell::new()?;
     let prepare = Instant::now();
     let binaries = binaries::find(&sh).await?;
@@ -96,7 +101,7 @@ pub async fn up(name: &str, layout: &Layout, host: controller::Host) -> Result<L
 
     let mut started = Vec::new();
     let cold_start = Instant::now();
-    let result = start_all(name, layout, &binaries, &launch, &mut started).await;
+    let result = start_all(name, layout, &binaries, &launch, target, &mut started).await;
     match result {
         Ok(lab) => {
             eprintln!(
@@ -124,6 +129,7 @@ async fn start_all(
     layout: &Layout,
     binaries: &binaries::EnvtestBinaries,
     launch: &controller::Launch,
+    target: &e2e::lab_file::Target,
     started: &mut Vec<Spawned>,
 ) -> Result<LabFile> {
     let phase = Instant::now();
@@ -227,7 +233,8 @@ async fn start_all(
 
     // RBAC for the controller, then its identity.
     let admin = kubeconfig::client(&layout.admin_kubeconfig).await?;
-    apply::apply_file(&admin, &project::manifests_dir().join("rbac.yaml")).await?;
+    let rbac = project::manifests_dir().join("rbac.yaml");
+    apply::apply_documents(&admin, &rbac, apply::rbac_for(target)?).await?;
     let (token, token_expires) = controller::request_token(&admin).await?;
     let service_account = format!(
         "{}/{}",
@@ -255,14 +262,22 @@ async fn start_all(
     let (program, controller_args, container) = match launch {
         controller::Launch::Process { binary } => (
             binary.clone(),
-            controller::args(&layout.controller_kubeconfig, listen),
+            [
+                controller::args(&layout.controller_kubeconfig, listen),
+                target.flags(),
+            ]
+            .concat(),
             None,
         ),
         controller::Launch::Container { image } => {
             let sa_dir = layout.state_dir.join("serviceaccount");
             controller::write_service_account_dir(&sa_dir, &token, &pki.ca_pem)?;
             let docker = binaries::on_path("docker").context("docker is not on PATH")?;
-            let args = controller::container_args(name, image, &sa_dir, api_port, listen);
+            let args = [
+                controller::container_args(name, image, &sa_dir, api_port, listen),
+                target.flags(),
+            ]
+            .concat();
             (docker, args, Some(controller::container_name(name)))
         }
     };
@@ -325,6 +340,7 @@ async fn start_all(
             ),
         ],
         kind: None,
+        target: target.clone(),
     };
     lab.write()?;
     Ok(lab)

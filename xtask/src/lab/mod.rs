@@ -105,6 +105,10 @@ pub struct UpOptions {
     /// kind only: load the images from an offline bundle (`lab bundle`) and never pull.
     #[arg(long, value_name = "FILE", conflicts_with = "node_image")]
     pub bundle: Option<PathBuf>,
+    /// The ConfigMap the controller keeps; the Role is made for exactly this one.
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/my-config",
+          value_parser = e2e::lab_file::Target::parse)]
+    pub target: e2e::lab_file::Target,
     /// kind only: the node image, instead of the one pinned in kind/cluster.yaml:
     /// `built` (made here by `cargo xtask lab node-image`, for machines that cannot pull)
     /// or an image reference.
@@ -127,6 +131,7 @@ impl UpOptions {
             dry_run: false,
             bundle: None,
             node_image: None,
+            target: e2e::lab_file::Target::default(),
         }
     }
 

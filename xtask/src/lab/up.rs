@@ -24,13 +24,14 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let lab = match provider {
-        ProviderKind::Envtest => match reuse_or_clean(name).await? {
+        ProviderKind::Envtest => match reuse_or_clean(name, &options.target).await? {
             Some(lab) => lab,
             None => {
                 envtest::up(
                     name,
                     &Layout::new(&state_dir(name)),
                     options.controller_host(),
+                    &options.target,
                 )
                 .await?
             }
@@ -52,7 +53,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
                     kind::NodeImage::parse(options.node_image.as_deref()),
                 ),
             };
-            match kind::up(name, &images, options.dry_run).await? {
+            match kind::up(name, &images, &options.target, options.dry_run).await? {
                 Some(lab) => lab,
                 None if options.dry_run => return Ok(ExitCode::SUCCESS),
                 None => bail!("lab up finished without writing lab.json"),
@@ -65,13 +66,20 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
 
 /// An envtest lab that is up and healthy is reused; anything else under its
 /// name is cleaned up so a fresh one can start.
-async fn reuse_or_clean(name: &str) -> Result<Option<LabFile>> {
+async fn reuse_or_clean(name: &str, target: &e2e::lab_file::Target) -> Result<Option<LabFile>> {
     let layout = Layout::new(&state_dir(name));
     match LabFile::read(&layout.state_dir) {
         Ok(Some(lab)) if lab.provider == ProviderKind::Kind => {
             bail!(
                 "lab {name} is a kind lab: `cargo xtask lab down --name {name}` first, or use another --name"
             )
+        }
+        Ok(Some(lab)) if lab.target != *target => {
+            eprintln!(
+                "lab {name} keeps {}, not {target}: starting it anew for {target}",
+                lab.target
+            );
+            envtest::down(&layout)?;
         }
         Ok(Some(lab)) => {
             let health = envtest::health(&lab).await;

@@ -118,6 +118,8 @@ pub enum Images {
 pub struct Up {
     pub name: String,
     pub paths: Paths,
+    /// The ConfigMap the controller keeps (`--target`).
+    pub target: e2e::lab_file::Target,
     /// The node image the cluster runs (a reference Docker has).
     pub node_image: String,
     /// `docker version`: the engine's version and API version, or why it did not answer.
@@ -188,7 +190,13 @@ pub fn docker_arch() -> &'static str {
 }
 
 /// What `lab up --provider kind` does, in order.
-pub fn up_plan(name: &str, state_dir: &Path, images: &Images, node: &str) -> Result<Vec<Step<Up>>> {
+pub fn up_plan(
+    name: &str,
+    state_dir: &Path,
+    images: &Images,
+    node: &str,
+    target: &e2e::lab_file::Target,
+) -> Result<Vec<Step<Up>>> {
     let paths = Paths::new(state_dir);
     let (kubeconfig, cluster_config, archive) = (
         shown(&paths.kubeconfig),
@@ -405,14 +413,26 @@ pub fn up_plan(name: &str, state_dir: &Path, images: &Images, node: &str) -> Res
         ),
         Step::api(
             format!(
-                "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml",
-                apply::FIELD_MANAGER
+                "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml{}",
+                apply::FIELD_MANAGER,
+                if target.is_default() {
+                    String::new()
+                } else {
+                    format!("    # made for {target}: Role, RoleBinding and the controller's environment")
+                }
             ),
             |up: &mut Up| {
                 Box::pin(async move {
                     let client = up.client()?;
-                    apply::apply_file(&client, &project::manifests_dir().join("rbac.yaml")).await?;
-                    apply::apply_file(&client, &project::manifests_dir().join("deployment.yaml")).await?;
+                    let manifests = project::manifests_dir();
+                    apply::apply_documents(&client, &manifests.join("rbac.yaml"), apply::rbac_for(&up.target)?)
+                        .await?;
+                    apply::apply_documents(
+                        &client,
+                        &manifests.join("deployment.yaml"),
+                        apply::deployment_for(&up.target)?,
+                    )
+                    .await?;
                     Ok(())
                 })
             },
@@ -629,6 +649,7 @@ async fn write_lab_file(up: &mut Up) -> Result<()> {
             container: None,
         },
         processes: Vec::new(),
+        target: up.target.clone(),
         kind: Some(lab_file::Kind {
             node_image: up.node_image.clone(),
             node: node_container(&up.name),
@@ -641,7 +662,12 @@ async fn write_lab_file(up: &mut Up) -> Result<()> {
 
 /// `lab up --provider kind`: carries out [`up_plan`]. A failed first `up`
 /// leaves nothing behind (kind removes a half-made cluster itself).
-pub async fn up(name: &str, images: &Images, dry_run: bool) -> Result<Option<LabFile>> {
+pub async fn up(
+    name: &str,
+    images: &Images,
+    target: &e2e::lab_file::Target,
+    dry_run: bool,
+) -> Result<Option<LabFile>> {
     let state_dir = project::lab_dir(name);
     // The kind release decides the pinned node image: it is asked before the plan is made.
     let kind_version = kind_version();
@@ -674,7 +700,7 @@ pub async fn up(name: &str, images: &Images, dry_run: bool) -> Result<Option<Lab
             node_image::Recipe::new(&node_image::Source::default())?.reference()
         }
     };
-    let steps = up_plan(name, &state_dir, images, &node)?;
+    let steps = up_plan(name, &state_dir, images, &node, target)?;
     if dry_run {
         print!("{}", plan::render(&steps));
         return Ok(None);
@@ -685,6 +711,7 @@ pub async fn up(name: &str, images: &Images, dry_run: bool) -> Result<Option<Lab
         paths: Paths::new(&state_dir),
         node_image: node,
         kind_version,
+        target: target.clone(),
         ..Up::default()
     };
     let result = plan::execute(steps, &mut up).await;
@@ -781,6 +808,7 @@ mod tests {
                 dir,
                 &Images::Build(Builder::Nix, NodeImage::Pinned),
                 &pinned,
+                &Default::default(),
             )
             .unwrap(),
         );
@@ -790,6 +818,7 @@ mod tests {
                 dir,
                 &Images::Bundle("lab-bundle.tar".into()),
                 super::super::bundle::node_tag(&pinned),
+                &Default::default(),
             )
             .unwrap(),
         );
