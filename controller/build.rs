@@ -10,9 +10,7 @@ fn main() {
         .expect(
             "k8s-openapi did not publish DEP_K8S_OPENAPI_*_VERSION: is it a direct dependency?",
         );
-    let packed: u32 = value
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}={value} is not a number"));
+    let packed: u32 = value.parse().unwrap_or_else(|_| panic!("{name}={value} is not a number"));
     let (major, minor) = (packed >> 16, (packed >> 8) & 0xff);
     println!("cargo::rustc-env=K8S_TARGET_MAJOR={major}");
     println!("cargo::rustc-env=K8S_TARGET_MINOR={minor}");

@@ -23,9 +23,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let client = connect::client(args.kubeconfig.as_deref())
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let client = connect::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
     let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
     let list = pods.list(&ListParams::default()).await?;
     println!("{} pods in namespace {}:", list.items.len(), args.namespace);

@@ -36,9 +36,7 @@ fn key(pod: &Pod) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let client = connect::client(args.kubeconfig.as_deref())
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let client = connect::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
     let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
     let events = watcher(pods, watcher::Config::default()).default_backoff();
     futures::pin_mut!(events);
@@ -77,11 +75,7 @@ async fn main() -> anyhow::Result<()> {
                 println!("--- cache synced: {} pods ---", known.len());
             }
             Ok(watcher::Event::Apply(pod)) => {
-                let verb = if known.contains_key(&key(&pod)) {
-                    "UPDATE"
-                } else {
-                    "ADD"
-                };
+                let verb = if known.contains_key(&key(&pod)) { "UPDATE" } else { "ADD" };
                 println!("[{verb}] {}", key(&pod));
                 known.insert(key(&pod), pod.resource_version().unwrap_or_default());
             }

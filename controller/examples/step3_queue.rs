@@ -52,19 +52,13 @@ type Key = ObjectRef<Pod>;
 
 /// `namespace/name`, as the course prints keys.
 fn show(key: &Key) -> String {
-    format!(
-        "{}/{}",
-        key.namespace.as_deref().unwrap_or_default(),
-        key.name
-    )
+    format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name)
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Arc::new(Args::parse());
-    let client = connect::client(args.kubeconfig.as_deref())
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let client = connect::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
     let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
     let (cache, writer) = reflector::store();
     let queue: WorkQueue<Key> = WorkQueue::new(RateLimit::default());
@@ -128,10 +122,7 @@ async fn worker(id: usize, queue: WorkQueue<Key>, cache: Store<Pod>, args: Arc<A
             }
             Err(e) if queue.num_requeues(&key) < args.max_retries => {
                 let delay = queue.add_rate_limited(key.clone());
-                println!(
-                    "worker {id}: {} failed ({e}); retry in {delay:?}",
-                    show(&key)
-                );
+                println!("worker {id}: {} failed ({e}); retry in {delay:?}", show(&key));
             }
             Err(e) => {
                 queue.forget(&key);

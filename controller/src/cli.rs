@@ -122,22 +122,14 @@ impl Cli {
 fn bounded(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d > max || (!d.is_zero() && d < min) {
-        let min = if min.is_zero() {
-            "0".to_string()
-        } else {
-            format!("0 or {min:?}")
-        };
+        let min = if min.is_zero() { "0".to_string() } else { format!("0 or {min:?}") };
         return Err(format!("{s} is out of range: use {min} to {max:?}"));
     }
     Ok(d)
 }
 
 fn resync(s: &str) -> Result<Duration, String> {
-    bounded(
-        s,
-        Duration::from_millis(100),
-        Duration::from_secs(24 * 3600),
-    )
+    bounded(s, Duration::from_millis(100), Duration::from_secs(24 * 3600))
 }
 
 fn reconcile_delay(s: &str) -> Result<Duration, String> {
@@ -151,13 +143,10 @@ fn shutdown_grace(s: &str) -> Result<Duration, String> {
 /// Parses `250ms`, `30s`, `5m`, `1h` (a bare number means seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration: use e.g. 500ms, 30s, 5m"))?;
+    let number: f64 =
+        number.parse().map_err(|_| format!("{s:?} is not a duration: use e.g. 500ms, 30s, 5m"))?;
     let seconds = match unit {
         "ms" => number / 1000.0,
         "" | "s" => number,
@@ -202,10 +191,7 @@ mod tests {
     fn bad_values_are_refused() {
         assert!(parse(&["--unknown-flag"]).is_err());
         assert!(parse(&["--resync", "soon"]).is_err());
-        assert!(
-            parse(&["--workers", "2"]).is_err(),
-            "one key needs one worker: no such flag"
-        );
+        assert!(parse(&["--workers", "2"]).is_err(), "one key needs one worker: no such flag");
         assert!(parse(&["--listen", "nowhere"]).is_err());
         let bad_ns = parse(&["--namespace", "Not_OK"]).unwrap().settings();
         assert!(matches!(bad_ns, Err(InvalidDesired::Namespace(_))));
@@ -222,37 +208,19 @@ mod tests {
             ("--shutdown-grace", "301s"),
         ] {
             let error = parse(&[flag, bad]).unwrap_err().to_string();
-            assert!(
-                error.lines().next().unwrap().contains(bad),
-                "{flag} {bad}: {error}"
-            );
+            assert!(error.lines().next().unwrap().contains(bad), "{flag} {bad}: {error}");
         }
         assert!(
-            parse(&[
-                "--resync",
-                "100ms",
-                "--max-retries",
-                "100",
-                "--shutdown-grace",
-                "5m"
-            ])
-            .is_ok()
+            parse(&["--resync", "100ms", "--max-retries", "100", "--shutdown-grace", "5m"]).is_ok()
         );
     }
 
     #[test]
     fn what_zero_means() {
-        let s = parse(&[
-            "--resync",
-            "0",
-            "--max-retries",
-            "0",
-            "--shutdown-grace",
-            "0s",
-        ])
-        .unwrap()
-        .settings()
-        .unwrap();
+        let s = parse(&["--resync", "0", "--max-retries", "0", "--shutdown-grace", "0s"])
+            .unwrap()
+            .settings()
+            .unwrap();
         assert_eq!(s.resync, None, "0: no periodic resync");
         assert_eq!(s.max_retries, 0, "0: given up after the first failure");
         assert!(s.shutdown_grace.is_zero(), "0: nothing waited for");
@@ -270,9 +238,7 @@ mod tests {
 
     #[test]
     fn every_flag_documents_its_default() {
-        let help = <Cli as clap::CommandFactory>::command()
-            .render_long_help()
-            .to_string();
+        let help = <Cli as clap::CommandFactory>::command().render_long_help().to_string();
         for default in [
             "[default: default]",
             "[default: my-config]",

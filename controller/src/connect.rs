@@ -48,23 +48,15 @@ pub fn refuse_proxy(config: &Config, env: impl Fn(&str) -> Option<String>) -> Re
              directly and does not support proxies; use a kubeconfig without proxy-url"
         ));
     }
-    let host = config
-        .cluster_url
-        .host()
-        .unwrap_or_default()
-        .trim_matches(['[', ']']);
+    let host = config.cluster_url.host().unwrap_or_default().trim_matches(['[', ']']);
     let lookup = |names: &[&'static str]| {
-        names
-            .iter()
-            .find_map(|n| env(n).filter(|v| !v.is_empty()).map(|v| (*n, v)))
+        names.iter().find_map(|n| env(n).filter(|v| !v.is_empty()).map(|v| (*n, v)))
     };
     let Some((name, proxy)) = lookup(&["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"])
     else {
         return Ok(());
     };
-    let no_proxy = lookup(&["NO_PROXY", "no_proxy"])
-        .map(|(_, v)| v)
-        .unwrap_or_default();
+    let no_proxy = lookup(&["NO_PROXY", "no_proxy"]).map(|(_, v)| v).unwrap_or_default();
     if is_local(host) || no_proxy_matches(&no_proxy, host) {
         return Ok(());
     }
@@ -78,34 +70,24 @@ pub fn refuse_proxy(config: &Config, env: impl Fn(&str) -> Option<String>) -> Re
 fn is_local(host: &str) -> bool {
     host == "localhost"
         || host.ends_with(".localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// NO_PROXY as Go reads it: `*`, host names (with their subdomains, a
 /// leading dot optional), IP addresses and CIDR ranges, comma-separated.
 fn no_proxy_matches(no_proxy: &str, host: &str) -> bool {
     let ip = host.parse::<std::net::IpAddr>().ok();
-    no_proxy
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .any(|entry| {
-            if entry == "*" {
-                return true;
-            }
-            let entry = entry
-                .split(':')
-                .next()
-                .unwrap_or(entry)
-                .trim_matches(['[', ']']);
-            if let (Some(ip), Some((net, bits))) = (ip, entry.split_once('/')) {
-                return in_cidr(ip, net, bits);
-            }
-            let domain = entry.trim_start_matches('.');
-            host == domain || host.ends_with(&format!(".{domain}"))
-        })
+    no_proxy.split(',').map(str::trim).filter(|e| !e.is_empty()).any(|entry| {
+        if entry == "*" {
+            return true;
+        }
+        let entry = entry.split(':').next().unwrap_or(entry).trim_matches(['[', ']']);
+        if let (Some(ip), Some((net, bits))) = (ip, entry.split_once('/')) {
+            return in_cidr(ip, net, bits);
+        }
+        let domain = entry.trim_start_matches('.');
+        host == domain || host.ends_with(&format!(".{domain}"))
+    })
 }
 
 fn in_cidr(ip: std::net::IpAddr, net: &str, bits: &str) -> bool {
@@ -121,11 +103,8 @@ fn in_cidr(ip: std::net::IpAddr, net: &str, bits: &str) -> bool {
     if bits > width {
         return false;
     }
-    let mask = if bits == 0 {
-        0
-    } else {
-        u128::MAX << (width - bits)
-    } & (u128::MAX >> (128 - width));
+    let mask =
+        if bits == 0 { 0 } else { u128::MAX << (width - bits) } & (u128::MAX >> (128 - width));
     ip & mask == net & mask
 }
 
@@ -218,24 +197,15 @@ mod tests {
     }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |name| {
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
+        move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
     }
 
     #[test]
     fn a_proxy_in_the_kubeconfig_is_refused_in_one_line() {
-        let error = refuse_proxy(
-            &config("https://10.0.0.1:6443", Some("http://proxy:3128")),
-            env(&[]),
-        )
-        .unwrap_err();
-        assert!(
-            error.contains("proxy-url http://proxy:3128/") && !error.contains('\n'),
-            "{error}"
-        );
+        let error =
+            refuse_proxy(&config("https://10.0.0.1:6443", Some("http://proxy:3128")), env(&[]))
+                .unwrap_err();
+        assert!(error.contains("proxy-url http://proxy:3128/") && !error.contains('\n'), "{error}");
         assert!(refuse_proxy(&config("https://10.0.0.1:6443", None), env(&[])).is_ok());
     }
 
@@ -245,13 +215,7 @@ mod tests {
         let api = config("https://api.lab.example:6443", None);
         let error = refuse_proxy(&api, env(&[proxy])).unwrap_err();
         assert!(error.contains("add api.lab.example to NO_PROXY"), "{error}");
-        for no_proxy in [
-            "*",
-            "api.lab.example",
-            ".example",
-            "example",
-            "other,lab.example:6443",
-        ] {
+        for no_proxy in ["*", "api.lab.example", ".example", "example", "other,lab.example:6443"] {
             assert!(
                 refuse_proxy(&api, env(&[proxy, ("NO_PROXY", no_proxy)])).is_ok(),
                 "{no_proxy}"
@@ -263,15 +227,8 @@ mod tests {
         assert!(refuse_proxy(&ip, env(&[proxy, ("no_proxy", "10.0.0.0/16")])).is_err());
         assert!(refuse_proxy(&ip, env(&[("all_proxy", "socks5://p:1080")])).is_err());
         // As Go: loopback and localhost are never proxied (the envtest lab).
-        for local in [
-            "https://127.0.0.1:6443",
-            "https://localhost:6443",
-            "https://[::1]:6443",
-        ] {
-            assert!(
-                refuse_proxy(&config(local, None), env(&[proxy])).is_ok(),
-                "{local}"
-            );
+        for local in ["https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"] {
+            assert!(refuse_proxy(&config(local, None), env(&[proxy])).is_ok(), "{local}");
         }
     }
 
@@ -279,9 +236,7 @@ mod tests {
     async fn connections_have_nodelay_and_keepalive_like_gos() {
         use tower::Service as _;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let uri: http::Uri = format!("http://{}", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let uri: http::Uri = format!("http://{}", listener.local_addr().unwrap()).parse().unwrap();
         let mut connector = tcp_connector();
         let stream = connector.call(uri).await.unwrap();
         let socket = socket2::SockRef::from(stream.inner());

@@ -99,11 +99,7 @@ impl Desired {
         if size > MAX_DATA_BYTES {
             return Err(InvalidDesired::TooLarge { size });
         }
-        Ok(Self {
-            namespace,
-            name,
-            data,
-        })
+        Ok(Self { namespace, name, data })
     }
 
     pub fn namespace(&self) -> &str {
@@ -182,13 +178,8 @@ pub fn parse_pairs<S: AsRef<str>>(pairs: &[S]) -> Result<BTreeMap<String, String
 /// (JSON is read by the YAML parser: it is a subset). The size is checked
 /// before the file is read, so a huge file is refused without loading it.
 pub fn read_data_file(path: &Path) -> Result<BTreeMap<String, String>, InvalidDesired> {
-    let fail = |reason: String| InvalidDesired::File {
-        path: path.display().to_string(),
-        reason,
-    };
-    let len = std::fs::metadata(path)
-        .map_err(|e| fail(format!("cannot read it ({e})")))?
-        .len();
+    let fail = |reason: String| InvalidDesired::File { path: path.display().to_string(), reason };
+    let len = std::fs::metadata(path).map_err(|e| fail(format!("cannot read it ({e})")))?.len();
     // The file's own syntax takes some bytes, but data this large can never fit.
     if len > 2 * MAX_DATA_BYTES as u64 {
         return Err(InvalidDesired::TooLarge { size: len as usize });
@@ -203,15 +194,13 @@ pub fn parse_data(text: &str) -> Result<BTreeMap<String, String>, String> {
         .map_err(|e| format!("not valid YAML or JSON: {}", first_line(&e.to_string())))?;
     let serde_json::Value::Object(map) = value else {
         return Err(
-            "expected a mapping of keys to string values, like `app.conf: \"env=prod\"`".into(),
+            "expected a mapping of keys to string values, like `app.conf: \"env=prod\"`".into()
         );
     };
     map.into_iter()
         .map(|(key, value)| match value {
             serde_json::Value::String(s) => Ok((key, s)),
-            other => Err(format!(
-                "the value of {key:?} is {other}, not a string: quote it"
-            )),
+            other => Err(format!("the value of {key:?} is {other}, not a string: quote it")),
         })
         .collect()
 }
@@ -224,8 +213,7 @@ fn first_line(s: &str) -> &str {
 pub fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
@@ -241,8 +229,7 @@ pub fn is_config_map_key(s: &str) -> bool {
         && s.len() <= 253
         && s != "."
         && s != ".."
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 #[cfg(test)]
@@ -286,10 +273,7 @@ mod tests {
         }
         for bad in ["", ".", "..", "a/b", "a b", "ü"] {
             let data = BTreeMap::from([(bad.to_string(), "v".to_string())]);
-            assert_eq!(
-                Desired::new("default", "x", data),
-                Err(InvalidDesired::Key(bad.into()))
-            );
+            assert_eq!(Desired::new("default", "x", data), Err(InvalidDesired::Key(bad.into())));
         }
     }
 
@@ -300,9 +284,7 @@ mod tests {
         let over = BTreeMap::from([("k".to_string(), "v".repeat(MAX_DATA_BYTES))]);
         assert_eq!(
             Desired::new("default", "x", over),
-            Err(InvalidDesired::TooLarge {
-                size: MAX_DATA_BYTES + 1
-            })
+            Err(InvalidDesired::TooLarge { size: MAX_DATA_BYTES + 1 })
         );
     }
 
@@ -311,15 +293,9 @@ mod tests {
         let data = parse_pairs(&["app.conf=env=prod", "empty="]).unwrap();
         assert_eq!(data["app.conf"], "env=prod");
         assert_eq!(data["empty"], "");
-        assert_eq!(
-            parse_pairs(&["novalue"]),
-            Err(InvalidDesired::Pair("novalue".into()))
-        );
+        assert_eq!(parse_pairs(&["novalue"]), Err(InvalidDesired::Pair("novalue".into())));
         assert_eq!(parse_pairs(&["=v"]), Err(InvalidDesired::Pair("=v".into())));
-        assert_eq!(
-            parse_pairs(&["a=1", "a=2"]),
-            Err(InvalidDesired::DuplicateKey("a".into()))
-        );
+        assert_eq!(parse_pairs(&["a=1", "a=2"]), Err(InvalidDesired::DuplicateKey("a".into())));
     }
 
     #[test]
@@ -331,16 +307,8 @@ mod tests {
         assert_eq!(json, default_data());
 
         assert!(parse_data("- a\n- b\n").unwrap_err().contains("mapping"));
-        assert!(
-            parse_data("replicas: 3\n")
-                .unwrap_err()
-                .contains("quote it")
-        );
-        assert!(
-            parse_data("a: [unclosed\n")
-                .unwrap_err()
-                .starts_with("not valid YAML")
-        );
+        assert!(parse_data("replicas: 3\n").unwrap_err().contains("quote it"));
+        assert!(parse_data("a: [unclosed\n").unwrap_err().starts_with("not valid YAML"));
     }
 
     #[test]
@@ -349,28 +317,15 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let big = dir.join("big.yaml");
         std::fs::write(&big, format!("k: \"{}\"\n", "v".repeat(2 * MAX_DATA_BYTES))).unwrap();
-        assert!(matches!(
-            read_data_file(&big),
-            Err(InvalidDesired::TooLarge { .. })
-        ));
+        assert!(matches!(read_data_file(&big), Err(InvalidDesired::TooLarge { .. })));
         // Under the file guard but over the data limit: caught by Desired::new.
         let near = dir.join("near.yaml");
-        std::fs::write(
-            &near,
-            format!("k: \"{}\"\n", "v".repeat(MAX_DATA_BYTES + 10)),
-        )
-        .unwrap();
+        std::fs::write(&near, format!("k: \"{}\"\n", "v".repeat(MAX_DATA_BYTES + 10))).unwrap();
         let data = read_data_file(&near).unwrap();
-        assert!(matches!(
-            Desired::new("default", "x", data),
-            Err(InvalidDesired::TooLarge { .. })
-        ));
+        assert!(matches!(Desired::new("default", "x", data), Err(InvalidDesired::TooLarge { .. })));
         let missing = dir.join("missing.yaml");
         let err = read_data_file(&missing).unwrap_err().to_string();
-        assert!(
-            err.contains("missing.yaml") && err.contains("cannot read"),
-            "{err}"
-        );
+        assert!(err.contains("missing.yaml") && err.contains("cannot read"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -381,10 +336,7 @@ mod tests {
         live.metadata.resource_version = Some("7".into());
         live.metadata.labels = Some(BTreeMap::from([("team".into(), "a".into())]));
         assert!(d.is_satisfied_by(&live));
-        live.data
-            .as_mut()
-            .unwrap()
-            .insert("extra".into(), "x".into());
+        live.data.as_mut().unwrap().insert("extra".into(), "x".into());
         assert!(!d.is_satisfied_by(&live));
         let fixed = d.corrected(&live);
         assert!(d.is_satisfied_by(&fixed));

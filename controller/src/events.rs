@@ -84,11 +84,7 @@ impl Recorder {
             pending.clone(),
             dropped.clone(),
         ));
-        Recorder {
-            queue,
-            pending,
-            dropped,
-        }
+        Recorder { queue, pending, dropped }
     }
 
     /// Queues `event` about `reference`; it is published [`DEFER`] from now.
@@ -100,10 +96,7 @@ impl Recorder {
         reference: &ObjectReference,
     ) -> Result<(), kube::Error> {
         // One series per object, whatever version of it the Event was about.
-        let reference = ObjectReference {
-            resource_version: None,
-            ..reference.clone()
-        };
+        let reference = ObjectReference { resource_version: None, ..reference.clone() };
         let command = Command::Publish(Box::new((copy(event), reference)));
         match self.queue.try_send(command) {
             Ok(()) => {
@@ -154,13 +147,10 @@ impl SpamFilter {
             (tokens + earned).min(f64::from(BURST))
         };
         if self.buckets.len() >= Self::MAX_BUCKETS {
-            self.buckets
-                .retain(|_, (tokens, since)| refill(*tokens, *since) < f64::from(BURST));
+            self.buckets.retain(|_, (tokens, since)| refill(*tokens, *since) < f64::from(BURST));
         }
-        let (tokens, since) = self
-            .buckets
-            .entry((object, event.reason.clone()))
-            .or_insert((f64::from(BURST), now));
+        let (tokens, since) =
+            self.buckets.entry((object, event.reason.clone())).or_insert((f64::from(BURST), now));
         *tokens = refill(*tokens, *since);
         *since = now;
         if *tokens >= 1.0 {
@@ -274,10 +264,7 @@ mod tests {
     }
 
     fn reporter() -> Reporter {
-        Reporter {
-            controller: "my-controller".into(),
-            instance: None,
-        }
+        Reporter { controller: "my-controller".into(), instance: None }
     }
 
     #[tokio::test(start_paused = true)]
@@ -285,41 +272,25 @@ mod tests {
         let (client, api) = MockApi::start(Scenario::Accept);
         let recorder = Recorder::new(client, reporter(), Counter::default());
         let queued = Instant::now();
-        recorder
-            .publish(&event("Created"), &reference("a"))
-            .await
-            .unwrap();
-        recorder
-            .publish(&event("Corrected"), &reference("b"))
-            .await
-            .unwrap();
+        recorder.publish(&event("Created"), &reference("a")).await.unwrap();
+        recorder.publish(&event("Corrected"), &reference("b")).await.unwrap();
         // Nothing is sent while the reconcile that queued them goes on.
         tokio::time::sleep(DEFER / 2).await;
         assert!(api.seen.lock().unwrap().is_empty());
         tokio::time::sleep(DEFER).await;
         let seen = api.seen.lock().unwrap().clone();
         assert_eq!(seen.len(), 2, "{seen:#?}");
-        assert!(
-            seen.iter()
-                .all(|s| s.is_event() && s.method == Method::POST)
-        );
+        assert!(seen.iter().all(|s| s.is_event() && s.method == Method::POST));
         assert_eq!(seen[0].body["reason"], "Created");
         assert_eq!(seen[1].body["regarding"]["name"], "b");
-        assert!(
-            seen[0].at - queued >= DEFER,
-            "sent {:?} after",
-            seen[0].at - queued
-        );
+        assert!(seen[0].at - queued >= DEFER, "sent {:?} after", seen[0].at - queued);
     }
 
     #[tokio::test(start_paused = true)]
     async fn dropping_the_last_recorder_sends_what_is_pending() {
         let (client, api) = MockApi::start(Scenario::Accept);
         let recorder = Recorder::new(client, reporter(), Counter::default());
-        recorder
-            .publish(&event("Created"), &reference("a"))
-            .await
-            .unwrap();
+        recorder.publish(&event("Created"), &reference("a")).await.unwrap();
         drop(recorder);
         let seen = api.finish().await;
         assert_eq!(seen.len(), 1, "{seen:#?}");
@@ -342,10 +313,7 @@ mod tests {
         // Someone reverts my-config every 2 s for an hour; each correction reports.
         let reports = 1800;
         for n in 0..reports {
-            recorder
-                .publish(&event("Corrected"), &version(n))
-                .await
-                .unwrap();
+            recorder.publish(&event("Corrected"), &version(n)).await.unwrap();
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
         recorder.flush().await;
@@ -353,15 +321,8 @@ mod tests {
         let posts: Vec<_> = sent.iter().filter(|s| s.method == Method::POST).collect();
         // One Event: every repeat patches its series, whatever the version.
         assert_eq!(posts.len(), 1, "{posts:#?}");
-        let name = posts[0].body["metadata"]["name"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        assert!(
-            sent.iter()
-                .skip(1)
-                .all(|s| s.method == Method::PATCH && s.uri.contains(&name))
-        );
+        let name = posts[0].body["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(sent.iter().skip(1).all(|s| s.method == Method::PATCH && s.uri.contains(&name)));
         // A burst, then one per 5 minutes: 25 + 12 over the hour, not 1800.
         let limit = BURST as usize + 3600 / REFILL.as_secs() as usize;
         assert!(
@@ -387,16 +348,8 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         // The publisher is stuck on its first request; the queue holds QUEUE at most.
         assert_eq!(api.event_requests().len(), 1);
-        assert!(
-            recorder.pending() <= QUEUE + 1,
-            "{} pending",
-            recorder.pending()
-        );
-        assert!(
-            dropped.get() as usize >= 1000 - QUEUE - 1,
-            "{} dropped",
-            dropped.get()
-        );
+        assert!(recorder.pending() <= QUEUE + 1, "{} pending", recorder.pending());
+        assert!(dropped.get() as usize >= 1000 - QUEUE - 1, "{} dropped", dropped.get());
     }
 
     #[tokio::test(start_paused = true)]
@@ -404,10 +357,7 @@ mod tests {
         let (client, api) = MockApi::start(Scenario::Accept);
         let recorder = Recorder::new(client, reporter(), Counter::default());
         let queued = Instant::now();
-        recorder
-            .publish(&event("Created"), &reference("a"))
-            .await
-            .unwrap();
+        recorder.publish(&event("Created"), &reference("a")).await.unwrap();
         recorder.flush().await;
         let seen = api.seen.lock().unwrap().clone();
         assert_eq!(seen.len(), 1, "{seen:#?}");

@@ -139,13 +139,7 @@ impl MockApi {
 
     /// The Event requests seen so far.
     pub fn event_requests(&self) -> Vec<Seen> {
-        self.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| s.is_event())
-            .cloned()
-            .collect()
+        self.seen.lock().unwrap().iter().filter(|s| s.is_event()).cloned().collect()
     }
 
     /// Waits until the client side is gone (all clones dropped) and returns
@@ -168,11 +162,9 @@ fn answer(scenario: Scenario, nth: usize, seen: &Seen) -> (StatusCode, Value) {
             "Invalid",
             "ConfigMap \"my-config\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
         ),
-        Scenario::AlreadyExists => status(
-            409,
-            "AlreadyExists",
-            "configmaps \"my-config\" already exists",
-        ),
+        Scenario::AlreadyExists => {
+            status(409, "AlreadyExists", "configmaps \"my-config\" already exists")
+        }
         Scenario::Unanswered => unreachable!("never answered"),
         Scenario::ConflictOnce if nth == 1 => status(
             409,
@@ -180,11 +172,8 @@ fn answer(scenario: Scenario, nth: usize, seen: &Seen) -> (StatusCode, Value) {
             "Operation cannot be fulfilled on configmaps \"my-config\": the object has been modified",
         ),
         Scenario::Accept | Scenario::ConflictOnce => {
-            let code = if seen.method == Method::POST {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
+            let code =
+                if seen.method == Method::POST { StatusCode::CREATED } else { StatusCode::OK };
             let mut object = seen.body.clone();
             object["metadata"]["resourceVersion"] = json!("100");
             (code, object)
@@ -209,10 +198,7 @@ pub fn context(client: Client, cached: Option<ConfigMap>) -> (Context, Writer<Co
         writer.apply_watcher_event(&watcher::Event::InitApply(cm));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
-    let reporter = Reporter {
-        controller: "my-controller".into(),
-        instance: None,
-    };
+    let reporter = Reporter { controller: "my-controller".into(), instance: None };
     let metrics = Arc::new(Metrics::default());
     let ctx = Context {
         client: client.clone(),
@@ -240,10 +226,7 @@ pub fn drifted() -> ConfigMap {
 
 /// [`drifted`], and frozen: `immutable: true`.
 pub fn frozen() -> ConfigMap {
-    ConfigMap {
-        immutable: Some(true),
-        ..drifted()
-    }
+    ConfigMap { immutable: Some(true), ..drifted() }
 }
 
 /// my-config exactly as desired.

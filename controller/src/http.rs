@@ -55,10 +55,7 @@ async fn readyz(State(status): State<Status>) -> impl IntoResponse {
 
 async fn metrics(State(status): State<Status>) -> impl IntoResponse {
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         status.metrics.encode(),
     )
 }
@@ -69,7 +66,5 @@ pub async fn serve(
     status: Status,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(status))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(listener, router(status)).with_graceful_shutdown(shutdown).await
 }

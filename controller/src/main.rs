@@ -23,10 +23,7 @@ async fn main() -> ExitCode {
             // clap's first line names the problem; its usage block is noise here.
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!(
-                "my-controller: {} (see --help)",
-                first.trim_start_matches("error: ")
-            );
+            eprintln!("my-controller: {} (see --help)", first.trim_start_matches("error: "));
             return ExitCode::from(BAD_INPUT);
         }
     };

@@ -103,11 +103,7 @@ impl Default for Metrics {
             events_dropped.clone(),
         );
         let in_flight = Gauge::default();
-        registry.register(
-            "reconciles_in_flight",
-            "Reconciles running now",
-            in_flight.clone(),
-        );
+        registry.register("reconciles_in_flight", "Reconciles running now", in_flight.clone());
         let queue_depth = Gauge::default();
         registry.register(
             "workqueue_depth",
@@ -130,9 +126,7 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn reconciled(&self, result: ReconcileResult, took: Duration) {
-        self.reconciles
-            .get_or_create(&ResultLabels { result })
-            .inc();
+        self.reconciles.get_or_create(&ResultLabels { result }).inc();
         self.duration.observe(took.as_secs_f64());
     }
 
@@ -174,9 +168,7 @@ impl Metrics {
     }
 
     pub fn reconciles(&self, result: ReconcileResult) -> u64 {
-        self.reconciles
-            .get_or_create(&ResultLabels { result })
-            .get()
+        self.reconciles.get_or_create(&ResultLabels { result }).get()
     }
 
     pub fn writes(&self, verb: WriteVerb) -> u64 {
@@ -225,10 +217,7 @@ mod tests {
             "reconciles_in_flight 0",
             "workqueue_depth 0",
         ] {
-            assert!(
-                text.lines().any(|l| l == line),
-                "missing {line:?} in\n{text}"
-            );
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
     }
 }

@@ -71,9 +71,7 @@ pub struct WorkQueue<K> {
 
 impl<K> Clone for WorkQueue<K> {
     fn clone(&self) -> Self {
-        Self {
-            shared: Arc::clone(&self.shared),
-        }
+        Self { shared: Arc::clone(&self.shared) }
     }
 }
 
@@ -133,9 +131,7 @@ where
         let mut shared = Arc::try_unwrap(self.shared)
             .unwrap_or_else(|_| panic!("with_depth_gauge is for a queue not yet shared"));
         shared.depth = Some(gauge);
-        Self {
-            shared: Arc::new(shared),
-        }
+        Self { shared: Arc::new(shared) }
     }
 
     fn lock(&self) -> Guard<'_, K> {
@@ -205,10 +201,8 @@ where
         let delay = {
             let mut s = self.lock();
             let limits = &self.shared.limits;
-            let entry = s
-                .failures
-                .entry(key.clone())
-                .or_insert_with(|| (0, limits.per_key_backoff()));
+            let entry =
+                s.failures.entry(key.clone()).or_insert_with(|| (0, limits.per_key_backoff()));
             entry.0 += 1;
             let per_key = entry.1.next().unwrap_or(limits.max_delay);
             let overall = s.bucket.reserve(Instant::now());
@@ -341,12 +335,7 @@ struct TokenBucket {
 
 impl TokenBucket {
     fn new(per_second: f64, burst: f64) -> Self {
-        Self {
-            per_second,
-            burst,
-            tokens: burst,
-            last: None,
-        }
+        Self { per_second, burst, tokens: burst, last: None }
     }
 
     /// Takes a token and returns how long to wait for it.
@@ -547,19 +536,12 @@ mod tests {
         // Wait for the workers to drain everything, then stop them.
         let deadline = Instant::now() + Duration::from_secs(30);
         while !q.is_idle() {
-            assert!(
-                Instant::now() < deadline,
-                "queue never drained: {} left",
-                q.len()
-            );
+            assert!(Instant::now() < deadline, "queue never drained: {} left", q.len());
             tokio::task::yield_now().await;
         }
         q.shut_down();
-        let processed: u32 = futures::future::join_all(workers)
-            .await
-            .into_iter()
-            .map(|r| r.unwrap())
-            .sum();
+        let processed: u32 =
+            futures::future::join_all(workers).await.into_iter().map(|r| r.unwrap()).sum();
         assert!((3..2000).contains(&processed), "processed {processed}");
     }
 }

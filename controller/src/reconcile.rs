@@ -134,10 +134,7 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
     }
     let desired = &ctx.desired;
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), desired.namespace());
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PostParams::default()
-    };
+    let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
     // Read the latest state at processing time, not the state the event carried.
     match ctx.cache.get(key) {
         None => {
@@ -173,18 +170,16 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
             // owned clone (the course's DeepCopy). Replace sends the cached
             // resourceVersion, so a concurrent change yields 409 and a retry
             // instead of overwriting it.
-            let corrected = match api
-                .replace(desired.name(), &params, &desired.corrected(&live))
-                .await
-            {
-                Ok(corrected) => corrected,
-                // Frozen after the cache's copy was taken (a race with the
-                // person setting `immutable`): the same report, no retry.
-                Err(e) if is_immutable_rejection(&e) => {
-                    return Ok(report_immutable(ctx, key, &live).await);
-                }
-                Err(e) => return Err(Error::from_write("update", key, e)),
-            };
+            let corrected =
+                match api.replace(desired.name(), &params, &desired.corrected(&live)).await {
+                    Ok(corrected) => corrected,
+                    // Frozen after the cache's copy was taken (a race with the
+                    // person setting `immutable`): the same report, no retry.
+                    Err(e) if is_immutable_rejection(&e) => {
+                        return Ok(report_immutable(ctx, key, &live).await);
+                    }
+                    Err(e) => return Err(Error::from_write("update", key, e)),
+                };
             ctx.metrics.wrote(WriteVerb::update);
             info!(key = %show(key), "{LOG_CORRECTED}");
             publish(
@@ -283,10 +278,7 @@ mod tests {
         let writes: Vec<_> = seen.iter().filter(|s| !s.is_event()).collect();
         assert_eq!(writes.len(), 1, "{writes:#?}");
         assert_eq!(writes[0].method, Method::POST);
-        assert_eq!(
-            writes[0].uri,
-            format!("{CONFIG_MAPS}?&fieldManager=my-controller")
-        );
+        assert_eq!(writes[0].uri, format!("{CONFIG_MAPS}?&fieldManager=my-controller"));
         let body = &writes[0].body;
         assert_eq!(body["metadata"]["name"], "my-config");
         assert_eq!(body["metadata"]["namespace"], "default");
@@ -308,10 +300,7 @@ mod tests {
         let writes: Vec<_> = seen.iter().filter(|s| !s.is_event()).collect();
         assert_eq!(writes.len(), 1, "{writes:#?}");
         assert_eq!(writes[0].method, Method::PUT);
-        assert_eq!(
-            writes[0].uri,
-            format!("{CONFIG_MAPS}/my-config?&fieldManager=my-controller")
-        );
+        assert_eq!(writes[0].uri, format!("{CONFIG_MAPS}/my-config?&fieldManager=my-controller"));
         let body = &writes[0].body;
         // The whole desired data, and nothing else: "extra" is gone.
         assert_eq!(body["data"], json!({"app.conf": "env=prod\nreplicas=3"}));
@@ -375,10 +364,7 @@ mod tests {
     #[tokio::test]
     async fn immutable_and_in_sync_is_unchanged() {
         let (client, api) = MockApi::start(Scenario::Accept);
-        let frozen_in_sync = ConfigMap {
-            immutable: Some(true),
-            ..in_sync()
-        };
+        let frozen_in_sync = ConfigMap { immutable: Some(true), ..in_sync() };
         let (ctx, _writer) = context(client, Some(frozen_in_sync));
         let key = key_of(&ctx.desired);
         assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Unchanged);

@@ -107,10 +107,8 @@ impl Workers {
 
     /// `None` when healthy, else what is wrong.
     pub fn problem(&self) -> Option<String> {
-        let (started, alive) = (
-            self.started.load(Ordering::Acquire),
-            self.alive.load(Ordering::Acquire),
-        );
+        let (started, alive) =
+            (self.started.load(Ordering::Acquire), self.alive.load(Ordering::Acquire));
         (!self.stopping.load(Ordering::Acquire) && alive < started)
             .then(|| format!("{} of {started} workers stopped", started - alive))
     }
@@ -134,10 +132,7 @@ pub async fn run(
     mut signals: impl Stream<Item = ()> + Unpin,
 ) -> Result<(), Stopped> {
     let listener = TcpListener::bind(settings.listen).await.with_context(|| {
-        format!(
-            "cannot listen on {}: choose another address with --listen",
-            settings.listen
-        )
+        format!("cannot listen on {}: choose another address with --listen", settings.listen)
     })?;
     info!(
         target = %settings.desired,
@@ -171,11 +166,7 @@ pub async fn run(
     let key = key_of(&settings.desired);
 
     let (http_stop, http_stopped) = oneshot::channel::<()>();
-    let status = http::Status {
-        ready: ready.clone(),
-        metrics,
-        workers: workers.clone(),
-    };
+    let status = http::Status { ready: ready.clone(), metrics, workers: workers.clone() };
     let server = tokio::spawn(http::serve(listener, status, async {
         let _ = http_stopped.await;
     }));
@@ -242,20 +233,13 @@ pub async fn run(
 
 /// What a shutdown cut short: the reconciles still running, the Events not sent.
 fn cut_off(queue: &WorkQueue<Key>, ctx: &Context) -> String {
-    let mut parts: Vec<String> = queue
-        .processing()
-        .iter()
-        .map(|k| format!("the reconcile of {}", show(k)))
-        .collect();
+    let mut parts: Vec<String> =
+        queue.processing().iter().map(|k| format!("the reconcile of {}", show(k))).collect();
     let events = ctx.recorder.pending();
     if events > 0 {
         parts.push(format!("{events} Events not sent"));
     }
-    if parts.is_empty() {
-        "nothing (it was about to end)".into()
-    } else {
-        parts.join(" and ")
-    }
+    if parts.is_empty() { "nothing (it was about to end)".into() } else { parts.join(" and ") }
 }
 
 /// The informer (course step 2): list, then watch, the one object we care
@@ -354,11 +338,7 @@ where
 {
     while let Some(key) = queue.get().await {
         let release = Release { queue, key: &key };
-        if AssertUnwindSafe(each(key.clone()))
-            .catch_unwind()
-            .await
-            .is_err()
-        {
+        if AssertUnwindSafe(each(key.clone())).catch_unwind().await.is_err() {
             metrics.panicked();
             metrics.reconciled(ReconcileResult::panicked, Duration::ZERO);
             error!(key = %show(&key), "{LOG_PANICKED}");
@@ -390,8 +370,7 @@ pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retri
         let _running = ctx.metrics.in_flight();
         reconcile::reconcile(ctx, key).await
     };
-    ctx.metrics
-        .reconciled(result_label(&result), started.elapsed());
+    ctx.metrics.reconciled(result_label(&result), started.elapsed());
     let Err(err) = result else {
         queue.forget(key);
         return;
@@ -478,20 +457,14 @@ pub async fn shutdown_signal() {
 /// shutdown, the second for an immediate one.
 pub fn signals() -> std::io::Result<impl Stream<Item = ()> + Unpin> {
     use tokio::signal::unix::{SignalKind, signal};
-    let handlers = (
-        signal(SignalKind::interrupt())?,
-        signal(SignalKind::terminate())?,
-    );
-    Ok(Box::pin(futures::stream::unfold(
-        handlers,
-        |(mut interrupt, mut terminate)| async move {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
-            }
-            Some(((), (interrupt, terminate)))
-        },
-    )))
+    let handlers = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?);
+    Ok(Box::pin(futures::stream::unfold(handlers, |(mut interrupt, mut terminate)| async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        Some(((), (interrupt, terminate)))
+    })))
 }
 
 #[cfg(test)]
@@ -511,10 +484,7 @@ mod tests {
     async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         while !done() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}"
-            );
+            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -528,10 +498,7 @@ mod tests {
         let key = key_of(&ctx.desired);
         queue.add(key.clone());
         let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
-        wait_for("the conflict", || {
-            ctx.metrics.reconciles(ReconcileResult::conflict) == 1
-        })
-        .await;
+        wait_for("the conflict", || ctx.metrics.reconciles(ReconcileResult::conflict) == 1).await;
         // No timed retry, no failure counted: an hour of (virtual) quiet sends nothing.
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert!(queue.is_idle());
@@ -540,10 +507,8 @@ mod tests {
 
         // The newer version's watch event (the informer adds the key): it is corrected.
         queue.add(key);
-        wait_for("the corrected update", || {
-            ctx.metrics.reconciles(ReconcileResult::updated) == 1
-        })
-        .await;
+        wait_for("the corrected update", || ctx.metrics.reconciles(ReconcileResult::updated) == 1)
+            .await;
         queue.shut_down();
         worker.await.unwrap();
         assert_eq!(ctx.metrics.give_ups(), 0);
@@ -567,10 +532,7 @@ mod tests {
         assert_eq!(attempts.len(), 6, "1 attempt + 5 retries: {attempts:#?}");
         assert!(attempts.iter().all(|s| s.method == Method::POST));
         let gaps: Vec<Duration> = attempts.windows(2).map(|w| w[1].at - w[0].at).collect();
-        assert!(
-            gaps.windows(2).all(|g| g[1] > g[0]),
-            "delays must grow: {gaps:?}"
-        );
+        assert!(gaps.windows(2).all(|g| g[1] > g[0]), "delays must grow: {gaps:?}");
         assert!(gaps[0] >= Duration::from_millis(5), "{gaps:?}");
         assert_eq!(ctx.metrics.reconciles(ReconcileResult::error), 6);
 
@@ -581,10 +543,7 @@ mod tests {
 
         // A new trigger (event or resync) starts a fresh round.
         queue.add(key);
-        wait_for("the new attempt", || {
-            ctx.metrics.reconciles(ReconcileResult::error) == 7
-        })
-        .await;
+        wait_for("the new attempt", || ctx.metrics.reconciles(ReconcileResult::error) == 7).await;
         queue.shut_down();
         worker.await.unwrap();
         assert_eq!(api.config_map_requests().len(), 7);
@@ -599,10 +558,7 @@ mod tests {
         let queue = WorkQueue::new(RateLimit::default());
         queue.add(key_of(&ctx.desired));
         let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
-        wait_for("the report", || {
-            ctx.metrics.reconciles(ReconcileResult::immutable) == 1
-        })
-        .await;
+        wait_for("the report", || ctx.metrics.reconciles(ReconcileResult::immutable) == 1).await;
         // An hour of (virtual) quiet: no retry of a request that cannot succeed.
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert!(queue.is_idle());
@@ -634,10 +590,7 @@ mod tests {
                 metrics.panics()
             })
         };
-        wait_for("the retry after the panic", || {
-            calls.load(Ordering::Acquire) == 2
-        })
-        .await;
+        wait_for("the retry after the panic", || calls.load(Ordering::Acquire) == 2).await;
         wait_for("the queue to be idle", || queue.is_idle()).await;
         // Released: an event for the key is processed again, not stuck in "processing".
         queue.add(key);
@@ -657,11 +610,8 @@ mod tests {
             workers: workers.clone(),
         };
         let healthz = |workers: &Arc<Workers>| {
-            http::router(status(workers)).oneshot(
-                ::http::Request::get("/healthz")
-                    .body(axum::body::Body::empty())
-                    .unwrap(),
-            )
+            http::router(status(workers))
+                .oneshot(::http::Request::get("/healthz").body(axum::body::Body::empty()).unwrap())
         };
         let alive = workers.alive();
         assert_eq!(healthz(&workers).await.unwrap().status(), 200);
@@ -723,11 +673,7 @@ mod tests {
         let asked = tokio::time::Instant::now();
         stop.unbounded_send(()).unwrap();
         let stopped = run.await.unwrap().unwrap_err();
-        assert_eq!(
-            asked.elapsed(),
-            Duration::from_secs(2),
-            "exactly the grace period"
-        );
+        assert_eq!(asked.elapsed(), Duration::from_secs(2), "exactly the grace period");
         let text = stopped.to_string();
         assert!(
             matches!(stopped, Stopped::CutOff { .. })
@@ -740,11 +686,7 @@ mod tests {
     async fn a_second_signal_exits_at_once() {
         let (client, api) = MockApi::start_with(Scenario::Unanswered, Duration::ZERO);
         let (stop, signals) = futures::channel::mpsc::unbounded();
-        let run = tokio::spawn(run(
-            client,
-            settings(Duration::from_secs(60), None),
-            signals,
-        ));
+        let run = tokio::spawn(run(client, settings(Duration::from_secs(60), None), signals));
         wait_for("the create", || !api.config_map_requests().is_empty()).await;
         let asked = tokio::time::Instant::now();
         stop.unbounded_send(()).unwrap();
@@ -772,10 +714,7 @@ mod tests {
         let posts = api.config_map_requests();
         assert_eq!(posts.len(), 6);
         let gaps: Vec<Duration> = posts.windows(2).map(|w| w[1].at - w[0].at).collect();
-        assert!(
-            gaps.windows(2).all(|g| g[1] > g[0]),
-            "growing delays: {gaps:?}"
-        );
+        assert!(gaps.windows(2).all(|g| g[1] > g[0]), "growing delays: {gaps:?}");
     }
 
     #[tokio::test(start_paused = true)]

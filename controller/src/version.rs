@@ -109,10 +109,7 @@ mod tests {
         let far = Skew::between(36, 33);
         assert!(!far.is_supported());
         let msg = far.to_string();
-        assert!(
-            msg.contains("1.36") && msg.contains("1.33") && msg.contains("v1_33"),
-            "{msg}"
-        );
+        assert!(msg.contains("1.36") && msg.contains("1.33") && msg.contains("v1_33"), "{msg}");
     }
 
     #[test]

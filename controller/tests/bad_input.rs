@@ -31,17 +31,8 @@ fn refused(args: &[&str]) -> String {
         .output()
         .expect("the binary runs");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{args:?}: exit {:?}, stderr {stderr}",
-        out.status
-    );
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "{args:?}: not one line:\n{stderr}"
-    );
+    assert_eq!(out.status.code(), Some(2), "{args:?}: exit {:?}, stderr {stderr}", out.status);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line:\n{stderr}");
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
     assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
     stderr
@@ -77,16 +68,8 @@ fn malformed_and_oversized_data_files() {
     let kc = kubeconfig.to_str().unwrap();
     let malformed = dir.join("malformed.yaml");
     std::fs::write(&malformed, "app.conf: [1, 2\n").unwrap();
-    let msg = refused(&[
-        "--kubeconfig",
-        kc,
-        "--data-file",
-        malformed.to_str().unwrap(),
-    ]);
-    assert!(
-        msg.contains("malformed.yaml") && msg.contains("not valid YAML"),
-        "{msg}"
-    );
+    let msg = refused(&["--kubeconfig", kc, "--data-file", malformed.to_str().unwrap()]);
+    assert!(msg.contains("malformed.yaml") && msg.contains("not valid YAML"), "{msg}");
 
     let big = dir.join("big.json");
     std::fs::write(&big, format!("{{\"k\": \"{}\"}}", "x".repeat(1024 * 1024))).unwrap();
@@ -99,10 +82,7 @@ fn malformed_and_oversized_data_files() {
 
 #[test]
 fn version_names_the_kubernetes_target() {
-    let out = Command::new(env!("CARGO_BIN_EXE_my-controller"))
-        .arg("--version")
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_my-controller")).arg("--version").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     let expected = format!("built for Kubernetes {}", controller::version::target());

@@ -28,12 +28,7 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(what: impl Into<String>, total: usize) -> Self {
-        Progress {
-            what: what.into(),
-            total,
-            done: 0,
-            every: total.div_ceil(10).max(1),
-        }
+        Progress { what: what.into(), total, done: 0, every: total.div_ceil(10).max(1) }
     }
 
     /// One more done; shows it when a tenth has passed or all are done.
@@ -46,12 +41,7 @@ impl Progress {
         let before = self.done / self.every;
         self.done += n;
         if self.done / self.every != before || self.done == self.total {
-            eprintln!(
-                "  {} {}/{}",
-                self.what,
-                self.done.min(self.total),
-                self.total
-            );
+            eprintln!("  {} {}/{}", self.what, self.done.min(self.total), self.total);
         }
     }
 }

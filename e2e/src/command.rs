@@ -64,8 +64,7 @@ impl Cmd {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.args
-            .extend(args.into_iter().map(|a| a.as_ref().to_string()));
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_string()));
         self
     }
 
@@ -176,9 +175,7 @@ impl Cmd {
     }
 
     fn spawn_inherit(&self) -> anyhow::Result<std::process::Child> {
-        self.to_command()?
-            .spawn()
-            .with_context(|| format!("cannot start `{self}`"))
+        self.to_command()?.spawn().with_context(|| format!("cannot start `{self}`"))
     }
 
     /// Echo, run, and return its stdout, trimmed; an error (with its stderr)
@@ -212,11 +209,7 @@ impl Cmd {
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("cannot start `{self}`"))?;
-        child
-            .stdin
-            .take()
-            .context("stdin is piped")?
-            .write_all(input)?;
+        child.stdin.take().context("stdin is piped")?.write_all(input)?;
         let output = child.wait_with_output()?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
@@ -296,14 +289,9 @@ mod tests {
             "cd xtask/envtest/kubernetes && RUSTFLAGS='-C target-feature=+crt-static' \
              docker image inspect --format '{{.Id}}' 'a b'"
         );
-        assert_eq!(
-            Cmd::new("ctr").stdin_file("x.tar").to_string(),
-            "ctr < x.tar"
-        );
+        assert_eq!(Cmd::new("ctr").stdin_file("x.tar").to_string(), "ctr < x.tar");
         let root = project::root();
-        let inside = Cmd::new("go")
-            .arg(root.join("target/x").display().to_string())
-            .dir(&root);
+        let inside = Cmd::new("go").arg(root.join("target/x").display().to_string()).dir(&root);
         assert_eq!(inside.to_string(), "go target/x");
         let below = Cmd::new("go").dir(root.join("xtask/envtest/etcd"));
         assert_eq!(below.to_string(), "cd xtask/envtest/etcd && go");
@@ -312,14 +300,9 @@ mod tests {
     #[test]
     fn reads_stdout_and_reports_failures_with_stderr() {
         assert_eq!(Cmd::argv(["echo", " hi "]).read().unwrap(), "hi");
-        let error = Cmd::argv(["sh", "-c", "echo oops >&2; exit 3"])
-            .read()
-            .unwrap_err();
+        let error = Cmd::argv(["sh", "-c", "echo oops >&2; exit 3"]).read().unwrap_err();
         let text = format!("{error:#}");
-        assert!(
-            text.contains("oops") && text.contains("exit status: 3"),
-            "{text}"
-        );
+        assert!(text.contains("oops") && text.contains("exit status: 3"), "{text}");
         let missing = Cmd::new("no-such-program-here").read().unwrap_err();
         assert!(is_not_found(&missing), "{missing:#}");
     }

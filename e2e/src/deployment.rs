@@ -47,28 +47,16 @@ impl DeploymentHost {
     /// liveness probe or the memory limit, which a test must not hide by
     /// replacing the pod.
     pub async fn ensure_no_restarts(&self) -> anyhow::Result<()> {
-        let pods = self
-            .pods()
-            .list(&ListParams::default().labels(SELECTOR))
-            .await?
-            .items;
+        let pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
         for pod in &pods {
-            for status in pod
-                .status
-                .iter()
-                .flat_map(|s| s.container_statuses.iter().flatten())
-            {
+            for status in pod.status.iter().flat_map(|s| s.container_statuses.iter().flatten()) {
                 if status.restart_count > 0 {
                     let last = status
                         .last_state
                         .as_ref()
                         .and_then(|s| s.terminated.as_ref())
                         .map(|t| {
-                            format!(
-                                "{} exit {}",
-                                t.reason.clone().unwrap_or_default(),
-                                t.exit_code
-                            )
+                            format!("{} exit {}", t.reason.clone().unwrap_or_default(), t.exit_code)
                         })
                         .unwrap_or_else(|| "unknown".into());
                     bail!(
@@ -101,21 +89,11 @@ impl DeploymentHost {
     pub async fn stop(&self) -> anyhow::Result<()> {
         self.ensure_no_restarts().await?;
         let patch = json!({"spec": {"replicas": 0}});
-        self.deployments()
-            .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        self.deployments().patch(NAME, &PatchParams::default(), &Patch::Merge(&patch)).await?;
         let pods = self.pods();
         eventually("the controller pods to be gone", ROLLOUT_WITHIN, || async {
-            let left = pods
-                .list(&ListParams::default().labels(SELECTOR))
-                .await?
-                .items
-                .len();
-            Ok(if left == 0 {
-                Check::Done(())
-            } else {
-                Check::NotYet(format!("{left} pods left"))
-            })
+            let left = pods.list(&ListParams::default().labels(SELECTOR)).await?.items.len();
+            Ok(if left == 0 { Check::Done(()) } else { Check::NotYet(format!("{left} pods left")) })
         })
         .await
     }
@@ -133,13 +111,9 @@ impl DeploymentHost {
                 "spec": {"containers": [{"name": CONTAINER, "args": extra}]},
             },
         }});
-        self.deployments()
-            .patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await?;
+        self.deployments().patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
         wait_rollout(&self.deployments()).await?;
-        self.ready_pod()
-            .await?
-            .context("the rollout finished without a ready pod")
+        self.ready_pod().await?.context("the rollout finished without a ready pod")
     }
 
     /// `kubectl rollout restart`: a new pod on the same spec (a new image
@@ -149,19 +123,13 @@ impl DeploymentHost {
         let patch = json!({"spec": {"template": {"metadata": {"annotations": {
             "kubectl.kubernetes.io/restartedAt": restarted_at(),
         }}}}});
-        self.deployments()
-            .patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await?;
+        self.deployments().patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
         wait_rollout(&self.deployments()).await
     }
 
     /// The newest pod that is Ready.
     pub async fn ready_pod(&self) -> anyhow::Result<Option<String>> {
-        let mut pods = self
-            .pods()
-            .list(&ListParams::default().labels(SELECTOR))
-            .await?
-            .items;
+        let mut pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
         pods.retain(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p));
         pods.sort_by_key(|p| p.metadata.creation_timestamp.clone());
         Ok(pods.last().map(|p| p.name_any()))
@@ -185,12 +153,7 @@ impl DeploymentHost {
             "/api/v1/namespaces/{NAMESPACE}/pods/{pod}:{PORT}/proxy{path}"
         ))
         .body(Vec::new())?;
-        Ok(self
-            .client
-            .send(request.map(Into::into))
-            .await?
-            .status()
-            .as_u16())
+        Ok(self.client.send(request.map(Into::into)).await?.status().as_u16())
     }
 
     /// `kubectl delete pod` (its grace period), then the exit code its
@@ -206,9 +169,7 @@ impl DeploymentHost {
         let fields = format!("metadata.name={pod}");
         let listed = pods.list(&ListParams::default().fields(&fields)).await?;
         let from = listed.metadata.resource_version.unwrap_or_default();
-        let stream = pods
-            .watch(&WatchParams::default().fields(&fields).timeout(60), &from)
-            .await?;
+        let stream = pods.watch(&WatchParams::default().fields(&fields).timeout(60), &from).await?;
         futures::pin_mut!(stream);
         let deleted = Instant::now();
         pods.delete(pod, &DeleteParams::default()).await?;
@@ -252,10 +213,7 @@ impl DeploymentHost {
         pod: &str,
     ) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<String>>> {
         use futures::AsyncBufReadExt;
-        let params = LogParams {
-            follow: true,
-            ..LogParams::default()
-        };
+        let params = LogParams { follow: true, ..LogParams::default() };
         let mut lines = self.pods().log_stream(pod, &params).await?.lines();
         let first = tokio::time::timeout(Duration::from_secs(10), lines.try_next())
             .await
@@ -278,11 +236,7 @@ impl DeploymentHost {
         tail: Option<i64>,
         since: Option<k8s_openapi::jiff::Timestamp>,
     ) -> anyhow::Result<String> {
-        let params = LogParams {
-            tail_lines: tail,
-            since_time: since,
-            ..LogParams::default()
-        };
+        let params = LogParams { tail_lines: tail, since_time: since, ..LogParams::default() };
         Ok(self.pods().logs(pod, &params).await?)
     }
 }

@@ -27,9 +27,7 @@ impl Etcd {
     /// Kubernetes resourceVersion is such a revision.
     pub async fn revision(&self) -> anyhow::Result<u64> {
         // A range over one key that does not exist: only the header matters.
-        let answer = self
-            .call("/v3/kv/range", json!({"key": key(b"\0")}))
-            .await?;
+        let answer = self.call("/v3/kv/range", json!({"key": key(b"\0")})).await?;
         header_revision(&answer)
     }
 

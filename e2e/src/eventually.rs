@@ -1,6 +1,7 @@
-//! Polling with a deadline: the suite never sleeps a fixed time waiting for a
-//! state. Fast first tries (a controller heals in milliseconds), then slower
-//! ones, a bounded total, and on timeout a message with the last state seen.
+//! The one way the kit waits for a state: polling with a deadline, never a
+//! fixed sleep. Fast first tries (a controller heals in milliseconds), then
+//! slower ones, a bounded total, and on timeout the last state seen. The
+//! suite polls quietly; xtask shows progress while a person waits.
 
 use std::{future::Future, time::Duration};
 
@@ -12,35 +13,96 @@ pub enum Check<T> {
     Done(T),
     /// Not there yet: what was seen instead.
     NotYet(String),
+    /// It will never get there (the process died): stop waiting.
+    Stop(anyhow::Error),
 }
+
+/// An unchanged state is repeated this often when shown, so a long wait visibly is one.
+const HEARTBEAT: Duration = Duration::from_secs(3);
 
 /// Polls `probe` until it returns `Check::Done`, for at most `within`. An
 /// `Err` from the probe is retried too; the last state or error seen is in
 /// the timeout message.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut probe: F) -> anyhow::Result<T>
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, probe: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Check<T>>>,
 {
-    let deadline = Instant::now() + within;
+    poll(what, within, false, probe).await
+}
+
+/// [`eventually`], saying what it waits for as the state changes (and every
+/// few seconds), and how long it took.
+pub async fn eventually_shown<T, F, Fut>(
+    what: &str,
+    within: Duration,
+    probe: F,
+) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Check<T>>>,
+{
+    poll(what, within, true, probe).await
+}
+
+/// [`eventually`] (`shown` false) or [`eventually_shown`] (true).
+pub async fn poll<T, F, Fut>(
+    what: &str,
+    within: Duration,
+    shown: bool,
+    mut probe: F,
+) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Check<T>>>,
+{
+    let start = Instant::now();
+    let deadline = start + within;
     let mut delays = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(2))
         .with_max_delay(Duration::from_millis(250))
         .with_factor(2.0)
         .without_max_times()
         .build();
+    let (mut last_shown, mut shown_at): (Option<String>, Instant) = (None, start);
     loop {
         let last = match probe().await {
-            Ok(Check::Done(value)) => return Ok(value),
+            Ok(Check::Done(value)) => {
+                if shown {
+                    eprintln!("  {what}: ready after {:.1}s", start.elapsed().as_secs_f64());
+                }
+                return Ok(value);
+            }
+            Ok(Check::Stop(error)) => {
+                return Err(error.context(format!(
+                    "{what}: gave up after {:.1}s",
+                    start.elapsed().as_secs_f64()
+                )));
+            }
             Ok(Check::NotYet(state)) => state,
             Err(e) => format!("error: {e:#}"),
         };
         let now = Instant::now();
+        let last = one_line(&last);
+        if shown && (last_shown.as_deref() != Some(last.as_str()) || now - shown_at >= HEARTBEAT) {
+            eprintln!("  {what}: waiting ({:.1}s) - {last}", (now - start).as_secs_f64());
+            (last_shown, shown_at) = (Some(last.clone()), now);
+        }
         if now >= deadline {
             anyhow::bail!("timed out after {within:?} waiting for {what}; last seen: {last}");
         }
         let delay = delays.next().unwrap_or(Duration::from_millis(250));
         tokio::time::sleep(delay.min(deadline - now)).await;
+    }
+}
+
+/// States stay one line long.
+fn one_line(text: &str) -> String {
+    const MAX: usize = 160;
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}...", &flat[..at]),
+        None => flat,
     }
 }
 
@@ -51,16 +113,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn returns_the_value_once_ready() {
         let mut n = 0;
-        let v = eventually("n to reach 3", Duration::from_secs(1), || {
+        let v = eventually_shown("n to reach 3", Duration::from_secs(1), || {
             n += 1;
             let n = n;
-            async move {
-                Ok(if n >= 3 {
-                    Check::Done(n)
-                } else {
-                    Check::NotYet(format!("n={n}"))
-                })
-            }
+            async move { Ok(if n >= 3 { Check::Done(n) } else { Check::NotYet(format!("n={n}")) }) }
         })
         .await
         .unwrap();
@@ -70,14 +126,23 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn times_out_with_the_last_state() {
         let err = eventually::<(), _, _>("never", Duration::from_secs(1), || async {
-            Ok(Check::NotYet("still red".into()))
+            Ok(Check::NotYet("still\nred".into()))
         })
         .await
         .unwrap_err()
         .to_string();
-        assert!(
-            err.contains("waiting for never") && err.contains("still red"),
-            "{err}"
-        );
+        assert!(err.contains("waiting for never") && err.contains("still red"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stop_ends_the_wait_at_once() {
+        let start = Instant::now();
+        let err = eventually::<(), _, _>("a dead process", Duration::from_secs(60), || async {
+            Ok(Check::Stop(anyhow::anyhow!("it exited: status 1")))
+        })
+        .await
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("it exited"), "{err:#}");
+        assert!(start.elapsed() < Duration::from_secs(1));
     }
 }

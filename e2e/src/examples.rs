@@ -87,15 +87,9 @@ impl Running {
             "$ target/debug/examples/{name} --kubeconfig {kubeconfig} --namespace default {}",
             args.join(" ")
         );
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("cannot start {name}"))?;
+        let mut child = command.spawn().with_context(|| format!("cannot start {name}"))?;
         let stdout = child.stdout.take().context("stdout is piped")?;
-        Ok(Running {
-            child,
-            lines: BufReader::new(stdout).lines(),
-            seen: Vec::new(),
-        })
+        Ok(Running { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() })
     }
 
     /// Reads lines until one satisfies `wanted`; fails with what it printed.
@@ -105,10 +99,9 @@ impl Running {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = match tokio::time::timeout(left, self.lines.next_line()).await {
                 Ok(Ok(Some(line))) => line,
-                Ok(Ok(None)) => bail!(
-                    "the example ended before {what}; it printed:\n{}",
-                    self.seen.join("\n")
-                ),
+                Ok(Ok(None)) => {
+                    bail!("the example ended before {what}; it printed:\n{}", self.seen.join("\n"))
+                }
                 Ok(Err(e)) => return Err(e.into()),
                 Err(_) => bail!(
                     "no {what} within {OUTPUT_WITHIN:?}; it printed:\n{}",
@@ -171,8 +164,7 @@ async fn create_pods(lab: &Lab, names: &[&str]) -> anyhow::Result<Api<Pod>> {
 
 async fn remove_pods(pods: &Api<Pod>) -> anyhow::Result<()> {
     let params = kube::api::ListParams::default().labels(&format!("{LABEL}=yes"));
-    pods.delete_collection(&DeleteParams::default(), &params)
-        .await?;
+    pods.delete_collection(&DeleteParams::default(), &params).await?;
     crate::eventually::eventually("the example Pods to be gone", OUTPUT_WITHIN, || async {
         let left = pods.list(&params).await?.items.len();
         Ok(if left == 0 {
@@ -193,15 +185,9 @@ pub async fn step1_list_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
         let text = running.seen.join("\n");
         ensure!(status.success(), "exited {status}: {text}");
         for name in ["example-a", "example-b"] {
-            ensure!(
-                text.lines().any(|l| l.trim() == name),
-                "{name} not listed:\n{text}"
-            );
+            ensure!(text.lines().any(|l| l.trim() == name), "{name} not listed:\n{text}");
         }
-        Ok(Measured {
-            detail: "listed both Pods by name".into(),
-            ..Measured::default()
-        })
+        Ok(Measured { detail: "listed both Pods by name".into(), ..Measured::default() })
     }
     .await;
     remove_pods(&pods).await?;
@@ -214,38 +200,21 @@ pub async fn step2_watch_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
     let pods = create_pods(lab, &["example-a", "example-b"]).await?;
     let result = async {
         let mut running = Running::start(lab, "step2_watch_pods", &[])?;
-        running
-            .until("the synced line", |l| l.starts_with("--- cache synced"))
-            .await?;
-        let adds: Vec<&String> = running
-            .seen
-            .iter()
-            .filter(|l| l.starts_with("[ADD] default/example-"))
-            .collect();
+        running.until("the synced line", |l| l.starts_with("--- cache synced")).await?;
+        let adds: Vec<&String> =
+            running.seen.iter().filter(|l| l.starts_with("[ADD] default/example-")).collect();
         ensure!(
             adds.len() == 2,
             "expected one [ADD] per existing Pod before the synced line: {:?}",
             running.seen
         );
         let label = json!({"metadata": {"labels": {"round": "1"}}});
-        pods.patch("example-a", &PatchParams::default(), &Patch::Merge(&label))
-            .await?;
-        running
-            .until("[UPDATE] default/example-a", |l| {
-                l == "[UPDATE] default/example-a"
-            })
-            .await?;
+        pods.patch("example-a", &PatchParams::default(), &Patch::Merge(&label)).await?;
+        running.until("[UPDATE] default/example-a", |l| l == "[UPDATE] default/example-a").await?;
         pods.delete("example-b", &DeleteParams::default()).await?;
-        running
-            .until("[DELETE] default/example-b", |l| {
-                l == "[DELETE] default/example-b"
-            })
-            .await?;
+        running.until("[DELETE] default/example-b", |l| l == "[DELETE] default/example-b").await?;
         let seen = running.terminate().await?;
-        ensure!(
-            seen.last().map(String::as_str) == Some("stopped"),
-            "no clean stop: {seen:?}"
-        );
+        ensure!(seen.last().map(String::as_str) == Some("stopped"), "no clean stop: {seen:?}");
         Ok(Measured {
             detail: "2 ADDs then synced; UPDATE on a label; DELETE; SIGTERM → exit 0".into(),
             ..Measured::default()
@@ -262,20 +231,15 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
     let pods = create_pods(lab, &["example-a"]).await?;
     let result = async {
         let mut running = Running::start(lab, "step3_queue", &["--process-time", "1s"])?;
-        running
-            .until("the synced line", |l| l.starts_with("--- cache synced"))
-            .await?;
+        running.until("the synced line", |l| l.starts_with("--- cache synced")).await?;
         // The initial list's own processing of the Pod.
         running
-            .until("the first processing", |l| {
-                l.contains("processed default/example-a")
-            })
+            .until("the first processing", |l| l.contains("processed default/example-a"))
             .await?;
         let before = running.seen.len();
         for round in 1..=5 {
             let label = json!({"metadata": {"labels": {"round": round.to_string()}}});
-            pods.patch("example-a", &PatchParams::default(), &Patch::Merge(&label))
-                .await?;
+            pods.patch("example-a", &PatchParams::default(), &Patch::Merge(&label)).await?;
         }
         running
             .until("a processing that reads round=5", |l| {

@@ -33,10 +33,7 @@ use crate::{
 pub const HEAL_WITHIN: Duration = Duration::from_secs(20);
 /// The experiments' own writes play "someone else", under their own field manager.
 fn someone() -> PatchParams {
-    PatchParams {
-        field_manager: Some("e2e-experiment".into()),
-        ..PatchParams::default()
-    }
+    PatchParams { field_manager: Some("e2e-experiment".into()), ..PatchParams::default() }
 }
 
 /// What an experiment measured.
@@ -149,11 +146,7 @@ pub use crate::node::pod_contract;
 /// `fn <name>()` test in `source` (the file's text), so none escapes CI.
 pub fn assert_each_has_a_test(source: &str, list: &[Experiment]) {
     for entry in list {
-        assert!(
-            source.contains(&format!("fn {}()", entry.name)),
-            "no test for {}",
-            entry.name
-        );
+        assert!(source.contains(&format!("fn {}()", entry.name)), "no test for {}", entry.name);
     }
 }
 
@@ -230,11 +223,7 @@ pub async fn correct_on_patch(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
     .await?;
     let now = api.get(&name).await?;
-    let label = now
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(DRIFT_LABEL));
+    let label = now.metadata.labels.as_ref().and_then(|l| l.get(DRIFT_LABEL));
     ensure!(
         label.map(String::as_str) == Some("someone"),
         "the label someone added was not kept: labels are {:?}",
@@ -269,19 +258,15 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
         })
         .await?;
         let writes = metrics.sum("api_writes_total");
-        ensure!(
-            writes == 0.0,
-            "round {round}: the new controller wrote {writes} times"
-        );
+        ensure!(writes == 0.0, "round {round}: the new controller wrote {writes} times");
         ensure!(
             metrics.get("reconcile_total", &[("result", "unchanged")]) >= 1.0,
             "round {round}: the startup reconcile did not find my-config in sync: {}",
             metrics.lines("reconcile_total")
         );
         let log = lab.controller_log(&run).await?;
-        if let Some(line) = log
-            .lines()
-            .find(|l| l.contains(LOG_CREATED) || l.contains(LOG_CORRECTED))
+        if let Some(line) =
+            log.lines().find(|l| l.contains(LOG_CREATED) || l.contains(LOG_CORRECTED))
         {
             bail!("round {round}: the controller logged a write: {line}");
         }
@@ -330,11 +315,7 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
     if let Some(kubectl) = crate::tools::kubectl_client_minor() {
         let kubectl_skew = Skew::between(kubectl, server_minor);
         if kubectl_skew != Skew::Same {
-            let note = if kubectl_skew.is_supported() {
-                ""
-            } else {
-                " (kubectl supports ±1)"
-            };
+            let note = if kubectl_skew.is_supported() { "" } else { " (kubectl supports ±1)" };
             warnings.push(format!(
                 "kubectl is 1.{kubectl}, the server 1.{server_minor}{note}: use the kubectl from `nix develop`"
             ));
@@ -353,25 +334,15 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
         );
     }
     let releases: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
-    let mut node = format!(
-        "kind node images 1.{client_minor} for kind {}",
-        releases.join(", ")
-    );
+    let mut node = format!("kind node images 1.{client_minor} for kind {}", releases.join(", "));
     if lab.file().kind.is_some() {
         // What the kubelet itself reports.
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client());
         for n in nodes.list(&ListParams::default()).await? {
-            let kubelet = n
-                .status
-                .and_then(|s| s.node_info)
-                .map(|i| i.kubelet_version)
-                .unwrap_or_default();
+            let kubelet =
+                n.status.and_then(|s| s.node_info).map(|i| i.kubelet_version).unwrap_or_default();
             let minor = version::parse_minor(
-                kubelet
-                    .trim_start_matches('v')
-                    .split('.')
-                    .nth(1)
-                    .unwrap_or(""),
+                kubelet.trim_start_matches('v').split('.').nth(1).unwrap_or(""),
             );
             ensure!(
                 minor == Some(client_minor),
@@ -383,11 +354,7 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
     }
     Ok(Measured {
         latency: None,
-        detail: format!(
-            "server {} ↔ built for {} ↔ {node}",
-            info.git_version,
-            version::target()
-        ),
+        detail: format!("server {} ↔ built for {} ↔ {node}", info.git_version, version::target()),
         warnings,
     })
 }
@@ -468,19 +435,13 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
         Ok(if began.elapsed() >= window && reconciles >= 4.0 {
             Check::Done(reconciles)
         } else {
-            Check::NotYet(format!(
-                "{reconciles} reconciles after {:?}",
-                began.elapsed()
-            ))
+            Check::NotYet(format!("{reconciles} reconciles after {:?}", began.elapsed()))
         })
     })
     .await;
     // eventually() retries errors; a write must fail at once, so re-check.
     let writes = lab.metrics().await?.sum("api_writes_total") - writes0;
-    ensure!(
-        writes == 0.0,
-        "the controller wrote {writes} times while my-config was right"
-    );
+    ensure!(writes == 0.0, "the controller wrote {writes} times while my-config was right");
     let reconciles = reconciles?;
     Ok(Measured {
         latency: None,
@@ -504,37 +465,19 @@ pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
         detail.push_str("; ");
         detail.push_str(&crate::security::container_is_locked_down(container)?);
     }
-    Ok(Measured {
-        latency: None,
-        detail,
-        ..Measured::default()
-    })
+    Ok(Measured { latency: None, detail, ..Measured::default() })
 }
 
 /// SubjectAccessReviews for the controller's ServiceAccount: allowed exactly
 /// what the Role grants, denied everything around it.
 async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
-    let user = format!(
-        "system:serviceaccount:{}",
-        lab.controller_service_account().replace('/', ":")
-    );
+    let user =
+        format!("system:serviceaccount:{}", lab.controller_service_account().replace('/', ":"));
     let ns = lab.desired().namespace().to_string();
-    let sa_namespace = lab
-        .controller_service_account()
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    const ALL_VERBS: &[&str] = &[
-        "get",
-        "list",
-        "watch",
-        "create",
-        "update",
-        "patch",
-        "delete",
-        "deletecollection",
-    ];
+    let sa_namespace =
+        lab.controller_service_account().split('/').next().unwrap_or_default().to_string();
+    const ALL_VERBS: &[&str] =
+        &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
     let mut checks: Vec<(ResourceAttributes, bool)> = Vec::new();
     let attrs =
         |group: &str, resource: &str, verb: &str, namespace: Option<&str>| ResourceAttributes {
@@ -569,10 +512,7 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
         checks.push((attrs("", "configmaps", verb, None), false)); // all namespaces
         checks.push((attrs("", "namespaces", verb, None), false));
         checks.push((attrs("", "nodes", verb, None), false));
-        checks.push((
-            attrs("rbac.authorization.k8s.io", "roles", verb, Some(&ns)),
-            false,
-        ));
+        checks.push((attrs("rbac.authorization.k8s.io", "roles", verb, Some(&ns)), false));
     }
     let api: Api<SubjectAccessReview> = Api::all(lab.client());
     let answers = futures::stream::iter(checks.iter().map(|(attrs, _)| {
@@ -608,25 +548,13 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
                     .map(|g| format!("{g}/"))
                     .unwrap_or_default(),
                 attrs.resource.as_deref().unwrap_or_default(),
-                attrs
-                    .name
-                    .as_deref()
-                    .map(|n| format!("/{n}"))
-                    .unwrap_or_default(),
+                attrs.name.as_deref().map(|n| format!("/{n}")).unwrap_or_default(),
                 attrs.namespace.as_deref().unwrap_or("the cluster"),
-                if allowed {
-                    "allowed, should be denied"
-                } else {
-                    "denied, should be allowed"
-                }
+                if allowed { "allowed, should be denied" } else { "denied, should be allowed" }
             ));
         }
     }
-    ensure!(
-        wrong.is_empty(),
-        "RBAC differs from the Role: {}",
-        wrong.join("; ")
-    );
+    ensure!(wrong.is_empty(), "RBAC differs from the Role: {}", wrong.join("; "));
     let granted = checks.iter().filter(|(_, e)| *e).count();
     Ok(format!(
         "{} reviews: {granted} allowed as granted, {} denied",
@@ -639,21 +567,17 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
 pub async fn wait_desired(lab: &Lab) -> anyhow::Result<ConfigMap> {
     let api = lab.config_maps();
     let desired = lab.desired().clone();
-    eventually(
-        &format!("{desired} to hold the desired data"),
-        HEAL_WITHIN,
-        || async {
-            Ok(match api.get_opt(desired.name()).await? {
-                Some(cm)
-                    if desired.is_satisfied_by(&cm) && cm.metadata.deletion_timestamp.is_none() =>
-                {
-                    Check::Done(cm)
-                }
-                Some(cm) => Check::NotYet(format!("data {:?}", cm.data)),
-                None => Check::NotYet("absent".into()),
-            })
-        },
-    )
+    eventually(&format!("{desired} to hold the desired data"), HEAL_WITHIN, || async {
+        Ok(match api.get_opt(desired.name()).await? {
+            Some(cm)
+                if desired.is_satisfied_by(&cm) && cm.metadata.deletion_timestamp.is_none() =>
+            {
+                Check::Done(cm)
+            }
+            Some(cm) => Check::NotYet(format!("data {:?}", cm.data)),
+            None => Check::NotYet("absent".into()),
+        })
+    })
     .await
 }
 
@@ -665,9 +589,7 @@ pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::metrics::Scrape> {
         Ok(if depth == 0.0 && running == 0.0 {
             Check::Done(m)
         } else {
-            Check::NotYet(format!(
-                "workqueue_depth {depth}, reconciles_in_flight {running}"
-            ))
+            Check::NotYet(format!("workqueue_depth {depth}, reconciles_in_flight {running}"))
         })
     })
     .await
@@ -706,9 +628,7 @@ where
     let fields = format!("metadata.name={}", desired.name());
     let list = api.list(&ListParams::default().fields(&fields)).await?;
     let from = list.metadata.resource_version.unwrap_or_default();
-    let stream = api
-        .watch(&WatchParams::default().fields(&fields).timeout(60), &from)
-        .await?;
+    let stream = api.watch(&WatchParams::default().fields(&fields).timeout(60), &from).await?;
     futures::pin_mut!(stream);
     let started = Instant::now();
     act().await?;

@@ -104,10 +104,7 @@ pub const ALL: &[Experiment] = &[
 
 /// The faults' own writes play "someone else", under their own field manager.
 fn someone() -> PatchParams {
-    PatchParams {
-        field_manager: Some("e2e-fault".into()),
-        ..PatchParams::default()
-    }
+    PatchParams { field_manager: Some("e2e-fault".into()), ..PatchParams::default() }
 }
 
 /// The status of `GET <controller>/<path>`.
@@ -118,9 +115,7 @@ async fn controller_status(lab: &Lab, path: &str) -> anyhow::Result<u16> {
 /// Merge-patches the first data key of my-config to `value`, as someone else.
 async fn drift(lab: &Lab, value: &str) -> anyhow::Result<()> {
     let change = json!({"data": {crate::experiments::first_key(lab.desired()): value}});
-    lab.config_maps()
-        .patch(lab.desired().name(), &someone(), &Patch::Merge(&change))
-        .await?;
+    lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&change)).await?;
     Ok(())
 }
 

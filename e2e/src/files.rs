@@ -29,8 +29,7 @@ fn write_with_mode(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))?;
     file.set_permissions(fs::Permissions::from_mode(mode))
         .with_context(|| format!("cannot chmod {:o} {}", mode, path.display()))?;
-    file.write_all(contents)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 
@@ -44,11 +43,7 @@ pub fn tail(path: &Path, lines: usize) -> String {
             if all.is_empty() {
                 format!("({} is empty)", path.display())
             } else {
-                format!(
-                    "last lines of {}:\n{}",
-                    path.display(),
-                    all[start..].join("\n")
-                )
+                format!("last lines of {}:\n{}", path.display(), all[start..].join("\n"))
             }
         }
         Err(error) => format!("({} cannot be read: {error})", path.display()),

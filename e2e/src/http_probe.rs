@@ -43,13 +43,7 @@ pub async fn post_json(
     timeout: Duration,
 ) -> Result<Reply> {
     let body = serde_json::to_vec(body)?;
-    within(
-        timeout,
-        addr,
-        path,
-        exchange(addr, "POST", path, Some(&body)),
-    )
-    .await
+    within(timeout, addr, path, exchange(addr, "POST", path, Some(&body))).await
 }
 
 async fn within(
@@ -69,16 +63,13 @@ async fn exchange(
     path: &str,
     body: Option<&[u8]>,
 ) -> Result<Reply> {
-    let mut stream = TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("cannot connect to {addr}"))?;
+    let mut stream =
+        TcpStream::connect(addr).await.with_context(|| format!("cannot connect to {addr}"))?;
     let mut request =
         format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n").into_bytes();
     if let Some(body) = body {
-        let headers = format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        );
+        let headers =
+            format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len());
         request.extend_from_slice(headers.as_bytes());
     }
     request.extend_from_slice(b"\r\n");
@@ -89,15 +80,10 @@ async fn exchange(
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status_line = head.lines().next().unwrap_or_default();
-    let Some(status) = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse::<u16>().ok())
+    let Some(status) =
+        status_line.split_whitespace().nth(1).and_then(|code| code.parse::<u16>().ok())
     else {
         bail!("not an HTTP answer from {addr}: {status_line:?}");
     };
-    Ok(Reply {
-        status,
-        body: body.trim().to_string(),
-    })
+    Ok(Reply { status, body: body.trim().to_string() })
 }

@@ -39,9 +39,7 @@ fn parse(text: &str) -> anyhow::Result<Vec<Release>> {
 
 /// `kind v0.33.0 go1.26.8 linux/amd64` → `v0.33.0`.
 pub fn version_of(kind_version_output: &str) -> Option<&str> {
-    kind_version_output
-        .split_whitespace()
-        .find(|w| w.starts_with("v0."))
+    kind_version_output.split_whitespace().find(|w| w.starts_with("v0."))
 }
 
 /// The row of the kind that printed `kind_version_output` (`kind version`),
@@ -80,12 +78,7 @@ mod tests {
         let table = parse(TABLE).unwrap();
         let row = for_kind(&table, "kind v0.32.1 go1.25.0 linux/amd64").unwrap();
         assert_eq!(row.image, "kindest/node:v1.36.1@sha256:aa");
-        assert_eq!(
-            for_kind(&table, "kind v0.33.0 go1.26.8 darwin/arm64")
-                .unwrap()
-                .kind,
-            "v0.33"
-        );
+        assert_eq!(for_kind(&table, "kind v0.33.0 go1.26.8 darwin/arm64").unwrap().kind, "v0.33");
     }
 
     #[test]

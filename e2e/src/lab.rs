@@ -84,9 +84,8 @@ impl Lab {
                 LabFile::path(&state_dir).display()
             )
         })?;
-        let client = connect::client(Some(&file.admin_kubeconfig))
-            .await
-            .map_err(anyhow::Error::msg)?;
+        let client =
+            connect::client(Some(&file.admin_kubeconfig)).await.map_err(anyhow::Error::msg)?;
         client.apiserver_version().await.with_context(|| {
             format!(
                 "the lab {name}'s API server ({}) does not answer: see `cargo xtask lab status`, \
@@ -100,12 +99,7 @@ impl Lab {
             controller::desired::default_data(),
         )
         .map_err(anyhow::Error::msg)?;
-        Ok(Lab {
-            file,
-            client,
-            desired,
-            extra_args: BTreeMap::new(),
-        })
+        Ok(Lab { file, client, desired, extra_args: BTreeMap::new() })
     }
 
     /// An admin client (system:masters).
@@ -139,10 +133,7 @@ impl Lab {
     /// The lab.json entry of the process playing `role` (envtest labs only).
     fn process(&self, role: &str) -> anyhow::Result<&Process> {
         if self.file.provider != ProviderKind::Envtest {
-            bail!(
-                "stopping and starting {role} on a {} lab is not supported",
-                self.file.provider
-            );
+            bail!("stopping and starting {role} on a {} lab is not supported", self.file.provider);
         }
         self.file
             .processes
@@ -185,11 +176,7 @@ impl Lab {
     /// crashed API server is the harsher fault anyway (no goodbye on the watch).
     pub async fn stop_process(&mut self, role: &str) -> anyhow::Result<()> {
         let (pid, state_dir) = (self.pid(role)?, self.file.state_dir.clone());
-        let stop = if role == API_SERVER {
-            process::kill
-        } else {
-            process::stop
-        };
+        let stop = if role == API_SERVER { process::kill } else { process::stop };
         tokio::task::spawn_blocking(move || stop(pid, &state_dir)).await??;
         Ok(())
     }
@@ -201,10 +188,8 @@ impl Lab {
     pub async fn start_process(&mut self, role: &str, extra: &[&str]) -> anyhow::Result<Spawned> {
         let spec = self.process(role)?.clone();
         // spawn_detached names its process with a &'static str.
-        let name = ROLES
-            .into_iter()
-            .find(|r| *r == role)
-            .ok_or_else(|| anyhow!("unknown role {role}"))?;
+        let name =
+            ROLES.into_iter().find(|r| *r == role).ok_or_else(|| anyhow!("unknown role {role}"))?;
         wait_ports_free(&spec.ports).await?;
         if let (CONTROLLER, Some(container)) = (role, &self.file.controller.container) {
             // Left behind if its `docker run` was killed: it would block the name.
@@ -213,10 +198,7 @@ impl Lab {
         let mut command = Command::new(&spec.binary);
         command.args(&spec.args).args(extra);
         let spawned = process::spawn_detached(name, command, &spec.log, &spec.pid_file)?;
-        self.extra_args.insert(
-            role.to_string(),
-            extra.iter().map(|s| s.to_string()).collect(),
-        );
+        self.extra_args.insert(role.to_string(), extra.iter().map(|s| s.to_string()).collect());
         if let Some(entry) = self.file.processes.iter_mut().find(|p| p.role == role) {
             entry.pid = spawned.pid;
         }
@@ -233,15 +215,15 @@ impl Lab {
         match role {
             ETCD => {
                 let addr = self.etcd_client_addr()?;
-                wait_ready(&what, &mut spawned, || etcd_ready(addr)).await
+                wait_ready(&what, &mut spawned, false, || etcd_ready(addr)).await
             }
             API_SERVER => {
                 let client = self.client();
-                wait_ready(&what, &mut spawned, || api_server_ready(client.clone())).await
+                wait_ready(&what, &mut spawned, false, || api_server_ready(client.clone())).await
             }
             _ => {
                 let url = self.file.controller.url.clone();
-                wait_ready(&what, &mut spawned, || controller_ready(url.clone())).await
+                wait_ready(&what, &mut spawned, false, || controller_ready(url.clone())).await
             }
         }
     }
@@ -253,28 +235,21 @@ impl Lab {
     pub async fn restart_api_server(&mut self, extra: &[&str]) -> anyhow::Result<Duration> {
         let began = Instant::now();
         if let Some(kind) = &self.file.kind {
-            ensure!(
-                extra.is_empty(),
-                "a kind lab's API server runs on kubeadm's flags only"
-            );
+            ensure!(extra.is_empty(), "a kind lab's API server runs on kubeadm's flags only");
             let node = crate::node::Node::new(&kind.node);
             let old = node.container_id("kube-apiserver")?;
             node.kill_container(&old)?;
             let client = self.client();
-            eventually(
-                "kube-apiserver to run again and be ready",
-                READY_WITHIN,
-                || {
-                    let (node, old, client) = (&node, &old, client.clone());
-                    async move {
-                        let now = node.container_id("kube-apiserver").unwrap_or_default();
-                        if now.is_empty() || now == *old {
-                            return Ok(Check::NotYet(format!("container {old} not replaced yet")));
-                        }
-                        api_server_ready(client).await
+            eventually("kube-apiserver to run again and be ready", READY_WITHIN, || {
+                let (node, old, client) = (&node, &old, client.clone());
+                async move {
+                    let now = node.container_id("kube-apiserver").unwrap_or_default();
+                    if now.is_empty() || now == *old {
+                        return Ok(Check::NotYet(format!("container {old} not replaced yet")));
                     }
-                },
-            )
+                    api_server_ready(client).await
+                }
+            })
             .await?;
             return Ok(began.elapsed());
         }
@@ -305,11 +280,9 @@ impl Lab {
     pub async fn controller_status(&self, path: &str) -> anyhow::Result<u16> {
         match self.deployment() {
             Some(deployment) => deployment.status(path).await,
-            None => Ok(
-                http_probe::get_url(&self.file.controller.url, path, HTTP_TIMEOUT)
-                    .await?
-                    .status,
-            ),
+            None => {
+                Ok(http_probe::get_url(&self.file.controller.url, path, HTTP_TIMEOUT).await?.status)
+            }
         }
     }
 
@@ -341,14 +314,9 @@ impl Lab {
     pub async fn start_controller(&mut self, extra: &[&str]) -> anyhow::Result<ControllerRun> {
         if let Some(deployment) = self.deployment() {
             deployment.start(extra).await?;
-            self.extra_args.insert(
-                CONTROLLER.into(),
-                extra.iter().map(|s| s.to_string()).collect(),
-            );
-            return Ok(ControllerRun {
-                log_offset: 0,
-                since: None,
-            });
+            self.extra_args
+                .insert(CONTROLLER.into(), extra.iter().map(|s| s.to_string()).collect());
+            return Ok(ControllerRun { log_offset: 0, since: None });
         }
         let run = self.log_end();
         self.start_ready(CONTROLLER, extra).await?;
@@ -433,10 +401,7 @@ impl Lab {
     /// left it running with others, stopped, or not ready.
     pub async fn restore_controller(&mut self) -> anyhow::Result<()> {
         if let Some(deployment) = self.deployment() {
-            let flags = self
-                .extra_args
-                .get(CONTROLLER)
-                .is_some_and(|e| !e.is_empty());
+            let flags = self.extra_args.get(CONTROLLER).is_some_and(|e| !e.is_empty());
             // Every pod is checked before it is replaced and after each test:
             // a restart anywhere in the suite fails it (the probes, the limits).
             deployment.ensure_no_restarts().await?;
@@ -480,28 +445,19 @@ impl Lab {
         let log_offset = std::fs::metadata(path)
             .with_context(|| format!("cannot read {}", path.display()))?
             .len();
-        Ok(ControllerRun {
-            log_offset,
-            since: None,
-        })
+        Ok(ControllerRun { log_offset, since: None })
     }
 
     /// Like [`Lab::log_mark`], from the start when there is no log yet.
     fn log_end(&self) -> ControllerRun {
         let log_offset = std::fs::metadata(&self.file.controller.log).map_or(0, |m| m.len());
-        ControllerRun {
-            log_offset,
-            since: None,
-        }
+        ControllerRun { log_offset, since: None }
     }
 
     /// What the controller logged since `run` started.
     pub async fn controller_log(&self, run: &ControllerRun) -> anyhow::Result<String> {
         if let Some(deployment) = self.deployment() {
-            let pod = deployment
-                .ready_pod()
-                .await?
-                .context("no ready controller pod")?;
+            let pod = deployment.ready_pod().await?.context("no ready controller pod")?;
             return deployment.log(&pod, None, run.since).await;
         }
         let path = &self.file.controller.log;
@@ -551,10 +507,7 @@ impl Lab {
                     out.push_str(&format!(
                         "  {} {} {}: {}\n",
                         e.reason.as_deref().unwrap_or("-"),
-                        e.regarding
-                            .as_ref()
-                            .and_then(|r| r.name.as_deref())
-                            .unwrap_or("-"),
+                        e.regarding.as_ref().and_then(|r| r.name.as_deref()).unwrap_or("-"),
                         e.reporting_controller.as_deref().unwrap_or("-"),
                         e.note.as_deref().unwrap_or("")
                     ));
@@ -577,12 +530,7 @@ const PORTS_FREED_WITHIN: Duration = Duration::from_secs(5);
 async fn wait_ports_free(ports: &BTreeMap<String, u16>) -> anyhow::Result<()> {
     for port in ports.values().copied() {
         let what = format!("port {port} to be free");
-        eventually(
-            &what,
-            PORTS_FREED_WITHIN,
-            || async move { Ok(port_free(port)) },
-        )
-        .await?;
+        eventually(&what, PORTS_FREED_WITHIN, || async move { Ok(port_free(port)) }).await?;
     }
     Ok(())
 }
@@ -598,29 +546,30 @@ fn port_free(port: u16) -> Check<()> {
 
 /// Polls `probe` until it says ready, for at most [`READY_WITHIN`]; gives up
 /// at once, with the end of its log, when `spawned` exits meanwhile.
-async fn wait_ready<F, Fut>(what: &str, spawned: &mut Spawned, mut probe: F) -> anyhow::Result<()>
+/// `shown`: say what it waits for while it does (xtask).
+pub async fn wait_ready<F, Fut>(
+    what: &str,
+    spawned: &mut Spawned,
+    shown: bool,
+    mut probe: F,
+) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Check<()>>>,
 {
-    let waited = eventually(what, READY_WITHIN, || {
+    let waited = crate::eventually::poll(what, READY_WITHIN, shown, || {
         let died = spawned.exited().map(|status| spawned.died(status));
         let look = probe();
         async move {
-            Ok(match died {
-                // Done, carrying the failure: waiting on a dead process is pointless.
-                Some(died) => Check::Done(Err(died)),
-                None => match look.await? {
-                    Check::Done(()) => Check::Done(Ok(())),
-                    Check::NotYet(state) => Check::NotYet(state),
-                },
-            })
+            match died {
+                // Waiting on a dead process is pointless.
+                Some(died) => Ok(Check::Stop(died)),
+                None => look.await,
+            }
         }
     })
     .await;
-    waited
-        .and_then(|outcome| outcome)
-        .map_err(|e| spawned.with_log_tail(e))
+    waited.map_err(|e| spawned.with_log_tail(e))
 }
 
 /// The controller's `/readyz` answers 200.

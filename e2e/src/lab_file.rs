@@ -67,15 +67,11 @@ impl Default for Target {
 impl Target {
     /// `NAMESPACE/NAME`, both valid Kubernetes names.
     pub fn parse(text: &str) -> Result<Target, String> {
-        let (namespace, name) = text
-            .split_once('/')
-            .ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME"))?;
+        let (namespace, name) =
+            text.split_once('/').ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME"))?;
         controller::desired::Desired::new(namespace, name, controller::desired::default_data())
             .map_err(|e| e.to_string())?;
-        Ok(Target {
-            namespace: namespace.into(),
-            name: name.into(),
-        })
+        Ok(Target { namespace: namespace.into(), name: name.into() })
     }
 
     pub fn is_default(&self) -> bool {
@@ -87,12 +83,7 @@ impl Target {
         if self.is_default() {
             return Vec::new();
         }
-        vec![
-            "--namespace".into(),
-            self.namespace.clone(),
-            "--name".into(),
-            self.name.clone(),
-        ]
+        vec!["--namespace".into(), self.namespace.clone(), "--name".into(), self.name.clone()]
     }
 }
 

@@ -40,11 +40,7 @@ impl Scrape {
 
     /// The sum over every series called `name`, whatever its labels.
     pub fn sum(&self, name: &str) -> f64 {
-        self.samples
-            .iter()
-            .filter(|s| s.name == name)
-            .map(|s| s.value)
-            .sum()
+        self.samples.iter().filter(|s| s.name == name).map(|s| s.value).sum()
     }
 
     /// The sum over the series called `name` whose labels include `labels`
@@ -75,11 +71,7 @@ impl Scrape {
                 format!("{}{{{}}} {}", s.name, labels.join(","), s.value)
             })
             .collect();
-        if lines.is_empty() {
-            format!("no {name} series")
-        } else {
-            lines.join(", ")
-        }
+        if lines.is_empty() { format!("no {name} series") } else { lines.join(", ") }
     }
 }
 
@@ -101,11 +93,7 @@ fn parse_line(line: &str) -> Option<Sample> {
             (name, labels)
         }
     };
-    Some(Sample {
-        name: name.to_string(),
-        labels,
-        value,
-    })
+    Some(Sample { name: name.to_string(), labels, value })
 }
 
 #[cfg(test)]
@@ -115,33 +103,18 @@ mod tests {
     #[test]
     fn reads_the_controllers_exposition() {
         let metrics = controller::metrics::Metrics::default();
-        metrics.reconciled(
-            controller::metrics::ReconcileResult::unchanged,
-            Default::default(),
-        );
-        metrics.reconciled(
-            controller::metrics::ReconcileResult::unchanged,
-            Default::default(),
-        );
-        metrics.reconciled(
-            controller::metrics::ReconcileResult::created,
-            Default::default(),
-        );
+        metrics.reconciled(controller::metrics::ReconcileResult::unchanged, Default::default());
+        metrics.reconciled(controller::metrics::ReconcileResult::unchanged, Default::default());
+        metrics.reconciled(controller::metrics::ReconcileResult::created, Default::default());
         metrics.wrote(controller::metrics::WriteVerb::create);
         let scrape = Scrape::parse(&metrics.encode());
-        assert_eq!(
-            scrape.get("reconcile_total", &[("result", "unchanged")]),
-            2.0
-        );
+        assert_eq!(scrape.get("reconcile_total", &[("result", "unchanged")]), 2.0);
         assert_eq!(scrape.sum("reconcile_total"), 3.0);
         assert_eq!(scrape.get("api_writes_total", &[("verb", "create")]), 1.0);
         assert_eq!(scrape.get("api_writes_total", &[("verb", "update")]), 0.0);
         assert_eq!(scrape.sum("reconcile_give_ups_total"), 0.0);
         assert_eq!(scrape.sum("reconcile_duration_seconds_count"), 3.0);
         assert_eq!(scrape.sum_matching("reconcile_total", &[]), 3.0);
-        assert_eq!(
-            scrape.sum_matching("reconcile_total", &[("result", "created")]),
-            1.0
-        );
+        assert_eq!(scrape.sum_matching("reconcile_total", &[("result", "created")]), 1.0);
     }
 }

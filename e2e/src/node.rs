@@ -17,9 +17,7 @@ pub struct Node {
 
 impl Node {
     pub fn new(container: &str) -> Node {
-        Node {
-            container: container.to_string(),
-        }
+        Node { container: container.to_string() }
     }
 
     fn crictl(&self, args: &[&str]) -> Cmd {
@@ -57,11 +55,7 @@ const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// projected ServiceAccount token, and its `/metrics` served through the API
 /// server's pod proxy.
 pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
-    let kind = lab
-        .file()
-        .kind
-        .clone()
-        .context("lab.json has no kind section")?;
+    let kind = lab.file().kind.clone().context("lab.json has no kind section")?;
     let pods: Api<Pod> = Api::namespaced(lab.client(), crate::deployment::NAMESPACE);
     let name = crate::deployment::DeploymentHost::new(lab.client())
         .ready_pod()
@@ -77,29 +71,17 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
         .and_then(|c| c.first())
         .context("pod without container status")?;
 
-    ensure!(
-        status.phase.as_deref() == Some("Running"),
-        "pod {name} is {:?}",
-        status.phase
-    );
+    ensure!(status.phase.as_deref() == Some("Running"), "pod {name} is {:?}", status.phase);
     let probes = [&container.liveness_probe, &container.readiness_probe]
         .iter()
-        .map(|p| {
-            p.as_ref()
-                .and_then(|p| p.http_get.as_ref())
-                .and_then(|h| h.path.clone())
-        })
+        .map(|p| p.as_ref().and_then(|p| p.http_get.as_ref()).and_then(|h| h.path.clone()))
         .collect::<Vec<_>>();
     ensure!(
         probes == [Some("/healthz".to_string()), Some("/readyz".to_string())],
         "probes are {probes:?}, not /healthz and /readyz"
     );
     ensure!(state.ready, "container not ready");
-    ensure!(
-        state.restart_count == 0,
-        "container restarted {} times",
-        state.restart_count
-    );
+    ensure!(state.restart_count == 0, "container restarted {} times", state.restart_count);
     ensure!(
         container.image_pull_policy.as_deref() == Some("IfNotPresent"),
         "pull policy {:?}",
@@ -107,15 +89,8 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
     );
     let built = kind.controller_image_id.trim_start_matches("sha256:");
     // The kubelet reports the identity the process runs with (pod status `user`).
-    let uid = state
-        .user
-        .as_ref()
-        .and_then(|u| u.linux.as_ref())
-        .map(|l| l.uid);
-    ensure!(
-        uid.is_none_or(|u| u == 65532),
-        "pod status says uid {uid:?}"
-    );
+    let uid = state.user.as_ref().and_then(|u| u.linux.as_ref()).map(|l| l.uid);
+    ensure!(uid.is_none_or(|u| u == 65532), "pod status says uid {uid:?}");
 
     // The node's runtime: the OCI spec the container really got.
     let id = state
@@ -139,10 +114,7 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
         "the runtime runs it as {}",
         runtime["process"]["user"]
     );
-    ensure!(
-        runtime["root"]["readonly"] == true,
-        "root filesystem not read-only"
-    );
+    ensure!(runtime["root"]["readonly"] == true, "root filesystem not read-only");
     let caps = &runtime["process"]["capabilities"];
     let granted: Vec<&Value> = ["bounding", "effective", "permitted"]
         .iter()
@@ -170,12 +142,7 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
     let expires = volume
         .projected
         .as_ref()
-        .and_then(|p| {
-            p.sources
-                .iter()
-                .flatten()
-                .find_map(|s| s.service_account_token.as_ref())
-        })
+        .and_then(|p| p.sources.iter().flatten().find_map(|s| s.service_account_token.as_ref()))
         .and_then(|t| t.expiration_seconds)
         .context("the token volume is not a projected serviceAccountToken")?;
     let mounted = inspected["status"]["mounts"]
@@ -184,10 +151,7 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
         .flatten()
         .find(|m| m["containerPath"] == TOKEN_MOUNT)
         .context("the runtime has no token mount")?;
-    ensure!(
-        mounted["readonly"] == true,
-        "the token is mounted read-write"
-    );
+    ensure!(mounted["readonly"] == true, "the token is mounted read-write");
 
     let metrics = lab.metrics().await?;
     ensure!(

@@ -76,18 +76,10 @@ pub fn spawn_detached(
         // Its own group: the terminal's Ctrl-C does not reach it, and `down` can signal it
         // together with anything it started.
         .process_group(0);
-    let child = command
-        .spawn()
-        .with_context(|| format!("cannot start {name}"))?;
+    let child = command.spawn().with_context(|| format!("cannot start {name}"))?;
     let pid = child.id();
     files::write_public(pid_file, format!("{pid}\n"))?;
-    Ok(Spawned {
-        name,
-        pid,
-        log: log.to_path_buf(),
-        pid_file: pid_file.to_path_buf(),
-        child,
-    })
+    Ok(Spawned { name, pid, log: log.to_path_buf(), pid_file: pid_file.to_path_buf(), child })
 }
 
 /// `program arg …` with shell quoting where needed, so the line can be pasted into a shell.
@@ -102,14 +94,8 @@ pub fn command_line(command: &Command) -> String {
 /// Quotes a word for a POSIX shell when it needs it.
 pub fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
+        && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
 pub fn read_pid_file(path: &Path) -> Option<u32> {
@@ -180,19 +166,13 @@ fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> {
     if graceful {
         signal_group(pid, libc::SIGTERM)?;
         if wait_gone(pid, TERM_GRACE) {
-            return Ok(StopOutcome::Stopped {
-                killed: false,
-                after: start.elapsed(),
-            });
+            return Ok(StopOutcome::Stopped { killed: false, after: start.elapsed() });
         }
         eprintln!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL");
     }
     signal_group(pid, libc::SIGKILL)?;
     if wait_gone(pid, KILL_GRACE) {
-        return Ok(StopOutcome::Stopped {
-            killed: true,
-            after: start.elapsed(),
-        });
+        return Ok(StopOutcome::Stopped { killed: true, after: start.elapsed() });
     }
     bail!("pid {pid} survived SIGKILL for {KILL_GRACE:?}")
 }
@@ -201,11 +181,7 @@ fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> {
 fn signal_group(pid: u32, signal: libc::c_int) -> Result<()> {
     let pid_t = libc::pid_t::try_from(pid).context("pid out of range")?;
     // SAFETY: getpgid and kill take plain integers and report failure through errno.
-    let target = if unsafe { libc::getpgid(pid_t) } == pid_t {
-        -pid_t
-    } else {
-        pid_t
-    };
+    let target = if unsafe { libc::getpgid(pid_t) } == pid_t { -pid_t } else { pid_t };
     // SAFETY: as above.
     if unsafe { libc::kill(target, signal) } != 0 {
         let error = std::io::Error::last_os_error();

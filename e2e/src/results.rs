@@ -39,11 +39,7 @@ impl Outcome {
             Err(e) => (
                 false,
                 None,
-                format!("{e:#}")
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .to_string(),
+                format!("{e:#}").lines().next().unwrap_or_default().to_string(),
                 Vec::new(),
             ),
         };
@@ -89,18 +85,12 @@ pub fn append(outcome: &Outcome) {
         .open(&path)
         .and_then(|mut f| writeln!(f, "{line}"));
     if let Err(e) = written {
-        eprintln!(
-            "cannot record the result in {}: {e}",
-            path.to_string_lossy()
-        );
+        eprintln!("cannot record the result in {}: {e}", path.to_string_lossy());
     }
 }
 
 /// Reads a results file written by [`record`].
 pub fn read(path: &std::path::Path) -> anyhow::Result<Vec<Outcome>> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| Ok(serde_json::from_str(l)?))
-        .collect()
+    text.lines().filter(|l| !l.trim().is_empty()).map(|l| Ok(serde_json::from_str(l)?)).collect()
 }

@@ -28,15 +28,8 @@ pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
         .with_context(|| format!("cannot read {}", path.display()))?;
     let deployment: Deployment = serde_saphyr::from_str(&text)
         .with_context(|| format!("{} is not a Deployment", path.display()))?;
-    let namespace = deployment
-        .metadata
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    let template = deployment
-        .spec
-        .context("the Deployment has no spec")?
-        .template;
+    let namespace = deployment.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let template = deployment.spec.context("the Deployment has no spec")?.template;
     let pod = Pod {
         metadata: ObjectMeta {
             name: Some("my-controller-pod-security-check".into()),
@@ -48,28 +41,17 @@ pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
     };
 
     let namespaces: Api<Namespace> = Api::all(lab.client());
-    let before = namespaces
-        .get(&namespace)
-        .await?
-        .metadata
-        .labels
-        .unwrap_or_default();
+    let before = namespaces.get(&namespace).await?.metadata.labels.unwrap_or_default();
     let strict = json!({"metadata": {"labels": {ENFORCE: "restricted", WARN: "restricted"}}});
-    namespaces
-        .patch(&namespace, &PatchParams::default(), &Patch::Merge(&strict))
-        .await?;
+    namespaces.patch(&namespace, &PatchParams::default(), &Patch::Merge(&strict)).await?;
     let result = dry_run_create(lab, &namespace, &pod).await;
     let restore = json!({"metadata": {"labels": {
         ENFORCE: before.get(ENFORCE),
         WARN: before.get(WARN),
     }}});
-    namespaces
-        .patch(&namespace, &PatchParams::default(), &Patch::Merge(&restore))
-        .await?;
+    namespaces.patch(&namespace, &PatchParams::default(), &Patch::Merge(&restore)).await?;
     result?;
-    Ok(format!(
-        "Deployment pod admitted under enforce=restricted in {namespace}, no warnings"
-    ))
+    Ok(format!("Deployment pod admitted under enforce=restricted in {namespace}, no warnings"))
 }
 
 /// POST the pod with `dryRun=All`; fails on rejection or on a `Warning` header.
@@ -86,20 +68,10 @@ async fn dry_run_create(lab: &Lab, namespace: &str, pod: &Pod) -> anyhow::Result
         .map(|w| String::from_utf8_lossy(w.as_bytes()).into_owned())
         .collect();
     if !status.is_success() {
-        let body = response
-            .into_body()
-            .collect_bytes()
-            .await
-            .unwrap_or_default();
-        bail!(
-            "the Deployment's pod is rejected ({status}): {}",
-            String::from_utf8_lossy(&body)
-        );
+        let body = response.into_body().collect_bytes().await.unwrap_or_default();
+        bail!("the Deployment's pod is rejected ({status}): {}", String::from_utf8_lossy(&body));
     }
-    ensure!(
-        warnings.is_empty(),
-        "the Deployment's pod is admitted with warnings: {warnings:?}"
-    );
+    ensure!(warnings.is_empty(), "the Deployment's pod is admitted with warnings: {warnings:?}");
     Ok(())
 }
 
@@ -123,21 +95,12 @@ pub fn container_is_locked_down(name: &str) -> anyhow::Result<String> {
 fn check_container(c: &serde_json::Value) -> anyhow::Result<String> {
     let user = c["Config"]["User"].as_str().unwrap_or_default();
     let uid = user.split(':').next().unwrap_or_default();
-    ensure!(
-        !uid.is_empty() && uid != "0" && uid != "root",
-        "runs as user {user:?}"
-    );
+    ensure!(!uid.is_empty() && uid != "0" && uid != "root", "runs as user {user:?}");
     let host = &c["HostConfig"];
-    ensure!(
-        host["ReadonlyRootfs"] == true,
-        "root filesystem is writable"
-    );
+    ensure!(host["ReadonlyRootfs"] == true, "root filesystem is writable");
     ensure!(host["Privileged"] == false, "is privileged");
     let dropped = strings(&host["CapDrop"]);
-    ensure!(
-        dropped.iter().any(|c| c.eq_ignore_ascii_case("ALL")),
-        "drops {dropped:?}, not ALL"
-    );
+    ensure!(dropped.iter().any(|c| c.eq_ignore_ascii_case("ALL")), "drops {dropped:?}, not ALL");
     let added = host["CapAdd"].as_array().map_or(0, Vec::len);
     ensure!(added == 0, "adds capabilities: {}", host["CapAdd"]);
     let opts = strings(&host["SecurityOpt"]);
@@ -145,19 +108,12 @@ fn check_container(c: &serde_json::Value) -> anyhow::Result<String> {
         opts.iter().any(|o| o.starts_with("no-new-privileges")),
         "allows privilege escalation: {opts:?}"
     );
-    Ok(format!(
-        "container runs as {user}, read-only root, no capabilities"
-    ))
+    Ok(format!("container runs as {user}, read-only root, no capabilities"))
 }
 
 /// The strings of a JSON array (none when it is null or not an array).
 fn strings(value: &serde_json::Value) -> Vec<&str> {
-    value
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str())
-        .collect()
+    value.as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect()
 }
 
 #[cfg(test)]

@@ -129,9 +129,7 @@ impl BenchArgs {
             blocks: 4,
             build: Build::Debug,
             controller_cmd: None,
-            lab: LabName {
-                name: lab.to_string(),
-            },
+            lab: LabName { name: lab.to_string() },
         }
     }
 
@@ -157,22 +155,13 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
         );
     }
     let spec = match &args.controller_cmd {
-        Some(command) => Spec::Foreign {
-            command: command.clone(),
-        },
-        None => Spec::Ours {
-            binary: build(args.build)?,
-        },
+        Some(command) => Spec::Foreign { command: command.clone() },
+        None => Spec::Ours { binary: build(args.build)? },
     };
     let dir = project::target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let log = dir.join("controller.log");
-    eprintln!(
-        "bench: {} against lab {}; its log: {}",
-        spec.label(),
-        args.lab.name,
-        log.display()
-    );
+    eprintln!("bench: {} against lab {}; its log: {}", spec.label(), args.lab.name, log.display());
     eprintln!("stopping the lab's own controller for the run");
     lab.stop_controller().await?;
     let measured = measure(&lab, &args, &spec, &log).await;
@@ -201,9 +190,7 @@ fn build(build: Build) -> Result<PathBuf> {
     let mut cargo_args = vec!["build"];
     cargo_args.extend(flags);
     cargo_args.extend(["-p", PACKAGE, "--bin", BINARY]);
-    cmdline::cargo(&cargo_args)
-        .run()
-        .context("building the controller failed")?;
+    cmdline::cargo(&cargo_args).run().context("building the controller failed")?;
     let binary = project::target_dir().join(profile).join(BINARY);
     ensure!(binary.is_file(), "cargo built no {}", binary.display());
     Ok(binary)
@@ -247,20 +234,12 @@ async fn measure(lab: &Lab, args: &BenchArgs, spec: &Spec, log: &Path) -> Result
     let (subject, latency_cpu) = run.latency(subject, args.rounds, blocks).await?;
     let after_runs = subject.usage()?;
 
-    eprintln!(
-        "\n== burst: {} patches, {BURST_IN_FLIGHT} in flight",
-        args.burst
-    );
+    eprintln!("\n== burst: {} patches, {BURST_IN_FLIGHT} in flight", args.burst);
     let writer = run.rounds.writer();
     let burst = quiet::burst(lab, writer, args.burst, BURST_IN_FLIGHT, spec.has_metrics()).await?;
 
     let (subject, with_unrelated, with_unrelated_restarted) = run
-        .unrelated(
-            subject,
-            args.unrelated,
-            args.parallel,
-            args.rounds.min(UNRELATED_ROUNDS),
-        )
+        .unrelated(subject, args.unrelated, args.parallel, args.rounds.min(UNRELATED_ROUNDS))
         .await?;
     let (steady, steady_cpu) = run.steady(subject, args.steady).await?;
 
@@ -385,10 +364,8 @@ impl Run<'_> {
             let stand_in =
                 StandIn::start(self.floor_client.clone(), self.lab.desired().clone()).await?;
             self.warm_up().await?;
-            self.rounds(Disturbance::Delete, share, |s| &mut s.floor_heal)
-                .await?;
-            self.rounds(Disturbance::Patch, share, |s| &mut s.floor_correct)
-                .await?;
+            self.rounds(Disturbance::Delete, share, |s| &mut s.floor_heal).await?;
+            self.rounds(Disturbance::Patch, share, |s| &mut s.floor_correct).await?;
             stand_in.stop().await?;
             let s = &self.samples;
             show_progress("floor", &s.floor_heal, &s.floor_correct, n);
@@ -396,10 +373,8 @@ impl Run<'_> {
             subject = self.start(&[]).await?;
             self.warm_up().await?;
             let before = subject.usage()?;
-            self.rounds(Disturbance::Delete, share, |s| &mut s.heal)
-                .await?;
-            self.rounds(Disturbance::Patch, share, |s| &mut s.correct)
-                .await?;
+            self.rounds(Disturbance::Delete, share, |s| &mut s.heal).await?;
+            self.rounds(Disturbance::Patch, share, |s| &mut s.correct).await?;
             cpu += subject.usage()?.cpu_since(&before);
             let s = &self.samples;
             show_progress(&label, &s.heal, &s.correct, n);
@@ -427,8 +402,7 @@ impl Run<'_> {
         let subject = self.start(&[]).await?;
         let restarted = subject.usage()?;
         self.warm_up().await?;
-        self.rounds(Disturbance::Delete, heal_rounds, |s| &mut s.heal_unrelated)
-            .await?;
+        self.rounds(Disturbance::Delete, heal_rounds, |s| &mut s.heal_unrelated).await?;
         let p50 = Summary::of(&self.samples.heal_unrelated).map_or(0.0, |s| s.p50);
         eprintln!(
             "  {}: self-heal {heal_rounds}/{heal_rounds} with them present (p50 {p50:.1} ms)",
@@ -476,10 +450,7 @@ fn chart(report: &Report) -> String {
     use svg::{CONTROLLER, EXTRA, FLOOR, Line, Panel};
     let l = &report.latency;
     let label = report.controller.label.as_str();
-    let unrelated = format!(
-        "{label}, {} unrelated ConfigMaps",
-        report.settings.unrelated
-    );
+    let unrelated = format!("{label}, {} unrelated ConfigMaps", report.settings.unrelated);
     let subtitle = format!(
         "lab {} · Kubernetes {} · {} CPUs · {} rounds per series in {} alternating blocks · floor: the harness's own watch → write loop",
         report.lab,
@@ -549,11 +520,7 @@ fn utc(unix: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year}-{month:02}-{day:02} {:02}:{:02} UTC",
-        secs / 3600,
-        secs % 3600 / 60
-    )
+    format!("{year}-{month:02}-{day:02} {:02}:{:02} UTC", secs / 3600, secs % 3600 / 60)
 }
 
 #[cfg(test)]

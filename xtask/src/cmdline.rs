@@ -21,12 +21,7 @@ pub fn cargo(args: &[&str]) -> Cmd {
         let name = name.to_string_lossy();
         if name.starts_with("CARGO_MANIFEST_")
             || name.starts_with("CARGO_PKG_")
-            || [
-                "CARGO_CRATE_NAME",
-                "CARGO_BIN_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-            ]
-            .contains(&&*name)
+            || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&&*name)
         {
             cmd = cmd.env_remove(&name);
         }

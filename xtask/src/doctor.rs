@@ -23,18 +23,11 @@ pub fn run(name: &str) -> Result<ExitCode> {
     }
     let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
     let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
-    println!(
-        "{} checks: {failed} failed, {warned} warnings",
-        checks.len()
-    );
+    println!("{} checks: {failed} failed, {warned} warnings", checks.len());
     if failed == 0 && warned == 0 {
         println!("ready: `cargo xtask lab up`");
     }
-    Ok(if failed > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 fn gather(name: &str) -> Result<Vec<Check>> {
@@ -47,17 +40,14 @@ fn gather(name: &str) -> Result<Vec<Check>> {
 
     let format_version = "{{.ServerVersion}}";
     let format_cgroup = "{{.CgroupVersion}}";
-    let docker = match cmd!(sh, "docker info --format {format_version}")
-        .quiet()
-        .ignore_stderr()
-        .read()
-    {
-        Ok(v) => Ok(v),
-        Err(_) if crate::lab::binaries::on_path("docker").is_none() => {
-            Err("docker: command not found".to_string())
-        }
-        Err(_) => Err("Cannot connect to the Docker daemon (`docker info` failed)".to_string()),
-    };
+    let docker =
+        match cmd!(sh, "docker info --format {format_version}").quiet().ignore_stderr().read() {
+            Ok(v) => Ok(v),
+            Err(_) if crate::lab::binaries::on_path("docker").is_none() => {
+                Err("docker: command not found".to_string())
+            }
+            Err(_) => Err("Cannot connect to the Docker daemon (`docker info` failed)".to_string()),
+        };
     let mut checks = vec![
         preflight::rustc(quiet(cmd!(sh, "rustc --version")).as_deref(), &pinned),
         preflight::kind_version(quiet(cmd!(sh, "kind version")).as_deref(), &table),
@@ -81,11 +71,7 @@ fn gather(name: &str) -> Result<Vec<Check>> {
                 .as_deref()
                 .filter(|_| docker.is_ok()),
         ),
-        preflight::port(
-            "controller port",
-            CONTROLLER_PORT,
-            port_taken(CONTROLLER_PORT),
-        ),
+        preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
         preflight::existing_cluster(
             &quiet(cmd!(sh, "kind get clusters")).unwrap_or_default(),
             name,
@@ -100,12 +86,7 @@ fn pinned_toolchain() -> Result<String> {
     Ok(text
         .lines()
         .find_map(|l| l.trim().strip_prefix("channel"))
-        .map(|v| {
-            v.trim_start_matches([' ', '='])
-                .trim()
-                .trim_matches('"')
-                .to_string()
-        })
+        .map(|v| v.trim_start_matches([' ', '=']).trim().trim_matches('"').to_string())
         .unwrap_or_default())
 }
 

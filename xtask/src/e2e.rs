@@ -27,9 +27,8 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     let filter = match only {
         Some(wanted) => {
             let experiment = experiments::find(wanted).with_context(|| {
-                let known: Vec<_> = all()
-                    .map(|e| format!("{} ({})", e.aliases[0], e.name))
-                    .collect();
+                let known: Vec<_> =
+                    all().map(|e| format!("{} ({})", e.aliases[0], e.name)).collect();
                 format!("no experiment {wanted:?}; known: {}", known.join(", "))
             })?;
             Some(experiment.name)
@@ -66,25 +65,14 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     let not_run: Vec<&Outcome> = outcomes.iter().filter(|o| o.not_run.is_some()).collect();
     let failed = expected - (ok + not_run.len()).min(expected);
     // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
-    eprintln!(
-        "e2e: {ok} passed, {} not run, {failed} failed",
-        not_run.len()
-    );
+    eprintln!("e2e: {ok} passed, {} not run, {failed} failed", not_run.len());
     for o in &not_run {
-        eprintln!(
-            "  {}: {}",
-            o.experiment,
-            o.not_run.as_deref().unwrap_or_default()
-        );
+        eprintln!("  {}: {}", o.experiment, o.not_run.as_deref().unwrap_or_default());
     }
     if lab.provider == ProviderKind::Envtest {
         eprintln!(
             "suite wall time {wall:.1} s (bar for the whole suite on envtest: {SUITE_BAR_SECONDS:.0} s){}",
-            if filter.is_none() && wall > SUITE_BAR_SECONDS {
-                " — over the bar"
-            } else {
-                ""
-            }
+            if filter.is_none() && wall > SUITE_BAR_SECONDS { " — over the bar" } else { "" }
         );
     } else {
         // Each restart of the controller is a pod rollout here: no bar.
@@ -107,10 +95,7 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
 
 /// Everything the suite runs, in its order: experiments, faults, examples.
 fn all() -> impl Iterator<Item = &'static experiments::Experiment> {
-    experiments::ALL
-        .iter()
-        .chain(e2e::faults::ALL)
-        .chain(e2e::examples::ALL)
+    experiments::ALL.iter().chain(e2e::faults::ALL).chain(e2e::examples::ALL)
 }
 
 /// `target/e2e/results.jsonl`, emptied for this run.
@@ -124,21 +109,14 @@ fn results_file() -> Result<PathBuf> {
 
 /// The summary, in the suite's order.
 fn print_table(outcomes: &[Outcome]) {
-    let order = |o: &Outcome| {
-        all()
-            .position(|e| e.name == o.experiment)
-            .unwrap_or(usize::MAX)
-    };
+    let order = |o: &Outcome| all().position(|e| e.name == o.experiment).unwrap_or(usize::MAX);
     let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
     sorted.sort_by_key(|o| order(o));
     eprintln!();
     eprintln!("| experiment | result | latency | measured |");
     eprintln!("|---|---|---|---|");
     for o in sorted {
-        let latency = o
-            .latency_ms
-            .map(|ms| format!("{ms:.1} ms"))
-            .unwrap_or_else(|| "—".into());
+        let latency = o.latency_ms.map(|ms| format!("{ms:.1} ms")).unwrap_or_else(|| "—".into());
         let result = match (o.passed, &o.not_run) {
             (_, Some(_)) => "not run",
             (true, None) => "pass",

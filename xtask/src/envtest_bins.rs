@@ -10,16 +10,8 @@ use crate::lab::binaries;
 pub async fn run() -> Result<ExitCode> {
     let sh = Shell::new()?;
     let found = binaries::find(&sh).await?;
-    for (name, binary) in [
-        ("kube-apiserver", &found.kube_apiserver),
-        ("etcd", &found.etcd),
-    ] {
-        println!(
-            "{name:<15} {:<8} {}  ({})",
-            binary.version,
-            binary.path.display(),
-            binary.source
-        );
+    for (name, binary) in [("kube-apiserver", &found.kube_apiserver), ("etcd", &found.etcd)] {
+        println!("{name:<15} {:<8} {}  ({})", binary.version, binary.path.display(), binary.source);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -69,10 +69,7 @@ pub async fn run(lab_name: &str, exp: Option<&str>) -> Result<ExitCode> {
 pub async fn transcript(lab_name: &str, exp: &str) -> Result<(ExitCode, String)> {
     let exp = Exp::resolve(exp)?;
     if LabFile::read(&state_dir(lab_name))?.is_none() {
-        bail!(
-            "no lab named {lab_name} is up: run `{}` first",
-            lab_up(lab_name)
-        );
+        bail!("no lab named {lab_name} is up: run `{}` first", lab_up(lab_name));
     }
     let mut lab = Lab::find_named(lab_name).await?;
     let mut out = Transcript::default();
@@ -155,13 +152,7 @@ fn listing() -> String {
          (cargo xtask exp NAME [--name LAB]):\n\n",
     );
     for exp in Exp::ALL {
-        let _ = writeln!(
-            text,
-            "  {:<8} {:<20} {}",
-            exp.short(),
-            exp.course(),
-            exp.entry().about
-        );
+        let _ = writeln!(text, "  {:<8} {:<20} {}", exp.short(), exp.course(), exp.entry().about);
     }
     text.push_str(
         "\nEach runs the e2e suite's own function (cargo xtask e2e --exp NAME runs it as a test).\n",
@@ -255,10 +246,7 @@ impl Exp {
     fn resolve(word: &str) -> Result<Exp> {
         let known = || NAMES.join(", ");
         let Some(entry) = experiments::find(word) else {
-            bail!(
-                "no experiment {word:?}; narrated: {} (`cargo xtask exp` lists them)",
-                known()
-            );
+            bail!("no experiment {word:?}; narrated: {} (`cargo xtask exp` lists them)", known());
         };
         match Exp::ALL.into_iter().find(|e| e.test_name() == entry.name) {
             Some(exp) => Ok(exp),
@@ -317,18 +305,12 @@ impl Exp {
     /// Commands that repeat it by hand, each with what it is for.
     fn by_hand(self, hand: &Hand) -> Vec<String> {
         let get_yaml = hand.kubectl("get", &["-o", "yaml"]);
-        let mut steps = vec![format!(
-            "export KUBECONFIG={}   # the lab's admin",
-            hand.kubeconfig
-        )];
+        let mut steps = vec![format!("export KUBECONFIG={}   # the lab's admin", hand.kubeconfig)];
         match self {
             Exp::Create => steps.extend([
                 format!("{}   # stop the controller", hand.controller.stop()),
                 hand.kubectl("delete", &[]),
-                format!(
-                    "{}   # NotFound: nobody brings it back",
-                    hand.kubectl("get", &[])
-                ),
+                format!("{}   # NotFound: nobody brings it back", hand.kubectl("get", &[])),
                 format!("{}   # start the controller", hand.controller.start(&[])),
                 get_yaml,
                 format!("{}   # Events: Created", hand.kubectl("describe", &[])),
@@ -346,10 +328,7 @@ impl Exp {
                 let unlabel = format!("{}-", experiments::DRIFT_LABEL);
                 steps.extend([
                     hand.kubectl("patch", &["--type", "merge", "-p", &patch]),
-                    format!(
-                        "{get_yaml}   # {} back, e2e-extra gone, the label kept",
-                        hand.key
-                    ),
+                    format!("{get_yaml}   # {} back, e2e-extra gone, the label kept", hand.key),
                     format!(
                         "{}   # the experiment takes its label off again",
                         hand.kubectl("label", &[&unlabel])
@@ -357,10 +336,8 @@ impl Exp {
                 ]);
             }
             Exp::Rerun => {
-                let version = hand.kubectl(
-                    "get",
-                    &["-o", "jsonpath={.metadata.resourceVersion}{\"\\n\"}"],
-                );
+                let version =
+                    hand.kubectl("get", &["-o", "jsonpath={.metadata.resourceVersion}{\"\\n\"}"]);
                 steps.extend([
                     format!("{version}   # note the number"),
                     format!(
@@ -474,11 +451,7 @@ struct Hand {
 /// How to stop and start the lab's controller by hand.
 enum ControllerHand {
     /// An envtest lab: a process (or `docker run`) with a pid file.
-    Process {
-        pid_file: String,
-        binary: PathBuf,
-        args: Vec<String>,
-    },
+    Process { pid_file: String, binary: PathBuf, args: Vec<String> },
     /// A kind lab: the Deployment of `manifests/deployment.yaml`.
     Deployment,
 }
@@ -509,18 +482,13 @@ impl Hand {
     /// `kubectl VERB configmap NAME -n NAMESPACE REST…`, quoted for a shell.
     fn kubectl(&self, verb: &str, rest: &[&str]) -> String {
         let mut command = Command::new("kubectl");
-        command
-            .args([verb, "configmap", &self.name, "-n", &self.namespace])
-            .args(rest);
+        command.args([verb, "configmap", &self.name, "-n", &self.namespace]).args(rest);
         command_line(&command)
     }
 
     /// The reconcile and write counters of the controller's `/metrics`.
     fn metrics(&self) -> String {
-        format!(
-            "curl -s {} | grep -E '^(reconcile_total|api_writes_total)'",
-            self.metrics_url
-        )
+        format!("curl -s {} | grep -E '^(reconcile_total|api_writes_total)'", self.metrics_url)
     }
 }
 
@@ -573,10 +541,8 @@ impl ControllerHand {
         match self {
             ControllerHand::Process { .. } => self.start(&[]),
             ControllerHand::Deployment => {
-                let unset: Vec<String> = flag_variables(extra)
-                    .into_iter()
-                    .map(|(name, _)| format!("{name}-"))
-                    .collect();
+                let unset: Vec<String> =
+                    flag_variables(extra).into_iter().map(|(name, _)| format!("{name}-")).collect();
                 format!(
                     "kubectl set env deployment {DEPLOYMENT} -n {DEPLOYMENT_NAMESPACE} {} && {}",
                     unset.join(" "),
@@ -617,19 +583,10 @@ fn dedup_loop(hand: &Hand) -> String {
 /// The narration before the experiment runs.
 fn before(exp: Exp, hand: &Hand) -> Vec<String> {
     let mut lines = vec![
-        format!(
-            "== {} ({}): {}",
-            exp.short(),
-            exp.course(),
-            exp.entry().about
-        ),
+        format!("== {} ({}): {}", exp.short(), exp.course(), exp.entry().about),
         labelled("about to:", &exp.about_to(hand)),
     ];
-    lines.extend(
-        exp.by_hand(hand)
-            .iter()
-            .map(|step| labelled("by hand:", step)),
-    );
+    lines.extend(exp.by_hand(hand).iter().map(|step| labelled("by hand:", step)));
     lines.push(labelled(
         "running:",
         &format!(
@@ -739,11 +696,7 @@ mod tests {
     }
 
     fn measured(latency: Option<Duration>) -> Measured {
-        Measured {
-            latency,
-            detail: "what the suite measured".into(),
-            warnings: Vec::new(),
-        }
+        Measured { latency, detail: "what the suite measured".into(), warnings: Vec::new() }
     }
 
     #[test]
@@ -788,10 +741,7 @@ mod tests {
     #[test]
     fn an_unknown_name_lists_the_narrated_ones() {
         let error = Exp::resolve("explode").unwrap_err().to_string();
-        assert!(
-            error.contains("create, heal, correct, rerun, dedup"),
-            "{error}"
-        );
+        assert!(error.contains("create, heal, correct, rerun, dedup"), "{error}");
     }
 
     #[test]
@@ -820,10 +770,7 @@ mod tests {
             ));
             let text = lines.join("\n");
             assert_eq!(missing_key_lines(&text), Vec::<&str>::new(), "{text}");
-            assert!(
-                text.contains(&format!("e2e::experiments::{}", exp.test_name())),
-                "{text}"
-            );
+            assert!(text.contains(&format!("e2e::experiments::{}", exp.test_name())), "{text}");
         }
     }
 
@@ -863,19 +810,13 @@ mod tests {
     #[test]
     fn the_controller_is_restarted_by_hand_with_the_labs_command_line() {
         let h = hand(ProviderKind::Envtest);
-        assert_eq!(
-            h.controller.stop(),
-            "kill $(cat /kit/target/lab/ws-lab/controller.pid)"
-        );
+        assert_eq!(h.controller.stop(), "kill $(cat /kit/target/lab/ws-lab/controller.pid)");
         assert_eq!(
             h.controller.start(experiments::DEDUP_FLAGS),
             "/kit/target/debug/my-controller --kubeconfig /kit/target/lab/ws-lab/controller.kubeconfig \
              --listen 127.0.0.1:8080 --reconcile-delay 2s"
         );
-        assert_eq!(
-            h.controller.start_without(experiments::DEDUP_FLAGS),
-            h.controller.start(&[])
-        );
+        assert_eq!(h.controller.start_without(experiments::DEDUP_FLAGS), h.controller.start(&[]));
         let kind = hand(ProviderKind::Kind);
         assert_eq!(
             kind.controller.start(experiments::DEDUP_FLAGS),
@@ -906,11 +847,7 @@ mod tests {
     fn a_failure_says_fail_and_why() {
         let lines = after(Exp::Heal, &Err(anyhow::anyhow!("boom")), Some(""));
         assert!(lines.iter().any(|l| l == &labelled("result:", "FAIL")));
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.starts_with("error:") && l.ends_with("boom"))
-        );
+        assert!(lines.iter().any(|l| l.starts_with("error:") && l.ends_with("boom")));
         assert!(!lines.iter().any(|l| l.starts_with("notice:")));
     }
 

@@ -86,27 +86,17 @@ impl StaticTarget {
             .context("rustc -vV printed no host")?
             .to_string();
         let musl = triple.replace("-gnu", "-musl");
-        let installed = Cmd::argv(["rustup", "target", "list", "--installed"])
-            .read()
-            .unwrap_or_default();
+        let installed =
+            Cmd::argv(["rustup", "target", "list", "--installed"]).read().unwrap_or_default();
         Ok(if installed.lines().any(|t| t == musl) {
-            StaticTarget {
-                triple: musl,
-                rustflags: None,
-            }
+            StaticTarget { triple: musl, rustflags: None }
         } else {
-            StaticTarget {
-                triple,
-                rustflags: Some("-C target-feature=+crt-static"),
-            }
+            StaticTarget { triple, rustflags: Some("-C target-feature=+crt-static") }
         })
     }
 
     pub fn binary(&self, target_dir: &Path) -> PathBuf {
-        target_dir
-            .join(&self.triple)
-            .join("release")
-            .join(crate::lab::controller::BINARY)
+        target_dir.join(&self.triple).join("release").join(crate::lab::controller::BINARY)
     }
 }
 
@@ -166,10 +156,9 @@ pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<
             let mut steps = Vec::new();
             if target.rustflags.is_some() {
                 // glibc linked statically needs its static archive (Fedora: glibc-static).
-                steps.push(Step::probe(
-                    Cmd::argv(["gcc", "-print-file-name=libc.a"]),
-                    |_, out| crate::lab::node_image::go_builds::static_libc(out.as_deref().ok()),
-                ));
+                steps.push(Step::probe(Cmd::argv(["gcc", "-print-file-name=libc.a"]), |_, out| {
+                    crate::lab::node_image::go_builds::static_libc(out.as_deref().ok())
+                }));
             }
             let mut build = crate::cmdline::cargo(&[
                 "build",
@@ -210,13 +199,8 @@ pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<
 fn write_scratch_context(binary: &Path, context: &Path) -> Result<()> {
     std::fs::create_dir_all(context)
         .with_context(|| format!("cannot create {}", context.display()))?;
-    std::fs::copy(binary, context.join("my-controller")).with_context(|| {
-        format!(
-            "cannot copy {} into {}",
-            binary.display(),
-            context.display()
-        )
-    })?;
+    std::fs::copy(binary, context.join("my-controller"))
+        .with_context(|| format!("cannot copy {} into {}", binary.display(), context.display()))?;
     std::fs::write(context.join("Dockerfile"), SCRATCH_DOCKERFILE)?;
     Ok(())
 }
@@ -232,10 +216,7 @@ pub async fn build(builder: Builder) -> Result<Built> {
     let builder = resolve(builder);
     let target = match builder {
         Builder::Host => StaticTarget::detect()?,
-        _ => StaticTarget {
-            triple: String::new(),
-            rustflags: None,
-        },
+        _ => StaticTarget { triple: String::new(), rustflags: None },
     };
     crate::plan::execute(steps::<()>(builder, &target)?, &mut ()).await?;
     if image_id(&reference).is_none() {
@@ -256,12 +237,10 @@ ENTRYPOINT [\"/my-controller\"]
 
 /// The image's ID, if docker has it.
 pub fn image_id(reference: &str) -> Option<String> {
-    Cmd::argv([
-        "docker", "image", "inspect", "--format", "{{.Id}}", reference,
-    ])
-    .read()
-    .ok()
-    .filter(|id| !id.is_empty())
+    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
+        .read()
+        .ok()
+        .filter(|id| !id.is_empty())
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -280,16 +259,9 @@ mod tests {
     fn the_tag_comes_from_the_deployment() {
         let reference = reference().unwrap();
         assert!(reference.starts_with("my-controller:"), "{reference}");
-        assert!(
-            !reference.ends_with(":latest"),
-            "a :latest tag means pull policy Always"
-        );
+        assert!(!reference.ends_with(":latest"), "a :latest tag means pull policy Always");
         let version = env!("CARGO_PKG_VERSION");
-        assert_eq!(
-            reference,
-            format!("my-controller:{version}"),
-            "the tag is the crate version"
-        );
+        assert_eq!(reference, format!("my-controller:{version}"), "the tag is the crate version");
         assert_eq!(reference_in("  image: a:1\n"), Some("a:1".into()));
     }
 

@@ -78,11 +78,7 @@ impl<C> Step<C> {
     }
 
     fn of(action: Action<C>) -> Step<C> {
-        Step {
-            action,
-            when: None,
-            hint: None,
-        }
+        Step { action, when: None, hint: None }
     }
 
     /// What a failure of this step means, put before the command's own error.
@@ -276,11 +272,7 @@ mod tests {
         let mut seen = Seen::default();
         execute(steps, &mut seen).await.unwrap();
         assert_eq!(seen.probed.as_deref(), Some("hi"));
-        assert_eq!(
-            seen.ran,
-            vec!["own"],
-            "the API step's condition did not hold"
-        );
+        assert_eq!(seen.ran, vec!["own"], "the API step's condition did not hold");
     }
 
     #[tokio::test]
@@ -303,10 +295,7 @@ mod tests {
     #[test]
     fn lines_print_as_shell_lines() {
         let line = Line::run(["docker", "build", "-t", "a b"]).when("if changed");
-        assert_eq!(
-            line.to_string(),
-            "$ docker build -t 'a b'    # only if changed"
-        );
+        assert_eq!(line.to_string(), "$ docker build -t 'a b'    # only if changed");
         assert_eq!(
             Line::api("kubectl get cm").to_string(),
             "$ kubectl get cm    # done with kube-rs"

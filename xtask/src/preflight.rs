@@ -25,30 +25,15 @@ pub struct Check {
 
 impl Check {
     pub fn pass(name: &'static str, found: impl Into<String>) -> Check {
-        Check {
-            name,
-            status: Status::Pass,
-            found: found.into(),
-            fix: None,
-        }
+        Check { name, status: Status::Pass, found: found.into(), fix: None }
     }
 
     pub fn warn(name: &'static str, found: impl Into<String>, fix: impl Into<String>) -> Check {
-        Check {
-            name,
-            status: Status::Warn,
-            found: found.into(),
-            fix: Some(fix.into()),
-        }
+        Check { name, status: Status::Warn, found: found.into(), fix: Some(fix.into()) }
     }
 
     pub fn fail(name: &'static str, found: impl Into<String>, fix: impl Into<String>) -> Check {
-        Check {
-            name,
-            status: Status::Fail,
-            found: found.into(),
-            fix: Some(fix.into()),
-        }
+        Check { name, status: Status::Fail, found: found.into(), fix: Some(fix.into()) }
     }
 }
 
@@ -92,11 +77,9 @@ pub fn kind_version(output: Option<&str>, table: &[e2e::kind_releases::Release])
                 super::lab::bundle::node_tag(&row.image)
             ),
         ),
-        Err(why) => Check::fail(
-            NAME,
-            why,
-            format!("use kind {}, or add a row", supported.join(" or ")),
-        ),
+        Err(why) => {
+            Check::fail(NAME, why, format!("use kind {}, or add a row", supported.join(" or ")))
+        }
     }
 }
 
@@ -165,10 +148,9 @@ pub fn inotify(max_user_watches: Option<u64>, max_user_instances: Option<u64>) -
     const WATCHES: u64 = 524_288;
     const INSTANCES: u64 = 512;
     match (max_user_watches, max_user_instances) {
-        (Some(w), Some(i)) if w >= WATCHES && i >= INSTANCES => Check::pass(
-            NAME,
-            format!("max_user_watches {w}, max_user_instances {i}"),
-        ),
+        (Some(w), Some(i)) if w >= WATCHES && i >= INSTANCES => {
+            Check::pass(NAME, format!("max_user_watches {w}, max_user_instances {i}"))
+        }
         (Some(w), Some(i)) => Check::warn(
             NAME,
             format!("max_user_watches {w}, max_user_instances {i}: low for kind"),
@@ -176,10 +158,7 @@ pub fn inotify(max_user_watches: Option<u64>, max_user_instances: Option<u64>) -
                 "sudo sysctl fs.inotify.max_user_watches={WATCHES} fs.inotify.max_user_instances={INSTANCES}"
             ),
         ),
-        _ => Check::pass(
-            NAME,
-            "not readable here (not Linux): Docker Desktop sets its own",
-        ),
+        _ => Check::pass(NAME, "not readable here (not Linux): Docker Desktop sets its own"),
     }
 }
 
@@ -290,10 +269,7 @@ pub fn kubectl(client_minor: Option<u32>, target_minor: u32) -> Check {
 }
 
 fn first_line(text: &str) -> &str {
-    text.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
 }
 
 #[cfg(test)]
@@ -307,11 +283,7 @@ mod tests {
         assert_eq!(now.status, Status::Pass);
         assert!(now.found.contains("kindest/node:v1.36.4"), "{}", now.found);
         let before = kind_version(Some("kind v0.32.0 go1.24.2 linux/amd64"), &table);
-        assert!(
-            before.found.contains("kindest/node:v1.36.1"),
-            "{}",
-            before.found
-        );
+        assert!(before.found.contains("kindest/node:v1.36.1"), "{}", before.found);
         let old = kind_version(Some("kind v0.29.0 go1.24.2 linux/amd64"), &table);
         assert_eq!(old.status, Status::Fail);
         assert!(old.found.contains("v0.29.0") && old.found.contains("add a row"));
@@ -327,10 +299,7 @@ mod tests {
         assert_eq!(down.status, Status::Fail);
         assert!(down.fix.unwrap().contains("start Docker"));
         assert!(
-            docker_daemon(Err("docker: command not found"))
-                .fix
-                .unwrap()
-                .contains("install Docker")
+            docker_daemon(Err("docker: command not found")).fix.unwrap().contains("install Docker")
         );
     }
 
@@ -341,11 +310,7 @@ mod tests {
                 .found
                 .contains("containerd")
         );
-        assert!(
-            image_store("[[Backing Filesystem extfs]]")
-                .found
-                .contains("classic")
-        );
+        assert!(image_store("[[Backing Filesystem extfs]]").found.contains("classic"));
     }
 
     #[test]
@@ -379,10 +344,7 @@ mod tests {
             existing_cluster("other\nmy-controller-lab\n", "my-controller-lab").status,
             Status::Warn
         );
-        assert_eq!(
-            existing_cluster("", "my-controller-lab").status,
-            Status::Pass
-        );
+        assert_eq!(existing_cluster("", "my-controller-lab").status, Status::Pass);
         assert_eq!(port("controller port", 8080, true).status, Status::Fail);
         assert_eq!(port("controller port", 8080, false).status, Status::Pass);
     }
@@ -393,10 +355,7 @@ mod tests {
             rustc(Some("rustc 1.95.0 (59807616e 2026-04-14)"), "1.95.0").status,
             Status::Pass
         );
-        assert_eq!(
-            rustc(Some("rustc 1.90.0 (x 2025-09-14)"), "1.95.0").status,
-            Status::Warn
-        );
+        assert_eq!(rustc(Some("rustc 1.90.0 (x 2025-09-14)"), "1.95.0").status, Status::Warn);
         assert_eq!(rustc(None, "1.95.0").status, Status::Fail);
         assert_eq!(kubectl(Some(36), 36).status, Status::Pass);
         assert_eq!(kubectl(Some(35), 36).status, Status::Pass);

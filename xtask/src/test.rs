@@ -96,10 +96,7 @@ async fn suite_on_kind() -> Result<ExitCode> {
         again == pod,
         "a second `lab up` replaced the controller's pod ({pod} → {again}): nothing changed, nothing should"
     );
-    eprintln!(
-        "second lab up in {:.0} s, same pod {pod}",
-        started.elapsed().as_secs_f64()
-    );
+    eprintln!("second lab up in {:.0} s, same pod {pod}", started.elapsed().as_secs_f64());
 
     eprintln!("== lab up clears a test's leftover arguments");
     let lab = e2e::lab::Lab::find_named(LAB_NAME).await?;
@@ -190,12 +187,9 @@ async fn suite_on_kind() -> Result<ExitCode> {
 }
 
 fn user_kubeconfig_path() -> std::path::PathBuf {
-    std::env::var_os("KUBECONFIG")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".kube/config")
-        })
+    std::env::var_os("KUBECONFIG").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".kube/config")
+    })
 }
 
 /// The user's own kubeconfig, which a lab must leave alone.
@@ -208,10 +202,7 @@ fn user_kubeconfig() -> Option<Vec<u8>> {
 async fn another_target(options: &UpOptions) -> Result<ExitCode> {
     let target = e2e::lab_file::Target::parse(OTHER_TARGET).map_err(anyhow::Error::msg)?;
     eprintln!("== lab up --target {target}: least privilege, create, heal for it");
-    let options = UpOptions {
-        target,
-        ..options.clone()
-    };
+    let options = UpOptions { target, ..options.clone() };
     lab::up::run(LAB_NAME, &options).await?;
     for experiment in ["rbac", "create", "heal"] {
         let code = crate::e2e::run(LAB_NAME, Some(experiment))?;
@@ -247,22 +238,13 @@ async fn refusals(options: &UpOptions) -> Result<()> {
         context.join("Dockerfile"),
         format!("FROM {node}\nRUN echo v1.30.0 > /kind/version\n"),
     )?;
-    Cmd::argv(["docker", "build", "-q", "-t", other_minor])
-        .path(&context)
-        .run()?;
+    Cmd::argv(["docker", "build", "-q", "-t", other_minor]).path(&context).run()?;
     let fake_kind = context.join("bin");
     std::fs::create_dir_all(&fake_kind)?;
     let script = fake_kind.join("kind");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\necho 'kind v0.29.0 go1.24.2 linux/amd64'\n",
-    )?;
+    std::fs::write(&script, "#!/bin/sh\necho 'kind v0.29.0 go1.24.2 linux/amd64'\n")?;
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    let path = format!(
-        "{}:{}",
-        fake_kind.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = format!("{}:{}", fake_kind.display(), std::env::var("PATH").unwrap_or_default());
     let base = ["xtask", "lab", "up", "--provider", "kind", "--name", NAME];
     let cases = [
         Refusal {
@@ -287,16 +269,10 @@ async fn refusals(options: &UpOptions) -> Result<()> {
             what: "kind of another release",
             args: vec![],
             env: vec![("PATH", path)],
-            says: "fix: use the kind from `nix develop`",
+            says: "has no node image in kind/node-images.toml (supported: ",
         },
     ];
-    for Refusal {
-        what,
-        args,
-        env,
-        says,
-    } in cases
-    {
+    for Refusal { what, args, env, says } in cases {
         let mut cmd = cmdline::cargo(&[&base[..], &args[..]].concat());
         for (key, value) in &env {
             cmd = cmd.env(key, value);
@@ -304,10 +280,7 @@ async fn refusals(options: &UpOptions) -> Result<()> {
         let out = cmd.output()?;
         let text = String::from_utf8_lossy(&out.stderr).into_owned();
         let last = text.lines().last().unwrap_or_default();
-        anyhow::ensure!(
-            !out.status.success(),
-            "lab up with {what} succeeded:\n{text}"
-        );
+        anyhow::ensure!(!out.status.success(), "lab up with {what} succeeded:\n{text}");
         anyhow::ensure!(
             text.contains(says) && last.starts_with("error: ") && !text.contains("panicked"),
             "lab up with {what}: expected an error line and {says:?}, got:\n{text}"

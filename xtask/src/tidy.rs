@@ -29,12 +29,7 @@ fn minor_of(version: &str) -> u32 {
 #[test]
 fn one_k8s_openapi_version_feature_everywhere() {
     let minor = target_minor();
-    for manifest in [
-        "Cargo.toml",
-        "controller/Cargo.toml",
-        "e2e/Cargo.toml",
-        "xtask/Cargo.toml",
-    ] {
+    for manifest in ["Cargo.toml", "controller/Cargo.toml", "e2e/Cargo.toml", "xtask/Cargo.toml"] {
         let text = read(manifest);
         for (i, _) in text.match_indices("\"v1_") {
             let feature: String = text[i + 1..].chars().take_while(|c| *c != '"').collect();
@@ -63,25 +58,13 @@ fn the_kubernetes_module_has_the_same_minor() {
     let staging: Vec<&str> = go_mod
         .lines()
         .filter_map(|l| {
-            l.split_once("=>")
-                .map(|(_, to)| to.split_whitespace().last().unwrap_or(""))
+            l.split_once("=>").map(|(_, to)| to.split_whitespace().last().unwrap_or(""))
         })
         .collect();
-    assert!(
-        staging.len() >= 30,
-        "every staging module is replaced: found {}",
-        staging.len()
-    );
+    assert!(staging.len() >= 30, "every staging module is replaced: found {}", staging.len());
     for version in &staging {
-        assert_eq!(
-            minor_of(version),
-            minor,
-            "a staging module is replaced by {version}"
-        );
-        assert_eq!(
-            version, &staging[0],
-            "staging modules at one version: {staging:?}"
-        );
+        assert_eq!(minor_of(version), minor, "a staging module is replaced by {version}");
+        assert_eq!(version, &staging[0], "staging modules at one version: {staging:?}");
     }
 }
 
@@ -97,11 +80,7 @@ fn the_readme_names_the_targeted_version() {
 fn every_kind_release_runs_the_targeted_minor() {
     let minor = target_minor();
     let table = e2e::kind_releases::table().unwrap();
-    assert!(
-        !table.is_empty(),
-        "{} has no rows",
-        e2e::kind_releases::FILE
-    );
+    assert!(!table.is_empty(), "{} has no rows", e2e::kind_releases::FILE);
     for row in &table {
         assert!(
             row.kind.starts_with("v0.") && row.kind.matches('.').count() == 1,

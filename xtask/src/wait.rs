@@ -33,10 +33,7 @@ where
     loop {
         match probe().await {
             Seen::Ready(value) => {
-                eprintln!(
-                    "  {what}: ready after {:.1}s",
-                    start.elapsed().as_secs_f64()
-                );
+                eprintln!("  {what}: ready after {:.1}s", start.elapsed().as_secs_f64());
                 return Ok(value);
             }
             Seen::Failed(error) => {

@@ -68,9 +68,7 @@ impl StandIn {
     /// Stops it; fails if it had failed (its watch broke for good).
     pub async fn stop(mut self) -> anyhow::Result<()> {
         if self.task.is_finished() {
-            return (&mut self.task)
-                .await
-                .context("the floor's stand-in panicked")?;
+            return (&mut self.task).await.context("the floor's stand-in panicked")?;
         }
         Ok(())
     }
@@ -126,29 +124,17 @@ async fn put_right(
     live: Option<&ConfigMap>,
     tally: &Tally,
 ) {
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PostParams::default()
-    };
+    let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
     let (result, counter) = match live {
-        None => (
-            api.create(&params, &desired.to_config_map()).await,
-            &tally.creates,
-        ),
+        None => (api.create(&params, &desired.to_config_map()).await, &tally.creates),
         Some(cm) if cm.metadata.deletion_timestamp.is_some() || desired.is_satisfied_by(cm) => {
             return;
         }
         // The cached resourceVersion goes along: a concurrent change is a 409.
-        Some(cm) => (
-            api.replace(desired.name(), &params, &desired.corrected(cm))
-                .await,
-            &tally.updates,
-        ),
+        Some(cm) => {
+            (api.replace(desired.name(), &params, &desired.corrected(cm)).await, &tally.updates)
+        }
     };
-    let counter = if result.is_ok() {
-        counter
-    } else {
-        &tally.refused
-    };
+    let counter = if result.is_ok() { counter } else { &tally.refused };
     counter.fetch_add(1, Ordering::Relaxed);
 }

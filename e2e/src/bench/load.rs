@@ -87,10 +87,7 @@ pub async fn delete_all(api: &Api<ConfigMap>) -> anyhow::Result<()> {
             "  (kubectl delete configmaps -l {LABEL}=true: {left} left, one deletecollection request)"
         );
         // A timeout here is expected for a large collection: count and repeat.
-        if let Err(e) = api
-            .delete_collection(&DeleteParams::default(), &selector())
-            .await
-        {
+        if let Err(e) = api.delete_collection(&DeleteParams::default(), &selector()).await {
             eprintln!("  deletecollection ended early ({e}); counting and repeating");
         }
         let now = count(api).await?;

@@ -126,9 +126,7 @@ pub async fn burst(
         .map(|i| {
             let drift = serde_json::json!({"data": {key.clone(): format!("env=burst-{i}")}});
             async move {
-                let cm = writer
-                    .patch(name, &bench_writes(), &Patch::Merge(&drift))
-                    .await?;
+                let cm = writer.patch(name, &bench_writes(), &Patch::Merge(&drift)).await?;
                 Ok::<_, anyhow::Error>(cm.metadata.resource_version.unwrap_or_default())
             }
         })
@@ -165,11 +163,7 @@ pub async fn burst(
 }
 
 async fn scrape(lab: &Lab, metrics: bool) -> anyhow::Result<Option<Scrape>> {
-    Ok(if metrics {
-        Some(lab.metrics().await?)
-    } else {
-        None
-    })
+    Ok(if metrics { Some(lab.metrics().await?) } else { None })
 }
 
 /// A watch on one ConfigMap from its current version: each change is one item.
@@ -182,12 +176,8 @@ impl Watch {
         let fields = format!("metadata.name={name}");
         let list = api.list(&ListParams::default().fields(&fields)).await?;
         let from = list.metadata.resource_version.unwrap_or_default();
-        let stream = api
-            .watch(&WatchParams::default().fields(&fields).timeout(290), &from)
-            .await?;
-        Ok(Watch {
-            stream: stream.boxed(),
-        })
+        let stream = api.watch(&WatchParams::default().fields(&fields).timeout(290), &from).await?;
+        Ok(Watch { stream: stream.boxed() })
     }
 
     /// The next change (Added, Modified; a Deleted yields its last state);

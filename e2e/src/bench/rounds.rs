@@ -78,8 +78,7 @@ impl Rounds {
             Disturbance::Patch => {
                 let drift = json!({"data": {self.key.clone(): format!("env=bench-{}", self.seq)}});
                 measure_until_desired(lab, || async {
-                    api.patch(name, &bench_writes(), &Patch::Merge(&drift))
-                        .await?;
+                    api.patch(name, &bench_writes(), &Patch::Merge(&drift)).await?;
                     Ok(())
                 })
                 .await
@@ -90,8 +89,5 @@ impl Rounds {
 
 /// Patch parameters of the bench's own writes.
 pub fn bench_writes() -> PatchParams {
-    PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    }
+    PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() }
 }

@@ -44,11 +44,7 @@ pub fn of_group(pgid: u32) -> anyhow::Result<Usage> {
     let mut usage = Usage::default();
     for entry in std::fs::read_dir("/proc").context("cannot read /proc")? {
         let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         // A process may exit between the listing and the reading: skip it.
@@ -91,10 +87,7 @@ impl Stat {
         // rest[0] is field 3 (state): field n is rest[n - 3].
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-        Some(Stat {
-            pgrp: u32::try_from(field(5)?).ok()?,
-            cpu_ticks: field(14)? + field(15)?,
-        })
+        Some(Stat { pgrp: u32::try_from(field(5)?).ok()?, cpu_ticks: field(14)? + field(15)? })
     }
 }
 
@@ -123,13 +116,7 @@ mod tests {
     fn reads_stat_after_the_last_parenthesis() {
         let stat = "4242 (my (odd) ctl) S 1 4242 4242 0 -1 4194560 900 0 0 0 \
                     37 12 0 0 20 0 5 0 1234 10000000 2500 18446744073709551615";
-        assert_eq!(
-            Stat::parse(stat),
-            Some(Stat {
-                pgrp: 4242,
-                cpu_ticks: 49
-            })
-        );
+        assert_eq!(Stat::parse(stat), Some(Stat { pgrp: 4242, cpu_ticks: 49 }));
         assert_eq!(Stat::parse("garbage"), None);
     }
 

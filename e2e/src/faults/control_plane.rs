@@ -47,11 +47,7 @@ async fn restart_then_heal(lab: &mut Lab) -> anyhow::Result<Measured> {
     ensure_not_restarted(lab, &was, &mark).await?;
     let log = lab.controller_log(&mark).await?;
     let failed = lines_with(&log, LOG_WATCH_FAILED).len();
-    let how = if log.contains(LOG_RELISTED) {
-        "re-listed"
-    } else {
-        "resumed its watch"
-    };
+    let how = if log.contains(LOG_RELISTED) { "re-listed" } else { "resumed its watch" };
     Ok(Measured {
         latency: Some(healed),
         detail: format!(
@@ -192,10 +188,8 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     .await?;
     let samples = stays_alive_not_ready(lab, NOT_READY_WINDOW).await?;
     let log = lab.controller_log(&run).await?;
-    let (unreachable, watch_failed) = (
-        lines_with(&log, LOG_UNREACHABLE).len(),
-        lines_with(&log, LOG_WATCH_FAILED).len(),
-    );
+    let (unreachable, watch_failed) =
+        (lines_with(&log, LOG_UNREACHABLE).len(), lines_with(&log, LOG_WATCH_FAILED).len());
     ensure!(
         unreachable + watch_failed >= 2,
         "the controller did not log its retries while the API server was down:\n{log}"
@@ -209,11 +203,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     let api_ready = up.elapsed();
     eventually("the controller to become ready", HEAL_WITHIN, || async {
         let status = controller_status(lab, "/readyz").await?;
-        Ok(if status == 200 {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("/readyz {status}"))
-        })
+        Ok(if status == 200 { Check::Done(()) } else { Check::NotYet(format!("/readyz {status}")) })
     })
     .await?;
     let ready = up.elapsed();
@@ -246,10 +236,8 @@ async fn stays_alive_not_ready(lab: &Lab, window: Duration) -> anyhow::Result<us
     let began = Instant::now();
     let mut looks = 0;
     while began.elapsed() < window {
-        let (healthz, readyz) = (
-            controller_status(lab, "/healthz").await?,
-            controller_status(lab, "/readyz").await?,
-        );
+        let (healthz, readyz) =
+            (controller_status(lab, "/healthz").await?, controller_status(lab, "/readyz").await?);
         ensure!(
             healthz == 200 && readyz == 503,
             "after {} without an API server: /healthz {healthz}, /readyz {readyz} \

@@ -60,10 +60,7 @@ async fn sigterm_when_idle(lab: &Lab) -> anyhow::Result<Duration> {
     let mut child = spawn_ready(lab, &[]).await?;
     wait_idle(lab).await?;
     let (status, took) = terminate(&mut child, IDLE_EXIT_WITHIN + HEAL_WITHIN).await?;
-    ensure!(
-        status.code() == Some(0),
-        "idle controller: {status} after SIGTERM"
-    );
+    ensure!(status.code() == Some(0), "idle controller: {status} after SIGTERM");
     ensure!(
         took <= IDLE_EXIT_WITHIN,
         "idle controller took {} to exit after SIGTERM (bar: {})",
@@ -97,10 +94,7 @@ async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
     })
     .await?;
     let (status, took) = terminate(&mut child, SLOW_RECONCILE + HEAL_WITHIN).await?;
-    ensure!(
-        status.code() == Some(0),
-        "controller stopped mid-reconcile: {status} after SIGTERM"
-    );
+    ensure!(status.code() == Some(0), "controller stopped mid-reconcile: {status} after SIGTERM");
     let log = lab.controller_log(&mark).await?;
     let shutdown = log.find(LOG_SHUTTING_DOWN);
     let corrected = log.rfind(LOG_CORRECTED);
@@ -109,11 +103,7 @@ async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
         _ => bail!("expected {LOG_CORRECTED:?} after {LOG_SHUTTING_DOWN:?} in the log:\n{log}"),
     }
     let now = lab.config_maps().get(lab.desired().name()).await?;
-    ensure!(
-        lab.desired().is_satisfied_by(&now),
-        "after the exit my-config holds {:?}",
-        now.data
-    );
+    ensure!(lab.desired().is_satisfied_by(&now), "after the exit my-config holds {:?}", now.data);
     Ok(took)
 }
 
@@ -140,8 +130,7 @@ async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
     );
 
     let delay = format!("{}s", POD_SLOW_RECONCILE.as_secs());
-    lab.restart_controller(&["--reconcile-delay", &delay])
-        .await?;
+    lab.restart_controller(&["--reconcile-delay", &delay]).await?;
     let slow = host.ready_pod().await?.context("no ready controller pod")?;
     let log = host.follow_log(&slow).await?;
     drift(lab, "env=sigterm").await?;
@@ -154,13 +143,9 @@ async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
         })
     })
     .await?;
-    let (code, took) = host
-        .delete_and_wait_exit(&slow, Some(POD_SLOW_RECONCILE + HEAL_WITHIN))
-        .await?;
-    ensure!(
-        code == 0,
-        "pod {slow} stopped mid-reconcile: exit {code} after SIGTERM"
-    );
+    let (code, took) =
+        host.delete_and_wait_exit(&slow, Some(POD_SLOW_RECONCILE + HEAL_WITHIN)).await?;
+    ensure!(code == 0, "pod {slow} stopped mid-reconcile: exit {code} after SIGTERM");
     let log = log.await.context("reading the pod's log")??;
     let shutdown = log.find(LOG_SHUTTING_DOWN);
     let corrected = log.rfind(LOG_CORRECTED);
@@ -271,10 +256,7 @@ async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec
     let mut refused = Vec::new();
     for (what, args) in cases {
         let mut command = tokio::process::Command::from(lab.controller_command(&args)?);
-        command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         let out = tokio::time::timeout(HEAL_WITHIN, command.output())
             .await
             .with_context(|| format!("{what}: still running after {}", secs(HEAL_WITHIN)))??;

@@ -38,9 +38,7 @@ pub async fn role_loses_create(lab: &mut Lab) -> anyhow::Result<Measured> {
     let mut current = roles.get(&role_name).await?;
     if current.rules != original.rules {
         current.rules = original.rules;
-        roles
-            .replace(&role_name, &PostParams::default(), &current)
-            .await?;
+        roles.replace(&role_name, &PostParams::default(), &current).await?;
     }
     outcome
 }
@@ -83,18 +81,12 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
     let before = lab.metrics().await?;
     let errors0 = before.get("reconcile_total", &[("result", "error")]);
     let give_ups0 = before.sum("reconcile_give_ups_total");
-    lab.config_maps()
-        .delete(lab.desired().name(), &DeleteParams::default())
-        .await?;
+    lab.config_maps().delete(lab.desired().name(), &DeleteParams::default()).await?;
 
     eventually("the controller to give up", HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
         let gave_up = m.sum("reconcile_give_ups_total") - give_ups0;
-        Ok(if gave_up >= 1.0 {
-            Check::Done(())
-        } else {
-            Check::NotYet(m.lines("reconcile_total"))
-        })
+        Ok(if gave_up >= 1.0 { Check::Done(()) } else { Check::NotYet(m.lines("reconcile_total")) })
     })
     .await?;
     // Given up means nothing scheduled: it does not spin.
@@ -107,10 +99,7 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
     // A pod's log reaches the API through the node's log files: wait for the lines.
     let log = eventually("the give-up to be logged", HEAL_WITHIN, || async {
         let log = lab.controller_log(&mark).await?;
-        let retries = log
-            .lines()
-            .filter(|l| l.contains("reconcile failed; retrying"))
-            .count();
+        let retries = log.lines().filter(|l| l.contains("reconcile failed; retrying")).count();
         Ok(if log.contains(" ERROR ") && retries >= 5 {
             Check::Done(log)
         } else {
@@ -171,10 +160,8 @@ fn retry_delay_ms(line: &str) -> Option<f64> {
 /// Waits until RBAC answers that the controller may (or may not) create ConfigMaps.
 async fn wait_until_create_is(lab: &Lab, allowed: bool) -> anyhow::Result<()> {
     let api: Api<SubjectAccessReview> = Api::all(lab.client());
-    let user = format!(
-        "system:serviceaccount:{}",
-        lab.controller_service_account().replace('/', ":")
-    );
+    let user =
+        format!("system:serviceaccount:{}", lab.controller_service_account().replace('/', ":"));
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: Some(user),
@@ -192,11 +179,7 @@ async fn wait_until_create_is(lab: &Lab, allowed: bool) -> anyhow::Result<()> {
     eventually(&what, HEAL_WITHIN, || async {
         let answer = api.create(&PostParams::default(), &review).await?;
         let now = answer.status.is_some_and(|s| s.allowed);
-        Ok(if now == allowed {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("allowed = {now}"))
-        })
+        Ok(if now == allowed { Check::Done(()) } else { Check::NotYet(format!("allowed = {now}")) })
     })
     .await
 }
@@ -219,11 +202,7 @@ pub async fn credentials_private(lab: &mut Lab) -> anyhow::Result<Measured> {
             loose.push(format!("{} is {mode:o}", path.display()));
         }
     }
-    ensure!(
-        loose.is_empty(),
-        "credentials readable by others: {}",
-        loose.join("; ")
-    );
+    ensure!(loose.is_empty(), "credentials readable by others: {}", loose.join("; "));
 
     let controller = controller_client(lab).await?;
     let secrets: Api<Secret> = Api::namespaced(controller, lab.desired().namespace());
@@ -276,10 +255,7 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
         .create_subresource("token", name, &PostParams::default(), &request)
         .await
         .context("TokenRequest for the controller's ServiceAccount")?;
-    let token = granted
-        .status
-        .and_then(|s| s.token)
-        .context("TokenRequest without a token")?;
+    let token = granted.status.and_then(|s| s.token).context("TokenRequest without a token")?;
     let mut kubeconfig = kube::config::Kubeconfig::read_from(&lab.file().admin_kubeconfig)?;
     for user in &mut kubeconfig.auth_infos {
         user.auth_info = Some(kube::config::AuthInfo {
@@ -296,10 +272,8 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
 /// file of its own: its token is projected into its pod).
 fn credential_files(lab: &Lab) -> anyhow::Result<Vec<PathBuf>> {
     let file = lab.file();
-    let mut files = vec![
-        file.admin_kubeconfig.clone(),
-        crate::lab_file::LabFile::path(&file.state_dir),
-    ];
+    let mut files =
+        vec![file.admin_kubeconfig.clone(), crate::lab_file::LabFile::path(&file.state_dir)];
     if file.kind.is_none() {
         files.push(file.controller.kubeconfig.clone());
     }

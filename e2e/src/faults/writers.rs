@@ -140,9 +140,7 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
 
     let freeze = json!({"immutable": true, "data": {crate::experiments::first_key(lab.desired()): "env=frozen"}});
     let frozen_at = Instant::now();
-    lab.config_maps()
-        .patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze))
-        .await?;
+    lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze)).await?;
     eventually("a Warning Event Immutable", HEAL_WITHIN, || async {
         let events = immutable_events(lab, &uid).await?;
         Ok(if events.is_empty() {
@@ -235,10 +233,8 @@ async fn immutable_events(lab: &Lab, uid: &str) -> anyhow::Result<Vec<Event>> {
 async fn config_map_puts(lab: &Lab) -> anyhow::Result<f64> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = lab.client().request_text(request).await?;
-    Ok(Scrape::parse(&text).sum_matching(
-        "apiserver_request_total",
-        &[("verb", "PUT"), ("resource", "configmaps")],
-    ))
+    Ok(Scrape::parse(&text)
+        .sum_matching("apiserver_request_total", &[("verb", "PUT"), ("resource", "configmaps")]))
 }
 
 /// Deletes my-config if it is frozen (an immutable ConfigMap can still be
@@ -282,10 +278,7 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
     let writes = after.sum("api_writes_total") - before.sum("api_writes_total");
     let deleting = after.get("reconcile_total", &[("result", "deleting")])
         - before.get("reconcile_total", &[("result", "deleting")]);
-    ensure!(
-        writes == 0.0,
-        "{writes} writes while my-config was terminating"
-    );
+    ensure!(writes == 0.0, "{writes} writes while my-config was terminating");
     let held = api.get(&name).await?;
     ensure!(
         held.metadata.deletion_timestamp.is_some() && !lab.desired().is_satisfied_by(&held),
@@ -316,21 +309,14 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
 /// Waits until `reconcile_total{result="deleting"}` grew by `by` since `before`.
 async fn wait_deleting(lab: &Lab, before: &Scrape, by: f64) -> anyhow::Result<()> {
     let base = before.get("reconcile_total", &[("result", "deleting")]);
-    eventually(
-        "a reconcile to find my-config terminating",
-        HEAL_WITHIN,
-        || async {
-            let now = lab
-                .metrics()
-                .await?
-                .get("reconcile_total", &[("result", "deleting")]);
-            Ok(if now - base >= by {
-                Check::Done(())
-            } else {
-                Check::NotYet(format!("{} deleting reconciles", now - base))
-            })
-        },
-    )
+    eventually("a reconcile to find my-config terminating", HEAL_WITHIN, || async {
+        let now = lab.metrics().await?.get("reconcile_total", &[("result", "deleting")]);
+        Ok(if now - base >= by {
+            Check::Done(())
+        } else {
+            Check::NotYet(format!("{} deleting reconciles", now - base))
+        })
+    })
     .await
 }
 
@@ -339,10 +325,7 @@ async fn wait_deleting(lab: &Lab, before: &Scrape, by: f64) -> anyhow::Result<()
 async fn release(lab: &Lab) -> anyhow::Result<()> {
     let (api, name) = (lab.config_maps(), lab.desired().name());
     let held = |cm: &ConfigMap| {
-        cm.metadata
-            .finalizers
-            .as_ref()
-            .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+        cm.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|f| f == FINALIZER))
     };
     if api.get_opt(name).await?.as_ref().is_some_and(held) {
         let let_go = json!({"metadata": {"finalizers": null}});

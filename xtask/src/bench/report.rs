@@ -87,12 +87,7 @@ impl Comparison {
         let ratio = |pick: fn(&Summary) -> f64| {
             Some(pick(controller.summary.as_ref()?) / pick(floor.summary.as_ref()?))
         };
-        Comparison {
-            ratio_p50: ratio(|s| s.p50),
-            ratio_p99: ratio(|s| s.p99),
-            floor,
-            controller,
-        }
+        Comparison { ratio_p50: ratio(|s| s.p50), ratio_p99: ratio(|s| s.p99), floor, controller }
     }
 }
 
@@ -107,10 +102,7 @@ pub struct Series {
 
 impl Series {
     pub fn new(samples_ms: Vec<f64>) -> Self {
-        Series {
-            summary: Summary::of(&samples_ms),
-            samples_ms,
-        }
+        Series { summary: Summary::of(&samples_ms), samples_ms }
     }
 }
 
@@ -148,13 +140,7 @@ pub struct Bar {
 
 impl Bar {
     fn at_most(name: impl Into<String>, value: Option<f64>, limit: f64, unit: &str) -> Bar {
-        Bar {
-            name: name.into(),
-            met: value.map(|v| v <= limit),
-            value,
-            limit,
-            unit: unit.into(),
-        }
+        Bar { name: name.into(), met: value.map(|v| v <= limit), value, limit, unit: unit.into() }
     }
 }
 
@@ -163,10 +149,7 @@ impl Bar {
 /// with the unrelated ConfigMaps present.
 pub fn bars(latency: &Latency, steady: &Steady, cost: &Cost) -> Vec<Bar> {
     let mut bars = Vec::new();
-    for (what, c) in [
-        ("self-heal", &latency.self_heal),
-        ("correction", &latency.correction),
-    ] {
+    for (what, c) in [("self-heal", &latency.self_heal), ("correction", &latency.correction)] {
         let ours = c.controller.summary.as_ref();
         let floor = c.floor.summary.as_ref();
         if let Some(floor) = floor {
@@ -177,38 +160,15 @@ pub fn bars(latency: &Latency, steady: &Steady, cost: &Cost) -> Vec<Bar> {
                 "ms",
             ));
         }
-        bars.push(Bar::at_most(
-            format!("{what} p50 ≤ 10 ms"),
-            ours.map(|s| s.p50),
-            10.0,
-            "ms",
-        ));
-        bars.push(Bar::at_most(
-            format!("{what} p99 ≤ 50 ms"),
-            ours.map(|s| s.p99),
-            50.0,
-            "ms",
-        ));
+        bars.push(Bar::at_most(format!("{what} p50 ≤ 10 ms"), ours.map(|s| s.p50), 10.0, "ms"));
+        bars.push(Bar::at_most(format!("{what} p99 ≤ 50 ms"), ours.map(|s| s.p99), 50.0, "ms"));
     }
     // The API server's count covers any controller; ours also counts its own
     // (a no-op update would not show in a watch).
     let writes = (steady.changes_seen as f64).max(steady.writes.unwrap_or(0.0));
-    bars.push(Bar::at_most(
-        "steady-state writes = 0",
-        Some(writes),
-        0.0,
-        "",
-    ));
-    let rss = cost
-        .with_unrelated
-        .rss_mib()
-        .max(cost.with_unrelated_restarted.rss_mib());
-    bars.push(Bar::at_most(
-        "RSS with the unrelated ConfigMaps ≤ 20 MiB",
-        Some(rss),
-        20.0,
-        "MiB",
-    ));
+    bars.push(Bar::at_most("steady-state writes = 0", Some(writes), 0.0, ""));
+    let rss = cost.with_unrelated.rss_mib().max(cost.with_unrelated_restarted.rss_mib());
+    bars.push(Bar::at_most("RSS with the unrelated ConfigMaps ≤ 20 MiB", Some(rss), 20.0, "MiB"));
     bars
 }
 
@@ -246,22 +206,11 @@ pub fn render(report: &Report) -> String {
     let label = &report.controller.label;
     let l = &report.latency;
     row("self-heal: floor", &l.self_heal.floor, Some(1.0));
-    row(
-        &format!("self-heal: {label}"),
-        &l.self_heal.controller,
-        l.self_heal.ratio_p50,
-    );
+    row(&format!("self-heal: {label}"), &l.self_heal.controller, l.self_heal.ratio_p50);
     row("correction: floor", &l.correction.floor, Some(1.0));
+    row(&format!("correction: {label}"), &l.correction.controller, l.correction.ratio_p50);
     row(
-        &format!("correction: {label}"),
-        &l.correction.controller,
-        l.correction.ratio_p50,
-    );
-    row(
-        &format!(
-            "self-heal with {} unrelated ConfigMaps",
-            report.settings.unrelated
-        ),
+        &format!("self-heal with {} unrelated ConfigMaps", report.settings.unrelated),
         &l.self_heal_with_unrelated,
         None,
     );
@@ -273,11 +222,7 @@ pub fn render(report: &Report) -> String {
         out,
         "\nsteady state ({:.1} s{}): {} reconciles, {} writes (its metrics), {} changes seen by a watch, CPU {:.0} ms",
         s.seconds,
-        if report.controller.metrics {
-            ", --resync 1s"
-        } else {
-            ", its own resync"
-        },
+        if report.controller.metrics { ", --resync 1s" } else { ", its own resync" },
         na(s.reconciles),
         na(s.writes),
         s.changes_seen,
@@ -310,17 +255,11 @@ pub fn render(report: &Report) -> String {
     cost("idle (started, my-config created)", &c.idle);
     cost("after the latency rounds (last block)", &c.after_runs);
     cost(
-        &format!(
-            "running while {} unrelated ConfigMaps were created",
-            report.settings.unrelated
-        ),
+        &format!("running while {} unrelated ConfigMaps were created", report.settings.unrelated),
         &c.with_unrelated,
     );
     cost(
-        &format!(
-            "restarted with {} unrelated ConfigMaps present",
-            report.settings.unrelated
-        ),
+        &format!("restarted with {} unrelated ConfigMaps present", report.settings.unrelated),
         &c.with_unrelated_restarted,
     );
     if c.latency_rounds > 0 {
@@ -383,18 +322,9 @@ pub mod tests {
             correction: Comparison::new(vec![3.0, 4.0], vec![4.0, 5.0]),
             self_heal_with_unrelated: Series::new(vec![6.0]),
         };
-        let steady = Steady {
-            seconds: 2.0,
-            reconciles: None,
-            writes: None,
-            changes_seen: 0,
-        };
-        let usage = Usage {
-            rss_kib: 9 * 1024,
-            peak_rss_kib: 10 * 1024,
-            cpu_ms: 120.0,
-            processes: 1,
-        };
+        let steady = Steady { seconds: 2.0, reconciles: None, writes: None, changes_seen: 0 };
+        let usage =
+            Usage { rss_kib: 9 * 1024, peak_rss_kib: 10 * 1024, cpu_ms: 120.0, processes: 1 };
         let cost = Cost {
             idle: usage,
             after_runs: usage,
@@ -463,10 +393,7 @@ pub mod tests {
             for side in ["floor", "controller"] {
                 let series = &json["latency"][measure][side];
                 for stat in ["n", "min", "p50", "p90", "p99", "max", "mean"] {
-                    assert!(
-                        series[stat].is_number(),
-                        "{measure}.{side}.{stat}: {series}"
-                    );
+                    assert!(series[stat].is_number(), "{measure}.{side}.{stat}: {series}");
                 }
                 assert!(series["samples_ms"].is_array());
             }
@@ -480,23 +407,14 @@ pub mod tests {
         assert!(json["steady"]["reconciles"].is_null());
         assert!(json["burst"]["reconciles"].is_null());
         assert_eq!(json["steady"]["changes_seen"], 0);
-        for usage in [
-            "idle",
-            "after_runs",
-            "with_unrelated",
-            "with_unrelated_restarted",
-        ] {
+        for usage in ["idle", "after_runs", "with_unrelated", "with_unrelated_restarted"] {
             assert_eq!(json["cost"][usage]["rss_kib"], 9 * 1024, "{usage}");
             assert!(json["cost"][usage]["cpu_ms"].is_number());
         }
         let bars = json["bars"].as_array().unwrap();
+        assert!(bars.iter().all(|b| b["name"].is_string() && b["limit"].is_number()));
         assert!(
-            bars.iter()
-                .all(|b| b["name"].is_string() && b["limit"].is_number())
-        );
-        assert!(
-            bars.iter()
-                .any(|b| b["name"] == "self-heal p50 ≤ 1.5 × floor p50" && b["met"] == true)
+            bars.iter().any(|b| b["name"] == "self-heal p50 ≤ 1.5 × floor p50" && b["met"] == true)
         );
     }
 
@@ -515,10 +433,7 @@ pub mod tests {
         let bar = |name: &str| report.bars.iter().find(|b| b.name == name).unwrap();
         assert_eq!(bar("self-heal p50 ≤ 10 ms").met, Some(true));
         assert_eq!(bar("steady-state writes = 0").met, Some(true));
-        assert_eq!(
-            bar("RSS with the unrelated ConfigMaps ≤ 20 MiB").value,
-            Some(9.0)
-        );
+        assert_eq!(bar("RSS with the unrelated ConfigMaps ≤ 20 MiB").value, Some(9.0));
         let text = render(&report);
         assert!(text.contains("| self-heal: floor | 3 | 5.0 ms |"), "{text}");
         assert!(text.contains("n/a reconciles"), "{text}");

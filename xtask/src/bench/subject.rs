@@ -110,19 +110,11 @@ impl Subject {
             }
             Spec::Ours { .. } => String::new(),
         };
-        eprintln!(
-            "$ {env}{} >>{} 2>&1 &",
-            command_line(&command),
-            log.display()
-        );
+        eprintln!("$ {env}{} >>{} 2>&1 &", command_line(&command), log.display());
         let started = Instant::now();
         let child = command.spawn().context("cannot start the controller")?;
         let pid = child.id();
-        let mut subject = Subject {
-            child,
-            pid,
-            startup: Duration::ZERO,
-        };
+        let mut subject = Subject { child, pid, startup: Duration::ZERO };
         subject.wait_ready(lab, spec, log).await?;
         subject.startup = started.elapsed();
         Ok(subject)
@@ -173,10 +165,7 @@ impl Subject {
         if self.wait_exit(STOP_GRACE).await? {
             return Ok(());
         }
-        eprintln!(
-            "  pid {} still running after {STOP_GRACE:?}: SIGKILL",
-            self.pid
-        );
+        eprintln!("  pid {} still running after {STOP_GRACE:?}: SIGKILL", self.pid);
         self.signal(libc::SIGKILL);
         if self.wait_exit(STOP_GRACE).await? {
             return Ok(());
@@ -238,9 +227,7 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Command> {
                 bail!("a --controller-cmd controller takes no flags from the bench");
             }
             let mut command = Command::new("sh");
-            command
-                .args(["-c", line])
-                .env("KUBECONFIG", &controller.kubeconfig);
+            command.args(["-c", line]).env("KUBECONFIG", &controller.kubeconfig);
             command
         }
     })
@@ -265,14 +252,11 @@ mod tests {
 
     #[test]
     fn labels_name_the_program_and_the_build() {
-        let ours = Spec::Ours {
-            binary: PathBuf::from("/w/target/release/my-controller"),
-        };
+        let ours = Spec::Ours { binary: PathBuf::from("/w/target/release/my-controller") };
         assert_eq!(ours.label(), "my-controller (release)");
         assert!(ours.has_metrics());
-        let theirs = Spec::Foreign {
-            command: "RUST_LOG=info /opt/bin/their-controller --fast".into(),
-        };
+        let theirs =
+            Spec::Foreign { command: "RUST_LOG=info /opt/bin/their-controller --fast".into() };
         assert_eq!(theirs.label(), "their-controller (--controller-cmd)");
         assert!(!theirs.has_metrics());
     }

@@ -42,20 +42,14 @@ const PLOT_H: f64 = 260.0;
 pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
     let width = GAP + panels.len().max(1) as f64 * (PANEL_W + GAP);
     let axis = LogAxis::spanning(
-        panels
-            .iter()
-            .flat_map(|p| &p.lines)
-            .flat_map(|l| l.samples_ms.iter().copied()),
+        panels.iter().flat_map(|p| &p.lines).flat_map(|l| l.samples_ms.iter().copied()),
     );
     let mut svg = String::new();
     let _ = writeln!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" viewBox="0 0 {width} {HEIGHT}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">"#
     );
-    let _ = writeln!(
-        svg,
-        r##"<rect width="{width}" height="{HEIGHT}" fill="#ffffff"/>"##
-    );
+    let _ = writeln!(svg, r##"<rect width="{width}" height="{HEIGHT}" fill="#ffffff"/>"##);
     let _ = writeln!(
         svg,
         r##"<text x="{GAP}" y="28" font-size="18" font-weight="bold" fill="#111827">{}</text>"##,
@@ -119,11 +113,7 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) {
     ] {
         let ty = y(share);
         let stroke = if strong { "#9ca3af" } else { "#e5e7eb" };
-        let dash = if strong {
-            r#" stroke-dasharray="2 3""#
-        } else {
-            ""
-        };
+        let dash = if strong { r#" stroke-dasharray="2 3""# } else { "" };
         let _ = writeln!(
             svg,
             r##"<line x1="{x0}" y1="{ty:.1}" x2="{x1}" y2="{ty:.1}" stroke="{stroke}"{dash}/>"##
@@ -145,11 +135,7 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) {
         let mut sorted = line.samples_ms.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len() as f64;
-        let dash = if line.dashed {
-            r#" stroke-dasharray="6 3""#
-        } else {
-            ""
-        };
+        let dash = if line.dashed { r#" stroke-dasharray="6 3""# } else { "" };
         let mut d = String::new();
         for (i, ms) in sorted.iter().enumerate() {
             let (sx, below, above) = (x(*ms), y(i as f64 / n), y((i + 1) as f64 / n));
@@ -169,11 +155,7 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) {
     // The legend, with the figures a reader looks for first.
     for (i, line) in panel.lines.iter().enumerate() {
         let ly = y1 + 58.0 + i as f64 * 20.0;
-        let dash = if line.dashed {
-            r#" stroke-dasharray="6 3""#
-        } else {
-            ""
-        };
+        let dash = if line.dashed { r#" stroke-dasharray="6 3""# } else { "" };
         let _ = writeln!(
             svg,
             r#"<line x1="{x0}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2"{dash}/>"#,
@@ -265,10 +247,7 @@ fn format_ms(ms: f64) -> String {
 
 /// Text and attribute values escaped for XML.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 #[cfg(test)]
@@ -294,11 +273,7 @@ mod tests {
             } else {
                 let self_closing = tag.ends_with('/');
                 let body = tag.trim_end_matches('/');
-                let name = body
-                    .split_whitespace()
-                    .next()
-                    .ok_or("empty tag")?
-                    .to_string();
+                let name = body.split_whitespace().next().ok_or("empty tag")?.to_string();
                 check_attributes(&body[name.len()..])?;
                 names.push(name.clone());
                 if !self_closing {
@@ -332,12 +307,9 @@ mod tests {
             if attrs.is_empty() {
                 return Ok(());
             }
-            let eq = attrs
-                .find('=')
-                .ok_or(format!("attribute without value: {attrs}"))?;
-            let value = attrs[eq + 1..]
-                .strip_prefix('"')
-                .ok_or(format!("unquoted attribute: {attrs}"))?;
+            let eq = attrs.find('=').ok_or(format!("attribute without value: {attrs}"))?;
+            let value =
+                attrs[eq + 1..].strip_prefix('"').ok_or(format!("unquoted attribute: {attrs}"))?;
             let end = value.find('"').ok_or("unterminated attribute")?;
             check_text(&value[..end])?;
             attrs = &value[end + 1..];
@@ -355,12 +327,7 @@ mod tests {
                 Panel {
                     title: "self-heal: delete → recreated",
                     lines: vec![
-                        Line {
-                            label: "floor",
-                            color: FLOOR,
-                            dashed: true,
-                            samples_ms: &floor,
-                        },
+                        Line { label: "floor", color: FLOOR, dashed: true, samples_ms: &floor },
                         Line {
                             label: "my-controller (release)",
                             color: CONTROLLER,
@@ -384,15 +351,8 @@ mod tests {
         assert_eq!(names.first().map(String::as_str), Some("svg"));
         assert!(svg.starts_with(r#"<svg xmlns="http://www.w3.org/2000/svg""#));
         assert_eq!(svg.matches(r#"<path class="cdf""#).count(), 3);
-        for series in [
-            "floor",
-            "my-controller (release)",
-            "a &quot;quoted&quot; &lt;one&gt;",
-        ] {
-            assert!(
-                svg.contains(&format!(r#"data-series="{series}""#)),
-                "{series}"
-            );
+        for series in ["floor", "my-controller (release)", "a &quot;quoted&quot; &lt;one&gt;"] {
+            assert!(svg.contains(&format!(r#"data-series="{series}""#)), "{series}");
         }
         assert!(svg.contains("bench &lt;lab&gt; &amp; co"));
         assert!(svg.contains("p50 4.4 ms · p99 12 ms · n=5"), "{svg}");

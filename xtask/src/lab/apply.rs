@@ -61,10 +61,8 @@ pub fn deployment_for(target: &Target) -> Result<Vec<Value>> {
         return Ok(documents);
     }
     for document in &mut documents {
-        for container in document["spec"]["template"]["spec"]["containers"]
-            .as_array_mut()
-            .into_iter()
-            .flatten()
+        for container in
+            document["spec"]["template"]["spec"]["containers"].as_array_mut().into_iter().flatten()
         {
             let env = container["env"].as_array_mut();
             let extra = [
@@ -101,10 +99,7 @@ pub async fn apply_documents(
 async fn apply_one(client: &kube::Client, document: Value) -> Result<String> {
     let object: DynamicObject =
         serde_json::from_value(document).context("not a Kubernetes object")?;
-    let types = object
-        .types
-        .as_ref()
-        .ok_or_else(|| anyhow!("apiVersion and kind are missing"))?;
+    let types = object.types.as_ref().ok_or_else(|| anyhow!("apiVersion and kind are missing"))?;
     let gvk = GroupVersionKind::try_from(types).context("bad apiVersion")?;
     let name = object
         .metadata
@@ -112,15 +107,9 @@ async fn apply_one(client: &kube::Client, document: Value) -> Result<String> {
         .clone()
         .ok_or_else(|| anyhow!("{} without metadata.name", gvk.kind))?;
     // Discovery says whether the kind is namespaced and what its resource is called.
-    let (resource, capabilities) =
-        discovery::pinned_kind(client, &gvk)
-            .await
-            .with_context(|| {
-                format!(
-                    "the server does not serve {}/{}",
-                    types.api_version, gvk.kind
-                )
-            })?;
+    let (resource, capabilities) = discovery::pinned_kind(client, &gvk)
+        .await
+        .with_context(|| format!("the server does not serve {}/{}", types.api_version, gvk.kind))?;
     let (api, described): (Api<DynamicObject>, String) = match capabilities.scope {
         Scope::Namespaced => {
             let namespace = object.metadata.namespace.as_deref().unwrap_or("default");
@@ -129,10 +118,9 @@ async fn apply_one(client: &kube::Client, document: Value) -> Result<String> {
                 format!("{} {namespace}/{name}", gvk.kind),
             )
         }
-        Scope::Cluster => (
-            Api::all_with(client.clone(), &resource),
-            format!("{} {name}", gvk.kind),
-        ),
+        Scope::Cluster => {
+            (Api::all_with(client.clone(), &resource), format!("{} {name}", gvk.kind))
+        }
     };
     // force: the lab owns these objects; take over fields another manager set by hand.
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -162,21 +150,12 @@ mod tests {
             .collect();
         assert_eq!(named.len(), 1);
         assert_eq!(named[0]["resourceNames"], json!(["other-config"]));
-        let binding = documents
-            .iter()
-            .find(|d| d["kind"] == "RoleBinding")
-            .unwrap();
+        let binding = documents.iter().find(|d| d["kind"] == "RoleBinding").unwrap();
         assert_eq!(binding["metadata"]["namespace"], "lab-target");
-        assert_eq!(
-            binding["subjects"][0]["namespace"], "default",
-            "the ServiceAccount stays"
-        );
+        assert_eq!(binding["subjects"][0]["namespace"], "default", "the ServiceAccount stays");
         // The default target is the file as it is.
         let plain = rbac_for(&Target::default()).unwrap();
-        assert_eq!(
-            plain,
-            read_documents(&project::manifests_dir().join("rbac.yaml")).unwrap()
-        );
+        assert_eq!(plain, read_documents(&project::manifests_dir().join("rbac.yaml")).unwrap());
     }
 
     #[test]
@@ -185,11 +164,7 @@ mod tests {
         let deployment = &deployment_for(&target).unwrap()[0];
         let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
         let value = |name: &str| {
-            env.as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["name"] == name)
-                .map(|e| e["value"].clone())
+            env.as_array().unwrap().iter().find(|e| e["name"] == name).map(|e| e["value"].clone())
         };
         assert_eq!(value("MY_CONTROLLER_NAMESPACE"), Some(json!("lab-target")));
         assert_eq!(value("MY_CONTROLLER_NAME"), Some(json!("other-config")));

@@ -104,10 +104,7 @@ pub async fn find(sh: &Shell) -> Result<EnvtestBinaries> {
     let pins = Pins::from_go_mods()?;
     let kube_apiserver = find_one(sh, &Program::kube_apiserver(&pins)).await?;
     let etcd = find_one(sh, &Program::etcd(&pins)).await?;
-    Ok(EnvtestBinaries {
-        kube_apiserver,
-        etcd,
-    })
+    Ok(EnvtestBinaries { kube_apiserver, etcd })
 }
 
 /// What differs between the two programs.
@@ -161,10 +158,7 @@ impl Program {
             // etcd prints its version without the module's `v`.
             pinned_version: pins.etcd.trim_start_matches('v').to_string(),
             accepted_prefix: minor_prefix(&pins.etcd).trim_start_matches('v').to_string(),
-            cache_path: pins
-                .cache_dir()
-                .join(format!("etcd-{}", pins.etcd))
-                .join("etcd"),
+            cache_path: pins.cache_dir().join(format!("etcd-{}", pins.etcd)).join("etcd"),
             go_module_dir: project::root().join("xtask/envtest/etcd"),
             go_package: ".",
             ldflags: "-s -w".to_string(),
@@ -177,21 +171,16 @@ impl Program {
         let output = cmdline::read(&cmd!(sh, "{path} --version"))
             .with_context(|| format!("`{} --version` failed", path.display()))?;
         let version = match self.name {
-            "kube-apiserver" => output
-                .split_whitespace()
-                .find(|word| word.starts_with('v'))
-                .map(str::to_string),
+            "kube-apiserver" => {
+                output.split_whitespace().find(|word| word.starts_with('v')).map(str::to_string)
+            }
             _ => output
                 .lines()
                 .find_map(|line| line.strip_prefix("etcd Version:"))
                 .map(|version| version.trim().to_string()),
         };
-        version.ok_or_else(|| {
-            anyhow!(
-                "`{} --version` printed no version: {output:?}",
-                path.display()
-            )
-        })
+        version
+            .ok_or_else(|| anyhow!("`{} --version` printed no version: {output:?}", path.display()))
     }
 }
 
@@ -287,20 +276,13 @@ fn checked(sh: &Shell, program: &Program, path: PathBuf, source: Source) -> Resu
             program.accepted_prefix
         );
     }
-    Ok(Binary {
-        path,
-        version,
-        source,
-    })
+    Ok(Binary { path, version, source })
 }
 
 /// The directory of `program`'s cache entry, created, with leftovers of
 /// interrupted builds and downloads removed.
 fn prepare_cache_dir(program: &Program) -> Result<PathBuf> {
-    let cache_dir = program
-        .cache_path
-        .parent()
-        .context("cache path has no parent")?;
+    let cache_dir = program.cache_path.parent().context("cache path has no parent")?;
     std::fs::create_dir_all(cache_dir)
         .with_context(|| format!("cannot create {}", cache_dir.display()))?;
     remove_abandoned_partials(cache_dir, program.name);
@@ -315,18 +297,11 @@ async fn build(program: &Program) -> Result<()> {
     let partial = cache_dir.join(format!(".{}.partial-{}", program.name, std::process::id()));
     // Static, as the official releases (and the kind node image's builds,
     // which then share Go's build cache with this one).
-    let build = Cmd::argv([
-        "go",
-        "build",
-        "-trimpath",
-        "-ldflags",
-        &program.ldflags,
-        "-o",
-    ])
-    .path(&partial)
-    .arg(program.go_package)
-    .env("CGO_ENABLED", "0")
-    .dir(&program.go_module_dir);
+    let build = Cmd::argv(["go", "build", "-trimpath", "-ldflags", &program.ldflags, "-o"])
+        .path(&partial)
+        .arg(program.go_package)
+        .env("CGO_ENABLED", "0")
+        .dir(&program.go_module_dir);
     eprintln!(
         "{} {} is not available: building it with Go{}",
         program.name,
@@ -355,17 +330,10 @@ async fn build(program: &Program) -> Result<()> {
     };
     if !status.success() {
         let _ = std::fs::remove_file(&partial);
-        bail!(
-            "go build of {} failed ({status}); the command is shown above",
-            program.name
-        );
+        bail!("go build of {} failed ({status}); the command is shown above", program.name);
     }
     std::fs::rename(&partial, &program.cache_path).with_context(|| {
-        format!(
-            "cannot move {} to {}",
-            partial.display(),
-            program.cache_path.display()
-        )
+        format!("cannot move {} to {}", partial.display(), program.cache_path.display())
     })?;
     eprintln!(
         "  built {} in {}s: {}",
@@ -399,13 +367,7 @@ impl Release {
     /// `https://dl.k8s.io/release/v1.36.3/bin/linux/amd64/kube-apiserver` (+ `.sha256`).
     fn kube_apiserver(version: &str, arch: &str) -> Release {
         let url = format!("https://dl.k8s.io/release/{version}/bin/linux/{arch}/kube-apiserver");
-        Release {
-            checksum: Checksum::Digest {
-                url: format!("{url}.sha256"),
-            },
-            url,
-            member: None,
-        }
+        Release { checksum: Checksum::Digest { url: format!("{url}.sha256") }, url, member: None }
     }
 
     /// `etcd-v3.6.16-linux-amd64.tar.gz` from etcd's GitHub release, holding
@@ -416,10 +378,7 @@ impl Release {
         let file_name = format!("{stem}.tar.gz");
         Release {
             url: format!("{base}/{file_name}"),
-            checksum: Checksum::Sums {
-                url: format!("{base}/SHA256SUMS"),
-                file_name,
-            },
+            checksum: Checksum::Sums { url: format!("{base}/SHA256SUMS"), file_name },
             member: Some(format!("{stem}/etcd")),
         }
     }
@@ -469,9 +428,7 @@ fn download(sh: &Shell, program: &Program) -> Result<Downloaded> {
         tools.push("tar");
     }
     if let Some(missing) = tools.iter().find(|tool| on_path(tool).is_none()) {
-        return Ok(Downloaded::No(format!(
-            "not tried: {missing} is not on PATH"
-        )));
+        return Ok(Downloaded::No(format!("not tried: {missing} is not on PATH")));
     }
 
     let cache_dir = prepare_cache_dir(program)?;
@@ -527,11 +484,7 @@ fn download(sh: &Shell, program: &Program) -> Result<Downloaded> {
             .with_context(|| format!("cannot chmod {}", program_file.display()))?;
     }
     std::fs::rename(&program_file, &program.cache_path).with_context(|| {
-        format!(
-            "cannot move {} to {}",
-            program_file.display(),
-            program.cache_path.display()
-        )
+        format!("cannot move {} to {}", program_file.display(), program.cache_path.display())
     })?;
     eprintln!(
         "  downloaded {} in {:.1}s (sha256 {expected}): {}",
@@ -554,11 +507,7 @@ impl Drop for Scratch {
 /// `curl -fsSL …`, echoed. `Ok(Err(reason))` when the transfer failed: curl's own last
 /// line of complaint (`curl: (7) Failed to connect …`), for the person.
 fn curl(sh: &Shell, url: &str, out: &Path) -> Result<std::result::Result<(), String>> {
-    let curl = cmd!(
-        sh,
-        "curl -fsSL --retry 2 --connect-timeout 10 -o {out} {url}"
-    )
-    .ignore_status();
+    let curl = cmd!(sh, "curl -fsSL --retry 2 --connect-timeout 10 -o {out} {url}").ignore_status();
     eprintln!("$ {curl}");
     let output = curl.output().context("cannot run curl")?;
     if output.status.success() {
@@ -632,9 +581,7 @@ fn remove_abandoned_partials(cache_dir: &Path, name: &str) {
         let Some(pid) = file_name
             .to_str()
             .and_then(|file_name| {
-                prefixes
-                    .iter()
-                    .find_map(|prefix| file_name.strip_prefix(prefix.as_str()))
+                prefixes.iter().find_map(|prefix| file_name.strip_prefix(prefix.as_str()))
             })
             .and_then(|pid| pid.parse::<u32>().ok())
         else {
@@ -642,10 +589,7 @@ fn remove_abandoned_partials(cache_dir: &Path, name: &str) {
         };
         if !process::is_alive(pid) {
             let path = entry.path();
-            eprintln!(
-                "  removing {} (left by an interrupted build or download)",
-                path.display()
-            );
+            eprintln!("  removing {} (left by an interrupted build or download)", path.display());
             let _ = if path.is_dir() {
                 std::fs::remove_dir_all(&path)
             } else {
@@ -656,22 +600,18 @@ fn remove_abandoned_partials(cache_dir: &Path, name: &str) {
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
-    std::env::var_os(var)
-        .filter(|value| !value.is_empty())
-        .map(PathBuf::from)
+    std::env::var_os(var).filter(|value| !value.is_empty()).map(PathBuf::from)
 }
 
 /// The first executable file called `name` in `PATH`.
 pub fn on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| {
-            candidate
-                .metadata()
-                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        })
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
+        candidate
+            .metadata()
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    })
 }
 
 /// The version a go.mod requires `module` at (`require` line or block; not `replace`).
@@ -713,14 +653,8 @@ mod tests {
         let go_mod = "module x\n\nreplace k8s.io/api => k8s.io/api v0.36.3\n\
                       require go.etcd.io/etcd/server/v3 v3.6.16\n\
                       require (\n\tk8s.io/api v0.0.0\n\tk8s.io/kubernetes v1.36.3 // indirect\n)\n";
-        assert_eq!(
-            required_version(go_mod, "k8s.io/kubernetes").unwrap(),
-            "v1.36.3"
-        );
-        assert_eq!(
-            required_version(go_mod, "go.etcd.io/etcd/server/v3").unwrap(),
-            "v3.6.16"
-        );
+        assert_eq!(required_version(go_mod, "k8s.io/kubernetes").unwrap(), "v1.36.3");
+        assert_eq!(required_version(go_mod, "go.etcd.io/etcd/server/v3").unwrap(), "v3.6.16");
         assert_eq!(required_version(go_mod, "k8s.io/api").unwrap(), "v0.0.0");
         assert!(required_version(go_mod, "example.com/none").is_err());
     }
@@ -778,10 +712,7 @@ mod tests {
 
             let release = Release::etcd("v3.6.16", arch);
             let base = "https://github.com/etcd-io/etcd/releases/download/v3.6.16";
-            assert_eq!(
-                release.url,
-                format!("{base}/etcd-v3.6.16-linux-{arch}.tar.gz")
-            );
+            assert_eq!(release.url, format!("{base}/etcd-v3.6.16-linux-{arch}.tar.gz"));
             assert_eq!(
                 release.checksum,
                 Checksum::Sums {
@@ -793,10 +724,7 @@ mod tests {
                 release.member.as_deref(),
                 Some(format!("etcd-v3.6.16-linux-{arch}/etcd").as_str())
             );
-            assert_eq!(
-                release.file_name(),
-                format!("etcd-v3.6.16-linux-{arch}.tar.gz")
-            );
+            assert_eq!(release.file_name(), format!("etcd-v3.6.16-linux-{arch}.tar.gz"));
         }
     }
 
@@ -804,11 +732,7 @@ mod tests {
     fn only_linux_amd64_and_arm64_are_downloaded() {
         assert_eq!(release_arch("linux", "x86_64"), Ok("amd64"));
         assert_eq!(release_arch("linux", "aarch64"), Ok("arm64"));
-        for (os, arch) in [
-            ("macos", "aarch64"),
-            ("linux", "riscv64"),
-            ("windows", "x86_64"),
-        ] {
+        for (os, arch) in [("macos", "aarch64"), ("linux", "riscv64"), ("windows", "x86_64")] {
             let reason = release_arch(os, arch).unwrap_err();
             assert!(reason.contains(&format!("{os}/{arch}")), "{reason}");
         }
@@ -818,24 +742,10 @@ mod tests {
 
     #[test]
     fn digest_files_and_sha256sums_lines_are_parsed() {
-        assert_eq!(
-            parse_digest(&format!("{ABC_SHA256}\n")).unwrap(),
-            ABC_SHA256
-        );
-        assert_eq!(
-            parse_digest(&ABC_SHA256.to_ascii_uppercase()).unwrap(),
-            ABC_SHA256
-        );
-        assert_eq!(
-            parse_digest(&format!("{ABC_SHA256}  kube-apiserver\n")).unwrap(),
-            ABC_SHA256
-        );
-        for bad in [
-            "",
-            "<html>Not Found</html>",
-            &ABC_SHA256[1..],
-            "z".repeat(64).as_str(),
-        ] {
+        assert_eq!(parse_digest(&format!("{ABC_SHA256}\n")).unwrap(), ABC_SHA256);
+        assert_eq!(parse_digest(&ABC_SHA256.to_ascii_uppercase()).unwrap(), ABC_SHA256);
+        assert_eq!(parse_digest(&format!("{ABC_SHA256}  kube-apiserver\n")).unwrap(), ABC_SHA256);
+        for bad in ["", "<html>Not Found</html>", &ABC_SHA256[1..], "z".repeat(64).as_str()] {
             assert!(parse_digest(bad).is_err(), "{bad:?}");
         }
 
@@ -847,14 +757,8 @@ mod tests {
              {other} *etcd-v3.6.16-linux-arm64.tar.gz\n\
              \n"
         );
-        assert_eq!(
-            digest_in_sums(&sums, "etcd-v3.6.16-linux-amd64.tar.gz").unwrap(),
-            ABC_SHA256
-        );
-        assert_eq!(
-            digest_in_sums(&sums, "etcd-v3.6.16-linux-arm64.tar.gz").unwrap(),
-            other
-        );
+        assert_eq!(digest_in_sums(&sums, "etcd-v3.6.16-linux-amd64.tar.gz").unwrap(), ABC_SHA256);
+        assert_eq!(digest_in_sums(&sums, "etcd-v3.6.16-linux-arm64.tar.gz").unwrap(), other);
         assert!(digest_in_sums(&sums, "etcd-v3.6.16-linux-s390x.tar.gz").is_err());
         assert!(digest_in_sums("short  etcd.tar.gz\n", "etcd.tar.gz").is_err());
     }
@@ -874,10 +778,7 @@ mod tests {
         let wrong = "0".repeat(64);
         let error = verify_sha256(&sh, &file, &wrong).unwrap_err().to_string();
         assert!(error.contains("mismatch"), "{error}");
-        assert!(
-            error.contains(&wrong) && error.contains(ABC_SHA256),
-            "{error}"
-        );
+        assert!(error.contains(&wrong) && error.contains(ABC_SHA256), "{error}");
         assert!(!file.exists(), "a file that fails the check is not kept");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -886,10 +787,7 @@ mod tests {
     /// `file://` URLs: no network. Skipped where those tools are missing.
     #[test]
     fn an_archive_is_downloaded_checked_extracted_and_cached() {
-        if ["curl", "sha256sum", "tar"]
-            .iter()
-            .any(|tool| on_path(tool).is_none())
-        {
+        if ["curl", "sha256sum", "tar"].iter().any(|tool| on_path(tool).is_none()) {
             eprintln!("skipped: needs curl, sha256sum and tar on PATH");
             return;
         }
@@ -904,13 +802,10 @@ mod tests {
         )
         .unwrap();
         let tarball = published.join("etcd-v3.6.16-linux-amd64.tar.gz");
-        cmd!(
-            sh,
-            "tar -czf {tarball} -C {published} etcd-v3.6.16-linux-amd64/etcd"
-        )
-        .quiet()
-        .run()
-        .unwrap();
+        cmd!(sh, "tar -czf {tarball} -C {published} etcd-v3.6.16-linux-amd64/etcd")
+            .quiet()
+            .run()
+            .unwrap();
         let digest = cmd!(sh, "sha256sum {tarball}").read().unwrap();
         let digest = digest.split_whitespace().next().unwrap().to_string();
 
@@ -938,10 +833,8 @@ mod tests {
         let cache_dir = dir.join("cache/etcd-v3.6.16");
 
         // A mismatch is an error, and nothing is cached or left behind.
-        let program = program_with_sums(format!(
-            "{}  etcd-v3.6.16-linux-amd64.tar.gz\n",
-            "0".repeat(64)
-        ));
+        let program =
+            program_with_sums(format!("{}  etcd-v3.6.16-linux-amd64.tar.gz\n", "0".repeat(64)));
         let error = download(&sh, &program).unwrap_err();
         assert!(format!("{error:#}").contains("mismatch"), "{error:#}");
         assert!(!program.cache_path.exists());
@@ -949,9 +842,7 @@ mod tests {
 
         // A missing file is a reason to look elsewhere, not an error.
         let mut program = program_with_sums(format!("{digest}  etcd-v3.6.16-linux-amd64.tar.gz\n"));
-        let Ok(release) = &mut program.release else {
-            unreachable!()
-        };
+        let Ok(release) = &mut program.release else { unreachable!() };
         let real_url =
             std::mem::replace(&mut release.url, format!("file://{}/none", dir.display()));
         match download(&sh, &program).unwrap() {
@@ -961,22 +852,15 @@ mod tests {
         assert!(!program.cache_path.exists());
 
         // The real thing: checked, extracted, executable, cached; no scratch left.
-        let Ok(release) = &mut program.release else {
-            unreachable!()
-        };
+        let Ok(release) = &mut program.release else { unreachable!() };
         release.url = real_url;
         assert!(matches!(download(&sh, &program).unwrap(), Downloaded::Yes));
         use std::os::unix::fs::PermissionsExt;
         let mode = program.cache_path.metadata().unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
         assert_eq!(std::fs::read_dir(&cache_dir).unwrap().count(), 1);
-        let binary = checked(
-            &sh,
-            &program,
-            program.cache_path.clone(),
-            Source::Downloaded,
-        )
-        .unwrap();
+        let binary =
+            checked(&sh, &program, program.cache_path.clone(), Source::Downloaded).unwrap();
         assert_eq!(binary.version, "3.6.16");
         assert_eq!(binary.source.to_string(), "download");
         std::fs::remove_dir_all(&dir).unwrap();

@@ -83,32 +83,20 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
         kind_release,
     };
     save(&[&node, &controller], output)?;
-    let dir = output
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
+    let dir = output.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let entry = dir.join(MANIFEST_ENTRY);
     e2e::files::write_public(&entry, serde_json::to_string_pretty(&manifest)? + "\n")?;
-    let appended = Cmd::argv(["tar", "-rf"])
-        .path(output)
-        .arg("-C")
-        .path(&dir)
-        .arg(MANIFEST_ENTRY)
-        .run();
+    let appended =
+        Cmd::argv(["tar", "-rf"]).path(output).arg("-C").path(&dir).arg(MANIFEST_ENTRY).run();
     let _ = std::fs::remove_file(&entry);
     appended?;
-    let size = std::fs::metadata(output)
-        .map(|m| m.len() >> 20)
-        .unwrap_or(0);
+    let size = std::fs::metadata(output).map(|m| m.len() >> 20).unwrap_or(0);
     eprintln!(
         "wrote {} ({size} MiB, {}): {node} and {controller}",
         output.display(),
         manifest.arch
     );
-    eprintln!(
-        "attendees: cargo xtask lab up --provider kind --bundle {}",
-        output.display()
-    );
+    eprintln!("attendees: cargo xtask lab up --provider kind --bundle {}", output.display());
     Ok(())
 }
 
@@ -157,9 +145,7 @@ pub fn check_kind(manifest: &Manifest, kind_version: Option<&str>) -> Result<()>
     let Some(release) = &manifest.kind_release else {
         return Ok(());
     };
-    let found = kind_version
-        .and_then(e2e::kind_releases::version_of)
-        .unwrap_or("none");
+    let found = kind_version.and_then(e2e::kind_releases::version_of).unwrap_or("none");
     ensure!(
         found.starts_with(&format!("{release}.")),
         "the bundle's node image {} was published with kind {release}.x, and this machine has kind {found}: \
@@ -224,29 +210,17 @@ mod tests {
     fn a_bundle_names_the_kind_release_its_node_image_needs() {
         assert!(check_kind(&manifest(), Some("kind v0.33.1 go1.26.8 linux/amd64")).is_ok());
         let error = check_kind(&manifest(), Some("kind v0.32.0 go1.25 linux/amd64")).unwrap_err();
-        assert!(
-            error.to_string().contains("install kind v0.33.x"),
-            "{error}"
-        );
+        assert!(error.to_string().contains("install kind v0.33.x"), "{error}");
         assert!(check_kind(&manifest(), None).is_err());
-        let built = Manifest {
-            kind_release: None,
-            ..manifest()
-        };
-        assert!(
-            check_kind(&built, None).is_ok(),
-            "a node image built here names no release"
-        );
+        let built = Manifest { kind_release: None, ..manifest() };
+        assert!(check_kind(&built, None).is_ok(), "a node image built here names no release");
     }
 
     #[test]
     fn the_node_image_travels_under_its_tag() {
         let pinned = e2e::kind_releases::table().unwrap()[0].image.clone();
         let tag = node_tag(&pinned);
-        assert!(
-            tag.starts_with("kindest/node:v1.") && !tag.contains('@'),
-            "{tag}"
-        );
+        assert!(tag.starts_with("kindest/node:v1.") && !tag.contains('@'), "{tag}");
     }
 
     #[test]
@@ -257,9 +231,6 @@ mod tests {
         let error = check(&manifest(), &held[..1], "amd64").unwrap_err();
         assert!(error.to_string().contains("my-controller:0.1.0"));
         let error = check(&manifest(), &held, "arm64").unwrap_err().to_string();
-        assert!(
-            error.contains("amd64 images") && error.contains("arm64"),
-            "{error}"
-        );
+        assert!(error.contains("amd64 images") && error.contains("arm64"), "{error}");
     }
 }

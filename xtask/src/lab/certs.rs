@@ -66,15 +66,10 @@ pub fn generate(dir: &Path) -> Result<Pki> {
     let names: Vec<String> = SERVING_NAMES.iter().map(|name| name.to_string()).collect();
     let mut serving = CertificateParams::new(names).context("serving certificate names")?;
     serving.distinguished_name = name("kube-apiserver", None);
-    serving.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
+    serving.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     serving.use_authority_key_identifier_extension = true;
-    let serving_cert = serving
-        .signed_by(&serving_key, &ca)
-        .context("serving certificate")?;
+    let serving_cert = serving.signed_by(&serving_key, &ca).context("serving certificate")?;
 
     let admin_key = KeyPair::generate().context("admin key")?;
     let mut admin = CertificateParams::default();
@@ -82,9 +77,7 @@ pub fn generate(dir: &Path) -> Result<Pki> {
     admin.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     admin.use_authority_key_identifier_extension = true;
-    let admin_cert = admin
-        .signed_by(&admin_key, &ca)
-        .context("admin certificate")?;
+    let admin_cert = admin.signed_by(&admin_key, &ca).context("admin certificate")?;
 
     let service_account = KeyPair::generate().context("service account key")?;
 
@@ -130,10 +123,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("xtask-pki-test-{}", std::process::id()));
         let pki = generate(&dir).unwrap();
         for key in ["ca.key", "apiserver.key", "admin.key", "sa.key"] {
-            let mode = std::fs::metadata(dir.join(key))
-                .unwrap()
-                .permissions()
-                .mode();
+            let mode = std::fs::metadata(dir.join(key)).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "{key}");
         }
         assert!(pki.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));

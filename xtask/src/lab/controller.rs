@@ -35,10 +35,7 @@ pub fn build(sh: &Shell) -> Result<PathBuf> {
     build.run().context("building the controller failed")?;
     let binary = project::target_dir().join("debug").join(BINARY);
     if !binary.is_file() {
-        return Err(anyhow!(
-            "cargo build succeeded but {} is missing",
-            binary.display()
-        ));
+        return Err(anyhow!("cargo build succeeded but {} is missing", binary.display()));
     }
     Ok(binary)
 }
@@ -62,17 +59,12 @@ pub async fn request_token(admin: &kube::Client) -> Result<(String, String)> {
         .with_context(|| {
             format!("TokenRequest for ServiceAccount {SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}")
         })?;
-    let status = granted
-        .status
-        .ok_or_else(|| anyhow!("TokenRequest answered without a status"))?;
+    let status = granted.status.ok_or_else(|| anyhow!("TokenRequest answered without a status"))?;
     let token = status
         .token
         .filter(|token| !token.is_empty())
         .ok_or_else(|| anyhow!("TokenRequest answered without a token"))?;
-    let expires = status
-        .expiration_timestamp
-        .map(|time| time.0.to_string())
-        .unwrap_or_default();
+    let expires = status.expiration_timestamp.map(|time| time.0.to_string()).unwrap_or_default();
     Ok((token, expires))
 }
 
@@ -108,9 +100,7 @@ pub fn write_service_account_dir(dir: &Path, token: &str, ca_pem: &str) -> Resul
     e2e::files::write_private(&dir.join("token"), token)?;
     e2e::files::write_public(&dir.join("ca.crt"), ca_pem)?;
     e2e::files::write_public(&dir.join("namespace"), SERVICE_ACCOUNT_NAMESPACE)?;
-    let (uid, gid) = crate::image::USER
-        .split_once(':')
-        .context("image user is uid:gid")?;
+    let (uid, gid) = crate::image::USER.split_once(':').context("image user is uid:gid")?;
     let (uid, gid): (u32, u32) = (uid.parse()?, gid.parse()?);
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {

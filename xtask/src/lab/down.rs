@@ -13,20 +13,14 @@ pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
     let layout = Layout::new(&state_dir(name));
     // Without a readable lab.json (a failed `up` writes none) a kind cluster
     // of this name may still run, and envtest processes may: both are looked for.
-    let provider = LabFile::read(&layout.state_dir)
-        .ok()
-        .flatten()
-        .map(|lab| lab.provider);
+    let provider = LabFile::read(&layout.state_dir).ok().flatten().map(|lab| lab.provider);
     let kind_too = provider != Some(ProviderKind::Envtest) && binaries::on_path("kind").is_some();
     if dry_run {
         if provider != Some(ProviderKind::Kind) {
             print!("{}", plan::render_lines(&envtest::down_plan(&layout)));
         }
         if kind_too || provider == Some(ProviderKind::Kind) {
-            print!(
-                "{}",
-                plan::render(&kind::down_plan(name, &layout.state_dir))
-            );
+            print!("{}", plan::render(&kind::down_plan(name, &layout.state_dir)));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -40,10 +34,7 @@ pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
     if anything {
         eprintln!("lab {name} is down");
     } else {
-        eprintln!(
-            "lab {name} is not up (nothing at {})",
-            layout.state_dir.display()
-        );
+        eprintln!("lab {name} is not up (nothing at {})", layout.state_dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -77,9 +77,9 @@ pub async fn up(
     let prepare = Instant::now();
     let binaries = binaries::find(&sh).await?;
     let launch = match host {
-        controller::Host::Process => controller::Launch::Process {
-            binary: controller::build(&sh)?,
-        },
+        controller::Host::Process => {
+            controller::Launch::Process { binary: controller::build(&sh)? }
+        }
         controller::Host::Container(builder) => {
             let image = crate::image::build(builder).await?;
             // A container left by a killed `docker run` would block the name.
@@ -89,15 +89,10 @@ pub async fn up(
                 .ignore_stderr()
                 .ignore_stdout()
                 .run();
-            controller::Launch::Container {
-                image: image.reference,
-            }
+            controller::Launch::Container { image: image.reference }
         }
     };
-    eprintln!(
-        "prepared binaries in {:.1}s",
-        prepare.elapsed().as_secs_f64()
-    );
+    eprintln!("prepared binaries in {:.1}s", prepare.elapsed().as_secs_f64());
 
     let mut started = Vec::new();
     let cold_start = Instant::now();
@@ -137,10 +132,7 @@ async fn start_all(
         .with_context(|| format!("cannot create {}", layout.state_dir.display()))?;
     let pki = certs::generate(&layout.pki)?;
     let [etcd_client, etcd_peer, api_port, controller_port] = free_ports()?;
-    eprintln!(
-        "certificates and ports: {:.2}s",
-        phase.elapsed().as_secs_f64()
-    );
+    eprintln!("certificates and ports: {:.2}s", phase.elapsed().as_secs_f64());
 
     // etcd
     let etcd_client_url = format!("http://127.0.0.1:{etcd_client}");
@@ -185,19 +177,10 @@ async fn start_all(
         // Every other default admission plugin (PodSecurity included) stays on.
         "--disable-admission-plugins=ServiceAccount".to_string(),
         format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}"),
-        format!(
-            "--service-account-key-file={}",
-            pki.service_account_pub.display()
-        ),
-        format!(
-            "--service-account-signing-key-file={}",
-            pki.service_account_key.display()
-        ),
+        format!("--service-account-key-file={}", pki.service_account_pub.display()),
+        format!("--service-account-signing-key-file={}", pki.service_account_key.display()),
         // Lets the controller's TokenRequest get the whole 48 h it asks for.
-        format!(
-            "--service-account-max-token-expiration={}h",
-            controller::TOKEN_SECONDS / 3600
-        ),
+        format!("--service-account-max-token-expiration={}h", controller::TOKEN_SECONDS / 3600),
     ];
     let mut api_command = Command::new(&binaries.kube_apiserver.path);
     api_command.args(&api_args);
@@ -226,30 +209,21 @@ async fn start_all(
     wait_etcd(&mut started[0], etcd_addr).await?;
     let probe = kubeconfig::probe_client(&layout.admin_kubeconfig).await?;
     wait_api_server(&probe, started).await?;
-    eprintln!(
-        "API server ready {:.1}s after start",
-        phase.elapsed().as_secs_f64()
-    );
+    eprintln!("API server ready {:.1}s after start", phase.elapsed().as_secs_f64());
 
     // RBAC for the controller, then its identity.
     let admin = kubeconfig::client(&layout.admin_kubeconfig).await?;
     let rbac = project::manifests_dir().join("rbac.yaml");
     apply::apply_documents(&admin, &rbac, apply::rbac_for(target)?).await?;
     let (token, token_expires) = controller::request_token(&admin).await?;
-    let service_account = format!(
-        "{}/{}",
-        controller::SERVICE_ACCOUNT_NAMESPACE,
-        controller::SERVICE_ACCOUNT
-    );
+    let service_account =
+        format!("{}/{}", controller::SERVICE_ACCOUNT_NAMESPACE, controller::SERVICE_ACCOUNT);
     kubeconfig::write(
         &layout.controller_kubeconfig,
         name,
         &api_server_url,
         &pki.ca_pem,
-        &format!(
-            "system:serviceaccount:{}",
-            service_account.replace('/', ":")
-        ),
+        &format!("system:serviceaccount:{}", service_account.replace('/', ":")),
         Credentials::Token(&token),
     )?;
     eprintln!(
@@ -262,11 +236,7 @@ async fn start_all(
     let (program, controller_args, container) = match launch {
         controller::Launch::Process { binary } => (
             binary.clone(),
-            [
-                controller::args(&layout.controller_kubeconfig, listen),
-                target.flags(),
-            ]
-            .concat(),
+            [controller::args(&layout.controller_kubeconfig, listen), target.flags()].concat(),
             None,
         ),
         controller::Launch::Container { image } => {
@@ -291,11 +261,7 @@ async fn start_all(
     let spawned = started.last_mut().context("controller just started")?;
     controller::wait_ready(spawned, listen).await?;
 
-    let version = admin
-        .apiserver_version()
-        .await
-        .context("GET /version")?
-        .git_version;
+    let version = admin.apiserver_version().await.context("GET /version")?.git_version;
     let lab = LabFile {
         format: lab_file::FORMAT,
         name: name.to_string(),
@@ -361,11 +327,9 @@ fn process_entry(
     ports: &[(&str, u16)],
 ) -> lab_file::Process {
     let (binary, version, source) = match found {
-        Found::Binary(binary) => (
-            binary.path.clone(),
-            Some(binary.version.clone()),
-            binary.source.to_string(),
-        ),
+        Found::Binary(binary) => {
+            (binary.path.clone(), Some(binary.version.clone()), binary.source.to_string())
+        }
         Found::CargoBuild(path) => (path.to_path_buf(), None, "cargo build".to_string()),
         Found::Image(docker, image) => (docker.to_path_buf(), None, format!("image {image}")),
     };
@@ -453,11 +417,7 @@ async fn readyz(client: &kube::Client) -> Seen<()> {
             if failing.is_empty() {
                 Seen::NotYet(format!("HTTP {}: {}", status.code, status.message))
             } else {
-                Seen::NotYet(format!(
-                    "HTTP {}: waiting for {}",
-                    status.code,
-                    failing.join(", ")
-                ))
+                Seen::NotYet(format!("HTTP {}: waiting for {}", status.code, failing.join(", ")))
             }
         }
         Err(error) => Seen::NotYet(root_cause(&error)),
@@ -545,16 +505,10 @@ async fn api_server_health(lab: &LabFile) -> Result<String> {
 fn token_validity(lab: &LabFile) -> Result<()> {
     let expires: k8s_openapi::jiff::Timestamp =
         lab.controller.token_expires.parse().with_context(|| {
-            format!(
-                "token expiry {:?} in lab.json",
-                lab.controller.token_expires
-            )
+            format!("token expiry {:?} in lab.json", lab.controller.token_expires)
         })?;
     if expires <= k8s_openapi::jiff::Timestamp::now() {
-        return Err(anyhow!(
-            "token of {} expired at {expires}",
-            lab.controller.service_account
-        ));
+        return Err(anyhow!("token of {} expired at {expires}", lab.controller.service_account));
     }
     Ok(())
 }
@@ -562,12 +516,7 @@ fn token_validity(lab: &LabFile) -> Result<()> {
 async fn controller_health(lab: &LabFile) -> Result<String> {
     let reply = http_probe::get_url(&lab.controller.url, "/readyz", Duration::from_secs(2)).await?;
     if reply.status != 200 {
-        return Err(anyhow!(
-            "{}/readyz: HTTP {} {}",
-            lab.controller.url,
-            reply.status,
-            reply.body
-        ));
+        return Err(anyhow!("{}/readyz: HTTP {} {}", lab.controller.url, reply.status, reply.body));
     }
     Ok(format!("controller      {}/readyz 200", lab.controller.url))
 }
@@ -600,10 +549,7 @@ pub fn plan(name: &str, options: &crate::lab::UpOptions) -> Vec<crate::plan::Lin
                 crate::image::Builder::Host => crate::image::StaticTarget::detect().ok(),
                 _ => None,
             }
-            .unwrap_or(crate::image::StaticTarget {
-                triple: String::new(),
-                rustflags: None,
-            });
+            .unwrap_or(crate::image::StaticTarget { triple: String::new(), rustflags: None });
             match crate::image::steps::<()>(builder, &target) {
                 Ok(image) => steps.extend(image.iter().map(|s| Step::Shown(s.to_string()))),
                 Err(e) => steps.push(Step::note(format!("{e:#}"))),
@@ -642,17 +588,12 @@ pub fn down_plan(layout: &Layout) -> Vec<crate::plan::Line> {
         .rev()
         .filter_map(|role| {
             process::read_pid_file(&layout.pid_file(role)).map(|pid| {
-                Step::run(["kill", "-TERM", &format!("-{pid}")]).when(&format!(
-                    "while pid {pid} ({role}) runs; SIGKILL after a grace period"
-                ))
+                Step::run(["kill", "-TERM", &format!("-{pid}")])
+                    .when(&format!("while pid {pid} ({role}) runs; SIGKILL after a grace period"))
             })
         })
         .collect();
-    steps.push(Step::run([
-        "rm",
-        "-rf",
-        &layout.state_dir.display().to_string(),
-    ]));
+    steps.push(Step::run(["rm", "-rf", &layout.state_dir.display().to_string()]));
     steps
 }
 
@@ -671,11 +612,7 @@ pub fn down(layout: &Layout) -> Result<bool> {
     // `docker run --rm` removes its container when stopped by SIGTERM; one left
     // behind by a SIGKILL is removed here.
     if let Ok(Some(LabFile {
-        controller:
-            lab_file::Controller {
-                container: Some(name),
-                ..
-            },
+        controller: lab_file::Controller { container: Some(name), .. },
         ..
     })) = LabFile::read(&layout.state_dir)
     {

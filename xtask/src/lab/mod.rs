@@ -154,11 +154,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
     match command {
         LabCommand::Up { options, lab } => up::run(&lab.name, &options).await,
         LabCommand::Down { dry_run, lab } => down::run(&lab.name, dry_run).await,
-        LabCommand::Bundle {
-            output,
-            image_builder,
-            node_image,
-        } => {
+        LabCommand::Bundle { output, image_builder, node_image } => {
             let node = kind::NodeImage::parse(node_image.as_deref());
             bundle::create(&output, image_builder, node).await?;
             Ok(ExitCode::SUCCESS)
@@ -181,9 +177,7 @@ pub fn state_dir(name: &str) -> PathBuf {
 fn parse_name(name: &str) -> Result<String, String> {
     let valid = !name.is_empty()
         && name.len() <= 40
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.starts_with('-')
         && !name.ends_with('-');
     if valid {

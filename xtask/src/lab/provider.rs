@@ -45,14 +45,8 @@ fn auto() -> (ProviderKind, String) {
         .status()
         .is_ok_and(|s| s.success());
     if daemon {
-        (
-            ProviderKind::Kind,
-            "Docker answers and kind is installed".into(),
-        )
+        (ProviderKind::Kind, "Docker answers and kind is installed".into())
     } else {
-        (
-            ProviderKind::Envtest,
-            "the Docker daemon does not answer".into(),
-        )
+        (ProviderKind::Envtest, "the Docker daemon does not answer".into())
     }
 }

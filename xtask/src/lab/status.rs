@@ -22,12 +22,7 @@ pub async fn run(name: &str) -> Result<ExitCode> {
         }
         return Ok(ExitCode::FAILURE);
     };
-    println!(
-        "lab {} ({}) in {}",
-        lab.name,
-        lab.provider,
-        lab.state_dir.display()
-    );
+    println!("lab {} ({}) in {}", lab.name, lab.provider, lab.state_dir.display());
     if lab.provider == ProviderKind::Kind {
         return Ok(if crate::lab::kind::status(&lab).await? {
             println!("healthy");
@@ -41,10 +36,7 @@ pub async fn run(name: &str) -> Result<ExitCode> {
     for line in &health.lines {
         println!("  {line}");
     }
-    println!(
-        "  admin kubeconfig:      {}",
-        lab.admin_kubeconfig.display()
-    );
+    println!("  admin kubeconfig:      {}", lab.admin_kubeconfig.display());
     println!(
         "  controller kubeconfig: {} (ServiceAccount {}, token expires {})",
         lab.controller.kubeconfig.display(),

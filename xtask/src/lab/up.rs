@@ -115,37 +115,15 @@ async fn reuse_or_clean(name: &str, target: &e2e::lab_file::Target) -> Result<Op
 
 fn print_how_to_use(lab: &LabFile) {
     eprintln!();
-    eprintln!(
-        "  lab file:        {}",
-        LabFile::path(&lab.state_dir).display()
-    );
-    eprintln!(
-        "  API server:      {} ({})",
-        lab.api_server_url, lab.kubernetes_version
-    );
+    eprintln!("  lab file:        {}", LabFile::path(&lab.state_dir).display());
+    eprintln!("  API server:      {} ({})", lab.api_server_url, lab.kubernetes_version);
     if lab.provider == ProviderKind::Envtest {
-        eprintln!(
-            "  controller:      {} (/healthz /readyz /metrics)",
-            lab.controller.url
-        );
+        eprintln!("  controller:      {} (/healthz /readyz /metrics)", lab.controller.url);
     } else {
-        eprintln!(
-            "  controller:      deployment/{} in {}",
-            kind::DEPLOYMENT,
-            lab.name
-        );
+        eprintln!("  controller:      deployment/{} in {}", kind::DEPLOYMENT, lab.name);
     }
-    eprintln!(
-        "  admin:           export KUBECONFIG={}",
-        lab.admin_kubeconfig.display()
-    );
-    eprintln!(
-        "  controller log:  cargo xtask lab logs -f --name {}",
-        lab.name
-    );
+    eprintln!("  admin:           export KUBECONFIG={}", lab.admin_kubeconfig.display());
+    eprintln!("  controller log:  cargo xtask lab logs -f --name {}", lab.name);
     eprintln!("  experiments:     cargo xtask e2e --name {}", lab.name);
-    eprintln!(
-        "  stop:            cargo xtask lab down --name {}",
-        lab.name
-    );
+    eprintln!("  stop:            cargo xtask lab down --name {}", lab.name);
 }

@@ -47,9 +47,7 @@ impl Host {
 pub fn for_host(cluster_yaml: &str, host: Host) -> Result<String> {
     let mut config: Value =
         serde_saphyr::from_str(cluster_yaml).context("kind/cluster.yaml is not valid YAML")?;
-    let object = config
-        .as_object_mut()
-        .context("kind/cluster.yaml is not a mapping")?;
+    let object = config.as_object_mut().context("kind/cluster.yaml is not a mapping")?;
     let mut add = |key: &str, patch: &str| {
         let list = object.entry(key).or_insert_with(|| json!([]));
         if let Some(list) = list.as_array_mut() {
@@ -74,10 +72,7 @@ const CAP_SYS_RESOURCE: u32 = 24;
 
 /// Whether a `CapEff:` line (hex mask) has CAP_SYS_RESOURCE.
 pub fn has_sys_resource(status: &str) -> Option<bool> {
-    let mask = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .map(str::trim)?;
+    let mask = status.lines().find_map(|l| l.strip_prefix("CapEff:")).map(str::trim)?;
     let bits = u64::from_str_radix(mask, 16).ok()?;
     Some(bits & (1 << CAP_SYS_RESOURCE) != 0)
 }
@@ -99,10 +94,7 @@ mod tests {
 
     #[test]
     fn each_host_fact_adds_its_patch_and_says_so() {
-        let host = Host {
-            cgroup_v1: true,
-            no_sys_resource: true,
-        };
+        let host = Host { cgroup_v1: true, no_sys_resource: true };
         let config: Value = serde_saphyr::from_str(&for_host(CLUSTER, host).unwrap()).unwrap();
         assert_eq!(config["kubeadmConfigPatches"][0], CGROUP_V1_PATCH);
         assert_eq!(config["containerdConfigPatches"][0], OOM_SCORE_PATCH);
@@ -113,10 +105,7 @@ mod tests {
     #[test]
     fn reads_cap_sys_resource_from_a_status_mask() {
         // Seen on a CI host whose bounding set lacks it, and on a full one.
-        assert_eq!(
-            has_sys_resource("CapInh:\t0\nCapEff:\t0000003ffeffffff\n"),
-            Some(false)
-        );
+        assert_eq!(has_sys_resource("CapInh:\t0\nCapEff:\t0000003ffeffffff\n"), Some(false));
         assert_eq!(has_sys_resource("CapEff:\t000001ffffffffff\n"), Some(true));
         assert_eq!(has_sys_resource("nothing"), None);
     }

@@ -48,9 +48,7 @@ pub fn node_image() -> Result<String> {
         "kind is not on PATH: `nix develop` provides it, or install a kind release that \
          kind/node-images.toml lists",
     )?;
-    Ok(kind_releases::for_kind(&table, &found)
-        .map_err(anyhow::Error::msg)?
-        .image)
+    Ok(kind_releases::for_kind(&table, &found).map_err(anyhow::Error::msg)?.image)
 }
 
 /// The node's container: kind names it after the cluster.
@@ -165,10 +163,7 @@ impl Up {
     /// than the one built (a new Deployment starts on the new image anyway).
     fn needs_restart(&self) -> bool {
         self.deployment_existed
-            && self
-                .running_images
-                .iter()
-                .any(|r| Some(r) != self.built_id.as_ref())
+            && self.running_images.iter().any(|r| Some(r) != self.built_id.as_ref())
     }
 }
 
@@ -198,11 +193,8 @@ pub fn up_plan(
     target: &e2e::lab_file::Target,
 ) -> Result<Vec<Step<Up>>> {
     let paths = Paths::new(state_dir);
-    let (kubeconfig, cluster_config, archive) = (
-        shown(&paths.kubeconfig),
-        shown(&paths.cluster_config),
-        shown(&paths.image_archive),
-    );
+    let (kubeconfig, cluster_config, archive) =
+        (shown(&paths.kubeconfig), shown(&paths.cluster_config), shown(&paths.image_archive));
     let container = node_container(name);
     let reference = image::reference()?;
     let mut steps: Vec<Step<Up>> = vec![
@@ -242,10 +234,9 @@ pub fn up_plan(
                 Ok(())
             },
         ),
-        Step::own(
-            "check the machine: Docker, kind, cgroups, inotify, an existing cluster",
-            |up| Box::pin(async move { machine_checks(up) }),
-        ),
+        Step::own("check the machine: Docker, kind, cgroups, inotify, an existing cluster", |up| {
+            Box::pin(async move { machine_checks(up) })
+        }),
     ];
     match images {
         Images::Bundle(bundle) => {
@@ -363,10 +354,7 @@ pub fn up_plan(
         let builder = image::resolve(*builder);
         let target = match builder {
             Builder::Host => StaticTarget::detect()?,
-            _ => StaticTarget {
-                triple: String::new(),
-                rustflags: None,
-            },
+            _ => StaticTarget { triple: String::new(), rustflags: None },
         };
         steps.extend(image::steps::<Up>(builder, &target)?);
     }
@@ -476,9 +464,7 @@ fn deployments(up: &Up) -> Result<Api<Deployment>> {
 }
 
 fn image_id_probe(reference: &str) -> Cmd {
-    Cmd::argv([
-        "docker", "image", "inspect", "--format", "{{.Id}}", reference,
-    ])
+    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
 }
 
 /// `docker save` without `--platform`, for a Docker that has no such flag.
@@ -515,14 +501,7 @@ fn machine_checks(up: &mut Up) -> Result<()> {
     let failed: Vec<String> = checks
         .iter()
         .filter(|c| c.status == Status::Fail)
-        .map(|c| {
-            format!(
-                "{}: {} (fix: {})",
-                c.name,
-                c.found,
-                c.fix.as_deref().unwrap_or("-")
-            )
-        })
+        .map(|c| format!("{}: {} (fix: {})", c.name, c.found, c.fix.as_deref().unwrap_or("-")))
         .collect();
     if !failed.is_empty() {
         bail!("the kind lab cannot start here: {}", failed.join("; "));
@@ -541,11 +520,7 @@ fn write_cluster_config(up: &mut Up, dir: &Path, file: &Path) -> Result<()> {
     let facts = up.node_facts.clone().unwrap_or_default();
     let version = facts.lines().next().unwrap_or_default().trim().to_string();
     let minor = ::controller::version::parse_minor(
-        version
-            .trim_start_matches('v')
-            .split('.')
-            .nth(1)
-            .unwrap_or(""),
+        version.trim_start_matches('v').split('.').nth(1).unwrap_or(""),
     );
     let target = ::controller::version::target_minor();
     ensure!(
@@ -611,11 +586,7 @@ async fn look_at_deployment(up: &mut Up) -> Result<()> {
 
 async fn write_lab_file(up: &mut Up) -> Result<()> {
     let client = up.client()?;
-    let version = client
-        .apiserver_version()
-        .await
-        .context("GET /version")?
-        .git_version;
+    let version = client.apiserver_version().await.context("GET /version")?.git_version;
     let kubeconfig = kube::config::Kubeconfig::read_from(&up.paths.kubeconfig)?;
     let api_server_url = kubeconfig
         .clusters
@@ -676,10 +647,7 @@ pub async fn up(
             let manifest = super::bundle::read_manifest(bundle)?;
             super::bundle::check(
                 &manifest,
-                &[
-                    manifest.node_image.clone(),
-                    manifest.controller_image.clone(),
-                ],
+                &[manifest.node_image.clone(), manifest.controller_image.clone()],
                 docker_arch(),
             )?;
             super::bundle::check_kind(&manifest, kind_version.as_deref())?;
@@ -691,9 +659,7 @@ pub async fn up(
                 "kind is not on PATH: `nix develop` provides it, or install a kind release that \
                  kind/node-images.toml lists",
             )?;
-            kind_releases::for_kind(&table, found)
-                .map_err(anyhow::Error::msg)?
-                .image
+            kind_releases::for_kind(&table, found).map_err(anyhow::Error::msg)?.image
         }
         Images::Build(_, NodeImage::Given(reference)) => reference.clone(),
         Images::Build(_, NodeImage::Built) => {
@@ -732,10 +698,7 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
         Step::probe(
             Cmd::argv(["kind", "get", "clusters"]),
             |down: &mut Down, out: Result<String>| {
-                down.exists = out
-                    .unwrap_or_default()
-                    .lines()
-                    .any(|c| c.trim() == down.name);
+                down.exists = out.unwrap_or_default().lines().any(|c| c.trim() == down.name);
                 Ok(())
             },
         ),
@@ -748,10 +711,7 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
             "--kubeconfig",
             &kubeconfig,
         ]))
-        .when(
-            format!("if a cluster named {name} exists"),
-            |down: &Down| down.exists,
-        ),
+        .when(format!("if a cluster named {name} exists"), |down: &Down| down.exists),
         Step::own(format!("remove {}", shown(state_dir)), move |_| {
             Box::pin(async move {
                 if dir.exists() {
@@ -778,10 +738,7 @@ pub async fn down(name: &str, state_dir: &Path) -> Result<bool> {
         );
         return Ok(false);
     }
-    let mut down = Down {
-        name: name.to_string(),
-        exists: false,
-    };
+    let mut down = Down { name: name.to_string(), exists: false };
     plan::execute(down_plan(name, state_dir), &mut down).await?;
     Ok(down.exists)
 }
@@ -796,12 +753,7 @@ mod tests {
     #[test]
     fn the_kind_plan_matches_its_snapshot() {
         let dir = Path::new("target/lab/my-controller-lab");
-        let pinned = kind_releases::table()
-            .unwrap()
-            .last()
-            .unwrap()
-            .image
-            .clone();
+        let pinned = kind_releases::table().unwrap().last().unwrap().image.clone();
         let up = plan::render(
             &up_plan(
                 "my-controller-lab",
@@ -841,44 +793,21 @@ mod tests {
     #[test]
     fn the_node_image_is_read_from_the_cluster_file() {
         let image = node_image().unwrap();
-        assert!(
-            image.starts_with("kindest/node:v1.") && image.contains("@sha256:"),
-            "{image}"
-        );
+        assert!(image.starts_with("kindest/node:v1.") && image.contains("@sha256:"), "{image}");
         assert_eq!(NodeImage::parse(Some("built")), NodeImage::Built);
         assert_eq!(NodeImage::parse(None), NodeImage::Pinned);
-        assert_eq!(
-            NodeImage::parse(Some("x:1")),
-            NodeImage::Given("x:1".into())
-        );
+        assert_eq!(NodeImage::parse(Some("x:1")), NodeImage::Given("x:1".into()));
     }
 
     #[test]
     fn docker_save_names_the_platform_where_docker_can() {
-        assert_eq!(
-            save_platform(Some("1.48"), "amd64").as_deref(),
-            Some("linux/amd64")
-        );
-        assert_eq!(
-            save_platform(Some("1.51"), "arm64").as_deref(),
-            Some("linux/arm64")
-        );
+        assert_eq!(save_platform(Some("1.48"), "amd64").as_deref(), Some("linux/amd64"));
+        assert_eq!(save_platform(Some("1.51"), "arm64").as_deref(), Some("linux/arm64"));
         // Debian's docker.io 20.10 speaks API 1.41 and has no --platform.
         assert_eq!(save_platform(Some("1.41"), "amd64"), None);
         assert_eq!(save_platform(None, "amd64"), None);
-        let save = Cmd::argv([
-            "docker",
-            "save",
-            "--platform",
-            "linux/amd64",
-            "-o",
-            "x.tar",
-            "i:1",
-        ]);
-        assert_eq!(
-            strip_platform(&save).to_string(),
-            "docker save -o x.tar i:1"
-        );
+        let save = Cmd::argv(["docker", "save", "--platform", "linux/amd64", "-o", "x.tar", "i:1"]);
+        assert_eq!(strip_platform(&save).to_string(), "docker save -o x.tar i:1");
     }
 
     #[test]
@@ -893,16 +822,10 @@ mod tests {
         up.running_images.push("sha256:old".into());
         assert!(up.needs_restart());
         up.running_images.clear();
-        assert!(
-            !up.needs_restart(),
-            "scaled to zero: the apply starts the new image"
-        );
+        assert!(!up.needs_restart(), "scaled to zero: the apply starts the new image");
         up.running_images.push("sha256:old".into());
         up.deployment_existed = false;
-        assert!(
-            !up.needs_restart(),
-            "a new Deployment starts on the new image anyway"
-        );
+        assert!(!up.needs_restart(), "a new Deployment starts on the new image anyway");
         up.loaded_id = Some("sha256:abc".into());
         assert!(!up.needs_load());
         up.loaded_id = None;

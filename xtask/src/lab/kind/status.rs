@@ -15,21 +15,15 @@ use e2e::lab_file::LabFile;
 /// The controller's pod: the Deployment's newest pod (by creation time).
 pub async fn controller_pod(client: &kube::Client) -> Result<Option<Pod>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let list = pods
-        .list(&ListParams::default().labels("app.kubernetes.io/name=my-controller"))
-        .await?;
-    Ok(list
-        .items
-        .into_iter()
-        .max_by_key(|p| p.metadata.creation_timestamp.clone()))
+    let list =
+        pods.list(&ListParams::default().labels("app.kubernetes.io/name=my-controller")).await?;
+    Ok(list.items.into_iter().max_by_key(|p| p.metadata.creation_timestamp.clone()))
 }
 
 /// Returns whether the lab is healthy.
 pub async fn status(lab: &LabFile) -> Result<bool> {
     let name = &lab.name;
-    let clusters = Cmd::argv(["kind", "get", "clusters"])
-        .read()
-        .unwrap_or_default();
+    let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
     if !clusters.lines().any(|c| c.trim() == name) {
         println!("  cluster {name}: not found (`kind get clusters`)");
         return Ok(false);
@@ -46,18 +40,13 @@ pub async fn status(lab: &LabFile) -> Result<bool> {
         .map(|v| v.git_version)
         .unwrap_or_else(|e| format!("unreachable: {e}"));
     println!("  API server:   {} ({version})", lab.api_server_url);
-    println!(
-        "  admin:        export KUBECONFIG={}",
-        lab.admin_kubeconfig.display()
-    );
+    println!("  admin:        export KUBECONFIG={}", lab.admin_kubeconfig.display());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let ready = match deployments.get_opt(DEPLOYMENT).await? {
         Some(d) => {
             let status = d.status.unwrap_or_default();
-            let (ready, want) = (
-                status.ready_replicas.unwrap_or(0),
-                d.spec.and_then(|s| s.replicas).unwrap_or(1),
-            );
+            let (ready, want) =
+                (status.ready_replicas.unwrap_or(0), d.spec.and_then(|s| s.replicas).unwrap_or(1));
             println!("  deployment/{DEPLOYMENT}: {ready}/{want} ready");
             ready == want && want > 0
         }
@@ -68,12 +57,8 @@ pub async fn status(lab: &LabFile) -> Result<bool> {
     };
     if let Some(pod) = controller_pod(&client).await? {
         let status = pod.status.clone().unwrap_or_default();
-        let container = status
-            .container_statuses
-            .as_ref()
-            .and_then(|c| c.first())
-            .cloned()
-            .unwrap_or_default();
+        let container =
+            status.container_statuses.as_ref().and_then(|c| c.first()).cloned().unwrap_or_default();
         println!(
             "  pod {}: {}, ready {}, {} restarts, image {} ({})",
             pod.name_any(),
@@ -103,13 +88,7 @@ pub async fn logs(lab: &LabFile, follow: bool) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
     if follow {
         let mut lines = pods
-            .log_stream(
-                &name,
-                &LogParams {
-                    follow: true,
-                    ..Default::default()
-                },
-            )
+            .log_stream(&name, &LogParams { follow: true, ..Default::default() })
             .await?
             .lines();
         while let Some(line) = lines.try_next().await? {

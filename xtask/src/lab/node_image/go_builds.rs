@@ -85,9 +85,7 @@ const DEFINITIONS: &[Definition] = &[
         // As kind's base image: no optional snapshotters.
         tags: "no_aufs no_zfs no_btrfs no_devmapper",
         stamps: |version| {
-            vec![format!(
-                "github.com/containerd/containerd/v2/version.Version={version}"
-            )]
+            vec![format!("github.com/containerd/containerd/v2/version.Version={version}")]
         },
         in_image: true,
     },
@@ -164,9 +162,7 @@ pub fn required_version(go_mod: &str, module: &str) -> Result<String> {
         .map(|l| l.trim().trim_start_matches("require").trim())
         .find_map(|l| {
             let mut words = l.split_whitespace();
-            (words.next() == Some(module))
-                .then(|| words.next().map(str::to_string))
-                .flatten()
+            (words.next() == Some(module)).then(|| words.next().map(str::to_string)).flatten()
         })
         .with_context(|| format!("go.mod does not require {module}"))
 }
@@ -237,9 +233,7 @@ pub fn components() -> Result<Vec<GoComponent>> {
 impl GoComponent {
     /// `target/node-image/go/<name>-<fingerprint>/`.
     pub fn out_dir(&self, cache: &Path) -> PathBuf {
-        cache
-            .join("go")
-            .join(format!("{}-{}", self.name, self.fingerprint))
+        cache.join("go").join(format!("{}-{}", self.name, self.fingerprint))
     }
 
     /// `go build` of every package into `out` (a directory: Go then names
@@ -318,10 +312,7 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
 pub fn runc_steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
     let runc = recipe.component("runc")?;
     let sysroot = recipe.rootfs.sysroot(&recipe.cache);
-    let pkgconfig = sysroot
-        .join("usr/lib")
-        .join(recipe.arch.multiarch)
-        .join("pkgconfig");
+    let pkgconfig = sysroot.join("usr/lib").join(recipe.arch.multiarch).join("pkgconfig");
     let cmd = runc
         .build(&runc.out_dir(&recipe.cache))
         .env("PKG_CONFIG_PATH", "")
@@ -331,16 +322,10 @@ pub fn runc_steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
         Step::probe(Cmd::argv(["gcc", "-print-file-name=libc.a"]), |_, out| {
             static_libc(out.as_deref().ok())
         })
-        .when(
-            format!(
-                "if {} is not built yet",
-                shown(&runc.out_dir(&recipe.cache))
-            ),
-            {
-                let done = marker(&runc.out_dir(&recipe.cache));
-                move |_: &Build| !done.is_file()
-            },
-        ),
+        .when(format!("if {} is not built yet", shown(&runc.out_dir(&recipe.cache))), {
+            let done = marker(&runc.out_dir(&recipe.cache));
+            move |_: &Build| !done.is_file()
+        }),
     ];
     steps.extend(build_steps(recipe, runc, cmd));
     Ok(steps)
@@ -411,22 +396,10 @@ mod tests {
     fn every_component_reads_its_go_mod() {
         let components = components().unwrap();
         let kubernetes = components.iter().find(|c| c.name == "kubernetes").unwrap();
-        assert!(
-            kubernetes.version.starts_with("v1.36."),
-            "{}",
-            kubernetes.version
-        );
-        for program in [
-            "kubelet",
-            "kubeadm",
-            "kubectl",
-            "kube-apiserver",
-            "kube-proxy",
-        ] {
+        assert!(kubernetes.version.starts_with("v1.36."), "{}", kubernetes.version);
+        for program in ["kubelet", "kubeadm", "kubectl", "kube-apiserver", "kube-proxy"] {
             assert!(
-                kubernetes
-                    .packages
-                    .contains(&format!("k8s.io/kubernetes/cmd/{program}")),
+                kubernetes.packages.contains(&format!("k8s.io/kubernetes/cmd/{program}")),
                 "{program}"
             );
         }
@@ -438,10 +411,7 @@ mod tests {
     #[test]
     fn reads_dockerfile_args() {
         let text = "FROM x\nARG TARGETARCH GO_VERSION\nARG RUNC_VERSION=\"v1.4.3\"\n";
-        assert_eq!(
-            dockerfile_arg(text, "RUNC_VERSION").as_deref(),
-            Some("v1.4.3")
-        );
+        assert_eq!(dockerfile_arg(text, "RUNC_VERSION").as_deref(), Some("v1.4.3"));
         assert_eq!(dockerfile_arg(text, "GO_VERSION"), None);
     }
 
@@ -449,10 +419,7 @@ mod tests {
     fn a_missing_static_libc_names_the_package() {
         assert!(static_libc(Some("/usr/lib/x86_64-linux-gnu/libc.a")).is_ok());
         let error = static_libc(Some("libc.a")).unwrap_err().to_string();
-        assert!(
-            error.contains("libc6-dev") && error.contains("glibc-static"),
-            "{error}"
-        );
+        assert!(error.contains("libc6-dev") && error.contains("glibc-static"), "{error}");
         assert!(static_libc(None).is_err());
     }
 }

@@ -53,10 +53,7 @@ impl ComponentImage {
     }
 
     fn file_name(&self) -> String {
-        self.binary
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        self.binary.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     }
 
     fn context(&self, work: &Path) -> PathBuf {
@@ -66,10 +63,7 @@ impl ComponentImage {
 
 /// The pause program: `target/node-image/pause-<tag>/pause`.
 fn pause_binary(recipe: &Recipe) -> PathBuf {
-    recipe
-        .cache
-        .join(format!("pause-{PAUSE_TAG}"))
-        .join("pause")
+    recipe.cache.join(format!("pause-{PAUSE_TAG}")).join("pause")
 }
 
 /// Every image, in kubeadm's order.
@@ -121,17 +115,9 @@ pub fn component_images(recipe: &Recipe) -> Result<Vec<ComponentImage>> {
         ComponentImage {
             target: "/pause".into(),
             entrypoint: true,
-            ..scratch(
-                "pause",
-                format!("{REGISTRY}/pause:{PAUSE_TAG}"),
-                pause_binary(recipe),
-            )
+            ..scratch("pause", format!("{REGISTRY}/pause:{PAUSE_TAG}"), pause_binary(recipe))
         },
-        scratch(
-            "etcd",
-            format!("{REGISTRY}/etcd:{ETCD_TAG}"),
-            recipe.binary("etcd", "etcd")?,
-        ),
+        scratch("etcd", format!("{REGISTRY}/etcd:{ETCD_TAG}"), recipe.binary("etcd", "etcd")?),
     ])
 }
 
@@ -262,14 +248,8 @@ mod tests {
             entrypoint: true,
         };
         let dockerfile = image.dockerfile();
-        assert!(
-            dockerfile.contains("FROM scratch\nCOPY coredns /coredns\n"),
-            "{dockerfile}"
-        );
-        assert!(
-            dockerfile.contains("ENTRYPOINT [\"/coredns\"]"),
-            "{dockerfile}"
-        );
+        assert!(dockerfile.contains("FROM scratch\nCOPY coredns /coredns\n"), "{dockerfile}");
+        assert!(dockerfile.contains("ENTRYPOINT [\"/coredns\"]"), "{dockerfile}");
         assert!(same_images(&["b".into(), "a".into()], &["a".into(), "b".into()]).is_ok());
         let error = same_images(&["a".into()], &["a".into(), "b".into()]).unwrap_err();
         assert!(error.to_string().contains("images.rs"), "{error}");

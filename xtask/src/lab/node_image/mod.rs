@@ -91,14 +91,8 @@ pub struct Arch {
 impl Arch {
     pub fn host() -> Result<Arch> {
         match std::env::consts::ARCH {
-            "x86_64" => Ok(Arch {
-                go: "amd64",
-                multiarch: "x86_64-linux-gnu",
-            }),
-            "aarch64" => Ok(Arch {
-                go: "arm64",
-                multiarch: "aarch64-linux-gnu",
-            }),
+            "x86_64" => Ok(Arch { go: "amd64", multiarch: "x86_64-linux-gnu" }),
+            "aarch64" => Ok(Arch { go: "arm64", multiarch: "aarch64-linux-gnu" }),
             other => bail!("kind node images exist for x86_64 and aarch64, not {other}"),
         }
     }
@@ -131,15 +125,7 @@ impl Recipe {
         inputs.push(arch.go.to_string());
         let fingerprint =
             crate::image::sha256_hex(inputs.join("\n--\n").as_bytes())[..12].to_string();
-        Ok(Recipe {
-            kubernetes,
-            arch,
-            components,
-            rootfs,
-            module_cache,
-            cache,
-            fingerprint,
-        })
+        Ok(Recipe { kubernetes, arch, components, rootfs, module_cache, cache, fingerprint })
     }
 
     /// `lab-kit/kind-node:v1.36.3-<fingerprint>`.
@@ -156,10 +142,7 @@ impl Recipe {
 
     /// A program built by one of the components.
     pub fn binary(&self, component: &str, program: &str) -> Result<PathBuf> {
-        Ok(self
-            .component(component)?
-            .out_dir(&self.cache)
-            .join(program))
+        Ok(self.component(component)?.out_dir(&self.cache).join(program))
     }
 
     /// Where a module version is unpacked in the Go module cache (capital
@@ -168,11 +151,7 @@ impl Recipe {
         let escaped: String = module
             .chars()
             .flat_map(|c| {
-                if c.is_ascii_uppercase() {
-                    vec!['!', c.to_ascii_lowercase()]
-                } else {
-                    vec![c]
-                }
+                if c.is_ascii_uppercase() { vec!['!', c.to_ascii_lowercase()] } else { vec![c] }
             })
             .collect();
         let cache = self.module_cache.as_ref().context(
@@ -242,18 +221,13 @@ pub async fn ensure(recipe: &Recipe) -> Result<String> {
     let _ = Cmd::argv(["docker", "rm", "-f", &recipe.build_container()]).output();
     result.context("building the kind node image failed (the failing command is above)")?;
     let _ = std::fs::remove_dir_all(recipe.work());
-    eprintln!(
-        "built node image {reference} in {} s",
-        started.elapsed().as_secs()
-    );
+    eprintln!("built node image {reference} in {} s", started.elapsed().as_secs());
     Ok(reference)
 }
 
 /// `docker image inspect` of `reference`: it succeeds when the image is there.
 pub fn present_probe(reference: &str) -> Cmd {
-    Cmd::argv([
-        "docker", "image", "inspect", "--format", "{{.Id}}", reference,
-    ])
+    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
 }
 
 /// Every step of a build, in order; parts already cached are skipped.
@@ -269,10 +243,7 @@ pub fn build_plan(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
 /// `path` as a plan shows it: relative to the project root when inside it.
 pub fn shown(path: &Path) -> String {
     let root = project::root();
-    path.strip_prefix(&root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
+    path.strip_prefix(&root).unwrap_or(path).display().to_string()
 }
 
 #[cfg(test)]
@@ -291,9 +262,7 @@ mod tests {
             fingerprint: "abc".into(),
         };
         assert_eq!(
-            recipe
-                .module_dir("github.com/BurntSushi/toml", "v1.4.0")
-                .unwrap(),
+            recipe.module_dir("github.com/BurntSushi/toml", "v1.4.0").unwrap(),
             PathBuf::from("/m/github.com/!burnt!sushi/toml@v1.4.0")
         );
         assert_eq!(recipe.reference(), "lab-kit/kind-node:v1.36.3-abc");

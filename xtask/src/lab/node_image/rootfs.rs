@@ -60,11 +60,7 @@ impl Rootfs {
             .or_else(|| found.as_ref().map(|(_, suite)| suite.clone()))
             .unwrap_or_else(|| DEFAULT_SUITE.to_string());
         let mirror = source.mirror.clone().or(found.map(|(uri, _)| uri));
-        Ok(Rootfs {
-            suite,
-            mirror,
-            arch,
-        })
+        Ok(Rootfs { suite, mirror, arch })
     }
 
     #[cfg(test)]
@@ -106,11 +102,7 @@ impl Rootfs {
 /// removing the root-owned tree it makes, need root.
 fn as_root(argv: &[&str]) -> Cmd {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        Cmd::argv(argv)
-    } else {
-        Cmd::new("sudo").args(argv)
-    }
+    if unsafe { libc::geteuid() } == 0 { Cmd::argv(argv) } else { Cmd::new("sudo").args(argv) }
 }
 
 /// debootstrap into a directory, libseccomp copied out of it, the tree packed
@@ -123,11 +115,8 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
     let tree = recipe.cache.join(format!("rootfs-{}", rootfs.tag()));
     let partial = tarball.with_extension("tar.partial");
     let mirror = rootfs.mirror.clone().unwrap_or_else(|| "MIRROR".into());
-    let (tree_s, tarball_s, partial_s) = (
-        tree.display().to_string(),
-        tarball.display().to_string(),
-        partial.display().to_string(),
-    );
+    let (tree_s, tarball_s, partial_s) =
+        (tree.display().to_string(), tarball.display().to_string(), partial.display().to_string());
     let unless = format!("if {} is not built yet", shown(&tarball));
     let missing = {
         let (tarball, sysroot) = (tarball.clone(), sysroot.clone());
@@ -170,10 +159,7 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
         {
             let (tree, sysroot) = (tree.clone(), sysroot.clone());
             Step::own(
-                format!(
-                    "copy libseccomp's headers and static library into {}",
-                    shown(&sysroot)
-                ),
+                format!("copy libseccomp's headers and static library into {}", shown(&sysroot)),
                 move |_| Box::pin(async move { copy_sysroot(&tree, &sysroot, multiarch) }),
             )
             .when(unless.clone(), missing.clone())
@@ -191,17 +177,12 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
             .when(unless.clone(), missing.clone())
         },
         Step::run(as_root(&["rm", "-rf", &tree_s])).when(unless, missing),
-        Step::probe(
-            super::present_probe(&image),
-            |build: &mut Build, out: Result<String>| {
-                build.rootfs_image = out.is_ok();
-                Ok(())
-            },
-        ),
+        Step::probe(super::present_probe(&image), |build: &mut Build, out: Result<String>| {
+            build.rootfs_image = out.is_ok();
+            Ok(())
+        }),
         Step::run(Cmd::argv(["docker", "import", &tarball_s, &image]))
-            .when("if Docker does not have it", |build: &Build| {
-                !build.rootfs_image
-            }),
+            .when("if Docker does not have it", |build: &Build| !build.rootfs_image),
     ]);
     Ok(steps)
 }
@@ -222,10 +203,7 @@ fn copy_sysroot(tree: &Path, sysroot: &Path, multiarch: &str) -> Result<()> {
                 .with_context(|| format!("cannot create {}", parent.display()))?;
         }
         std::fs::copy(&from, &to).with_context(|| {
-            format!(
-                "cannot copy {} (is libseccomp-dev in the rootfs?)",
-                from.display()
-            )
+            format!("cannot copy {} (is libseccomp-dev in the rootfs?)", from.display())
         })?;
     }
     Ok(())
@@ -249,16 +227,9 @@ pub fn apt_mirror() -> Option<(String, String)> {
     }
     let known = |suite: &str| {
         let scripts = Path::new(DEBOOTSTRAP_SCRIPTS);
-        if scripts.is_dir() {
-            scripts.join(suite).exists()
-        } else {
-            !suite.contains(['-', '/'])
-        }
+        if scripts.is_dir() { scripts.join(suite).exists() } else { !suite.contains(['-', '/']) }
     };
-    texts
-        .iter()
-        .flat_map(|text| sources(text))
-        .find(|(_, suite)| known(suite))
+    texts.iter().flat_map(|text| sources(text)).find(|(_, suite)| known(suite))
 }
 
 /// The `deb` entries with component `main` of one sources file: (URI, suite).
@@ -283,17 +254,12 @@ pub fn sources(text: &str) -> Vec<(String, String)> {
         let field = |name: &str| {
             paragraph.lines().find_map(|l| {
                 let (key, value) = l.split_once(':')?;
-                key.trim()
-                    .eq_ignore_ascii_case(name)
-                    .then(|| value.trim().to_string())
+                key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_string())
             })
         };
-        let (Some(types), Some(uris), Some(suites), Some(components)) = (
-            field("Types"),
-            field("URIs"),
-            field("Suites"),
-            field("Components"),
-        ) else {
+        let (Some(types), Some(uris), Some(suites), Some(components)) =
+            (field("Types"), field("URIs"), field("Suites"), field("Components"))
+        else {
             continue;
         };
         if !types.split_whitespace().any(|t| t == "deb")
@@ -324,14 +290,8 @@ mod tests {
             sources(one_line),
             vec![
                 ("http://deb.example/debian".into(), "bookworm".into()),
-                (
-                    "http://security.example/debian-security".into(),
-                    "bookworm-security".into()
-                ),
-                (
-                    "https://packages.example/apt".into(),
-                    "cloud-sdk-bookworm".into()
-                ),
+                ("http://security.example/debian-security".into(), "bookworm-security".into()),
+                ("https://packages.example/apt".into(), "cloud-sdk-bookworm".into()),
             ]
         );
         let deb822 = "Types: deb\n# http://snapshot.example/archive\nURIs: http://deb.example/debian\n\
@@ -341,10 +301,7 @@ mod tests {
             sources(deb822),
             vec![
                 ("http://deb.example/debian".into(), "bookworm".into()),
-                (
-                    "http://deb.example/debian".into(),
-                    "bookworm-updates".into()
-                ),
+                ("http://deb.example/debian".into(), "bookworm-updates".into()),
             ]
         );
     }

@@ -134,10 +134,7 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
         programs: PROGRAMS
             .iter()
             .map(|(component, program, dir)| {
-                Ok((
-                    recipe.binary(component, program)?,
-                    format!("{dir}/{program}"),
-                ))
+                Ok((recipe.binary(component, program)?, format!("{dir}/{program}")))
             })
             .collect::<Result<_>>()?,
         kubernetes: recipe.kubernetes.clone(),
@@ -204,13 +201,7 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
                 .path(&images::archives_dir(recipe))
                 .arg(format!("{container}:/tmp/lab-kit-images")),
         ),
-        Step::run(Cmd::argv([
-            "docker",
-            "exec",
-            &container,
-            "bash",
-            "/tmp/lab-kit-setup.sh",
-        ])),
+        Step::run(Cmd::argv(["docker", "exec", &container, "bash", "/tmp/lab-kit-setup.sh"])),
         Step::run(commit),
         {
             let (dir, committed) = (final_context.clone(), committed.clone());
@@ -253,27 +244,15 @@ impl Stage {
         let config = self.dir.join("etc/containerd/config.toml");
         let text = std::fs::read_to_string(&config)
             .with_context(|| format!("cannot read {}", config.display()))?;
-        write(
-            &config,
-            &with_sandbox_image(&text, &images::pause_tag()),
-            0o644,
-        )?;
-        write(
-            &self.dir.join("etc/containerd/cri-base.json"),
-            &cri_base(oci_spec)?,
-            0o644,
-        )?;
+        write(&config, &with_sandbox_image(&text, &images::pause_tag()), 0o644)?;
+        write(&self.dir.join("etc/containerd/cri-base.json"), &cri_base(oci_spec)?, 0o644)?;
         write(&self.dir.join("kind/version"), &self.kubernetes, 0o644)?;
         write(
             &self.dir.join("kind/manifests/default-cni.yaml"),
             &CNI_MANIFEST.replace("POD_RANGE", POD_RANGE),
             0o644,
         )?;
-        write(
-            &self.dir.join("kind/manifests/default-storage.yaml"),
-            STORAGE_MANIFEST,
-            0o644,
-        )?;
+        write(&self.dir.join("kind/manifests/default-storage.yaml"), STORAGE_MANIFEST, 0o644)?;
         write(
             &self.dir.join("etc/cni/net.d/10-lab-kit.conflist"),
             &CONFLIST.replace("POD_RANGE", POD_RANGE),
@@ -360,10 +339,7 @@ pub fn with_sandbox_image(config: &str, image: &str) -> String {
 pub fn cri_base(oci_spec: &str) -> Result<String> {
     let mut spec: serde_json::Value =
         serde_json::from_str(oci_spec).context("`ctr oci spec` printed no JSON")?;
-    let hooks = spec["hooks"]["createContainer"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let hooks = spec["hooks"]["createContainer"].as_array().cloned().unwrap_or_default();
     let mut hooks = hooks;
     hooks.push(serde_json::json!({"path": "/kind/bin/mount-product-files.sh"}));
     spec["hooks"]["createContainer"] = serde_json::Value::Array(hooks);
@@ -381,10 +357,7 @@ mod tests {
     fn the_sandbox_image_is_the_one_carried() {
         let config = "[plugins.\"io.containerd.grpc.v1.cri\"]\n  # comment\n  sandbox_image = \"registry.k8s.io/pause:3.10\"\n  x = 1";
         let out = with_sandbox_image(config, "registry.k8s.io/pause:3.10.2");
-        assert!(
-            out.contains("  sandbox_image = \"registry.k8s.io/pause:3.10.2\"\n"),
-            "{out}"
-        );
+        assert!(out.contains("  sandbox_image = \"registry.k8s.io/pause:3.10.2\"\n"), "{out}");
         assert!(out.contains("  x = 1"));
     }
 
@@ -392,10 +365,7 @@ mod tests {
     fn the_runtime_spec_gets_kinds_hook_and_no_rlimits() {
         let spec = r#"{"process":{"rlimits":[{"type":"RLIMIT_NOFILE"}],"cwd":"/"},"hooks":{}}"#;
         let out: serde_json::Value = serde_json::from_str(&cri_base(spec).unwrap()).unwrap();
-        assert_eq!(
-            out["hooks"]["createContainer"][0]["path"],
-            "/kind/bin/mount-product-files.sh"
-        );
+        assert_eq!(out["hooks"]["createContainer"][0]["path"], "/kind/bin/mount-product-files.sh");
         assert!(out["process"].get("rlimits").is_none());
         assert_eq!(out["process"]["cwd"], "/");
     }
@@ -405,9 +375,6 @@ mod tests {
         let conflist: serde_json::Value =
             serde_json::from_str(&CONFLIST.replace("POD_RANGE", POD_RANGE)).unwrap();
         assert_eq!(conflist["plugins"][0]["type"], "ptp");
-        assert_eq!(
-            conflist["plugins"][0]["ipam"]["ranges"][0][0]["subnet"],
-            POD_RANGE
-        );
+        assert_eq!(conflist["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], POD_RANGE);
     }
 }
