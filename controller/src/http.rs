@@ -5,7 +5,7 @@ use std::{
     future::Future,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
 };
 
@@ -18,7 +18,7 @@ use axum::{
 };
 use tokio::net::TcpListener;
 
-use crate::{metrics::Metrics, runner::Workers};
+use crate::metrics::Metrics;
 
 /// What the endpoints report on.
 #[derive(Clone)]
@@ -67,4 +67,49 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     axum::serve(listener, router(status)).with_graceful_shutdown(shutdown).await
+}
+
+/// Whether the workers live: `/healthz` fails when one has died (so a
+/// liveness probe restarts the pod), except while shutting down. Before the
+/// cache has synced no worker runs yet, and that is healthy.
+#[derive(Debug, Default)]
+pub struct Workers {
+    started: AtomicUsize,
+    alive: AtomicUsize,
+    stopping: AtomicBool,
+}
+
+impl Workers {
+    pub fn new() -> Arc<Workers> {
+        Arc::default()
+    }
+
+    /// Counts a worker alive until the guard is dropped (its task ended).
+    pub fn alive(self: &Arc<Self>) -> Alive {
+        self.started.fetch_add(1, Ordering::AcqRel);
+        self.alive.fetch_add(1, Ordering::AcqRel);
+        Alive(self.clone())
+    }
+
+    /// From now on a stopped worker is expected: the controller is shutting down.
+    pub fn stopping(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    /// `None` when healthy, else what is wrong.
+    pub fn problem(&self) -> Option<String> {
+        let (started, alive) =
+            (self.started.load(Ordering::Acquire), self.alive.load(Ordering::Acquire));
+        (!self.stopping.load(Ordering::Acquire) && alive < started)
+            .then(|| format!("{} of {started} workers stopped", started - alive))
+    }
+}
+
+/// See [`Workers::alive`].
+pub struct Alive(Arc<Workers>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.alive.fetch_sub(1, Ordering::AcqRel);
+    }
 }

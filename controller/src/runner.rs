@@ -17,7 +17,7 @@ use std::{
     panic::AssertUnwindSafe,
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -40,7 +40,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::{
     cli::Settings,
-    http,
+    http::{self, Workers},
     metrics::{Metrics, ReconcileResult},
     queue::WorkQueue,
     reconcile::{self, Context, Error, key_of, result_label, show},
@@ -81,46 +81,6 @@ pub enum Stopped {
     Interrupted { what: String },
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
-}
-
-/// Whether the workers live: `/healthz` fails when one has died (so a
-/// liveness probe restarts the pod), except while shutting down. Before the
-/// cache has synced no worker runs yet, and that is healthy.
-#[derive(Debug, Default)]
-pub struct Workers {
-    started: AtomicUsize,
-    alive: AtomicUsize,
-    stopping: AtomicBool,
-}
-
-impl Workers {
-    pub fn new() -> Arc<Workers> {
-        Arc::default()
-    }
-
-    /// Counts a worker alive until the guard is dropped (its task ended).
-    pub fn alive(self: &Arc<Self>) -> Alive {
-        self.started.fetch_add(1, Ordering::AcqRel);
-        self.alive.fetch_add(1, Ordering::AcqRel);
-        Alive(self.clone())
-    }
-
-    /// `None` when healthy, else what is wrong.
-    pub fn problem(&self) -> Option<String> {
-        let (started, alive) =
-            (self.started.load(Ordering::Acquire), self.alive.load(Ordering::Acquire));
-        (!self.stopping.load(Ordering::Acquire) && alive < started)
-            .then(|| format!("{} of {started} workers stopped", started - alive))
-    }
-}
-
-/// See [`Workers::alive`].
-pub struct Alive(Arc<Workers>);
-
-impl Drop for Alive {
-    fn drop(&mut self) {
-        self.0.alive.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// Runs the controller until the first item of `signals` (SIGINT/SIGTERM),
@@ -199,7 +159,7 @@ pub async fn run(
     }
 
     info!(grace = ?settings.shutdown_grace, "{LOG_SHUTTING_DOWN}");
-    workers.stopping.store(true, Ordering::Release);
+    workers.stopping();
     queue.shut_down();
     for task in &background {
         task.abort();
@@ -471,6 +431,8 @@ pub fn signals() -> std::io::Result<impl Stream<Item = ()> + Unpin> {
 mod tests {
     use ::http::Method;
 
+    use std::sync::atomic::AtomicUsize;
+
     use super::*;
     use crate::cli::Settings;
     use crate::{
@@ -624,7 +586,7 @@ mod tests {
         assert_eq!(healthz(&workers).await.unwrap().status(), 503);
         assert_eq!(workers.problem().as_deref(), Some("1 of 1 workers stopped"));
         // While shutting down, workers ending is expected.
-        workers.stopping.store(true, Ordering::Release);
+        workers.stopping();
         assert_eq!(healthz(&workers).await.unwrap().status(), 200);
     }
 

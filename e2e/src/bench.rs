@@ -9,7 +9,7 @@
 //! | [`load`]    | unrelated ConfigMaps: create many, delete them again              |
 //! | [`usage`]   | RSS and CPU time of a process group, from `/proc`                 |
 //!
-//! [`measure_until_desired`]: crate::experiments::measure_until_desired
+//! [`measure_until_desired`]: crate::converge::measure_until_desired
 
 pub mod floor;
 pub mod load;

@@ -10,14 +10,15 @@ use std::{
     ffi::OsString,
     fmt,
     io::Write,
+    os::unix::process::CommandExt,
     path::{Path, PathBuf},
-    process::{Command, ExitStatus, Output, Stdio},
+    process::{Child, Command, ExitStatus, Output, Stdio},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail};
 
-use crate::{process::shell_quote, project};
+use crate::project;
 
 /// A command line: program, arguments, extra environment, working directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -218,6 +219,32 @@ impl Cmd {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
     }
 
+    /// Echo as `$ cmd >>LOG 2>&1 &`, then start it in its own process group
+    /// with stdout and stderr appended to `log`: it outlives xtask and a
+    /// Ctrl-C in xtask's terminal, and stopping the group stops whatever it
+    /// started.
+    pub fn spawn_to_log(&self, log: &Path) -> anyhow::Result<Child> {
+        eprintln!("$ {self} >>{} 2>&1 &", self.word(&log.display().to_string()));
+        let out = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        self.to_command()?
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start `{self}`"))
+    }
+
+    /// A word as [`Display`](fmt::Display) shows it: relative to the project
+    /// root when inside it, quoted for a shell.
+    fn word(&self, word: &str) -> String {
+        let root = format!("{}/", project::root().display());
+        shell_quote(word.strip_prefix(root.as_str()).unwrap_or(word))
+    }
+
     /// Whether it exits 0, echoed like any other (for probes).
     pub fn succeeds(&self) -> bool {
         self.output().is_ok_and(|o| o.status.success())
@@ -232,7 +259,7 @@ const HEARTBEAT: Duration = Duration::from_secs(30);
 impl fmt::Display for Cmd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let root = format!("{}/", project::root().display());
-        let word = |w: &str| shell_quote(w.strip_prefix(root.as_str()).unwrap_or(w));
+        let word = |w: &str| self.word(w);
         if let Some(dir) = &self.dir {
             let dir = format!("{}/", dir.display());
             if dir != root {
@@ -251,6 +278,37 @@ impl fmt::Display for Cmd {
         }
         Ok(())
     }
+}
+
+/// Quotes a word for a POSIX shell when it needs it.
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
+}
+
+/// `cargo ARGS` run from the project root, as a person types it.
+///
+/// `cargo run` and `cargo test` give their child the variables of a package
+/// (CARGO_MANIFEST_DIR, …). Passed on, they would differ from a plain `cargo`
+/// in a shell: ring's build script watches CARGO_MANIFEST_DIR, so every switch
+/// between the two rebuilt ring, rustls and kube.
+pub fn cargo<I, S>(args: I) -> Cmd
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut cmd = Cmd::new("cargo").args(args).dir(project::root());
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_MANIFEST_")
+            || name.starts_with("CARGO_PKG_")
+            || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&&*name)
+        {
+            cmd = cmd.env_remove(&name);
+        }
+    }
+    cmd
 }
 
 /// `OsString` arguments (paths from the system) as the `String`s a [`Cmd`] holds.
@@ -278,6 +336,12 @@ pub fn check(cmd: &Cmd, output: &Output) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_lines_paste_back_into_a_shell() {
+        let cmd = Cmd::argv(["/bin/etcd", "--data-dir=/tmp/a b", "--name=lab", "it's", ""]);
+        assert_eq!(cmd.to_string(), r"/bin/etcd '--data-dir=/tmp/a b' --name=lab 'it'\''s' ''");
+    }
 
     #[test]
     fn echoes_as_a_person_types_it() {

@@ -24,9 +24,9 @@ use tokio::{
 };
 
 use crate::{
-    experiments::{Experiment, Measured, RunsOn},
     lab::Lab,
     project,
+    suite::{Experiment, Measured, RunsOn},
 };
 
 /// The course's step examples, as the suite runs them.

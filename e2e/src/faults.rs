@@ -30,8 +30,9 @@ pub use self::{
     writers::{conflict_storm, finalizer_holds_deletion, immutable_drift},
 };
 use crate::{
-    experiments::{Experiment, Measured, RunsOn, measure_until_desired, wait_desired},
+    converge::{measure_until_desired, wait_desired},
     lab::{ControllerRun, Lab},
+    suite::{Experiment, Measured, RunsOn},
 };
 
 /// Every fault test, in the order the suite runs them.
@@ -114,7 +115,7 @@ async fn controller_status(lab: &Lab, path: &str) -> anyhow::Result<u16> {
 
 /// Merge-patches the first data key of my-config to `value`, as someone else.
 async fn drift(lab: &Lab, value: &str) -> anyhow::Result<()> {
-    let change = json!({"data": {crate::experiments::first_key(lab.desired()): value}});
+    let change = json!({"data": {crate::suite::first_key(lab.desired()): value}});
     lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&change)).await?;
     Ok(())
 }

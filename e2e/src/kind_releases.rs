@@ -66,6 +66,11 @@ pub fn image_minor(image: &str) -> Option<u32> {
     minor.parse().ok()
 }
 
+/// `kindest/node:v1.36.4@sha256:…` → `kindest/node:v1.36.4`.
+pub fn node_tag(pinned: &str) -> &str {
+    pinned.split('@').next().unwrap_or(pinned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -176,8 +176,11 @@ impl Lab {
     /// crashed API server is the harsher fault anyway (no goodbye on the watch).
     pub async fn stop_process(&mut self, role: &str) -> anyhow::Result<()> {
         let (pid, state_dir) = (self.pid(role)?, self.file.state_dir.clone());
-        let stop = if role == API_SERVER { process::kill } else { process::stop };
-        tokio::task::spawn_blocking(move || stop(pid, &state_dir)).await??;
+        if role == API_SERVER {
+            process::kill(pid, &state_dir).await?;
+        } else {
+            process::stop(pid, &state_dir).await?;
+        }
         Ok(())
     }
 
@@ -195,9 +198,10 @@ impl Lab {
             // Left behind if its `docker run` was killed: it would block the name.
             process::remove_container(container);
         }
-        let mut command = Command::new(&spec.binary);
-        command.args(&spec.args).args(extra);
-        let spawned = process::spawn_detached(name, command, &spec.log, &spec.pid_file)?;
+        let cmd = crate::command::Cmd::new(spec.binary.display().to_string())
+            .args(&spec.args)
+            .args(extra);
+        let spawned = process::spawn_detached(name, &cmd, &spec.log, &spec.pid_file)?;
         self.extra_args.insert(role.to_string(), extra.iter().map(|s| s.to_string()).collect());
         if let Some(entry) = self.file.processes.iter_mut().find(|p| p.role == role) {
             entry.pid = spawned.pid;
@@ -573,7 +577,7 @@ where
 }
 
 /// The controller's `/readyz` answers 200.
-async fn controller_ready(url: String) -> anyhow::Result<Check<()>> {
+pub async fn controller_ready(url: String) -> anyhow::Result<Check<()>> {
     let reply = http_probe::get_url(&url, "/readyz", HTTP_TIMEOUT).await?;
     Ok(if reply.status == 200 {
         Check::Done(())
@@ -582,17 +586,36 @@ async fn controller_ready(url: String) -> anyhow::Result<Check<()>> {
     })
 }
 
-/// The API server's `/readyz` answers 200 to the admin.
-async fn api_server_ready(client: Client) -> anyhow::Result<Check<()>> {
+/// The API server's `/readyz` answers 200 to the admin; when not, which of its
+/// checks still fail.
+pub async fn api_server_ready(client: Client) -> anyhow::Result<Check<()>> {
     let request = http::Request::get("/readyz").body(Vec::new())?;
     Ok(match client.request_text(request).await {
         Ok(_) => Check::Done(()),
-        Err(e) => Check::NotYet(format!("/readyz: {e}")),
+        Err(kube::Error::Api(status)) => {
+            let failing: Vec<&str> = status
+                .message
+                .lines()
+                .filter_map(|line| line.strip_prefix("[-]"))
+                .map(|line| line.split_whitespace().next().unwrap_or(line))
+                .collect();
+            Check::NotYet(format!("/readyz {}: waiting for {}", status.code, failing.join(", ")))
+        }
+        Err(e) => Check::NotYet(format!("/readyz: {}", root_cause(&e))),
     })
 }
 
+/// The innermost error: "Connection refused" rather than four layers of client plumbing.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = error;
+    while let Some(source) = current.source() {
+        current = source;
+    }
+    current.to_string()
+}
+
 /// etcd's `/health` says `"health":"true"`.
-async fn etcd_ready(addr: SocketAddr) -> anyhow::Result<Check<()>> {
+pub async fn etcd_ready(addr: SocketAddr) -> anyhow::Result<Check<()>> {
     let reply = http_probe::get(addr, "/health", HTTP_TIMEOUT).await?;
     Ok(if reply.status == 200 && reply.body.contains("\"true\"") {
         Check::Done(())

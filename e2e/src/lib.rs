@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod command;
+pub mod converge;
 pub mod deployment;
 pub mod etcd;
 pub mod eventually;
@@ -21,16 +22,27 @@ pub mod process;
 pub mod project;
 pub mod results;
 pub mod security;
+pub mod suite;
 pub mod tools;
 
 use std::time::Instant;
+
+/// Everything the suite runs, in its order: experiments, faults, examples.
+pub fn all() -> impl Iterator<Item = &'static suite::Experiment> {
+    experiments::ALL.iter().chain(faults::ALL).chain(examples::ALL)
+}
+
+/// Finds an experiment, fault or example by test name or alias.
+pub fn find(name: &str) -> Option<&'static suite::Experiment> {
+    all().find(|e| e.name == name || e.aliases.contains(&name))
+}
 
 /// Runs `experiment` against the current lab as the test `name`: fails
 /// (panics) when no lab is up or the experiment fails, printing the lab's
 /// diagnostics; records the outcome for `cargo xtask e2e`'s summary either way.
 pub fn run_test<F>(name: &str, experiment: F)
 where
-    F: AsyncFnOnce(&mut lab::Lab) -> anyhow::Result<experiments::Measured>,
+    F: AsyncFnOnce(&mut lab::Lab) -> anyhow::Result<suite::Measured>,
 {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let outcome = runtime.block_on(async {
@@ -39,7 +51,7 @@ where
             Err(e) => return Err(format!("{e:#}")),
         };
         // Said in one line and counted by the summary: never a silent skip.
-        let runs_on = experiments::find(name).map(|e| e.runs_on);
+        let runs_on = find(name).map(|e| e.runs_on);
         if let Some(why) = runs_on.and_then(|r| r.skip_reason(lab.file().provider)) {
             eprintln!("{name}: {why}");
             results::append(&results::Outcome::not_run(name, &why));

@@ -2,20 +2,22 @@
 //! file, a pid file beside it) so they outlive `cargo xtask lab up` and a Ctrl-C in its
 //! terminal; stopped by signalling that group.
 
-use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use tokio::time::Instant;
 
-use crate::files;
+use crate::{
+    command::Cmd,
+    eventually::{Check, eventually},
+    files,
+};
 
 /// Graceful first: kube-apiserver drains and etcd closes its database on SIGTERM.
 const TERM_GRACE: Duration = Duration::from_secs(10);
 const KILL_GRACE: Duration = Duration::from_secs(5);
-const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// A process started by this run of xtask.
 pub struct Spawned {
@@ -54,48 +56,17 @@ impl Spawned {
     }
 }
 
-/// Start `command` in its own process group with stdout and stderr appended to `log`, and
-/// write its pid to `pid_file`. The command line is echoed first, in a form that can be pasted.
+/// Starts `cmd` detached (see [`Cmd::spawn_to_log`]) and writes its pid to `pid_file`.
 pub fn spawn_detached(
     name: &'static str,
-    mut command: Command,
+    cmd: &Cmd,
     log: &Path,
     pid_file: &Path,
 ) -> Result<Spawned> {
-    eprintln!("$ {} >>{} 2>&1 &", command_line(&command), log.display());
-    let out = File::options()
-        .create(true)
-        .append(true)
-        .open(log)
-        .with_context(|| format!("cannot open {}", log.display()))?;
-    let err = out.try_clone()?;
-    command
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        // Its own group: the terminal's Ctrl-C does not reach it, and `down` can signal it
-        // together with anything it started.
-        .process_group(0);
-    let child = command.spawn().with_context(|| format!("cannot start {name}"))?;
+    let child = cmd.spawn_to_log(log).with_context(|| format!("cannot start {name}"))?;
     let pid = child.id();
     files::write_public(pid_file, format!("{pid}\n"))?;
     Ok(Spawned { name, pid, log: log.to_path_buf(), pid_file: pid_file.to_path_buf(), child })
-}
-
-/// `program arg …` with shell quoting where needed, so the line can be pasted into a shell.
-pub fn command_line(command: &Command) -> String {
-    std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|word| shell_quote(&word.to_string_lossy()))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Quotes a word for a POSIX shell when it needs it.
-pub fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
-    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
 pub fn read_pid_file(path: &Path) -> Option<u32> {
@@ -144,18 +115,18 @@ pub enum StopOutcome {
 }
 
 /// SIGTERM to the process group, wait, then SIGKILL; polls, with deadlines, never sleeps blind.
-pub fn stop(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
-    end(pid, state_dir, true)
+pub async fn stop(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
+    end(pid, state_dir, true).await
 }
 
 /// SIGKILL to the process group at once — a crash, not a shutdown — then wait until it is
 /// gone. For a process whose graceful stop would wait on its clients (kube-apiserver drains
 /// open watches for up to its request timeout).
-pub fn kill(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
-    end(pid, state_dir, false)
+pub async fn kill(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
+    end(pid, state_dir, false).await
 }
 
-fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> {
+async fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> {
     if !is_alive(pid) {
         return Ok(StopOutcome::NotRunning);
     }
@@ -165,16 +136,14 @@ fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> {
     let start = Instant::now();
     if graceful {
         signal_group(pid, libc::SIGTERM)?;
-        if wait_gone(pid, TERM_GRACE) {
+        if gone(pid, TERM_GRACE).await.is_ok() {
             return Ok(StopOutcome::Stopped { killed: false, after: start.elapsed() });
         }
         eprintln!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL");
     }
     signal_group(pid, libc::SIGKILL)?;
-    if wait_gone(pid, KILL_GRACE) {
-        return Ok(StopOutcome::Stopped { killed: true, after: start.elapsed() });
-    }
-    bail!("pid {pid} survived SIGKILL for {KILL_GRACE:?}")
+    gone(pid, KILL_GRACE).await.context("it survived SIGKILL")?;
+    Ok(StopOutcome::Stopped { killed: true, after: start.elapsed() })
 }
 
 /// Signal the whole group when the process leads one (it does when the lab started it).
@@ -192,38 +161,14 @@ fn signal_group(pid: u32, signal: libc::c_int) -> Result<()> {
     Ok(())
 }
 
-fn wait_gone(pid: u32, deadline: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < deadline {
-        if !is_alive(pid) {
-            return true;
-        }
-        std::thread::sleep(STOP_POLL);
-    }
-    !is_alive(pid)
+async fn gone(pid: u32, within: Duration) -> Result<()> {
+    eventually(&format!("pid {pid} to exit"), within, || async move {
+        Ok(if is_alive(pid) { Check::NotYet("running".into()) } else { Check::Done(()) })
+    })
+    .await
 }
 
-/// `docker rm -f <name>`, echoed; a container that is not there is fine.
+/// `docker rm -f <name>`; a container that is not there is fine.
 pub fn remove_container(name: &str) {
-    eprintln!("$ docker rm -f {name}");
-    let _ = Command::new("docker")
-        .args(["rm", "-f", name])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_lines_paste_back_into_a_shell() {
-        let mut command = Command::new("/bin/etcd");
-        command.args(["--data-dir=/tmp/a b", "--name=lab", "it's", ""]);
-        assert_eq!(
-            command_line(&command),
-            r"/bin/etcd '--data-dir=/tmp/a b' --name=lab 'it'\''s' ''"
-        );
-    }
+    let _ = Cmd::argv(["docker", "rm", "-f", name]).output();
 }

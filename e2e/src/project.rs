@@ -29,3 +29,9 @@ pub fn manifests_dir() -> PathBuf {
 pub fn lab_dir(name: &str) -> PathBuf {
     target_dir().join("lab").join(name)
 }
+
+/// `path` as a plan shows it: relative to the project root when inside it.
+pub fn shown(path: &Path) -> String {
+    let root = root();
+    path.strip_prefix(&root).unwrap_or(path).display().to_string()
+}

@@ -6,7 +6,7 @@ use std::{io::Write, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use crate::experiments::Measured;
+use crate::suite::Measured;
 
 /// The variable naming the results file.
 pub const RESULTS_ENV: &str = "E2E_RESULTS";

@@ -1,11 +1,21 @@
-//! Facts about the tools and files around the lab, for the version check.
+//! Facts about the tools around the lab: where a program is, and the
+//! version check's kubectl.
+
+use std::path::PathBuf;
+
+use crate::command::Cmd;
 
 /// kubectl's client minor version, when kubectl is on PATH and answers.
 pub fn kubectl_client_minor() -> Option<u32> {
-    let out = std::process::Command::new("kubectl")
-        .args(["version", "--client", "-o", "json"])
-        .output()
-        .ok()?;
-    let info: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let out = Cmd::argv(["kubectl", "version", "--client", "-o", "json"]).read().ok()?;
+    let info: serde_json::Value = serde_json::from_str(&out).ok()?;
     controller::version::parse_minor(info["clientVersion"]["minor"].as_str()?)
+}
+
+/// The first executable file called `name` on `PATH`.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|path| {
+        path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }

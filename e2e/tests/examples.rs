@@ -26,5 +26,5 @@ fn step3_queue() {
 /// Every example the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_example_has_a_test() {
-    e2e::experiments::assert_each_has_a_test(include_str!("examples.rs"), examples::ALL);
+    e2e::suite::assert_each_has_a_test(include_str!("examples.rs"), examples::ALL);
 }

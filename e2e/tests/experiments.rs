@@ -62,5 +62,5 @@ fn pod_contract() {
 /// Every experiment the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_experiment_has_a_test() {
-    e2e::experiments::assert_each_has_a_test(include_str!("experiments.rs"), experiments::ALL);
+    e2e::suite::assert_each_has_a_test(include_str!("experiments.rs"), experiments::ALL);
 }

@@ -67,5 +67,5 @@ fn credentials_private() {
 /// Every fault the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_fault_has_a_test() {
-    e2e::experiments::assert_each_has_a_test(include_str!("faults.rs"), faults::ALL);
+    e2e::suite::assert_each_has_a_test(include_str!("faults.rs"), faults::ALL);
 }

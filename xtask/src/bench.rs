@@ -38,7 +38,7 @@
 //! Output: a table on stdout, `target/bench/bench-<unix time>.json` and
 //! `.svg` (a CDF chart), and the same as `latest.json` / `latest.svg`.
 //!
-//! [`measure_until_desired`]: e2e::experiments::measure_until_desired
+//! [`measure_until_desired`]: e2e::converge::measure_until_desired
 //! [`StandIn`]: e2e::bench::floor::StandIn
 
 mod report;
@@ -62,14 +62,13 @@ use e2e::{
         rounds::{Disturbance, Rounds},
         usage::Usage,
     },
-    experiments::wait_idle,
+    converge::wait_idle,
     lab::Lab,
     lab_file::ProviderKind,
     project,
 };
-use xshell::Shell;
 
-use crate::{cmdline, lab::LabName};
+use crate::{cargo, lab::LabName};
 use report::{Comparison, ControllerInfo, Cost, Latency, Report, Series, Settings};
 use stats::Summary;
 use subject::{Spec, Subject};
@@ -116,23 +115,6 @@ pub enum Build {
 }
 
 impl BenchArgs {
-    /// The short run `cargo xtask test` makes: it checks that a benchmark
-    /// completes and writes its JSON, not its figures (the debug build, so CI
-    /// compiles nothing more).
-    pub fn short(lab: &str) -> BenchArgs {
-        BenchArgs {
-            rounds: 20,
-            steady: Duration::from_secs(2),
-            burst: 50,
-            unrelated: 500,
-            parallel: 32,
-            blocks: 4,
-            build: Build::Debug,
-            controller_cmd: None,
-            lab: LabName { name: lab.to_string() },
-        }
-    }
-
     fn check(&self) -> Result<()> {
         ensure!(self.rounds >= 1, "--rounds must be at least 1");
         ensure!(self.blocks >= 1, "--blocks must be at least 1");
@@ -180,9 +162,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
 
 /// `cargo build [--release] -p controller --bin my-controller`; the binary.
 fn build(build: Build) -> Result<PathBuf> {
-    use crate::lab::controller::{BINARY, PACKAGE};
-    let sh = Shell::new()?;
-    sh.change_dir(project::root());
+    use crate::cargo::{BINARY, PACKAGE};
     let (flags, profile): (&[&str], _) = match build {
         Build::Release => (&["--release"], "release"),
         Build::Debug => (&[], "debug"),
@@ -190,7 +170,7 @@ fn build(build: Build) -> Result<PathBuf> {
     let mut cargo_args = vec!["build"];
     cargo_args.extend(flags);
     cargo_args.extend(["-p", PACKAGE, "--bin", BINARY]);
-    cmdline::cargo(&cargo_args).run().context("building the controller failed")?;
+    cargo::cargo(&cargo_args).run().context("building the controller failed")?;
     let binary = project::target_dir().join(profile).join(BINARY);
     ensure!(binary.is_file(), "cargo built no {}", binary.display());
     Ok(binary)

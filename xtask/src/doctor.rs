@@ -7,11 +7,13 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use xshell::{Shell, cmd};
 
 use crate::lab::kind;
 use crate::preflight::{self, Check, Status};
-use e2e::project;
+use e2e::{
+    command::{Cmd, is_not_found},
+    project,
+};
 
 /// The controller's default `--listen` port, used when it runs by hand.
 const CONTROLLER_PORT: u16 = 8080;
@@ -31,32 +33,28 @@ pub fn run(name: &str) -> Result<ExitCode> {
 }
 
 fn gather(name: &str) -> Result<Vec<Check>> {
-    let sh = Shell::new()?;
-    sh.change_dir(project::root());
-    let quiet = |c: xshell::Cmd<'_>| c.quiet().ignore_stderr().read().ok();
+    // Each check's command is echoed like any other; its failure is the
+    // check's finding, not an error.
+    let read = |argv: &[&str]| Cmd::argv(argv).read();
+    let quiet = |argv: &[&str]| read(argv).ok();
     let pinned = pinned_toolchain()?;
     let table = e2e::kind_releases::table()?;
     let target = controller::version::target_minor();
 
-    let format_version = "{{.ServerVersion}}";
-    let format_cgroup = "{{.CgroupVersion}}";
-    let docker =
-        match cmd!(sh, "docker info --format {format_version}").quiet().ignore_stderr().read() {
-            Ok(v) => Ok(v),
-            Err(_) if crate::lab::binaries::on_path("docker").is_none() => {
-                Err("docker: command not found".to_string())
-            }
-            Err(_) => Err("Cannot connect to the Docker daemon (`docker info` failed)".to_string()),
-        };
+    let docker = match read(&["docker", "info", "--format", "{{.ServerVersion}}"]) {
+        Ok(v) => Ok(v),
+        Err(e) if is_not_found(&e) => Err("docker: command not found".to_string()),
+        Err(_) => Err("Cannot connect to the Docker daemon (`docker info` failed)".to_string()),
+    };
     let mut checks = vec![
-        preflight::rustc(quiet(cmd!(sh, "rustc --version")).as_deref(), &pinned),
-        preflight::kind_version(quiet(cmd!(sh, "kind version")).as_deref(), &table),
+        preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned),
+        preflight::kind_version(quiet(&["kind", "version"]).as_deref(), &table),
         preflight::kubectl(e2e::tools::kubectl_client_minor(), target),
         preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
     ];
     if docker.is_ok() {
-        let format_store = "{{json .DriverStatus}}";
-        let store = quiet(cmd!(sh, "docker info --format {format_store}")).unwrap_or_default();
+        let store =
+            quiet(&["docker", "info", "--format", "{{json .DriverStatus}}"]).unwrap_or_default();
         checks.push(preflight::image_store(&store));
     }
     checks.extend([
@@ -67,15 +65,14 @@ fn gather(name: &str) -> Result<Vec<Check>> {
             kind::read_number("/proc/sys/fs/inotify/max_user_instances"),
         ),
         preflight::cgroups(
-            quiet(cmd!(sh, "docker info --format {format_cgroup}"))
-                .as_deref()
-                .filter(|_| docker.is_ok()),
+            docker
+                .is_ok()
+                .then(|| quiet(&["docker", "info", "--format", "{{.CgroupVersion}}"]))
+                .flatten()
+                .as_deref(),
         ),
         preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
-        preflight::existing_cluster(
-            &quiet(cmd!(sh, "kind get clusters")).unwrap_or_default(),
-            name,
-        ),
+        preflight::existing_cluster(&quiet(&["kind", "get", "clusters"]).unwrap_or_default(), name),
     ]);
     Ok(checks)
 }

@@ -5,13 +5,11 @@ use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::{Context, Result, bail};
 use e2e::{
-    experiments,
     lab_file::{LabFile, ProviderKind},
     results::{self, Outcome},
 };
-use xshell::Shell;
 
-use crate::{cmdline, lab::state_dir};
+use crate::{cargo, lab::state_dir};
 
 /// The e2e crate's test files (`e2e/tests/<name>.rs`), each run by `cargo xtask e2e`.
 const SUITES: &[&str] = &["experiments", "faults", "examples"];
@@ -26,9 +24,9 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     };
     let filter = match only {
         Some(wanted) => {
-            let experiment = experiments::find(wanted).with_context(|| {
+            let experiment = e2e::find(wanted).with_context(|| {
                 let known: Vec<_> =
-                    all().map(|e| format!("{} ({})", e.aliases[0], e.name)).collect();
+                    e2e::all().map(|e| format!("{} ({})", e.aliases[0], e.name)).collect();
                 format!("no experiment {wanted:?}; known: {}", known.join(", "))
             })?;
             Some(experiment.name)
@@ -36,23 +34,21 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
         None => None,
     };
     let results = results_file()?;
-    let sh = Shell::new()?;
-    sh.change_dir(e2e::project::root());
     // The course's examples run as binaries (e2e/tests/examples.rs).
-    cmdline::cargo(&["build", "-p", "controller", "--examples"]).run()?;
+    cargo::cargo(["build", "-p", "controller", "--examples"]).run()?;
     // Every suite runs even when an earlier one fails: the table shows them all.
     let mut args = vec!["test", "-p", "e2e", "--no-fail-fast"];
     for suite in SUITES {
         args.extend(["--test", suite]);
     }
     // Build first, so the wall time below is the suite's, not the compiler's.
-    cmdline::cargo(&[&args[..], &["--no-run"]].concat()).run()?;
+    cargo::cargo([&args[..], &["--no-run"]].concat()).run()?;
     args.push("--");
     if let Some(test) = filter {
         args.extend(["--exact", test]);
     }
     let started = Instant::now();
-    let passed = cmdline::cargo(&args)
+    let passed = cargo::cargo(&args)
         .env("LAB_NAME", name)
         .env(results::RESULTS_ENV, results.display().to_string())
         .run()
@@ -60,7 +56,7 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     let wall = started.elapsed().as_secs_f64();
     let outcomes = results::read(&results)?;
     print_table(&outcomes);
-    let expected = if filter.is_some() { 1 } else { all().count() };
+    let expected = if filter.is_some() { 1 } else { e2e::all().count() };
     let ok = outcomes.iter().filter(|o| o.passed).count();
     let not_run: Vec<&Outcome> = outcomes.iter().filter(|o| o.not_run.is_some()).collect();
     let failed = expected - (ok + not_run.len()).min(expected);
@@ -93,11 +89,6 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Everything the suite runs, in its order: experiments, faults, examples.
-fn all() -> impl Iterator<Item = &'static experiments::Experiment> {
-    experiments::ALL.iter().chain(e2e::faults::ALL).chain(e2e::examples::ALL)
-}
-
 /// `target/e2e/results.jsonl`, emptied for this run.
 fn results_file() -> Result<PathBuf> {
     let dir = e2e::project::target_dir().join("e2e");
@@ -109,7 +100,7 @@ fn results_file() -> Result<PathBuf> {
 
 /// The summary, in the suite's order.
 fn print_table(outcomes: &[Outcome]) {
-    let order = |o: &Outcome| all().position(|e| e.name == o.experiment).unwrap_or(usize::MAX);
+    let order = |o: &Outcome| e2e::all().position(|e| e.name == o.experiment).unwrap_or(usize::MAX);
     let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
     sorted.sort_by_key(|o| order(o));
     eprintln!();

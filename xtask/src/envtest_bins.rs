@@ -3,13 +3,11 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use xshell::Shell;
 
 use crate::lab::binaries;
 
 pub async fn run() -> Result<ExitCode> {
-    let sh = Shell::new()?;
-    let found = binaries::find(&sh).await?;
+    let found = binaries::find().await?;
     for (name, binary) in [("kube-apiserver", &found.kube_apiserver), ("etcd", &found.etcd)] {
         println!("{name:<15} {:<8} {}  ({})", binary.version, binary.path.display(), binary.source);
     }

@@ -55,7 +55,7 @@ pub fn resolve(choice: Builder) -> Builder {
     }
     let in_dev_shell = std::env::var_os("LAB_KIT_NIX_SHELL").is_some();
     // The flake builds images on Linux only (macOS needs a Linux builder).
-    if in_dev_shell && cfg!(target_os = "linux") && crate::lab::binaries::on_path("nix").is_some() {
+    if in_dev_shell && cfg!(target_os = "linux") && e2e::tools::on_path("nix").is_some() {
         eprintln!("image builder auto: in the Nix dev shell: nix build .#image");
         Builder::Nix
     } else if cfg!(target_os = "linux") {
@@ -96,7 +96,7 @@ impl StaticTarget {
     }
 
     pub fn binary(&self, target_dir: &Path) -> PathBuf {
-        target_dir.join(&self.triple).join("release").join(crate::lab::controller::BINARY)
+        target_dir.join(&self.triple).join("release").join(crate::cargo::BINARY)
     }
 }
 
@@ -157,16 +157,16 @@ pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<
             if target.rustflags.is_some() {
                 // glibc linked statically needs its static archive (Fedora: glibc-static).
                 steps.push(Step::probe(Cmd::argv(["gcc", "-print-file-name=libc.a"]), |_, out| {
-                    crate::lab::node_image::go_builds::static_libc(out.as_deref().ok())
+                    crate::preflight::static_libc(out.as_deref().ok())
                 }));
             }
-            let mut build = crate::cmdline::cargo(&[
+            let mut build = crate::cargo::cargo([
                 "build",
                 "--release",
                 "-p",
                 "controller",
                 "--bin",
-                crate::lab::controller::BINARY,
+                crate::cargo::BINARY,
                 "--target",
                 &target.triple,
             ]);
@@ -181,8 +181,8 @@ pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<
                 Step::own(
                     format!(
                         "copy {} and a FROM scratch Dockerfile into {}",
-                        crate::lab::node_image::shown(&binary),
-                        crate::lab::node_image::shown(&context)
+                        e2e::project::shown(&binary),
+                        e2e::project::shown(&context)
                     ),
                     move |_| Box::pin(async move { write_scratch_context(&binary, &context) }),
                 )
@@ -243,14 +243,6 @@ pub fn image_id(reference: &str) -> Option<String> {
         .filter(|id| !id.is_empty())
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,14 +255,6 @@ mod tests {
         let version = env!("CARGO_PKG_VERSION");
         assert_eq!(reference, format!("my-controller:{version}"), "the tag is the crate version");
         assert_eq!(reference_in("  image: a:1\n"), Some("a:1".into()));
-    }
-
-    #[test]
-    fn sha256_of_a_known_input() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
     }
 
     #[test]

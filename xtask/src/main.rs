@@ -3,18 +3,18 @@
 //! Only the verbs live here; each one is a module of its own.
 
 mod bench;
-mod cmdline;
+mod cargo;
 mod doctor;
 mod e2e;
 mod envtest_bins;
 mod exp;
+mod fingerprint;
 mod image;
 mod lab;
 mod plan;
 mod preflight;
 mod test;
 mod tidy;
-mod wait;
 
 use std::process::ExitCode;
 

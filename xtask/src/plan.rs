@@ -168,68 +168,6 @@ pub async fn execute<C>(steps: Vec<Step<C>>, context: &mut C) -> anyhow::Result<
     Ok(())
 }
 
-/// A line of the envtest provider's plan, which is printed but carried out
-/// by its own code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Line {
-    /// An external command.
-    Run(Cmd, Option<String>),
-    /// Done through the Kubernetes API with kube-rs; `kubectl` is what a person would type.
-    Api(String),
-    /// Something xtask does itself (writing a file, waiting).
-    Note(String),
-    /// A step of a [`Step`] plan, as it prints.
-    Shown(String),
-}
-
-impl Line {
-    pub fn run<I, S>(argv: I) -> Line
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Line::Run(Cmd::argv(argv), None)
-    }
-
-    pub fn api(kubectl: impl Into<String>) -> Line {
-        Line::Api(kubectl.into())
-    }
-
-    pub fn note(text: impl Into<String>) -> Line {
-        Line::Note(text.into())
-    }
-
-    /// Marks a command as conditional (shown in the plan).
-    pub fn when(self, condition: &str) -> Line {
-        match self {
-            Line::Run(cmd, _) => Line::Run(cmd, Some(condition.into())),
-            other => other,
-        }
-    }
-}
-
-impl fmt::Display for Line {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Line::Run(cmd, when) => {
-                write!(f, "$ {cmd}")?;
-                if let Some(when) = when {
-                    write!(f, "    # only {when}")?;
-                }
-                Ok(())
-            }
-            Line::Api(kubectl) => write!(f, "$ {kubectl}    # done with kube-rs"),
-            Line::Note(text) => write!(f, "# {text}"),
-            Line::Shown(text) => f.write_str(text),
-        }
-    }
-}
-
-/// Lines as `--dry-run` prints them.
-pub fn render_lines(lines: &[Line]) -> String {
-    lines.iter().map(|s| format!("{s}\n")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,13 +231,15 @@ mod tests {
     }
 
     #[test]
-    fn lines_print_as_shell_lines() {
-        let line = Line::run(["docker", "build", "-t", "a b"]).when("if changed");
-        assert_eq!(line.to_string(), "$ docker build -t 'a b'    # only if changed");
+    fn steps_print_as_shell_lines() {
+        let run: Step<()> = Step::run(Cmd::argv(["docker", "build", "-t", "a b"]));
         assert_eq!(
-            Line::api("kubectl get cm").to_string(),
-            "$ kubectl get cm    # done with kube-rs"
+            run.when("if changed", |_| true).to_string(),
+            "$ docker build -t 'a b'    # only if changed"
         );
-        assert_eq!(Line::note("wait").to_string(), "# wait");
+        let api: Step<()> = Step::api("kubectl get cm", |_| Box::pin(async { Ok(()) }));
+        assert_eq!(api.to_string(), "$ kubectl get cm    # done with kube-rs");
+        let own: Step<()> = Step::own("wait", |_| Box::pin(async { Ok(()) }));
+        assert_eq!(own.when("on kind", |_| true).to_string(), "# wait (only on kind)");
     }
 }

@@ -74,7 +74,7 @@ pub fn kind_version(output: Option<&str>, table: &[e2e::kind_releases::Release])
             format!(
                 "{} (node image {})",
                 e2e::kind_releases::version_of(output).unwrap_or_default(),
-                super::lab::bundle::node_tag(&row.image)
+                e2e::kind_releases::node_tag(&row.image)
             ),
         ),
         Err(why) => {
@@ -270,6 +270,22 @@ pub fn kubectl(client_minor: Option<u32>, target_minor: u32) -> Check {
 
 fn first_line(text: &str) -> &str {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+}
+
+/// `gcc -print-file-name=libc.a` prints a path when the static C library is
+/// installed, and the bare name when it is not.
+pub fn static_libc(printed: Option<&str>) -> anyhow::Result<()> {
+    match printed {
+        Some(path) if path.trim().contains('/') => Ok(()),
+        Some(_) => anyhow::bail!(
+            "a static build needs the C library's static archive (libc.a), which is not installed: \
+             `apt-get install libc6-dev` (Debian, Ubuntu) or `dnf install glibc-static` (Fedora)"
+        ),
+        None => anyhow::bail!(
+            "a static build needs a C compiler: `apt-get install gcc libc6-dev` (Debian, Ubuntu) \
+             or `dnf install gcc glibc-static` (Fedora)"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -5,16 +5,15 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use super::Progress;
+use crate::eventually::{Check, eventually};
+use anyhow::Context as _;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
     api::{DeleteParams, ListParams, ObjectMeta, PostParams},
 };
-use tokio::time::Instant;
-
-use super::Progress;
 
 /// The label every unrelated ConfigMap carries: how they are found and
 /// deleted together (one deletecollection).
@@ -72,27 +71,27 @@ pub async fn count(api: &Api<ConfigMap>) -> anyhow::Result<usize> {
 /// collection one object at a time and may end the request at its timeout
 /// before it is done, so the request is repeated until the count is 0.
 pub async fn delete_all(api: &Api<ConfigMap>) -> anyhow::Result<()> {
-    let mut left = count(api).await?;
+    let left = count(api).await?;
     if left == 0 {
         return Ok(());
     }
-    let total = left;
-    let mut progress = Progress::new("unrelated ConfigMaps deleted", total);
-    let deadline = Instant::now() + DELETE_WITHIN;
-    while left > 0 {
-        if Instant::now() >= deadline {
-            bail!("{left} unrelated ConfigMaps still there after {DELETE_WITHIN:?}");
-        }
+    let progress = std::cell::RefCell::new(Progress::new("unrelated ConfigMaps deleted", left));
+    let left = std::cell::Cell::new(left);
+    let (progress, left) = (&progress, &left);
+    eventually("the unrelated ConfigMaps to be gone", DELETE_WITHIN, || async move {
         eprintln!(
-            "  (kubectl delete configmaps -l {LABEL}=true: {left} left, one deletecollection request)"
+            "  (kubectl delete configmaps -l {LABEL}=true: {} left, one deletecollection request)",
+            left.get()
         );
         // A timeout here is expected for a large collection: count and repeat.
         if let Err(e) = api.delete_collection(&DeleteParams::default(), &selector()).await {
             eprintln!("  deletecollection ended early ({e}); counting and repeating");
         }
         let now = count(api).await?;
-        progress.add(left.saturating_sub(now));
-        left = now;
-    }
+        progress.borrow_mut().add(left.get().saturating_sub(now));
+        left.set(now);
+        Ok(if now == 0 { Check::Done(()) } else { Check::NotYet(format!("{now} left")) })
+    })
+    .await?;
     Ok(())
 }

@@ -16,10 +16,11 @@ use super::{
     starts, then_restore,
 };
 use crate::{
+    converge::{HEAL_WITHIN, wait_desired},
     etcd::Etcd,
     eventually::{Check, eventually},
-    experiments::{HEAL_WITHIN, Measured, wait_desired},
     lab::{API_SERVER, CONTROLLER, Lab},
+    suite::Measured,
 };
 
 /// The bar: a delete made once the API server is back is healed within this.

@@ -12,10 +12,11 @@ use tokio::{process::Child, time::Instant};
 
 use super::{controller_status, drift, ms, secs, then_restore};
 use crate::{
+    converge::{HEAL_WITHIN, wait_desired, wait_idle},
     deployment::DeploymentHost,
     eventually::{Check, eventually},
-    experiments::{HEAL_WITHIN, Measured, wait_desired, wait_idle},
     lab::Lab,
+    suite::Measured,
 };
 
 /// The bar for an idle controller's exit after SIGTERM.

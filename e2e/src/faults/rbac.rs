@@ -16,9 +16,10 @@ use kube::{
 };
 
 use crate::{
+    converge::{HEAL_WITHIN, wait_desired, wait_idle},
     eventually::{Check, eventually},
-    experiments::{HEAL_WITHIN, Measured, wait_desired, wait_idle},
     lab::Lab,
+    suite::Measured,
 };
 
 /// The Role loses `create` → delete my-config → the controller retries with

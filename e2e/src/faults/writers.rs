@@ -19,10 +19,11 @@ use super::{
     secs, someone, then_restore,
 };
 use crate::{
+    converge::{HEAL_WITHIN, measure_until_desired, wait_desired, wait_idle},
     eventually::{Check, eventually},
-    experiments::{HEAL_WITHIN, Measured, measure_until_desired, wait_desired, wait_idle},
     lab::Lab,
     metrics::Scrape,
+    suite::Measured,
 };
 
 const WRITERS: usize = 10;
@@ -89,7 +90,7 @@ async fn storm(lab: &Lab) -> anyhow::Result<()> {
         let (api, name, key) = (
             lab.config_maps(),
             lab.desired().name().to_string(),
-            crate::experiments::first_key(lab.desired()),
+            crate::suite::first_key(lab.desired()),
         );
         tokio::spawn(async move {
             for n in 0..PATCHES_EACH {
@@ -138,7 +139,8 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
     let before = lab.metrics().await?;
     let puts_before = config_map_puts(lab).await?;
 
-    let freeze = json!({"immutable": true, "data": {crate::experiments::first_key(lab.desired()): "env=frozen"}});
+    let freeze =
+        json!({"immutable": true, "data": {crate::suite::first_key(lab.desired()): "env=frozen"}});
     let frozen_at = Instant::now();
     lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze)).await?;
     eventually("a Warning Event Immutable", HEAL_WITHIN, || async {

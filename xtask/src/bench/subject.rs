@@ -4,21 +4,19 @@
 //! `/proc` usage read, stopped — and killed if the bench ends early.
 
 use std::{
-    fs::File,
-    os::unix::process::CommandExt,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Child,
     time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
 use e2e::{
     bench::usage::{self, Usage},
+    command::Cmd,
+    converge::HEAL_WITHIN,
     eventually::{Check, eventually},
-    experiments::HEAL_WITHIN,
     files, http_probe,
     lab::Lab,
-    process::command_line,
 };
 use kube::api::DeleteParams;
 use tokio::time::Instant;
@@ -91,28 +89,11 @@ impl Subject {
             api.delete(&name, &DeleteParams::default()).await?;
         }
         wait_gone(lab).await?;
-        let mut command = command(lab, spec, extra)?;
-        let out = File::options()
-            .create(true)
-            .append(true)
-            .open(log)
-            .with_context(|| format!("cannot open {}", log.display()))?;
-        command
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            // Its own group: its usage is the group's, and stopping it stops
-            // whatever `sh -c` started.
-            .process_group(0);
-        let env = match spec {
-            Spec::Foreign { .. } => {
-                format!("KUBECONFIG={} ", lab.file().controller.kubeconfig.display())
-            }
-            Spec::Ours { .. } => String::new(),
-        };
-        eprintln!("$ {env}{} >>{} 2>&1 &", command_line(&command), log.display());
+        let cmd = command(lab, spec, extra)?;
         let started = Instant::now();
-        let child = command.spawn().context("cannot start the controller")?;
+        // Its own group: its usage is the group's, and stopping it stops
+        // whatever `sh -c` started.
+        let child = cmd.spawn_to_log(log).context("cannot start the controller")?;
         let pid = child.id();
         let mut subject = Subject { child, pid, startup: Duration::ZERO };
         subject.wait_ready(lab, spec, log).await?;
@@ -131,7 +112,7 @@ impl Subject {
             let (url, api, desired) = (url.clone(), api.clone(), desired.clone());
             async move {
                 if let Some(status) = exited {
-                    return Ok(Check::Done(Err(anyhow::anyhow!("it exited: {status}"))));
+                    return Ok(Check::Stop(anyhow::anyhow!("it exited: {status}")));
                 }
                 if metrics {
                     let ready =
@@ -141,16 +122,14 @@ impl Subject {
                     }
                 }
                 Ok(match api.get_opt(desired.name()).await? {
-                    Some(cm) if desired.is_satisfied_by(&cm) => Check::Done(Ok(())),
+                    Some(cm) if desired.is_satisfied_by(&cm) => Check::Done(()),
                     Some(cm) => Check::NotYet(format!("data {:?}", cm.data)),
                     None => Check::NotYet("my-config absent".into()),
                 })
             }
         })
         .await;
-        waited
-            .and_then(|outcome| outcome)
-            .map_err(|e| anyhow::anyhow!("{e:#}\n{}", files::tail(log, 30)))
+        waited.map_err(|e| anyhow::anyhow!("{e:#}\n{}", files::tail(log, 30)))
     }
 
     /// Its current memory and CPU use (the whole process group).
@@ -162,12 +141,12 @@ impl Subject {
     /// (polling with a deadline) until the leader has exited.
     pub async fn stop(mut self) -> Result<()> {
         self.signal(libc::SIGTERM);
-        if self.wait_exit(STOP_GRACE).await? {
+        if self.wait_exit(STOP_GRACE).await {
             return Ok(());
         }
         eprintln!("  pid {} still running after {STOP_GRACE:?}: SIGKILL", self.pid);
         self.signal(libc::SIGKILL);
-        if self.wait_exit(STOP_GRACE).await? {
+        if self.wait_exit(STOP_GRACE).await {
             return Ok(());
         }
         bail!("the controller (pid {}) survived SIGKILL", self.pid)
@@ -181,17 +160,19 @@ impl Subject {
         unsafe { libc::kill(-pgid, signal) };
     }
 
-    async fn wait_exit(&mut self, within: Duration) -> Result<bool> {
-        let deadline = Instant::now() + within;
-        loop {
-            if self.child.try_wait()?.is_some() {
-                return Ok(true);
+    async fn wait_exit(&mut self, within: Duration) -> bool {
+        let child = &mut self.child;
+        let exited = eventually("the controller to exit", within, || {
+            let exited = child.try_wait();
+            async move {
+                Ok(match exited? {
+                    Some(_) => Check::Done(()),
+                    None => Check::NotYet("running".into()),
+                })
             }
-            if Instant::now() >= deadline {
-                return Ok(false);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await;
+        exited.is_ok()
     }
 }
 
@@ -206,7 +187,7 @@ impl Drop for Subject {
 }
 
 /// The command line of the controller under test.
-fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Command> {
+fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
     let controller = &lab.file().controller;
     Ok(match spec {
         Spec::Ours { binary } => {
@@ -214,21 +195,18 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Command> {
                 .url
                 .strip_prefix("http://")
                 .with_context(|| format!("controller URL {} is not http://", controller.url))?;
-            let mut command = Command::new(binary);
-            command
+            Cmd::new(binary.display().to_string())
                 .arg("--kubeconfig")
-                .arg(&controller.kubeconfig)
+                .path(&controller.kubeconfig)
                 .args(["--listen", listen])
-                .args(extra);
-            command
+                .args(extra)
         }
         Spec::Foreign { command: line } => {
             if !extra.is_empty() {
                 bail!("a --controller-cmd controller takes no flags from the bench");
             }
-            let mut command = Command::new("sh");
-            command.args(["-c", line]).env("KUBECONFIG", &controller.kubeconfig);
-            command
+            Cmd::argv(["sh", "-c", line])
+                .env("KUBECONFIG", controller.kubeconfig.display().to_string())
         }
     })
 }

@@ -35,6 +35,7 @@ pub const SERVING_NAMES: &[&str] = &[
 ];
 
 /// Where the files are, and the PEM the kubeconfigs embed.
+#[derive(Clone)]
 pub struct Pki {
     pub ca_cert: PathBuf,
     pub serving_cert: PathBuf,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::lab::envtest::{self, Layout};
-use crate::lab::{binaries, kind, state_dir};
+use crate::lab::{kind, state_dir};
 use crate::plan;
 use e2e::lab_file::{LabFile, ProviderKind};
 
@@ -14,10 +14,10 @@ pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
     // Without a readable lab.json (a failed `up` writes none) a kind cluster
     // of this name may still run, and envtest processes may: both are looked for.
     let provider = LabFile::read(&layout.state_dir).ok().flatten().map(|lab| lab.provider);
-    let kind_too = provider != Some(ProviderKind::Envtest) && binaries::on_path("kind").is_some();
+    let kind_too = provider != Some(ProviderKind::Envtest) && e2e::tools::on_path("kind").is_some();
     if dry_run {
         if provider != Some(ProviderKind::Kind) {
-            print!("{}", plan::render_lines(&envtest::down_plan(&layout)));
+            print!("{}", plan::render(&envtest::down_plan(&layout)));
         }
         if kind_too || provider == Some(ProviderKind::Kind) {
             print!("{}", plan::render(&kind::down_plan(name, &layout.state_dir)));
@@ -26,7 +26,7 @@ pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
     }
     let mut anything = false;
     if provider != Some(ProviderKind::Kind) {
-        anything |= envtest::down(&layout)?;
+        anything |= envtest::down(&layout).await?;
     }
     if kind_too || provider == Some(ProviderKind::Kind) {
         anything |= kind::down(name, &layout.state_dir).await?;

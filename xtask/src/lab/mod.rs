@@ -5,7 +5,6 @@
 
 pub mod apply;
 pub mod binaries;
-pub mod bundle;
 pub mod certs;
 pub mod controller;
 pub mod down;
@@ -156,7 +155,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Down { dry_run, lab } => down::run(&lab.name, dry_run).await,
         LabCommand::Bundle { output, image_builder, node_image } => {
             let node = kind::NodeImage::parse(node_image.as_deref());
-            bundle::create(&output, image_builder, node).await?;
+            kind::bundle::create(&output, image_builder, node).await?;
             Ok(ExitCode::SUCCESS)
         }
         LabCommand::NodeImage { source, dry_run } => node_image::run(&source, dry_run).await,

@@ -3,7 +3,6 @@
 use anyhow::Result;
 use clap::ValueEnum;
 
-use crate::lab::binaries;
 use e2e::lab_file::ProviderKind;
 
 /// `--provider`: what a person may ask for.
@@ -32,10 +31,10 @@ pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
 
 /// kind when a Docker daemon answers and kind is installed, else envtest.
 fn auto() -> (ProviderKind, String) {
-    if binaries::on_path("kind").is_none() {
+    if e2e::tools::on_path("kind").is_none() {
         return (ProviderKind::Envtest, "kind is not on PATH".into());
     }
-    if binaries::on_path("docker").is_none() {
+    if e2e::tools::on_path("docker").is_none() {
         return (ProviderKind::Envtest, "docker is not on PATH".into());
     }
     let daemon = std::process::Command::new("docker")

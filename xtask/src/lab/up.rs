@@ -20,7 +20,8 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
         bail!("--node-image is the kind node's image: use it with --provider kind");
     }
     if options.dry_run && provider == ProviderKind::Envtest {
-        print!("{}", plan::render_lines(&envtest::plan(name, options)));
+        let layout = Layout::new(&state_dir(name));
+        print!("{}", plan::render(&envtest::up_plan(name, &layout, options.controller_host())?));
         return Ok(ExitCode::SUCCESS);
     }
     let lab = match provider {
@@ -79,7 +80,7 @@ async fn reuse_or_clean(name: &str, target: &e2e::lab_file::Target) -> Result<Op
                 "lab {name} keeps {}, not {target}: starting it anew for {target}",
                 lab.target
             );
-            envtest::down(&layout)?;
+            envtest::down(&layout).await?;
         }
         Ok(Some(lab)) => {
             let health = envtest::health(&lab).await;
@@ -95,19 +96,19 @@ async fn reuse_or_clean(name: &str, target: &e2e::lab_file::Target) -> Result<Op
                 eprintln!("  {line}");
             }
             eprintln!("cleaning it up and starting anew");
-            envtest::down(&layout)?;
+            envtest::down(&layout).await?;
         }
         Ok(None) if layout.state_dir.exists() => {
             eprintln!(
                 "{} holds an incomplete lab (no lab.json): cleaning it up",
                 layout.state_dir.display()
             );
-            envtest::down(&layout)?;
+            envtest::down(&layout).await?;
         }
         Ok(None) => {}
         Err(error) => {
             eprintln!("warning: {error:#}; cleaning up");
-            envtest::down(&layout)?;
+            envtest::down(&layout).await?;
         }
     }
     Ok(None)

@@ -9,6 +9,7 @@
 //! `kind get clusters`, the controller image by the node's containerd
 //! (`crictl inspecti`, as `kind load` does), the restart by the pod's image.
 
+pub mod bundle;
 pub mod config;
 pub mod status;
 
@@ -39,16 +40,6 @@ const WAIT: &str = "120s";
 /// `kind version`, echoed; `None` when kind is not on PATH.
 pub fn kind_version() -> Option<String> {
     Cmd::argv(["kind", "version"]).read().ok()
-}
-
-/// The node image kind/node-images.toml names for the kind on PATH.
-pub fn node_image() -> Result<String> {
-    let table = kind_releases::table()?;
-    let found = kind_version().context(
-        "kind is not on PATH: `nix develop` provides it, or install a kind release that \
-         kind/node-images.toml lists",
-    )?;
-    Ok(kind_releases::for_kind(&table, &found).map_err(anyhow::Error::msg)?.image)
 }
 
 /// The node's container: kind names it after the cluster.
@@ -99,7 +90,7 @@ impl Paths {
 
 /// Paths as a person would type them: relative to the project root when inside it.
 fn shown(path: &Path) -> String {
-    node_image::shown(path)
+    e2e::project::shown(path)
 }
 
 /// Where the images come from.
@@ -243,7 +234,7 @@ pub fn up_plan(
             steps.push(Step::probe(
                 Cmd::argv(["docker", "load", "-i"]).path(bundle),
                 |up: &mut Up, out: Result<String>| {
-                    up.bundle_images = super::bundle::loaded(&out?);
+                    up.bundle_images = bundle::loaded(&out?);
                     Ok(())
                 },
             ));
@@ -252,12 +243,12 @@ pub fn up_plan(
                 format!(
                     "check that {} held the node and controller images, made for this machine ({})",
                     shown(&bundle),
-                    super::bundle::MANIFEST_ENTRY
+                    bundle::MANIFEST_ENTRY
                 ),
                 move |up: &mut Up| {
                     Box::pin(async move {
-                        let manifest = super::bundle::read_manifest(&bundle)?;
-                        super::bundle::check(&manifest, &up.bundle_images, docker_arch())
+                        let manifest = bundle::read_manifest(&bundle)?;
+                        bundle::check(&manifest, &up.bundle_images, docker_arch())
                     })
                 },
             ));
@@ -644,13 +635,13 @@ pub async fn up(
     let kind_version = kind_version();
     let node = match images {
         Images::Bundle(bundle) => {
-            let manifest = super::bundle::read_manifest(bundle)?;
-            super::bundle::check(
+            let manifest = bundle::read_manifest(bundle)?;
+            bundle::check(
                 &manifest,
                 &[manifest.node_image.clone(), manifest.controller_image.clone()],
                 docker_arch(),
             )?;
-            super::bundle::check_kind(&manifest, kind_version.as_deref())?;
+            bundle::check_kind(&manifest, kind_version.as_deref())?;
             manifest.node_image
         }
         Images::Build(_, NodeImage::Pinned) => {
@@ -732,7 +723,7 @@ pub struct Down {
 
 /// `lab down` for kind: delete the cluster (if kind knows it), remove the state.
 pub async fn down(name: &str, state_dir: &Path) -> Result<bool> {
-    if super::binaries::on_path("kind").is_none() {
+    if e2e::tools::on_path("kind").is_none() {
         eprintln!(
             "kind is not on PATH: cannot look for a cluster named {name} (`nix develop`, or install kind v0.33)"
         );
@@ -769,7 +760,7 @@ mod tests {
                 "my-controller-lab",
                 dir,
                 &Images::Bundle("lab-bundle.tar".into()),
-                super::super::bundle::node_tag(&pinned),
+                e2e::kind_releases::node_tag(&pinned),
                 &Default::default(),
             )
             .unwrap(),
@@ -791,9 +782,7 @@ mod tests {
     }
 
     #[test]
-    fn the_node_image_is_read_from_the_cluster_file() {
-        let image = node_image().unwrap();
-        assert!(image.starts_with("kindest/node:v1.") && image.contains("@sha256:"), "{image}");
+    fn node_image_choices() {
         assert_eq!(NodeImage::parse(Some("built")), NodeImage::Built);
         assert_eq!(NodeImage::parse(None), NodeImage::Pinned);
         assert_eq!(NodeImage::parse(Some("x:1")), NodeImage::Given("x:1".into()));

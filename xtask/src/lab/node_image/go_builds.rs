@@ -6,12 +6,15 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, bail, ensure};
+use anyhow::{Context as _, Result, ensure};
 
-use super::{Build, Recipe, shown};
+use crate::preflight::static_libc;
+
+use super::{Build, Recipe};
 use crate::plan::Step;
 use e2e::command::Cmd;
 use e2e::project;
+use e2e::project::shown;
 
 pub const KUBERNETES_DIR: &str = "xtask/envtest/kubernetes";
 
@@ -210,7 +213,7 @@ pub fn components() -> Result<Vec<GoComponent>> {
             }
             let env = vec![("CGO_ENABLED", if d.cgo { "1" } else { "0" }.to_string())];
             let ldflags = ldflags.join(" ");
-            let fingerprint = crate::image::sha256_hex(
+            let fingerprint = crate::fingerprint::sha256_hex(
                 format!("{go_mod}\n{go_sum}\n{ldflags}\n{}\n{}", d.tags, d.cgo).as_bytes(),
             )[..12]
                 .to_string();
@@ -239,6 +242,13 @@ impl GoComponent {
     /// `go build` of every package into `out` (a directory: Go then names
     /// each program after its package).
     fn build(&self, out: &Path) -> Cmd {
+        let packages: Vec<&str> = self.packages.iter().map(String::as_str).collect();
+        self.build_cmd(&PathBuf::from(format!("{}/", out.display())), &packages)
+    }
+
+    /// `go build` of `packages` into `out` (a file for one package, a
+    /// directory ending in `/` for several), with this component's flags.
+    pub fn build_cmd(&self, out: &Path, packages: &[&str]) -> Cmd {
         let mut cmd = Cmd::new("go").dir(project::root().join(self.dir));
         for (key, value) in &self.env {
             cmd = cmd.env(key, value);
@@ -247,9 +257,7 @@ impl GoComponent {
         if !self.tags.is_empty() {
             cmd = cmd.args(["-tags", self.tags]);
         }
-        cmd.args(["-ldflags", &self.ldflags, "-o"])
-            .arg(format!("{}/", out.display()))
-            .args(&self.packages)
+        cmd.args(["-ldflags", &self.ldflags, "-o"]).path(out).args(packages)
     }
 }
 
@@ -329,22 +337,6 @@ pub fn runc_steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
     ];
     steps.extend(build_steps(recipe, runc, cmd));
     Ok(steps)
-}
-
-/// `gcc -print-file-name=libc.a` prints a path when the static C library is
-/// installed, and the bare name when it is not.
-pub fn static_libc(printed: Option<&str>) -> Result<()> {
-    match printed {
-        Some(path) if path.trim().contains('/') => Ok(()),
-        Some(_) => bail!(
-            "a static build needs the C library's static archive (libc.a), which is not installed: \
-             `apt-get install libc6-dev` (Debian, Ubuntu) or `dnf install glibc-static` (Fedora)"
-        ),
-        None => bail!(
-            "a static build needs a C compiler: `apt-get install gcc libc6-dev` (Debian, Ubuntu) \
-             or `dnf install gcc glibc-static` (Fedora)"
-        ),
-    }
 }
 
 /// kind's base image Dockerfile says which versions its node images ship

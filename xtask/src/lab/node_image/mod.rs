@@ -27,7 +27,7 @@ pub mod images;
 pub mod rootfs;
 pub mod stage;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
 
@@ -115,7 +115,7 @@ impl Recipe {
             "k8s.io/kubernetes",
         )?;
         let rootfs = rootfs::Rootfs::new(source, arch)?;
-        let module_cache = crate::lab::binaries::on_path("go")
+        let module_cache = e2e::tools::on_path("go")
             .and_then(|_| Cmd::argv(["go", "env", "GOMODCACHE"]).read().ok())
             .map(PathBuf::from);
         let cache = project::target_dir().join("node-image");
@@ -124,7 +124,7 @@ impl Recipe {
         inputs.push(rootfs.fingerprint());
         inputs.push(arch.go.to_string());
         let fingerprint =
-            crate::image::sha256_hex(inputs.join("\n--\n").as_bytes())[..12].to_string();
+            crate::fingerprint::sha256_hex(inputs.join("\n--\n").as_bytes())[..12].to_string();
         Ok(Recipe { kubernetes, arch, components, rootfs, module_cache, cache, fingerprint })
     }
 
@@ -238,12 +238,6 @@ pub fn build_plan(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
     steps.extend(images::steps(recipe)?);
     steps.extend(stage::steps(recipe)?);
     Ok(steps)
-}
-
-/// `path` as a plan shows it: relative to the project root when inside it.
-pub fn shown(path: &Path) -> String {
-    let root = project::root();
-    path.strip_prefix(&root).unwrap_or(path).display().to_string()
 }
 
 #[cfg(test)]

@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 
-use super::{Arch, Build, Recipe, Source, shown};
+use super::{Arch, Build, Recipe, Source};
 use crate::plan::Step;
 use e2e::command::Cmd;
+use e2e::project::shown;
 
 /// kind's base-image packages that a one-node lab uses (without the
 /// storage-test and rootless ones), plus libseccomp-dev for runc's static build.
@@ -78,7 +79,7 @@ impl Rootfs {
     }
 
     fn tag(&self) -> String {
-        let hash = crate::image::sha256_hex(self.fingerprint().as_bytes());
+        let hash = crate::fingerprint::sha256_hex(self.fingerprint().as_bytes());
         format!("{}-{}", self.suite, &hash[..12])
     }
 

@@ -6,6 +6,8 @@
 
 #![cfg(test)]
 
+mod modules;
+
 use std::path::Path;
 
 use controller::version::target_minor;
@@ -123,4 +125,37 @@ fn the_shutdown_grace_fits_in_the_pods_termination_grace() {
         "--shutdown-grace {:?} is not below the pod's terminationGracePeriodSeconds {pod}",
         cli.shutdown_grace
     );
+}
+
+#[test]
+fn no_import_circle_inside_a_crate() {
+    for (krate, root) in [("controller", "lib.rs"), ("e2e", "lib.rs"), ("xtask", "main.rs")] {
+        let graph = modules::graph(&project::root().join(krate).join("src"), root);
+        assert!(graph.len() > 3, "{krate}: found only {:?}", graph.keys());
+        let circles: Vec<String> = modules::circles(graph)
+            .iter()
+            .map(|c| c.iter().map(|m| m.join("::")).collect::<Vec<_>>().join(" → "))
+            .collect();
+        assert!(circles.is_empty(), "{krate}: import circles:\n{}", circles.join("\n"));
+    }
+}
+
+#[test]
+fn the_circle_check_finds_a_circle() {
+    let dir = std::env::temp_dir().join(format!("tidy-circle-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    let write = |file: &str, text: &str| std::fs::write(dir.join(file), text).unwrap();
+    write("lib.rs", "mod a; mod b;");
+    write("a.rs", "use crate::b::c::f; pub fn g() {}");
+    write("b/mod.rs", "pub mod c; pub fn h() { super::a::g() }");
+    write("b/c.rs", "pub fn f() { super::h() } #[cfg(test)] mod tests { use crate::a; }");
+    let graph = modules::graph(&dir, "lib.rs");
+    let names = |c: Vec<Vec<String>>| c.iter().map(|m| m.join("::")).collect::<Vec<_>>();
+    // b::c naming b is nesting, not an edge; a naming b::c is an edge to b too.
+    assert!(graph[&vec!["b".to_string(), "c".to_string()]].is_empty(), "{graph:?}");
+    let found: Vec<_> = modules::circles(graph).into_iter().map(names).collect();
+    assert_eq!(found, [["a", "b", "a"]]);
+    std::fs::write(dir.join("b/mod.rs"), "pub mod c; pub fn h() {}").unwrap();
+    assert!(modules::circles(modules::graph(&dir, "lib.rs")).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -13,73 +13,28 @@ use controller::{
     version::{self, Skew},
 };
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::{
-    authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
-    core::v1::ConfigMap,
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use tokio::time::Instant;
 
+mod pod;
+
 use crate::{
+    converge::{HEAL_WITHIN, measure_until_desired, wait_desired, wait_idle},
     eventually::{Check, eventually},
     lab::Lab,
+    suite::{Experiment, Measured, RunsOn, first_key},
 };
 
-/// How long the controller gets to reach the desired state in any experiment.
-pub const HEAL_WITHIN: Duration = Duration::from_secs(20);
 /// The experiments' own writes play "someone else", under their own field manager.
 fn someone() -> PatchParams {
     PatchParams { field_manager: Some("e2e-experiment".into()), ..PatchParams::default() }
-}
-
-/// What an experiment measured.
-#[derive(Clone, Debug, Default)]
-pub struct Measured {
-    /// The controller's reaction time, where the experiment has one.
-    pub latency: Option<Duration>,
-    /// One line for the summary table.
-    pub detail: String,
-    /// Things worth a warning that do not fail the experiment.
-    pub warnings: Vec<String>,
-}
-
-/// One experiment: its test name, the short names `--exp` accepts, what it
-/// shows, and the labs it means something on.
-pub struct Experiment {
-    pub name: &'static str,
-    pub aliases: &'static [&'static str],
-    pub about: &'static str,
-    pub runs_on: RunsOn,
-}
-
-/// Where an experiment runs; elsewhere it is reported as not run, with why.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunsOn {
-    Any,
-    /// Only on an envtest lab; the text says what it needs of one.
-    Envtest(&'static str),
-    /// Only on a kind lab; the text says what it needs of one.
-    Kind(&'static str),
-}
-
-impl RunsOn {
-    /// `None` when it runs on `provider`, else why not.
-    pub fn skip_reason(&self, provider: crate::lab_file::ProviderKind) -> Option<String> {
-        use crate::lab_file::ProviderKind::{Envtest, Kind};
-        match (self, provider) {
-            (RunsOn::Envtest(why), Kind) => {
-                Some(format!("not run on kind: needs the envtest lab ({why})"))
-            }
-            (RunsOn::Kind(why), Envtest) => {
-                Some(format!("not run on envtest: needs a kind node ({why})"))
-            }
-            _ => None,
-        }
-    }
 }
 
 /// Every experiment of the suite, in the order the suite runs them.
@@ -140,23 +95,7 @@ pub const ALL: &[Experiment] = &[
     },
 ];
 
-pub use crate::node::pod_contract;
-
-/// For a test file's own completeness check: every entry of `list` has a
-/// `fn <name>()` test in `source` (the file's text), so none escapes CI.
-pub fn assert_each_has_a_test(source: &str, list: &[Experiment]) {
-    for entry in list {
-        assert!(source.contains(&format!("fn {}()", entry.name)), "no test for {}", entry.name);
-    }
-}
-
-/// Finds an experiment or fault by test name or alias.
-pub fn find(name: &str) -> Option<&'static Experiment> {
-    ALL.iter()
-        .chain(crate::faults::ALL)
-        .chain(crate::examples::ALL)
-        .find(|e| e.name == name || e.aliases.contains(&name))
-}
+pub use pod::pod_contract;
 
 /// Experiment 1: with my-config absent, start the controller → my-config
 /// appears with exactly the desired data.
@@ -368,12 +307,6 @@ pub fn dedup_change(desired: &Desired, i: u32) -> serde_json::Value {
     json!({"data": {first_key(desired): format!("env=dev-{i}")}})
 }
 
-/// The key the experiments, faults and benchmark change: the first of the
-/// desired data.
-pub fn first_key(desired: &Desired) -> String {
-    desired.data().keys().next().cloned().unwrap_or_default()
-}
-
 /// Course step 3: with each reconcile slowed to 2 s, five quick changes of
 /// my-config → fewer than five reconciles, and the final state is desired.
 pub async fn dedup(lab: &mut Lab) -> anyhow::Result<Measured> {
@@ -563,38 +496,6 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
     ))
 }
 
-/// Waits until my-config exists with exactly the desired data; returns it.
-pub async fn wait_desired(lab: &Lab) -> anyhow::Result<ConfigMap> {
-    let api = lab.config_maps();
-    let desired = lab.desired().clone();
-    eventually(&format!("{desired} to hold the desired data"), HEAL_WITHIN, || async {
-        Ok(match api.get_opt(desired.name()).await? {
-            Some(cm)
-                if desired.is_satisfied_by(&cm) && cm.metadata.deletion_timestamp.is_none() =>
-            {
-                Check::Done(cm)
-            }
-            Some(cm) => Check::NotYet(format!("data {:?}", cm.data)),
-            None => Check::NotYet("absent".into()),
-        })
-    })
-    .await
-}
-
-/// Waits until the controller is idle: nothing queued, nothing running.
-pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::metrics::Scrape> {
-    eventually("the controller to be idle", HEAL_WITHIN, || async {
-        let m = lab.metrics().await?;
-        let (depth, running) = (m.sum("workqueue_depth"), m.sum("reconciles_in_flight"));
-        Ok(if depth == 0.0 && running == 0.0 {
-            Check::Done(m)
-        } else {
-            Check::NotYet(format!("workqueue_depth {depth}, reconciles_in_flight {running}"))
-        })
-    })
-    .await
-}
-
 /// Deletes my-config (if present) and waits until it is gone.
 async fn delete_and_wait_gone(lab: &Lab) -> anyhow::Result<()> {
     let api = lab.config_maps();
@@ -612,52 +513,4 @@ async fn delete_and_wait_gone(lab: &Lab) -> anyhow::Result<()> {
         })
     })
     .await
-}
-
-/// Starts a watch on my-config, runs `act` (the disturbance), and returns the
-/// time from the start of `act` to the first watch event showing the desired
-/// data again. Seen through a watch, not polling, so the figure is not
-/// rounded up to a poll interval.
-pub async fn measure_until_desired<F, Fut>(lab: &Lab, act: F) -> anyhow::Result<Duration>
-where
-    F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    let api = lab.config_maps();
-    let desired = lab.desired().clone();
-    let fields = format!("metadata.name={}", desired.name());
-    let list = api.list(&ListParams::default().fields(&fields)).await?;
-    let from = list.metadata.resource_version.unwrap_or_default();
-    let stream = api.watch(&WatchParams::default().fields(&fields).timeout(60), &from).await?;
-    futures::pin_mut!(stream);
-    let started = Instant::now();
-    act().await?;
-    let mut last = String::from("no event");
-    let seen = tokio::time::timeout(HEAL_WITHIN, async {
-        while let Some(event) = stream.try_next().await? {
-            match event {
-                WatchEvent::Added(cm) | WatchEvent::Modified(cm) => {
-                    if desired.is_satisfied_by(&cm) {
-                        return Ok::<_, anyhow::Error>(Some(started.elapsed()));
-                    }
-                    last = format!("data {:?}", cm.data.unwrap_or_default());
-                }
-                WatchEvent::Deleted(_) => last = "deleted".into(),
-                WatchEvent::Bookmark(_) => {}
-                WatchEvent::Error(e) => bail!("watch error: {e}"),
-            }
-        }
-        Ok(None)
-    })
-    .await;
-    match seen {
-        Ok(Ok(Some(latency))) => Ok(latency),
-        Ok(Ok(None)) => {
-            bail!("the watch ended before {desired} was desired again; last seen: {last}")
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => bail!(
-            "{desired} not back to the desired data within {HEAL_WITHIN:?}; last seen: {last}"
-        ),
-    }
 }

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail, ensure};
 use serde::{Deserialize, Serialize};
 
+use super::{self as kind, NodeImage};
 use crate::image::{self, Builder};
-use crate::lab::kind::{self, NodeImage};
 use crate::lab::node_image;
 use e2e::command::Cmd;
 
@@ -38,11 +38,6 @@ pub struct Manifest {
     pub kind_release: Option<String>,
 }
 
-/// `kindest/node:v1.36.4@sha256:…` → `kindest/node:v1.36.4`.
-pub fn node_tag(pinned: &str) -> &str {
-    pinned.split('@').next().unwrap_or(pinned)
-}
-
 /// `lab bundle -o FILE`: the node image (pulled by digest and tagged, or the
 /// one built here), the controller image, one archive.
 pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<()> {
@@ -54,7 +49,7 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
                 "kind is not on PATH: the bundle's node image is the one of the kind release found",
             )?;
             let row = e2e::kind_releases::for_kind(&table, &found).map_err(anyhow::Error::msg)?;
-            let tag = node_tag(&row.image).to_string();
+            let tag = e2e::kind_releases::node_tag(&row.image).to_string();
             Cmd::argv(["docker", "pull", &row.image])
                 .run()
                 .context("pulling the kind node image failed (this step needs the network; `--node-image built` needs none)")?;
@@ -172,26 +167,6 @@ pub fn check(manifest: &Manifest, loaded: &[String], arch: &str) -> Result<()> {
     Ok(())
 }
 
-/// The round trip CI runs with Docker: save the controller image, remove it,
-/// load the archive, and find the same image again.
-pub fn round_trip(dir: &Path) -> Result<()> {
-    let controller = image::reference()?;
-    let id = || image::image_id(&controller).with_context(|| format!("docker has no {controller}"));
-    let before = id()?;
-    let archive = dir.join("bundle-round-trip.tar");
-    save(&[&controller], &archive)?;
-    Cmd::argv(["docker", "rmi", &controller]).run()?;
-    let out = Cmd::argv(["docker", "load", "-i"]).path(&archive).read()?;
-    let after = id()?;
-    std::fs::remove_file(&archive).ok();
-    let loaded = loaded(&out);
-    if !loaded.contains(&controller) || before != after {
-        bail!("bundle round trip: loaded {loaded:?}, image {before} became {after}");
-    }
-    eprintln!("bundle round trip: {controller} saved, removed and loaded back as {after}");
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,7 +194,7 @@ mod tests {
     #[test]
     fn the_node_image_travels_under_its_tag() {
         let pinned = e2e::kind_releases::table().unwrap()[0].image.clone();
-        let tag = node_tag(&pinned);
+        let tag = e2e::kind_releases::node_tag(&pinned);
         assert!(tag.starts_with("kindest/node:v1.") && !tag.contains('@'), "{tag}");
     }
 

@@ -1,0 +1,69 @@
+//! What every test of the suite shares: its entry in a list (name, aliases,
+//! what it shows, where it runs), what it measured, and the data key the
+//! experiments, faults and benchmark change.
+
+use std::time::Duration;
+
+use controller::desired::Desired;
+
+use crate::lab_file::ProviderKind;
+
+/// What an experiment measured.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// The controller's reaction time, where the experiment has one.
+    pub latency: Option<Duration>,
+    /// One line for the summary table.
+    pub detail: String,
+    /// Things worth a warning that do not fail the experiment.
+    pub warnings: Vec<String>,
+}
+
+/// One experiment: its test name, the short names `--exp` accepts, what it
+/// shows, and the labs it means something on.
+pub struct Experiment {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub about: &'static str,
+    pub runs_on: RunsOn,
+}
+
+/// Where an experiment runs; elsewhere it is reported as not run, with why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsOn {
+    Any,
+    /// Only on an envtest lab; the text says what it needs of one.
+    Envtest(&'static str),
+    /// Only on a kind lab; the text says what it needs of one.
+    Kind(&'static str),
+}
+
+impl RunsOn {
+    /// `None` when it runs on `provider`, else why not.
+    pub fn skip_reason(&self, provider: ProviderKind) -> Option<String> {
+        use ProviderKind::{Envtest, Kind};
+        match (self, provider) {
+            (RunsOn::Envtest(why), Kind) => {
+                Some(format!("not run on kind: needs the envtest lab ({why})"))
+            }
+            (RunsOn::Kind(why), Envtest) => {
+                Some(format!("not run on envtest: needs a kind node ({why})"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// For a test file's own completeness check: every entry of `list` has a
+/// `fn <name>()` test in `source` (the file's text), so none escapes CI.
+pub fn assert_each_has_a_test(source: &str, list: &[Experiment]) {
+    for entry in list {
+        assert!(source.contains(&format!("fn {}()", entry.name)), "no test for {}", entry.name);
+    }
+}
+
+/// The key the experiments, faults and benchmark change: the first of the
+/// desired data.
+pub fn first_key(desired: &Desired) -> String {
+    desired.data().keys().next().cloned().unwrap_or_default()
+}

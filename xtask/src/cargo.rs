@@ -1,0 +1,6 @@
+//! The controller's cargo package and binary, as xtask builds and runs it.
+
+pub const PACKAGE: &str = "controller";
+pub const BINARY: &str = "my-controller";
+
+pub use e2e::command::cargo;

@@ -1,0 +1,61 @@
+//! Tests of a running envtest lab (`cargo xtask test` makes one): the
+//! workshop's narrated experiments, a short benchmark, and a lab made for
+//! another ConfigMap.
+
+mod common;
+
+use common::{lab, run, succeeds, xtask};
+use serial_test::serial;
+
+#[tokio::test]
+#[serial]
+async fn every_narrated_experiment_tells_its_story_and_passes() {
+    let name = lab().await.file().name.clone();
+    let listing = run(&xtask(&["exp"]));
+    assert!(listing.ok, "{}", listing.stderr);
+    // `  create   course experiment 1   …`: one line per experiment.
+    let names: Vec<&str> = listing
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(names.len(), 5, "{}", listing.stdout);
+    for exp in names {
+        // A narration that lacks one of its key lines fails by itself.
+        let told = run(&xtask(&["exp", exp, "--name", &name]));
+        assert!(told.ok, "cargo xtask exp {exp} failed:\n{}\n{}", told.stdout, told.stderr);
+        assert!(told.stdout.lines().any(|l| l.starts_with("result:") && l.ends_with("pass")));
+    }
+}
+
+#[tokio::test]
+#[serial]
+async fn a_short_benchmark_completes_and_writes_its_report() {
+    let name = lab().await.file().name.clone();
+    let report = e2e::project::target_dir().join("bench/latest.json");
+    let _ = std::fs::remove_file(&report);
+    succeeds(&xtask(&[
+        "bench",
+        "--name",
+        &name,
+        "-n",
+        "20",
+        "--steady",
+        "2s",
+        "--unrelated",
+        "500",
+        "--build",
+        "debug",
+    ]));
+    let text = std::fs::read_to_string(&report).expect("the benchmark writes latest.json");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["latency"]["self_heal"]["controller"]["n"], 20, "{text}");
+}
+
+#[tokio::test]
+#[serial]
+async fn a_lab_for_another_config_map_keeps_that_one() {
+    let name = lab().await.file().name.clone();
+    common::another_target(&["lab", "up", "--provider", "envtest", "--name", &name]);
+}
