@@ -127,6 +127,12 @@ impl DeploymentHost {
         wait_rollout(&self.deployments()).await
     }
 
+    /// The newest controller pod, ready or not.
+    pub async fn newest_pod(&self) -> anyhow::Result<Option<Pod>> {
+        let pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
+        Ok(pods.into_iter().max_by_key(|p| p.metadata.creation_timestamp.clone()))
+    }
+
     /// The newest pod that is Ready.
     pub async fn ready_pod(&self) -> anyhow::Result<Option<String>> {
         let mut pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;

@@ -9,7 +9,7 @@
 //! with a fixed label ([`KEY_LINES`]), so the output can be checked by grep
 //! (and is, by [`transcript`] itself).
 
-use std::{fmt::Write as _, path::PathBuf, process::ExitCode};
+use std::{fmt::Write as _, path::PathBuf, process::ExitCode, sync::OnceLock};
 
 use anyhow::{Result, bail};
 use controller::desired::Desired;
@@ -23,6 +23,7 @@ use e2e::{
     suite::{Experiment, Measured, first_key},
 };
 use futures::future::BoxFuture;
+use serde::Deserialize;
 
 use crate::lab::state_dir;
 
@@ -45,192 +46,94 @@ const LABEL_WIDTH: usize = 20;
 /// retry storm) is cut to its end, where the outcome is.
 const MAX_LOG_LINES: usize = 30;
 
-/// One narrated experiment. The others (version, hot-loop, rbac, the faults)
+/// One narrated experiment, a table of xtask/exp/en.toml (its header says
+/// what the fields hold). The others (version, hot-loop, rbac, the faults)
 /// have nothing to watch live; `cargo xtask e2e --exp NAME` runs them.
+#[derive(Deserialize)]
 struct Narrated {
     /// The name a person types, an alias in the suite.
-    short: &'static str,
+    short: String,
     /// The suite's name: the function in `e2e::experiments` and its test.
-    test_name: &'static str,
-    course: &'static str,
-    /// The suite's function, called as the suite calls it.
-    run: for<'a> fn(&'a mut Lab) -> BoxFuture<'a, Result<Measured>>,
-    /// In plain words; `{cm}`, `{key}`, `{label}` and `{flags}` are filled in
-    /// from the lab ([`Hand::fill`]).
-    about_to: &'static str,
-    /// The commands that repeat it by hand, after `export KUBECONFIG=…`.
-    by_hand: &'static [HandStep],
-    /// What the measured latency spans, or why there is none.
+    test_name: String,
+    course: String,
+    about_to: String,
+    #[serde(flatten)]
     reaction: Reaction,
-    /// What to notice, mirroring the course's explanation of the experiment.
-    notice: &'static [&'static str],
+    by_hand: Vec<HandStep>,
+    notice: Vec<String>,
 }
 
+/// What the measured latency spans, or why there is none.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
 enum Reaction {
-    Timed(&'static str),
-    NotTimed(&'static str),
+    Timed(String),
+    NotTimed(String),
 }
 
-/// One by-hand command; the text after it is its `# comment` ("" for none).
-#[derive(Clone, Copy)]
-enum HandStep {
-    /// `kubectl VERB configmap NAME -n NAMESPACE ARGS…`
-    Kubectl(&'static str, &'static [&'static str], &'static str),
-    Stop(&'static str),
-    /// Start on the lab's own flags.
-    Start(&'static str),
-    /// Start with [`DEDUP_FLAGS`].
-    StartSlow(&'static str),
-    /// Start on the lab's own flags after a start with [`DEDUP_FLAGS`].
-    StartOwn(&'static str),
-    Metrics(&'static str),
-    /// The patch correct_on_patch sends.
-    DriftPatch(&'static str),
-    /// The label it takes off again.
-    DriftUnlabel(&'static str),
-    /// dedup's five changes as one shell loop.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HandStep {
+    #[serde(rename = "do")]
+    action: Do,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    why: String,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Do {
+    Kubectl,
+    Stop,
+    Start,
+    StartSlow,
+    StartOwn,
+    Metrics,
+    DriftPatch,
+    DriftUnlabel,
     DedupLoop,
 }
 
-const GET_YAML: &[&str] = &["-o", "yaml"];
-const RESOURCE_VERSION: &[&str] = &["-o", "jsonpath={.metadata.resourceVersion}{\"\\n\"}"];
+#[derive(Deserialize)]
+struct Narrations {
+    experiment: Vec<Narrated>,
+}
 
 /// The narrated experiments, in the course's order.
-const NARRATED: &[Narrated] = &[
-    Narrated {
-        short: "create",
-        test_name: "create_on_start",
-        course: "course experiment 1",
-        run: |lab| Box::pin(experiments::create_on_start(lab)),
-        about_to: "stop the controller, delete {cm}, start the controller again, and time \
-                   from its start until {cm} holds the desired data",
-        by_hand: &[
-            HandStep::Stop("stop the controller"),
-            HandStep::Kubectl("delete", &[], ""),
-            HandStep::Kubectl("get", &[], "NotFound: nobody brings it back"),
-            HandStep::Start("start the controller"),
-            HandStep::Kubectl("get", GET_YAML, ""),
-            HandStep::Kubectl("describe", &[], "Events: Created"),
-        ],
-        reaction: Reaction::Timed(
-            "controller start → my-config holds the desired data (includes starting the process)",
-        ),
-        notice: &[
-            "no event announced my-config: the controller started with an empty cache; when \
-             its first list was complete (InitDone), runner.rs `inform` put the key on the \
-             queue anyway. That is the startup kick.",
-            "reconcile (reconcile.rs) looked the key up in the cache, found nothing and sent \
-             exactly one create (api_writes_total{verb=\"create\"} = 1).",
-            "kube-runtime's Controller never calls reconcile for an object missing from its \
-             cache; this controller reconciles keys, so \"absent\" is an ordinary case.",
-        ],
-    },
-    Narrated {
-        short: "heal",
-        test_name: "self_heal_on_delete",
-        course: "course experiment 2",
-        run: |lab| Box::pin(experiments::self_heal_on_delete(lab)),
-        about_to: "delete {cm} as someone with kubectl would, and time how long until a watch \
-                   shows it back with the desired data",
-        by_hand: &[
-            HandStep::Kubectl("get", &["--watch"], "in a second terminal: see it go and come back"),
-            HandStep::Kubectl("delete", &[], ""),
-            HandStep::Kubectl("get", GET_YAML, "a new uid and creationTimestamp: a new object"),
-        ],
-        reaction: Reaction::Timed("delete → a watch shows it back with the desired data"),
-        notice: &[
-            "the controller did not poll: the watch told it (a Delete event), the work queue \
-             got the key, reconcile found the object missing in the cache and created it.",
-            "milliseconds, while the resync runs every 30 s: only the watch explains that.",
-            "the object that came back is a new one (new uid): the controller does not undo \
-             a delete, it makes the state right again.",
-        ],
-    },
-    Narrated {
-        short: "correct",
-        test_name: "correct_on_patch",
-        course: "course experiment 3",
-        run: |lab| Box::pin(experiments::correct_on_patch(lab)),
-        about_to: "patch {cm} the way someone might by hand ({key}=env=dev, an extra key \
-                   e2e-extra, a label {label}=someone), and time how long until a watch shows \
-                   the desired data again",
-        by_hand: &[
-            HandStep::DriftPatch(""),
-            HandStep::Kubectl("get", GET_YAML, "{key} back, e2e-extra gone, the label kept"),
-            HandStep::DriftUnlabel("the experiment takes its label off again"),
-        ],
-        reaction: Reaction::Timed("patch → a watch shows the desired data again"),
-        notice: &[
-            "the controller compared data, not generation: ConfigMaps have no \
-             metadata.generation (Desired::is_satisfied_by, desired.rs).",
-            "the whole desired data came back and the extra key is gone (the desired data is \
-             the whole truth), but the label is kept: Desired::corrected changes only data, \
-             on an owned clone of the cached object (the course's DeepCopy).",
-            "the update carried the cached resourceVersion: had someone written in between, \
-             the API server would have answered 409 Conflict and the key would have been \
-             retried with the newer version (runner.rs `process`).",
-            "one write only: the controller's own update comes back as a watch event, and \
-             that reconcile finds the data right and writes nothing. No hot loop.",
-        ],
-    },
-    Narrated {
-        short: "rerun",
-        test_name: "idempotent_rerun",
-        course: "course experiment 4",
-        run: |lab| Box::pin(experiments::idempotent_rerun(lab)),
-        about_to: "restart the controller twice while {cm} is already right, and check that \
-                   nothing is written: not its resourceVersion, not its managedFields, no \
-                   write on /metrics, no create or correct line in the log",
-        by_hand: &[
-            HandStep::Kubectl("get", RESOURCE_VERSION, "note the number"),
-            HandStep::Stop("stop the controller; then start it again:"),
-            HandStep::Start(""),
-            HandStep::Kubectl("get", RESOURCE_VERSION, "the same number"),
-            HandStep::Metrics("no write"),
-        ],
-        reaction: Reaction::NotTimed("this experiment counts writes (there must be none)"),
-        notice: &[
-            "resourceVersion unchanged: level-triggered and idempotent, no write when \
-             already right. Each start ran the startup reconcile, which found the data equal \
-             and sent no request (reconcile_total{result=\"unchanged\"}, no api_writes_total).",
-            "the controller keeps no memory of what it did before: it looks at the state \
-             each time, so ten runs are one run.",
-            "managedFields unchanged too: not even an empty update reached the API server.",
-        ],
-    },
-    Narrated {
-        short: "dedup",
-        test_name: "dedup",
-        course: "course step 3",
-        run: |lab| Box::pin(experiments::dedup(lab)),
-        about_to: "restart the controller with {flags} (each reconcile sleeps that long first), \
-                   change {key} five times in a row, and count the reconciles on /metrics",
-        by_hand: &[
-            HandStep::Stop("stop the controller"),
-            HandStep::StartSlow("start it with slow reconciles"),
-            HandStep::Metrics("note reconcile_total"),
-            HandStep::DedupLoop,
-            HandStep::Metrics("a few more reconciles, not five"),
-            HandStep::Stop("then put the controller back on its own flags:"),
-            HandStep::StartOwn(""),
-        ],
-        reaction: Reaction::NotTimed("this experiment counts reconciles"),
-        notice: &[
-            "five changes, fewer reconciles: the queue holds each key once. WorkQueue::add \
-             (queue.rs) drops a key that is already waiting; one added while a worker holds \
-             it is marked dirty, and WorkQueue::done queues it once more.",
-            "each reconcile read the latest state from the cache, not the state an event \
-             carried: the changes in between were never handled one by one, and the end \
-             state is the desired data.",
-            "the slow reconciles were for this experiment only: the controller was \
-             restarted on the lab's own flags afterwards.",
-        ],
-    },
-];
+fn narrated() -> &'static [Narrated] {
+    static NARRATED: OnceLock<Vec<Narrated>> = OnceLock::new();
+    NARRATED.get_or_init(|| {
+        let text = include_str!("../exp/en.toml");
+        let parsed: Narrations =
+            toml::from_str(text).expect("xtask/exp/en.toml (a unit test reads it)");
+        parsed.experiment
+    })
+}
+
+impl Narrated {
+    /// The suite's function, called as the suite calls it.
+    fn run<'a>(&self, lab: &'a mut Lab) -> BoxFuture<'a, Result<Measured>> {
+        match self.test_name.as_str() {
+            "create_on_start" => Box::pin(experiments::create_on_start(lab)),
+            "self_heal_on_delete" => Box::pin(experiments::self_heal_on_delete(lab)),
+            "correct_on_patch" => Box::pin(experiments::correct_on_patch(lab)),
+            "idempotent_rerun" => Box::pin(experiments::idempotent_rerun(lab)),
+            "dedup" => Box::pin(experiments::dedup(lab)),
+            other => {
+                let other = other.to_string();
+                Box::pin(
+                    async move { bail!("xtask/exp/en.toml names {other}: no such experiment") },
+                )
+            }
+        }
+    }
+}
 
 /// The names this verb narrates, as a person types them.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    NARRATED.iter().map(|n| n.short)
+    narrated().iter().map(|n| n.short.as_str())
 }
 
 /// `cargo xtask exp [NAME] [--name LAB]`: without NAME, the list; with it,
@@ -263,7 +166,7 @@ pub async fn transcript(lab_name: &str, exp: &str) -> Result<(ExitCode, String)>
 
     // The log is a file on an envtest lab, the pod's log on kind.
     let mark = lab.log_mark().ok();
-    let result = (exp.run)(&mut lab).await;
+    let result = exp.run(&mut lab).await;
     let log = match &mark {
         Some(mark) => {
             // The experiment is done once a watch shows the result, which can
@@ -329,7 +232,7 @@ fn resolve(word: &str) -> Result<&'static Narrated> {
     let Some(entry) = e2e::find(word) else {
         bail!("no experiment {word:?}; narrated: {} (`cargo xtask exp` lists them)", known());
     };
-    match NARRATED.iter().find(|n| n.test_name == entry.name) {
+    match narrated().iter().find(|n| n.test_name == entry.name) {
         Some(exp) => Ok(exp),
         None => bail!(
             "{word} ({}) has nothing to watch live, so it is not narrated: \
@@ -343,7 +246,7 @@ fn resolve(word: &str) -> Result<&'static Narrated> {
 impl Narrated {
     /// The suite's entry: its aliases and its one-line description.
     fn entry(&self) -> &'static Experiment {
-        e2e::find(self.test_name)
+        e2e::find(&self.test_name)
             .expect("every narrated experiment is in e2e::experiments::ALL (a unit test checks)")
     }
 }
@@ -354,7 +257,7 @@ fn listing() -> String {
         "The course's experiments, live against the current lab \
          (cargo xtask exp NAME [--name LAB]):\n\n",
     );
-    for exp in NARRATED {
+    for exp in narrated() {
         let _ = writeln!(text, "  {:<8} {:<20} {}", exp.short, exp.course, exp.entry().about);
     }
     text.push_str(
@@ -436,36 +339,35 @@ impl Hand {
     fn commands(&self, steps: &[HandStep]) -> Vec<String> {
         let mut lines = vec![format!("export KUBECONFIG={}   # the lab's admin", self.kubeconfig)];
         for step in steps {
-            let (command, why) = self.command(*step);
-            let why = self.fill(why);
+            let command = self.command(step);
+            let why = self.fill(&step.why);
             lines.push(if why.is_empty() { command } else { format!("{command}   # {why}") });
         }
         lines
     }
 
-    fn command(&self, step: HandStep) -> (String, &'static str) {
+    fn command(&self, step: &HandStep) -> String {
         let c = &self.controller;
-        match step {
-            HandStep::Kubectl(verb, rest, why) => (self.kubectl(verb, rest), why),
-            HandStep::Stop(why) => (c.stop(), why),
-            HandStep::Start(why) => (c.start(&[]), why),
-            HandStep::StartSlow(why) => (c.start(DEDUP_FLAGS), why),
-            HandStep::StartOwn(why) => (c.start_without(DEDUP_FLAGS), why),
-            HandStep::Metrics(why) => (
-                format!(
-                    "curl -s {} | grep -E '^(reconcile_total|api_writes_total)'",
-                    self.metrics_url
-                ),
-                why,
+        match step.action {
+            Do::Kubectl => {
+                let (verb, rest) =
+                    step.args.split_first().map_or(("get", &[][..]), |(v, r)| (v, r));
+                self.kubectl(verb, &rest.iter().map(String::as_str).collect::<Vec<_>>())
+            }
+            Do::Stop => c.stop(),
+            Do::Start => c.start(&[]),
+            Do::StartSlow => c.start(DEDUP_FLAGS),
+            Do::StartOwn => c.start_without(DEDUP_FLAGS),
+            Do::Metrics => format!(
+                "curl -s {} | grep -E '^(reconcile_total|api_writes_total)'",
+                self.metrics_url
             ),
-            HandStep::DriftPatch(why) => {
+            Do::DriftPatch => {
                 let patch = experiments::drift_patch(&self.desired).to_string();
-                (self.kubectl("patch", &["--type", "merge", "-p", &patch]), why)
+                self.kubectl("patch", &["--type", "merge", "-p", &patch])
             }
-            HandStep::DriftUnlabel(why) => {
-                (self.kubectl("label", &[&format!("{DRIFT_LABEL}-")]), why)
-            }
-            HandStep::DedupLoop => (self.dedup_loop(), ""),
+            Do::DriftUnlabel => self.kubectl("label", &[&format!("{DRIFT_LABEL}-")]),
+            Do::DedupLoop => self.dedup_loop(),
         }
     }
 
@@ -564,9 +466,9 @@ fn flag_variables<'a>(flags: &[&'a str]) -> Vec<(String, &'a str)> {
 fn before(exp: &Narrated, hand: &Hand) -> Vec<String> {
     let mut lines = vec![
         format!("== {} ({}): {}", exp.short, exp.course, exp.entry().about),
-        labelled("about to:", &hand.fill(exp.about_to)),
+        labelled("about to:", &hand.fill(&exp.about_to)),
     ];
-    lines.extend(hand.commands(exp.by_hand).iter().map(|step| labelled("by hand:", step)));
+    lines.extend(hand.commands(&exp.by_hand).iter().map(|step| labelled("by hand:", step)));
     lines.push(labelled(
         "running:",
         &format!(
@@ -678,19 +580,19 @@ mod tests {
         Measured { latency, detail: "what the suite measured".into(), warnings: Vec::new() }
     }
 
-    fn narrated(short: &str) -> &'static Narrated {
-        NARRATED.iter().find(|n| n.short == short).unwrap()
+    fn narration(short: &str) -> &'static Narrated {
+        narrated().iter().find(|n| n.short == short).unwrap()
     }
 
     #[test]
     fn every_narrated_experiment_is_a_suite_experiment() {
         assert_eq!(names().collect::<Vec<_>>(), ["create", "heal", "correct", "rerun", "dedup"]);
-        for exp in NARRATED {
-            let entry = e2e::find(exp.test_name)
+        for exp in narrated() {
+            let entry = e2e::find(&exp.test_name)
                 .unwrap_or_else(|| panic!("{} is not in the suite", exp.test_name));
             assert_eq!(entry.name, exp.test_name);
             assert!(
-                entry.aliases.contains(&exp.short),
+                entry.aliases.contains(&exp.short.as_str()),
                 "{} must be an alias of {}, so `cargo xtask e2e --exp` takes it too",
                 exp.short,
                 entry.name
@@ -730,7 +632,7 @@ mod tests {
     #[test]
     fn the_listing_has_one_line_per_experiment_with_the_suites_words() {
         let text = listing();
-        for exp in NARRATED {
+        for exp in narrated() {
             let lines: Vec<_> = text
                 .lines()
                 .filter(|l| l.trim_start().starts_with(&format!("{} ", exp.short)))
@@ -742,7 +644,7 @@ mod tests {
 
     #[test]
     fn every_narration_has_every_key_line() {
-        for exp in NARRATED {
+        for exp in narrated() {
             let latency =
                 matches!(exp.reaction, Reaction::Timed(_)).then_some(Duration::from_millis(56));
             let mut lines = before(exp, &hand(ProviderKind::Envtest));
@@ -762,7 +664,7 @@ mod tests {
 
     #[test]
     fn the_course_sentences_are_there() {
-        let notice = |exp: &str| narrated(exp).notice.join(" ");
+        let notice = |exp: &str| narration(exp).notice.join(" ");
         assert!(notice("heal").contains("the controller did not poll: the watch told it"));
         assert!(notice("rerun").contains(
             "resourceVersion unchanged: level-triggered and idempotent, no write when already right"
@@ -778,16 +680,16 @@ mod tests {
     #[test]
     fn by_hand_gives_the_course_commands() {
         let h = hand(ProviderKind::Envtest);
-        let all = |exp: &Narrated| h.commands(exp.by_hand).join("\n");
-        assert!(all(narrated("heal")).contains("kubectl delete configmap my-config -n default"));
+        let all = |exp: &Narrated| h.commands(&exp.by_hand).join("\n");
+        assert!(all(narration("heal")).contains("kubectl delete configmap my-config -n default"));
         assert!(
-            all(narrated("heal")).contains("kubectl get configmap my-config -n default -o yaml")
+            all(narration("heal")).contains("kubectl get configmap my-config -n default -o yaml")
         );
-        assert!(all(narrated("correct")).contains(
+        assert!(all(narration("correct")).contains(
             r#"kubectl patch configmap my-config -n default --type merge -p '{"data":{"app.conf":"env=dev","e2e-extra":"added by hand"},"metadata":{"labels":{"e2e.lab/added-by":"someone"}}}'"#
         ));
-        assert!(all(narrated("correct")).contains("# app.conf back, e2e-extra gone"));
-        for exp in NARRATED {
+        assert!(all(narration("correct")).contains("# app.conf back, e2e-extra gone"));
+        for exp in narrated() {
             assert!(
                 all(exp).starts_with("export KUBECONFIG=/kit/target/lab/ws-lab/kubeconfig"),
                 "{}",
@@ -834,7 +736,7 @@ mod tests {
 
     #[test]
     fn a_failure_says_fail_and_why() {
-        let lines = after(narrated("heal"), &Err(anyhow::anyhow!("boom")), Some(""));
+        let lines = after(narration("heal"), &Err(anyhow::anyhow!("boom")), Some(""));
         assert!(lines.iter().any(|l| l == &labelled("result:", "FAIL")));
         assert!(lines.iter().any(|l| l.starts_with("error:") && l.ends_with("boom")));
         assert!(!lines.iter().any(|l| l.starts_with("notice:")));
@@ -843,7 +745,7 @@ mod tests {
     #[test]
     fn a_long_log_is_cut_to_its_end() {
         let log: String = (1..=40).map(|i| format!("line {i}\n")).collect();
-        let lines = after(narrated("heal"), &Ok(measured(None)), Some(&log));
+        let lines = after(narration("heal"), &Ok(measured(None)), Some(&log));
         let shown: Vec<_> = lines.iter().filter(|l| l.starts_with("  | ")).collect();
         assert_eq!(shown.len(), MAX_LOG_LINES);
         assert_eq!(shown.last().unwrap().as_str(), "  | line 40");

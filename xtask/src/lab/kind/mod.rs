@@ -739,8 +739,8 @@ mod tests {
     use super::*;
 
     /// The kind path's command plan, pinned: a change to it shows in review.
-    /// `UPDATE_SNAPSHOTS=1 cargo test -p xtask` rewrites the snapshot after an
-    /// intended change; commit it with the code.
+    /// After an intended change, `INSTA_UPDATE=always cargo test -p xtask`
+    /// (or `cargo insta review`) rewrites the snapshot; commit it with the code.
     #[test]
     fn the_kind_plan_matches_its_snapshot() {
         let dir = Path::new("target/lab/my-controller-lab");
@@ -770,15 +770,7 @@ mod tests {
             "## lab up --provider kind --image-builder nix\n{up}\n## lab up --provider kind --bundle lab-bundle.tar\n{offline}\n## lab down\n{down}"
         )
         .replace(&format!("linux/{}", docker_arch()), "linux/<arch>");
-        let path = project::root().join("xtask/src/lab/kind/plan.snap");
-        if std::env::var("UPDATE_SNAPSHOTS").is_ok_and(|v| v == "1") {
-            std::fs::write(&path, &actual).unwrap();
-        }
-        let snapshot = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            actual == snapshot,
-            "the kind plan changed; if intended, run UPDATE_SNAPSHOTS=1 cargo test -p xtask:\n{actual}"
-        );
+        insta::assert_snapshot!("plan", actual);
     }
 
     #[test]

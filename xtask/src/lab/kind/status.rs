@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, LogParams};
+use kube::api::{Api, LogParams};
 
 use super::{DEPLOYMENT, NAMESPACE, node_container};
 use crate::lab::kubeconfig;
@@ -13,11 +13,8 @@ use e2e::command::Cmd;
 use e2e::lab_file::LabFile;
 
 /// The controller's pod: the Deployment's newest pod (by creation time).
-pub async fn controller_pod(client: &kube::Client) -> Result<Option<Pod>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let list =
-        pods.list(&ListParams::default().labels("app.kubernetes.io/name=my-controller")).await?;
-    Ok(list.items.into_iter().max_by_key(|p| p.metadata.creation_timestamp.clone()))
+async fn controller_pod(client: &kube::Client) -> Result<Option<Pod>> {
+    e2e::deployment::DeploymentHost::new(client.clone()).newest_pod().await
 }
 
 /// Returns whether the lab is healthy.

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::stats::percentile;
+use super::{report::Report, stats::percentile};
 
 /// One curve.
 pub struct Line<'a> {
@@ -250,6 +250,74 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
+/// The CDF chart of the run: self-heal and correction, floor next to the controller.
+pub fn of(report: &Report) -> String {
+    let l = &report.latency;
+    let label = report.controller.label.as_str();
+    let unrelated = format!("{label}, {} unrelated ConfigMaps", report.settings.unrelated);
+    let subtitle = format!(
+        "lab {} · Kubernetes {} · {} CPUs · {} rounds per series in {} alternating blocks · floor: the harness's own watch → write loop",
+        report.lab,
+        report.kubernetes_version,
+        report.cpus,
+        report.settings.rounds,
+        report.settings.blocks
+    );
+    cdf(
+        &format!("How fast {label} heals · {}", utc(report.unix_time)),
+        &subtitle,
+        &[
+            Panel {
+                title: "self-heal: delete → recreated",
+                lines: vec![
+                    Line {
+                        label: "floor",
+                        color: FLOOR,
+                        dashed: true,
+                        samples_ms: &l.self_heal.floor.samples_ms,
+                    },
+                    Line {
+                        label,
+                        color: CONTROLLER,
+                        dashed: false,
+                        samples_ms: &l.self_heal.controller.samples_ms,
+                    },
+                    Line {
+                        label: &unrelated,
+                        color: EXTRA,
+                        dashed: false,
+                        samples_ms: &l.self_heal_with_unrelated.samples_ms,
+                    },
+                ],
+            },
+            Panel {
+                title: "correction: patch → data put back",
+                lines: vec![
+                    Line {
+                        label: "floor",
+                        color: FLOOR,
+                        dashed: true,
+                        samples_ms: &l.correction.floor.samples_ms,
+                    },
+                    Line {
+                        label,
+                        color: CONTROLLER,
+                        dashed: false,
+                        samples_ms: &l.correction.controller.samples_ms,
+                    },
+                ],
+            },
+        ],
+    )
+}
+
+/// `2026-11-29 15:59 UTC` for a Unix time.
+fn utc(unix: u64) -> String {
+    let time =
+        i64::try_from(unix).ok().and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok());
+    time.map_or_else(|| format!("{unix} s"), |t| t.strftime("%Y-%m-%d %H:%M UTC").to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,5 +447,12 @@ mod tests {
         assert_eq!(format_ms(0.5), "0.5");
         assert_eq!(format_ms(2.0), "2");
         assert_eq!(format_ms(12.34), "12");
+    }
+
+    #[test]
+    fn unix_times_read_as_utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00 UTC");
+        assert_eq!(utc(1_795_967_966), "2026-11-29 15:59 UTC");
     }
 }

@@ -9,8 +9,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context, Result, bail};
-use e2e::{
+use crate::{
     bench::usage::{self, Usage},
     command::Cmd,
     converge::HEAL_WITHIN,
@@ -18,6 +17,7 @@ use e2e::{
     files, http_probe,
     lab::Lab,
 };
+use anyhow::{Context, Result, bail};
 use kube::api::DeleteParams;
 use tokio::time::Instant;
 

@@ -6,11 +6,11 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result};
-use e2e::bench::{
+use crate::bench::{
     quiet::{Burst, Steady},
     usage::Usage,
 };
+use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::stats::Summary;
