@@ -107,8 +107,15 @@ impl Cmd {
         &self.args
     }
 
+    /// Echo, and give the std command to run as the caller needs (piped
+    /// output, a tokio child).
+    pub fn echoed(&self) -> anyhow::Result<Command> {
+        self.echo();
+        self.to_command()
+    }
+
     /// The std command, configured but not echoed.
-    pub fn to_command(&self) -> anyhow::Result<Command> {
+    fn to_command(&self) -> anyhow::Result<Command> {
         let mut command = Command::new(&self.program);
         command.args(&self.args);
         for key in &self.env_remove {

@@ -24,6 +24,7 @@ use tokio::{
 };
 
 use crate::{
+    command::Cmd,
     lab::Lab,
     project,
     suite::{Experiment, Measured, RunsOn},
@@ -76,17 +77,11 @@ struct Running {
 impl Running {
     fn start(lab: &Lab, name: &str, args: &[&str]) -> anyhow::Result<Running> {
         let kubeconfig = lab.file().admin_kubeconfig.display().to_string();
-        let mut command = Command::new(example(name)?);
-        command
+        let cmd = Cmd::new(example(name)?.display().to_string())
             .args(["--kubeconfig", &kubeconfig, "--namespace", "default"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true);
-        eprintln!(
-            "$ target/debug/examples/{name} --kubeconfig {kubeconfig} --namespace default {}",
-            args.join(" ")
-        );
+            .args(args);
+        let mut command = Command::from(cmd.echoed()?);
+        command.stdout(Stdio::piped()).kill_on_drop(true);
         let mut child = command.spawn().with_context(|| format!("cannot start {name}"))?;
         let stdout = child.stdout.take().context("stdout is piped")?;
         Ok(Running { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() })

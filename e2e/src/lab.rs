@@ -8,7 +8,7 @@ use std::{
     net::{Ipv4Addr, SocketAddr},
     os::unix::process::CommandExt,
     path::PathBuf,
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -21,6 +21,7 @@ use kube::{
 };
 
 use crate::{
+    command::Cmd,
     deployment::DeploymentHost,
     eventually::{Check, eventually},
     http_probe,
@@ -198,9 +199,7 @@ impl Lab {
             // Left behind if its `docker run` was killed: it would block the name.
             process::remove_container(container);
         }
-        let cmd = crate::command::Cmd::new(spec.binary.display().to_string())
-            .args(&spec.args)
-            .args(extra);
+        let cmd = Cmd::new(spec.binary.display().to_string()).args(&spec.args).args(extra);
         let spawned = process::spawn_detached(name, &cmd, &spec.log, &spec.pid_file)?;
         self.extra_args.insert(role.to_string(), extra.iter().map(|s| s.to_string()).collect());
         if let Some(entry) = self.file.processes.iter_mut().find(|p| p.role == role) {
@@ -357,14 +356,9 @@ impl Lab {
                 args.drain(at..(at + 2).min(args.len()));
             }
         }
-        let mut command = Command::new(&spec.binary);
-        command
-            .args(&args)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0);
+        let mut command =
+            Cmd::new(spec.binary.display().to_string()).args(&args).args(extra).echoed()?;
+        command.stdout(log.try_clone()?).stderr(log).process_group(0);
         Ok(command)
     }
 

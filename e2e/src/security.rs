@@ -79,16 +79,8 @@ async fn dry_run_create(lab: &Lab, namespace: &str, pod: &Pod) -> anyhow::Result
 /// read-only root filesystem, every capability dropped and none added,
 /// no privilege escalation.
 pub fn container_is_locked_down(name: &str) -> anyhow::Result<String> {
-    let out = std::process::Command::new("docker")
-        .args(["inspect", name])
-        .output()
-        .context("cannot run docker inspect")?;
-    ensure!(
-        out.status.success(),
-        "docker inspect {name}: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    let all: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let out = crate::command::Cmd::argv(["docker", "inspect", name]).read()?;
+    let all: serde_json::Value = serde_json::from_str(&out)?;
     check_container(&all[0]).with_context(|| format!("container {name}"))
 }
 

@@ -502,9 +502,7 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
             let pid = process::read_pid_file(&layout.pid_file(role))?;
             let dir = layout.state_dir.clone();
             Some(Step::own(
-                format!(
-                    "$ kill -TERM -{pid}    # {role}'s process group; SIGKILL after a grace period"
-                ),
+                format!("stop {role} (pid {pid}): SIGTERM to its process group, SIGKILL after a grace period"),
                 move |_| {
                     Box::pin(async move {
                         report_stop(role, pid, &dir).await;

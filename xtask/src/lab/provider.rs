@@ -37,12 +37,8 @@ fn auto() -> (ProviderKind, String) {
     if e2e::tools::on_path("docker").is_none() {
         return (ProviderKind::Envtest, "docker is not on PATH".into());
     }
-    let daemon = std::process::Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let daemon =
+        e2e::command::Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).succeeds();
     if daemon {
         (ProviderKind::Kind, "Docker answers and kind is installed".into())
     } else {

@@ -9,6 +9,7 @@ use kube::api::{Api, LogParams};
 
 use super::{DEPLOYMENT, NAMESPACE, node_container};
 use crate::lab::kubeconfig;
+use crate::plan::{self, Step};
 use e2e::command::Cmd;
 use e2e::lab_file::LabFile;
 
@@ -77,22 +78,25 @@ pub async fn logs(lab: &LabFile, follow: bool) -> Result<()> {
         .await?
         .context("no controller pod: `cargo xtask lab status` shows why")?;
     let name = pod.name_any();
-    eprintln!(
-        "$ kubectl --kubeconfig {} logs {}pod/{name}    # done with kube-rs",
-        lab.admin_kubeconfig.display(),
+    let kubectl = format!(
+        "kubectl --kubeconfig {} logs {}pod/{name}",
+        e2e::project::shown(&lab.admin_kubeconfig),
         if follow { "-f " } else { "" }
     );
-    let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
-    if follow {
-        let mut lines = pods
-            .log_stream(&name, &LogParams { follow: true, ..Default::default() })
-            .await?
-            .lines();
-        while let Some(line) = lines.try_next().await? {
-            println!("{line}");
-        }
-    } else {
-        print!("{}", pods.logs(&name, &LogParams::default()).await?);
-    }
-    Ok(())
+    let step = Step::api(kubectl, move |_: &mut ()| {
+        Box::pin(async move {
+            let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+            if !follow {
+                print!("{}", pods.logs(&name, &LogParams::default()).await?);
+                return Ok(());
+            }
+            let params = LogParams { follow: true, ..Default::default() };
+            let mut lines = pods.log_stream(&name, &params).await?.lines();
+            while let Some(line) = lines.try_next().await? {
+                println!("{line}");
+            }
+            Ok(())
+        })
+    });
+    plan::execute(vec![step], &mut ()).await
 }
