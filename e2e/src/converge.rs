@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::bail;
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::api::{DeleteParams, ListParams, WatchEvent, WatchParams};
 use tokio::time::Instant;
 
 use crate::{
@@ -95,4 +95,23 @@ where
             "{desired} not back to the desired data within {HEAL_WITHIN:?}; last seen: {last}"
         ),
     }
+}
+
+/// Deletes my-config (if present) and waits until it is gone.
+pub async fn delete_and_wait_gone(lab: &Lab) -> anyhow::Result<()> {
+    let api = lab.config_maps();
+    let name = lab.desired().name();
+    if api.get_opt(name).await?.is_some() {
+        api.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually(&format!("{name} to be gone"), HEAL_WITHIN, || async {
+        Ok(match api.get_opt(name).await? {
+            None => Check::Done(()),
+            Some(cm) => Check::NotYet(format!(
+                "still there, deletionTimestamp {:?}",
+                cm.metadata.deletion_timestamp
+            )),
+        })
+    })
+    .await
 }

@@ -1,9 +1,11 @@
-//! The course's step examples (controller/examples/step{1,2,3}_*.rs) run
+//! The course's step examples (controller/examples/step{1,2,3,4}_*.rs) run
 //! against the lab as a person would run them, their output checked. The
 //! Pods they watch carry a scheduling gate, so they sit Pending on every lab
 //! (envtest has no scheduler; on kind no kubelet touches them, so no status
 //! updates mix into the examples' output), and an unscheduled Pod is deleted
-//! at once, so each test can reuse the names.
+//! at once, so each test can reuse the names. With `E2E_WRITE_SAMPLES=1` each
+//! test writes what the example printed to `docs/samples/<example>.txt`, the
+//! sample outputs the guide links to.
 
 use std::{
     path::PathBuf,
@@ -25,6 +27,7 @@ use tokio::{
 
 use crate::{
     command::Cmd,
+    converge::{delete_and_wait_gone, wait_desired},
     lab::Lab,
     project,
     suite::{Experiment, Measured, RunsOn},
@@ -48,6 +51,12 @@ pub const ALL: &[Experiment] = &[
         name: "step3_queue",
         aliases: &["step3"],
         about: "course step 3: five quick label changes → fewer than five processings",
+        runs_on: RunsOn::Any,
+    },
+    Experiment {
+        name: "step4_controller",
+        aliases: &["step4"],
+        about: "course step 4: the one-file controller passes the course's four experiments",
         runs_on: RunsOn::Any,
     },
 ];
@@ -76,10 +85,15 @@ struct Running {
 
 impl Running {
     fn start(lab: &Lab, name: &str, args: &[&str]) -> anyhow::Result<Running> {
+        Running::start_cmd(lab, name, |cmd| cmd.args(["--namespace", "default"]).args(args))
+    }
+
+    /// `name` with `--kubeconfig <the lab's admin kubeconfig>`, then what `more` adds.
+    fn start_cmd(lab: &Lab, name: &str, more: impl FnOnce(Cmd) -> Cmd) -> anyhow::Result<Running> {
         let kubeconfig = lab.file().admin_kubeconfig.display().to_string();
-        let cmd = Cmd::new(example(name)?.display().to_string())
-            .args(["--kubeconfig", &kubeconfig, "--namespace", "default"])
-            .args(args);
+        let cmd = more(
+            Cmd::new(example(name)?.display().to_string()).args(["--kubeconfig", &kubeconfig]),
+        );
         let mut command = Command::from(cmd.echoed()?);
         command.stdout(Stdio::piped()).kill_on_drop(true);
         let mut child = command.spawn().with_context(|| format!("cannot start {name}"))?;
@@ -141,6 +155,28 @@ impl Running {
     }
 }
 
+/// With `E2E_WRITE_SAMPLES=1`, what an example printed goes to
+/// `docs/samples/<name>.txt`, log timestamps dropped.
+fn write_sample(name: &str, lines: &[String]) -> anyhow::Result<()> {
+    if std::env::var_os("E2E_WRITE_SAMPLES").is_none_or(|v| v != "1") {
+        return Ok(());
+    }
+    let text: String = lines.iter().map(|l| format!("{}\n", without_timestamp(l))).collect();
+    let path = project::root().join("docs/samples").join(format!("{name}.txt"));
+    std::fs::create_dir_all(path.parent().context("has a parent")?)?;
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `2026-12-01T12:00:00.123456Z  INFO step4_controller: …` → `INFO step4_controller: …`.
+fn without_timestamp(line: &str) -> &str {
+    match line.split_once(' ') {
+        Some((first, rest)) if first.len() > 20 && first.as_bytes()[10] == b'T' => {
+            rest.trim_start()
+        }
+        _ => line,
+    }
+}
+
 /// Pending pods for the examples to see, deleted again by [`remove_pods`].
 async fn create_pods(lab: &Lab, names: &[&str]) -> anyhow::Result<Api<Pod>> {
     let pods: Api<Pod> = Api::namespaced(lab.client(), "default");
@@ -182,6 +218,7 @@ pub async fn step1_list_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
         for name in ["example-a", "example-b"] {
             ensure!(text.lines().any(|l| l.trim() == name), "{name} not listed:\n{text}");
         }
+        write_sample("step1_list_pods", &running.seen)?;
         Ok(Measured { detail: "listed both Pods by name".into(), ..Measured::default() })
     }
     .await;
@@ -189,17 +226,18 @@ pub async fn step1_list_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
     result
 }
 
-/// Step 2: one ADD per existing Pod, then the synced line; later changes as
-/// UPDATE and DELETE; SIGTERM ends it cleanly.
+/// Step 2: one ADD per Pod that existed before the start (the initial list),
+/// then the synced line; later changes as UPDATE and DELETE; SIGTERM ends it
+/// cleanly.
 pub async fn step2_watch_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
-    let pods = create_pods(lab, &["example-a", "example-b"]).await?;
+    let pods = create_pods(lab, &["example-a", "example-b", "example-c"]).await?;
     let result = async {
         let mut running = Running::start(lab, "step2_watch_pods", &[])?;
         running.until("the synced line", |l| l.starts_with("--- cache synced")).await?;
         let adds: Vec<&String> =
             running.seen.iter().filter(|l| l.starts_with("[ADD] default/example-")).collect();
         ensure!(
-            adds.len() == 2,
+            adds.len() == 3,
             "expected one [ADD] per existing Pod before the synced line: {:?}",
             running.seen
         );
@@ -210,8 +248,9 @@ pub async fn step2_watch_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
         running.until("[DELETE] default/example-b", |l| l == "[DELETE] default/example-b").await?;
         let seen = running.terminate().await?;
         ensure!(seen.last().map(String::as_str) == Some("stopped"), "no clean stop: {seen:?}");
+        write_sample("step2_watch_pods", &seen)?;
         Ok(Measured {
-            detail: "2 ADDs then synced; UPDATE on a label; DELETE; SIGTERM → exit 0".into(),
+            detail: "3 ADDs then synced; UPDATE on a label; DELETE; SIGTERM → exit 0".into(),
             ..Measured::default()
         })
     }
@@ -250,7 +289,7 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
             "5 changes → {processings} processings: {:?}",
             &running.seen[before..]
         );
-        running.terminate().await?;
+        write_sample("step3_queue", &running.terminate().await?)?;
         Ok(Measured {
             detail: format!(
                 "5 label changes → {processings} processings, the last one reading round=5"
@@ -261,4 +300,71 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
     .await;
     remove_pods(&pods).await?;
     result
+}
+
+/// What step 4 logs when it creates, corrects, or finds my-config right.
+const CREATING: &str = "default/my-config does not exist, creating it";
+const CORRECTING: &str = "default/my-config drifted from the desired state, correcting it";
+const NOTHING_TO_DO: &str = "default/my-config matches the desired state, nothing to do";
+
+/// Step 4: the one-file controller (the lab's own controller stopped, so the
+/// example is the only writer) through the course's four experiments — start
+/// creates, delete heals, a patch is corrected, a rerun writes nothing — and
+/// with `RUST_LOG=debug` (the course's `-v=1`) the resync's quiet reconciles.
+pub async fn step4_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let desired = lab.desired();
+    ensure!(
+        desired.namespace() == "default"
+            && desired.name() == "my-config"
+            && desired.data() == &controller::desired::default_data(),
+        "step 4 keeps default/my-config with the course's data; this lab wants {desired}: \
+         run it on a lab made by `cargo xtask lab up` without --namespace/--name/--data"
+    );
+    lab.stop_controller().await?;
+    delete_and_wait_gone(lab).await?;
+    let api = lab.config_maps();
+
+    // Experiments 1–3 in one run.
+    let mut running = Running::start_cmd(lab, "step4_controller", |cmd| cmd)?;
+    running.until("experiment 1's create", |l| l.contains(CREATING)).await?;
+    wait_desired(lab).await?;
+    api.delete("my-config", &DeleteParams::default()).await?;
+    running.until("experiment 2's create", |l| l.contains(CREATING)).await?;
+    wait_desired(lab).await?;
+    let drift = json!({"data": {"app.conf": "env=dev"}});
+    api.patch("my-config", &PatchParams::default(), &Patch::Merge(&drift)).await?;
+    running.until("experiment 3's correction", |l| l.contains(CORRECTING)).await?;
+    let before = wait_desired(lab).await?;
+    let mut printed = running.terminate().await?;
+
+    // Experiment 4: run it again; with a 1 s resync, two quiet reconciles.
+    let mut rerun = Running::start_cmd(lab, "step4_controller", |cmd| {
+        cmd.env("RUST_LOG", "debug").args(["--resync", "1s"])
+    })?;
+    rerun.until("the kick's quiet reconcile", |l| l.contains(NOTHING_TO_DO)).await?;
+    rerun.until("a resync's quiet reconcile", |l| l.contains(NOTHING_TO_DO)).await?;
+    let second = rerun.terminate().await?;
+    if let Some(line) = second.iter().find(|l| l.contains(CREATING) || l.contains(CORRECTING)) {
+        bail!("the rerun wrote while my-config was right: {line}");
+    }
+    let after = api.get("my-config").await?;
+    ensure!(
+        after.metadata.resource_version == before.metadata.resource_version,
+        "the rerun moved resourceVersion from {:?} to {:?}",
+        before.metadata.resource_version,
+        after.metadata.resource_version
+    );
+    printed.push(String::new());
+    printed.push("--- run again with RUST_LOG=debug --resync 1s ---".into());
+    // The debug lines of the client stack are not what the course shows.
+    printed.extend(second.into_iter().filter(|l| l.contains("step4_controller")));
+    write_sample("step4_controller", &printed)?;
+    Ok(Measured {
+        detail: format!(
+            "start → created; delete → created; patch → corrected; rerun → nothing written \
+             (resourceVersion {})",
+            after.metadata.resource_version.unwrap_or_default()
+        ),
+        ..Measured::default()
+    })
 }

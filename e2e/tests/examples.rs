@@ -23,6 +23,12 @@ fn step3_queue() {
     e2e::run_test("step3_queue", examples::step3_queue);
 }
 
+#[test]
+#[serial]
+fn step4_controller() {
+    e2e::run_test("step4_controller", examples::step4_controller);
+}
+
 /// Every example the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_example_has_a_test() {

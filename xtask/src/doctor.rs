@@ -1,15 +1,22 @@
 //! `cargo xtask doctor`: is this laptop ready for the workshop? One line per
 //! check (pass / WARN / FAIL), each non-pass with its fix; exit status 1 when
-//! any check fails. The checks themselves live in `preflight` as pure
-//! functions of what these probes print.
+//! any check fails. It checks what the lab it would make needs: `--provider`
+//! chosen as `lab up` chooses it (kind: Docker, kind, cgroups, inotify, an
+//! existing cluster; envtest: kube-apiserver and etcd, or Go to build them).
+//! The checks themselves live in `preflight` as pure functions of what these
+//! probes print.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::lab::kind;
+use crate::lab::{
+    binaries, kind,
+    provider::{self, ProviderChoice},
+};
 use crate::preflight::{self, Check, Status};
+use e2e::lab_file::ProviderKind;
 use e2e::{
     command::{Cmd, is_not_found},
     project,
@@ -18,8 +25,10 @@ use e2e::{
 /// The controller's default `--listen` port, used when it runs by hand.
 const CONTROLLER_PORT: u16 = 8080;
 
-pub fn run(name: &str) -> Result<ExitCode> {
-    let checks = gather(name)?;
+pub fn run(name: &str, choice: ProviderChoice) -> Result<ExitCode> {
+    let provider = provider::resolve(choice)?;
+    println!("checking this machine for the {provider} lab (`--provider` picks the other)");
+    let checks = gather(name, provider)?;
     for check in &checks {
         println!("{check}");
     }
@@ -27,29 +36,51 @@ pub fn run(name: &str) -> Result<ExitCode> {
     let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
     println!("{} checks: {failed} failed, {warned} warnings", checks.len());
     if failed == 0 && warned == 0 {
-        println!("ready: `cargo xtask lab up`");
+        println!("ready: `cargo xtask lab up --provider {provider}`");
     }
     Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-fn gather(name: &str) -> Result<Vec<Check>> {
+fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
     // Each check's command is echoed like any other; its failure is the
     // check's finding, not an error.
     let read = |argv: &[&str]| Cmd::argv(argv).read();
     let quiet = |argv: &[&str]| read(argv).ok();
     let pinned = pinned_toolchain()?;
-    let table = e2e::kind_releases::table()?;
     let target = controller::version::target_minor();
+    let mut checks = vec![
+        preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned),
+        preflight::kubectl(e2e::tools::kubectl_client_minor(), target),
+    ];
+    match provider {
+        ProviderKind::Kind => checks.extend(kind_checks(name, &quiet)?),
+        ProviderKind::Envtest => {
+            let located: Vec<(&str, Option<String>)> = binaries::located()?
+                .into_iter()
+                .map(|(n, b)| (n, b.map(|b| format!("{} from {}", b.version, b.source))))
+                .collect();
+            let go = quiet(&["go", "version"]);
+            checks.push(preflight::envtest_programs(&located, go.as_deref()));
+        }
+    }
+    checks.extend([
+        preflight::architecture(std::env::consts::ARCH),
+        preflight::free_disk(free_bytes(&project::root())),
+        preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
+    ]);
+    Ok(checks)
+}
 
-    let docker = match read(&["docker", "info", "--format", "{{.ServerVersion}}"]) {
+/// What a kind lab needs of the machine.
+fn kind_checks(name: &str, quiet: &dyn Fn(&[&str]) -> Option<String>) -> Result<Vec<Check>> {
+    let table = e2e::kind_releases::table()?;
+    let docker = match Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).read() {
         Ok(v) => Ok(v),
         Err(e) if is_not_found(&e) => Err("docker: command not found".to_string()),
         Err(_) => Err("Cannot connect to the Docker daemon (`docker info` failed)".to_string()),
     };
     let mut checks = vec![
-        preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned),
         preflight::kind_version(quiet(&["kind", "version"]).as_deref(), &table),
-        preflight::kubectl(e2e::tools::kubectl_client_minor(), target),
         preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
     ];
     if docker.is_ok() {
@@ -58,8 +89,6 @@ fn gather(name: &str) -> Result<Vec<Check>> {
         checks.push(preflight::image_store(&store));
     }
     checks.extend([
-        preflight::architecture(std::env::consts::ARCH),
-        preflight::free_disk(free_bytes(&project::root())),
         preflight::inotify(
             kind::read_number("/proc/sys/fs/inotify/max_user_watches"),
             kind::read_number("/proc/sys/fs/inotify/max_user_instances"),
@@ -71,7 +100,6 @@ fn gather(name: &str) -> Result<Vec<Check>> {
                 .flatten()
                 .as_deref(),
         ),
-        preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
         preflight::existing_cluster(&quiet(&["kind", "get", "clusters"]).unwrap_or_default(), name),
     ]);
     Ok(checks)

@@ -52,6 +52,9 @@ enum Command {
     Doctor {
         #[command(flatten)]
         lab: lab::LabName,
+        /// The lab to check the machine for, chosen as `lab up` chooses.
+        #[arg(long, value_enum, default_value_t = lab::provider::ProviderChoice::Auto)]
+        provider: lab::provider::ProviderChoice,
     },
     /// The README's test command: unit tests, a fresh envtest lab, the e2e suite, lab down.
     Test,
@@ -69,7 +72,7 @@ async fn main() -> ExitCode {
         Command::E2e { exp, lab } => e2e::run(&lab.name, exp.as_deref()),
         Command::Exp { experiment, lab } => exp::run(&lab.name, experiment.as_deref()).await,
         Command::Test => test::run().await,
-        Command::Doctor { lab } => doctor::run(&lab.name),
+        Command::Doctor { lab, provider } => doctor::run(&lab.name, provider),
         Command::EnvtestBins => envtest_bins::run().await,
         Command::Bench(args) => bench::run(args).await,
     };

@@ -195,6 +195,39 @@ pub fn architecture(arch: &str) -> Check {
     }
 }
 
+/// The envtest lab's two programs: each found without a build (`located`:
+/// name and where), or Go on PATH (`go version` output) to build the missing.
+pub fn envtest_programs(located: &[(&str, Option<String>)], go: Option<&str>) -> Check {
+    const NAME: &str = "envtest programs";
+    let found: Vec<String> =
+        located.iter().filter_map(|(n, at)| at.as_ref().map(|at| format!("{n} ({at})"))).collect();
+    let missing: Vec<&str> =
+        located.iter().filter(|(_, at)| at.is_none()).map(|(n, _)| *n).collect();
+    if missing.is_empty() {
+        return Check::pass(NAME, found.join(", "));
+    }
+    let go_minor = go
+        .and_then(|v| v.split_whitespace().nth(2))
+        .and_then(|v| v.strip_prefix("go1."))
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    match go_minor {
+        Some(minor) if minor >= 26 => Check::pass(
+            NAME,
+            format!(
+                "{} built with Go 1.{minor} at the first `lab up` (minutes)",
+                missing.join(" and ")
+            ),
+        ),
+        _ => Check::fail(
+            NAME,
+            format!("{} not found, and no Go 1.26+ to build them", missing.join(" and ")),
+            "`nix develop` provides both; or install Go 1.26+; or set KUBEBUILDER_ASSETS \
+             (`cargo xtask envtest-bins` shows the search)",
+        ),
+    }
+}
+
 /// `kind get clusters` output against the lab's name.
 pub fn existing_cluster(clusters: &str, name: &str) -> Check {
     const NAME: &str = "existing cluster";
@@ -291,6 +324,21 @@ pub fn static_libc(printed: Option<&str>) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn envtest_programs_found_or_buildable() {
+        let both = [("kube-apiserver", Some("PATH".to_string())), ("etcd", Some("PATH".into()))];
+        assert_eq!(envtest_programs(&both, None).status, Status::Pass);
+        let one = [("kube-apiserver", None), ("etcd", Some("project cache".to_string()))];
+        let go = envtest_programs(&one, Some("go version go1.26.1 linux/amd64"));
+        assert_eq!(go.status, Status::Pass, "{go}");
+        assert!(go.found.contains("kube-apiserver built with Go 1.26"), "{go}");
+        for old in [None, Some("go version go1.22.5 linux/amd64")] {
+            let check = envtest_programs(&one, old);
+            assert_eq!(check.status, Status::Fail, "{check}");
+            assert!(check.fix.as_deref().unwrap().contains("KUBEBUILDER_ASSETS"), "{check}");
+        }
+    }
 
     #[test]
     fn kind_versions_against_the_table() {

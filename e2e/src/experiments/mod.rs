@@ -26,7 +26,7 @@ use tokio::time::Instant;
 mod pod;
 
 use crate::{
-    converge::{HEAL_WITHIN, measure_until_desired, wait_desired, wait_idle},
+    converge::{HEAL_WITHIN, delete_and_wait_gone, measure_until_desired, wait_desired, wait_idle},
     eventually::{Check, eventually},
     lab::Lab,
     suite::{Experiment, Measured, RunsOn, first_key},
@@ -494,23 +494,4 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
         checks.len(),
         checks.len() - granted
     ))
-}
-
-/// Deletes my-config (if present) and waits until it is gone.
-async fn delete_and_wait_gone(lab: &Lab) -> anyhow::Result<()> {
-    let api = lab.config_maps();
-    let name = lab.desired().name();
-    if api.get_opt(name).await?.is_some() {
-        api.delete(name, &DeleteParams::default()).await?;
-    }
-    eventually(&format!("{name} to be gone"), HEAL_WITHIN, || async {
-        Ok(match api.get_opt(name).await? {
-            None => Check::Done(()),
-            Some(cm) => Check::NotYet(format!(
-                "still there, deletionTimestamp {:?}",
-                cm.metadata.deletion_timestamp
-            )),
-        })
-    })
-    .await
 }

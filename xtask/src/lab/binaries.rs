@@ -80,15 +80,15 @@ impl Program {
     }
 }
 
-/// Find both programs (building what is missing); see the module docs for the order.
-pub async fn find() -> Result<EnvtestBinaries> {
+/// The two programs, as the Go modules of `xtask/envtest/` pin them.
+fn programs() -> Result<[Program; 2]> {
     let components = go_builds::components()?;
     let component = |name: &str| {
         components.iter().find(|c| c.name == name).cloned().context("no such Go component")
     };
     let kubernetes = component("kubernetes")?;
     let etcd = component("etcd")?;
-    let programs = [
+    Ok([
         Program {
             name: "kube-apiserver",
             env: "KUBE_APISERVER",
@@ -104,48 +104,27 @@ pub async fn find() -> Result<EnvtestBinaries> {
             component: etcd,
             package: ".",
         },
-    ];
-    let [kube_apiserver, etcd] = programs.map(|p| find_one(&p));
+    ])
+}
+
+/// Find both programs (building what is missing); see the module docs for the order.
+pub async fn find() -> Result<EnvtestBinaries> {
+    let [kube_apiserver, etcd] = programs()?.map(|p| find_one(&p));
     Ok(EnvtestBinaries { kube_apiserver: kube_apiserver?, etcd: etcd? })
 }
 
+/// What [`find`] would use without building (steps 1–4): each program's name
+/// with its binary, or with `None` where a `go build` would be needed.
+pub fn located() -> Result<Vec<(&'static str, Option<Binary>)>> {
+    programs()?.iter().map(|p| Ok((p.name, locate(p)?))).collect()
+}
+
 fn find_one(program: &Program) -> Result<Binary> {
-    // 1. An explicit path: the person asked for this one, so a wrong path is an error.
-    if let Some(path) = env_path(program.env) {
-        if !path.is_file() {
-            bail!(
-                "{}={} does not exist (unset it to let xtask look elsewhere)",
-                program.env,
-                path.display()
-            );
-        }
-        return checked(program, path, Source::Env(program.env));
-    }
-    // 2. A kubebuilder-style assets directory.
-    if let Some(dir) = env_path("KUBEBUILDER_ASSETS") {
-        let path = dir.join(program.name);
-        if path.is_file() {
-            return checked(program, path, Source::KubebuilderAssets);
-        }
-        eprintln!(
-            "note: KUBEBUILDER_ASSETS={} has no {}; looking further",
-            dir.display(),
-            program.name
-        );
-    }
-    // 3. PATH. A program there that does not even run is skipped, not fatal.
-    if let Some(path) = on_path(program.name) {
-        match checked(program, path.clone(), Source::Path) {
-            Ok(binary) => return Ok(binary),
-            Err(error) => eprintln!("warning: skipping {}: {error:#}", path.display()),
-        }
-    }
-    // 4. The build cache: only complete builds are ever renamed into it.
-    let cache = program.cache_path();
-    if cache.is_file() {
-        return checked(program, cache, Source::Cache);
+    if let Some(binary) = locate(program)? {
+        return Ok(binary);
     }
     // 5. Build it from the pinned module.
+    let cache = program.cache_path();
     if on_path("go").is_none() {
         bail!(
             "{name} {version} not found. Any one of these provides it: {env}=/path/to/{name}; \
@@ -159,6 +138,46 @@ fn find_one(program: &Program) -> Result<Binary> {
     }
     build(program, &cache)?;
     checked(program, cache, Source::Built)
+}
+
+/// Steps 1–4 of the search; `None` when only a build can provide it.
+fn locate(program: &Program) -> Result<Option<Binary>> {
+    // 1. An explicit path: the person asked for this one, so a wrong path is an error.
+    if let Some(path) = env_path(program.env) {
+        if !path.is_file() {
+            bail!(
+                "{}={} does not exist (unset it to let xtask look elsewhere)",
+                program.env,
+                path.display()
+            );
+        }
+        return checked(program, path, Source::Env(program.env)).map(Some);
+    }
+    // 2. A kubebuilder-style assets directory.
+    if let Some(dir) = env_path("KUBEBUILDER_ASSETS") {
+        let path = dir.join(program.name);
+        if path.is_file() {
+            return checked(program, path, Source::KubebuilderAssets).map(Some);
+        }
+        eprintln!(
+            "note: KUBEBUILDER_ASSETS={} has no {}; looking further",
+            dir.display(),
+            program.name
+        );
+    }
+    // 3. PATH. A program there that does not even run is skipped, not fatal.
+    if let Some(path) = on_path(program.name) {
+        match checked(program, path.clone(), Source::Path) {
+            Ok(binary) => return Ok(Some(binary)),
+            Err(error) => eprintln!("warning: skipping {}: {error:#}", path.display()),
+        }
+    }
+    // 4. The build cache: only complete builds are ever renamed into it.
+    let cache = program.cache_path();
+    if cache.is_file() {
+        return checked(program, cache, Source::Cache).map(Some);
+    }
+    Ok(None)
 }
 
 /// `go build` into a temporary file next to the cache entry, renamed when complete: an
