@@ -10,7 +10,7 @@
 //! loop hardened for production (docs/controller.md lists what it adds).
 //!
 //!     cargo run -p controller --example step4_controller
-//!     RUST_LOG=debug cargo run -p controller --example step4_controller -- --resync 5s
+//!     RUST_LOG=info,step4_controller=debug cargo run -p controller --example step4_controller -- --resync 5s
 //!
 //! The second line is the course's `go run main.go -v=1`: every resync logs
 //! "matches the desired state, nothing to do".

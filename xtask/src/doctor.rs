@@ -44,13 +44,10 @@ pub fn run(name: &str, choice: ProviderChoice) -> Result<ExitCode> {
 fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
     // Each check's command is echoed like any other; its failure is the
     // check's finding, not an error.
-    let read = |argv: &[&str]| Cmd::argv(argv).read();
-    let quiet = |argv: &[&str]| read(argv).ok();
-    let pinned = pinned_toolchain()?;
-    let target = controller::version::target_minor();
+    let quiet = |argv: &[&str]| Cmd::argv(argv).read().ok();
     let mut checks = vec![
-        preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned),
-        preflight::kubectl(e2e::tools::kubectl_client_minor(), target),
+        preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned_toolchain()?),
+        preflight::kubectl(e2e::tools::kubectl_client_minor(), controller::version::target_minor()),
     ];
     match provider {
         ProviderKind::Kind => checks.extend(kind_checks(name, &quiet)?),
@@ -59,8 +56,8 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
                 .into_iter()
                 .map(|(n, b)| (n, b.map(|b| format!("{} from {}", b.version, b.source))))
                 .collect();
-            let go = quiet(&["go", "version"]);
-            checks.push(preflight::envtest_programs(&located, go.as_deref()));
+            checks
+                .push(preflight::envtest_programs(&located, quiet(&["go", "version"]).as_deref()));
         }
     }
     checks.extend([

@@ -1,6 +1,7 @@
 //! `cargo xtask e2e`: the e2e suite (`cargo test -p e2e`) against the current
 //! lab, then a summary table of what each experiment measured.
 
+use std::fmt::Write as _;
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::{Context, Result, bail};
@@ -55,24 +56,34 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
         .is_ok();
     let wall = started.elapsed().as_secs_f64();
     let outcomes = results::read(&results)?;
-    print_table(&outcomes);
+    let mut summary = table(&outcomes);
     let expected = if filter.is_some() { 1 } else { e2e::all().count() };
     let ok = outcomes.iter().filter(|o| o.passed).count();
     let not_run: Vec<&Outcome> = outcomes.iter().filter(|o| o.not_run.is_some()).collect();
     let failed = expected - (ok + not_run.len()).min(expected);
     // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
-    eprintln!("e2e: {ok} passed, {} not run, {failed} failed", not_run.len());
+    let _ = writeln!(summary, "e2e: {ok} passed, {} not run, {failed} failed", not_run.len());
     for o in &not_run {
-        eprintln!("  {}: {}", o.experiment, o.not_run.as_deref().unwrap_or_default());
+        let _ =
+            writeln!(summary, "  {}: {}", o.experiment, o.not_run.as_deref().unwrap_or_default());
     }
     if lab.provider == ProviderKind::Envtest {
-        eprintln!(
-            "suite wall time {wall:.1} s (bar for the whole suite on envtest: {SUITE_BAR_SECONDS:.0} s){}",
-            if filter.is_none() && wall > SUITE_BAR_SECONDS { " — over the bar" } else { "" }
+        let over =
+            if filter.is_none() && wall > SUITE_BAR_SECONDS { " — over the bar" } else { "" };
+        let _ = writeln!(
+            summary,
+            "suite wall time {wall:.1} s (bar for the whole suite on envtest: {SUITE_BAR_SECONDS:.0} s){over}"
         );
     } else {
         // Each restart of the controller is a pod rollout here: no bar.
-        eprintln!("suite wall time {wall:.1} s on {}", lab.provider);
+        let _ = writeln!(summary, "suite wall time {wall:.1} s on {}", lab.provider);
+    }
+    eprint!("{summary}");
+    // docs/e2e.md links to what a real run printed (docs/samples/ is tracked).
+    if filter.is_none() && std::env::var_os("E2E_WRITE_SAMPLES").is_some_and(|v| v == "1") {
+        let path = e2e::project::root().join(format!("docs/samples/e2e-{}.md", lab.provider));
+        std::fs::write(&path, &summary)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if !passed
         || outcomes.len() != expected
@@ -98,14 +109,13 @@ fn results_file() -> Result<PathBuf> {
     Ok(path)
 }
 
-/// The summary, in the suite's order.
-fn print_table(outcomes: &[Outcome]) {
+/// The summary table, in the suite's order.
+fn table(outcomes: &[Outcome]) -> String {
     let order = |o: &Outcome| e2e::all().position(|e| e.name == o.experiment).unwrap_or(usize::MAX);
     let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
     sorted.sort_by_key(|o| order(o));
-    eprintln!();
-    eprintln!("| experiment | result | latency | measured |");
-    eprintln!("|---|---|---|---|");
+    let mut text =
+        String::from("\n| experiment | result | latency | measured |\n|---|---|---|---|\n");
     for o in sorted {
         let latency = o.latency_ms.map(|ms| format!("{ms:.1} ms")).unwrap_or_else(|| "—".into());
         let result = match (o.passed, &o.not_run) {
@@ -113,12 +123,13 @@ fn print_table(outcomes: &[Outcome]) {
             (true, None) => "pass",
             (false, None) => "FAIL",
         };
-        eprintln!("| {} | {result} | {latency} | {} |", o.experiment, o.detail);
+        let _ = writeln!(text, "| {} | {result} | {latency} | {} |", o.experiment, o.detail);
         for w in &o.warnings {
-            eprintln!("|   | warn |   | {w} |");
+            let _ = writeln!(text, "|   | warn |   | {w} |");
         }
     }
-    eprintln!();
+    text.push('\n');
+    text
 }
 
 #[cfg(test)]

@@ -6,10 +6,14 @@
 //! a row of [`NARRATED`]: what is about to happen, the kubectl commands that
 //! repeat it by hand, what the controller logged meanwhile, the reaction time
 //! and what the suite measured, and what to notice. Every part starts its line
-//! with a fixed label ([`KEY_LINES`]), so the output can be checked by grep
-//! (and is, by [`transcript`] itself).
+//! with a fixed label ([`Labels`]), so the output can be checked by grep
+//! (and is, by [`transcript`] itself). The texts are tables, one file per
+//! language: `xtask/exp/en.toml` and `xtask/exp/zh-CN.toml` (`--lang`, by
+//! default the locale's).
 
-use std::{fmt::Write as _, path::PathBuf, process::ExitCode, sync::OnceLock};
+use std::{
+    collections::BTreeMap, fmt::Write as _, path::PathBuf, process::ExitCode, sync::OnceLock,
+};
 
 use anyhow::{Result, bail};
 use controller::desired::Desired;
@@ -27,20 +31,7 @@ use serde::Deserialize;
 
 use crate::lab::state_dir;
 
-/// The label every narration has at the start of at least one line (in this
-/// order) when its experiment passed; [`missing_key_lines`] checks for them.
-pub const KEY_LINES: &[&str] = &[
-    "about to:",
-    "by hand:",
-    "running:",
-    "controller logged:",
-    "reaction time:",
-    "measured:",
-    "notice:",
-    "result:",
-];
-
-/// Labels are padded to one width so the texts line up in a terminal.
+/// Labels are padded to one width (terminal columns) so the texts line up.
 const LABEL_WIDTH: usize = 20;
 /// The controller's log during an experiment is short; a flood (say, a
 /// retry storm) is cut to its end, where the outcome is.
@@ -50,9 +41,13 @@ const MAX_LOG_LINES: usize = 30;
 /// what the fields hold). The others (version, hot-loop, rbac, the faults)
 /// have nothing to watch live; `cargo xtask e2e --exp NAME` runs them.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Narrated {
     /// The name a person types, an alias in the suite.
     short: String,
+    /// The header's one line; without it the suite's own (English) words.
+    #[serde(default)]
+    about: Option<String>,
     /// The suite's name: the function in `e2e::experiments` and its test.
     test_name: String,
     course: String,
@@ -96,20 +91,79 @@ enum Do {
     DedupLoop,
 }
 
+/// One language's file: `[labels]`, the fixed label each kind of line starts
+/// with; `[texts]`, the narration's own sentences (both files have the same
+/// keys, a unit test checks); the experiments.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Narrations {
+    labels: BTreeMap<String, String>,
+    texts: BTreeMap<String, String>,
     experiment: Vec<Narrated>,
 }
 
-/// The narrated experiments, in the course's order.
+/// The labels every narration of a passed experiment starts at least one
+/// line with, in this order; [`missing_key_lines`] checks for them.
+const KEY_LABELS: [&str; 8] = [
+    "about_to",
+    "by_hand",
+    "running",
+    "controller_logged",
+    "reaction_time",
+    "measured",
+    "notice",
+    "result",
+];
+
+impl Narrations {
+    fn label(&self, key: &str) -> &str {
+        self.labels.get(key).unwrap_or_else(|| panic!("no label {key} (unit-tested)"))
+    }
+
+    fn text(&self, key: &str) -> &str {
+        self.texts.get(key).unwrap_or_else(|| panic!("no text {key} (unit-tested)"))
+    }
+
+    fn key_lines(&self) -> Vec<&str> {
+        KEY_LABELS.iter().map(|k| self.label(k)).collect()
+    }
+}
+
+/// `--lang`: the narration's language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// The locale's language, as `LC_ALL`, then `LC_MESSAGES`, then `LANG`
+    /// say (the first one set wins, as in POSIX): `zh…` is Chinese.
+    pub fn from_locale(var: impl Fn(&str) -> Option<String>) -> Lang {
+        let locale = ["LC_ALL", "LC_MESSAGES", "LANG"]
+            .into_iter()
+            .find_map(|name| var(name).filter(|v| !v.is_empty()))
+            .unwrap_or_default();
+        if locale.starts_with("zh") { Lang::Zh } else { Lang::En }
+    }
+
+    fn narrations(self) -> &'static Narrations {
+        static EN: OnceLock<Narrations> = OnceLock::new();
+        static ZH: OnceLock<Narrations> = OnceLock::new();
+        let (cell, text, file) = match self {
+            Lang::En => (&EN, include_str!("../exp/en.toml"), "en.toml"),
+            Lang::Zh => (&ZH, include_str!("../exp/zh-CN.toml"), "zh-CN.toml"),
+        };
+        cell.get_or_init(|| {
+            toml::from_str(text).unwrap_or_else(|e| panic!("xtask/exp/{file} (unit-tested): {e}"))
+        })
+    }
+}
+
+/// The narrated experiments, in the course's order (names and suite
+/// functions are the same in every language; a unit test checks).
 fn narrated() -> &'static [Narrated] {
-    static NARRATED: OnceLock<Vec<Narrated>> = OnceLock::new();
-    NARRATED.get_or_init(|| {
-        let text = include_str!("../exp/en.toml");
-        let parsed: Narrations =
-            toml::from_str(text).expect("xtask/exp/en.toml (a unit test reads it)");
-        parsed.experiment
-    })
+    &Lang::En.narrations().experiment
 }
 
 impl Narrated {
@@ -138,22 +192,23 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 
 /// `cargo xtask exp [NAME] [--name LAB]`: without NAME, the list; with it,
 /// the experiment against lab `lab_name`. Fails when it fails.
-pub async fn run(lab_name: &str, exp: Option<&str>) -> Result<ExitCode> {
+pub async fn run(lab_name: &str, exp: Option<&str>, lang: Lang) -> Result<ExitCode> {
     match exp {
         None => {
-            print!("{}", listing());
+            print!("{}", listing(lang));
             Ok(ExitCode::SUCCESS)
         }
-        Some(exp) => Ok(transcript(lab_name, exp).await?.0),
+        Some(exp) => Ok(transcript(lab_name, exp, lang).await?.0),
     }
 }
 
 /// Runs experiment `exp` against lab `lab_name`, printing the narration as it
 /// goes; returns the exit code and a copy of the narration (stdout). A
-/// narration of a passed experiment that lacks one of [`KEY_LINES`] is a
+/// narration of a passed experiment that lacks one of [`KEY_LABELS`] is a
 /// failure too: the output is this verb's product.
-pub async fn transcript(lab_name: &str, exp: &str) -> Result<(ExitCode, String)> {
-    let exp = resolve(exp)?;
+pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCode, String)> {
+    let words = lang.narrations();
+    let exp = in_language(resolve(exp)?, words);
     if LabFile::read(&state_dir(lab_name))?.is_none() {
         bail!("no lab named {lab_name} is up: run `{}` first", lab_up(lab_name));
     }
@@ -161,8 +216,8 @@ pub async fn transcript(lab_name: &str, exp: &str) -> Result<(ExitCode, String)>
     let mut out = Transcript::default();
     // A person may have stopped the controller to try something by hand.
     lab.restore().await?;
-    let hand = Hand::new(lab.file(), lab.desired());
-    out.lines(before(exp, &hand));
+    let hand = Hand::new(lab.file(), lab.desired(), words);
+    out.lines(before(exp, &hand, words));
 
     // The log is a file on an envtest lab, the pod's log on kind.
     let mark = lab.log_mark().ok();
@@ -179,11 +234,11 @@ pub async fn transcript(lab_name: &str, exp: &str) -> Result<(ExitCode, String)>
         None => None,
     };
     let restored = lab.restore().await;
-    out.lines(after(exp, &result, log.as_deref()));
+    out.lines(after(exp, &result, log.as_deref(), words));
 
     let code = match (&result, restored) {
         (Ok(_), Ok(())) => {
-            let missing = missing_key_lines(&out.text);
+            let missing = missing_key_lines(&out.text, words);
             if !missing.is_empty() {
                 bail!("the narration lacks the lines {missing:?}: a bug in xtask/src/exp.rs");
             }
@@ -207,13 +262,20 @@ pub async fn transcript(lab_name: &str, exp: &str) -> Result<(ExitCode, String)>
     Ok((code, out.text))
 }
 
-/// The labels of [`KEY_LINES`] that no line of `transcript` starts with.
-pub fn missing_key_lines(transcript: &str) -> Vec<&'static str> {
-    KEY_LINES
-        .iter()
-        .copied()
+/// The key lines' labels that no line of `transcript` starts with.
+fn missing_key_lines<'a>(transcript: &str, words: &'a Narrations) -> Vec<&'a str> {
+    words
+        .key_lines()
+        .into_iter()
         .filter(|key| !transcript.lines().any(|line| line.starts_with(key)))
         .collect()
+}
+
+/// `exp`'s narration in the language of `words`.
+fn in_language(exp: &Narrated, words: &'static Narrations) -> &'static Narrated {
+    words.experiment.iter().find(|n| n.test_name == exp.test_name).unwrap_or_else(|| {
+        panic!("{} is in every language's file (a unit test checks)", exp.test_name)
+    })
 }
 
 /// `cargo xtask lab up`, with `--name` when it is not the default lab.
@@ -249,26 +311,30 @@ impl Narrated {
         e2e::find(&self.test_name)
             .expect("every narrated experiment is in e2e::experiments::ALL (a unit test checks)")
     }
+
+    /// The header's line: this language's, else the suite's.
+    fn about(&self) -> &str {
+        self.about.as_deref().unwrap_or(self.entry().about)
+    }
 }
 
 /// What `cargo xtask exp` alone prints: one line per experiment.
-fn listing() -> String {
-    let mut text = String::from(
-        "The course's experiments, live against the current lab \
-         (cargo xtask exp NAME [--name LAB]):\n\n",
-    );
-    for exp in narrated() {
-        let _ = writeln!(text, "  {:<8} {:<20} {}", exp.short, exp.course, exp.entry().about);
+fn listing(lang: Lang) -> String {
+    let words = lang.narrations();
+    let mut text = format!("{}\n\n", words.text("listing_head"));
+    for exp in &words.experiment {
+        let course = labelled(&exp.course, "");
+        let _ = writeln!(text, "  {:<8} {course} {}", exp.short, exp.about());
     }
-    text.push_str(
-        "\nEach runs the e2e suite's own function (cargo xtask e2e --exp NAME runs it as a test).\n",
-    );
+    let _ = writeln!(text, "\n{}", words.text("listing_foot"));
     text
 }
 
-/// `label` padded to [`LABEL_WIDTH`], then `text`.
+/// `label` padded to [`LABEL_WIDTH`] terminal columns (a CJK character takes
+/// two), then `text`.
 fn labelled(label: &str, text: &str) -> String {
-    format!("{label:<LABEL_WIDTH$}{text}")
+    let pad = LABEL_WIDTH.saturating_sub(unicode_width::UnicodeWidthStr::width(label));
+    format!("{label}{:pad$}{text}", "")
 }
 
 /// Prints each line at once (the experiments take seconds; a person reads
@@ -296,6 +362,8 @@ struct Hand {
     key: String,
     metrics_url: String,
     controller: ControllerHand,
+    /// "the lab's admin", in the narration's language.
+    admin: String,
 }
 
 /// How to stop and start the lab's controller by hand.
@@ -307,7 +375,7 @@ enum ControllerHand {
 }
 
 impl Hand {
-    fn new(file: &LabFile, desired: &Desired) -> Hand {
+    fn new(file: &LabFile, desired: &Desired, words: &Narrations) -> Hand {
         let process = file.processes.iter().find(|p| p.role == lab::CONTROLLER);
         let controller = match (file.provider, process) {
             (ProviderKind::Envtest, Some(p)) => ControllerHand::Process {
@@ -323,6 +391,7 @@ impl Hand {
             key: first_key(desired),
             metrics_url: format!("{}/metrics", file.controller.url),
             controller,
+            admin: words.text("admin").to_string(),
         }
     }
 
@@ -337,7 +406,7 @@ impl Hand {
 
     /// `export KUBECONFIG=…`, then `steps` as a person types them.
     fn commands(&self, steps: &[HandStep]) -> Vec<String> {
-        let mut lines = vec![format!("export KUBECONFIG={}   # the lab's admin", self.kubeconfig)];
+        let mut lines = vec![format!("export KUBECONFIG={}   # {}", self.kubeconfig, self.admin)];
         for step in steps {
             let command = self.command(step);
             let why = self.fill(&step.why);
@@ -463,41 +532,46 @@ fn flag_variables<'a>(flags: &[&'a str]) -> Vec<(String, &'a str)> {
 }
 
 /// The narration before the experiment runs.
-fn before(exp: &Narrated, hand: &Hand) -> Vec<String> {
+fn before(exp: &Narrated, hand: &Hand, words: &Narrations) -> Vec<String> {
+    let l = |key| words.label(key);
     let mut lines = vec![
-        format!("== {} ({}): {}", exp.short, exp.course, exp.entry().about),
-        labelled("about to:", &hand.fill(&exp.about_to)),
+        format!("== {} ({}): {}", exp.short, exp.course, exp.about()),
+        labelled(l("about_to"), &hand.fill(&exp.about_to)),
     ];
-    lines.extend(hand.commands(&exp.by_hand).iter().map(|step| labelled("by hand:", step)));
-    lines.push(labelled(
-        "running:",
-        &format!(
-            "e2e::experiments::{}, the same function `cargo xtask e2e --exp {}` runs …",
-            exp.test_name, exp.short
-        ),
-    ));
+    lines.extend(hand.commands(&exp.by_hand).iter().map(|step| labelled(l("by_hand"), step)));
+    let running =
+        words.text("running").replace("{test}", &exp.test_name).replace("{short}", &exp.short);
+    lines.push(labelled(l("running"), &running));
     lines
 }
 
 /// The narration once the experiment is over: the controller's log, then
 /// what was measured and what to notice, or the error.
-fn after(exp: &Narrated, result: &Result<Measured>, log: Option<&str>) -> Vec<String> {
+fn after(
+    exp: &Narrated,
+    result: &Result<Measured>,
+    log: Option<&str>,
+    words: &Narrations,
+) -> Vec<String> {
+    let (l, t) = (|key| words.label(key), |key| words.text(key));
     let mut lines = Vec::new();
     match log {
         None => lines.push(labelled(
-            "controller logged:",
-            &format!("(not readable here: `kubectl logs deployment/{DEPLOYMENT}`)"),
+            l("controller_logged"),
+            &t("log_unreadable").replace("{deployment}", DEPLOYMENT),
         )),
         Some(log) => {
             let logged: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
             let skipped = logged.len().saturating_sub(MAX_LOG_LINES);
             let summary = match (logged.len(), skipped) {
-                (0, _) => "nothing at info level (unchanged reconciles log at debug)".to_string(),
-                (1, _) => "1 line during the experiment".to_string(),
-                (n, 0) => format!("{n} lines during the experiment"),
-                (n, _) => format!("{n} lines during the experiment, the last {MAX_LOG_LINES}:"),
+                (0, _) => t("log_none").to_string(),
+                (1, _) => t("log_one").to_string(),
+                (n, 0) => t("log_many").replace("{n}", &n.to_string()),
+                (n, _) => t("log_cut")
+                    .replace("{n}", &n.to_string())
+                    .replace("{max}", &MAX_LOG_LINES.to_string()),
             };
-            lines.push(labelled("controller logged:", &summary));
+            lines.push(labelled(l("controller_logged"), &summary));
             lines.extend(logged[skipped..].iter().map(|l| format!("  | {l}")));
         }
     }
@@ -507,18 +581,18 @@ fn after(exp: &Narrated, result: &Result<Measured>, log: Option<&str>) -> Vec<St
                 (Reaction::Timed(span), Some(latency)) => {
                     format!("{:.1} ms ({span})", latency.as_secs_f64() * 1000.0)
                 }
-                (Reaction::NotTimed(why), _) => format!("not timed: {why}"),
-                (Reaction::Timed(span), None) => format!("not reported ({span})"),
+                (Reaction::NotTimed(why), _) => t("not_timed").replace("{why}", why),
+                (Reaction::Timed(span), None) => t("not_reported").replace("{span}", span),
             };
-            lines.push(labelled("reaction time:", &reaction));
-            lines.push(labelled("measured:", &measured.detail));
-            lines.extend(measured.warnings.iter().map(|w| labelled("warning:", w)));
-            lines.extend(exp.notice.iter().map(|n| labelled("notice:", n)));
-            lines.push(labelled("result:", "pass"));
+            lines.push(labelled(l("reaction_time"), &reaction));
+            lines.push(labelled(l("measured"), &measured.detail));
+            lines.extend(measured.warnings.iter().map(|w| labelled(l("warning"), w)));
+            lines.extend(exp.notice.iter().map(|n| labelled(l("notice"), n)));
+            lines.push(labelled(l("result"), t("pass")));
         }
         Err(e) => {
-            lines.push(labelled("result:", "FAIL"));
-            lines.push(labelled("error:", &format!("{e:#}")));
+            lines.push(labelled(l("result"), t("fail")));
+            lines.push(labelled(l("error"), &format!("{e:#}")));
         }
     }
     lines
@@ -573,7 +647,7 @@ mod tests {
     }
 
     fn hand(provider: ProviderKind) -> Hand {
-        Hand::new(&lab_file(provider), &Desired::default())
+        Hand::new(&lab_file(provider), &Desired::default(), Lang::En.narrations())
     }
 
     fn measured(latency: Option<Duration>) -> Measured {
@@ -631,7 +705,7 @@ mod tests {
 
     #[test]
     fn the_listing_has_one_line_per_experiment_with_the_suites_words() {
-        let text = listing();
+        let text = listing(Lang::En);
         for exp in narrated() {
             let lines: Vec<_> = text
                 .lines()
@@ -644,22 +718,94 @@ mod tests {
 
     #[test]
     fn every_narration_has_every_key_line() {
-        for exp in narrated() {
-            let latency =
-                matches!(exp.reaction, Reaction::Timed(_)).then_some(Duration::from_millis(56));
-            let mut lines = before(exp, &hand(ProviderKind::Envtest));
-            lines.extend(after(
-                exp,
-                &Ok(measured(latency)),
-                Some("2026-01-01T00:00:00Z  INFO controller::reconcile: created\n"),
-            ));
-            let text = lines.join("\n");
-            assert_eq!(missing_key_lines(&text), Vec::<&str>::new(), "{text}");
-            assert!(text.contains(&format!("e2e::experiments::{}", exp.test_name)), "{text}");
-            for hole in ["{cm}", "{key}", "{label}", "{flags}"] {
-                assert!(!text.contains(hole), "{hole} left unfilled: {text}");
+        for lang in [Lang::En, Lang::Zh] {
+            let words = lang.narrations();
+            for exp in &words.experiment {
+                let text = narrate(exp, words);
+                assert_eq!(missing_key_lines(&text, words), Vec::<&str>::new(), "{text}");
+                assert!(text.contains(&format!("e2e::experiments::{}", exp.test_name)), "{text}");
+                for hole in ["{cm}", "{key}", "{label}", "{flags}", "{test}", "{short}"] {
+                    assert!(!text.contains(hole), "{hole} left unfilled: {text}");
+                }
             }
         }
+    }
+
+    /// A passed experiment's whole narration, with a one-line log.
+    fn narrate(exp: &Narrated, words: &Narrations) -> String {
+        let latency =
+            matches!(exp.reaction, Reaction::Timed(_)).then_some(Duration::from_millis(56));
+        let hand = Hand::new(&lab_file(ProviderKind::Envtest), &Desired::default(), words);
+        let mut lines = before(exp, &hand, words);
+        lines.extend(after(
+            exp,
+            &Ok(measured(latency)),
+            Some("2026-01-01T00:00:00Z  INFO controller::reconcile: created\n"),
+            words,
+        ));
+        lines.join("\n")
+    }
+
+    #[test]
+    fn the_chinese_file_mirrors_the_english_one() {
+        let (en, zh) = (Lang::En.narrations(), Lang::Zh.narrations());
+        assert_eq!(en.experiment.len(), zh.experiment.len());
+        for (e, z) in en.experiment.iter().zip(&zh.experiment) {
+            assert_eq!((&e.short, &e.test_name), (&z.short, &z.test_name));
+            assert!(z.about.is_some(), "{}: the header needs its Chinese line", z.short);
+            assert_eq!(
+                std::mem::discriminant(&e.reaction),
+                std::mem::discriminant(&z.reaction),
+                "{}: timed in one language, not in the other",
+                e.short
+            );
+            let steps = |n: &Narrated| {
+                n.by_hand.iter().map(|h| (h.action as u8, h.args.clone())).collect::<Vec<_>>()
+            };
+            assert_eq!(steps(e), steps(z), "{}: the same commands in both", e.short);
+            assert_eq!(e.notice.len(), z.notice.len(), "{}: one notice for each", e.short);
+        }
+        let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&en.labels), keys(&zh.labels), "the same labels in both");
+        assert_eq!(keys(&en.texts), keys(&zh.texts), "the same texts in both");
+        let key_lines = zh.key_lines();
+        assert!(key_lines.iter().all(|l| !l.is_ascii()), "{key_lines:?}");
+        for key in ["warning", "error"].iter().chain(&KEY_LABELS) {
+            assert!(!en.label(key).is_empty() && !zh.label(key).is_empty(), "{key}");
+        }
+    }
+
+    #[test]
+    fn the_locale_picks_the_language() {
+        let env = |pairs: &'static [(&str, &str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(Lang::from_locale(env(&[])), Lang::En);
+        assert_eq!(Lang::from_locale(env(&[("LANG", "zh_CN.UTF-8")])), Lang::Zh);
+        assert_eq!(Lang::from_locale(env(&[("LANG", "zh_CN.UTF-8"), ("LC_ALL", "C")])), Lang::En);
+        assert_eq!(Lang::from_locale(env(&[("LC_ALL", ""), ("LANG", "zh_TW")])), Lang::Zh);
+        assert_eq!(
+            Lang::from_locale(env(&[("LC_MESSAGES", "zh_CN"), ("LANG", "en_US")])),
+            Lang::Zh
+        );
+    }
+
+    #[test]
+    fn labels_line_up_in_columns_whatever_the_script() {
+        let en = labelled("result:", "pass");
+        let zh = labelled("结果：", "通过");
+        assert_eq!(en.find("pass"), Some(LABEL_WIDTH));
+        // Three CJK characters take six columns, so 14 spaces follow.
+        assert_eq!(zh, format!("结果：{}通过", " ".repeat(LABEL_WIDTH - 6)));
+    }
+
+    #[test]
+    fn chinese_narration_is_chinese() {
+        let zh = Lang::Zh.narrations();
+        let text = narrate(in_language(resolve("heal").unwrap(), zh), zh);
+        assert!(text.contains("手动"), "{text}");
+        assert!(text.contains("kubectl delete configmap my-config -n default"), "{text}");
+        assert!(text.contains("电平触发") || text.contains("watch"), "{text}");
     }
 
     #[test]
@@ -736,7 +882,12 @@ mod tests {
 
     #[test]
     fn a_failure_says_fail_and_why() {
-        let lines = after(narration("heal"), &Err(anyhow::anyhow!("boom")), Some(""));
+        let lines = after(
+            narration("heal"),
+            &Err(anyhow::anyhow!("boom")),
+            Some(""),
+            Lang::En.narrations(),
+        );
         assert!(lines.iter().any(|l| l == &labelled("result:", "FAIL")));
         assert!(lines.iter().any(|l| l.starts_with("error:") && l.ends_with("boom")));
         assert!(!lines.iter().any(|l| l.starts_with("notice:")));
@@ -745,7 +896,8 @@ mod tests {
     #[test]
     fn a_long_log_is_cut_to_its_end() {
         let log: String = (1..=40).map(|i| format!("line {i}\n")).collect();
-        let lines = after(narration("heal"), &Ok(measured(None)), Some(&log));
+        let lines =
+            after(narration("heal"), &Ok(measured(None)), Some(&log), Lang::En.narrations());
         let shown: Vec<_> = lines.iter().filter(|l| l.starts_with("  | ")).collect();
         assert_eq!(shown.len(), MAX_LOG_LINES);
         assert_eq!(shown.last().unwrap().as_str(), "  | line 40");

@@ -47,6 +47,9 @@ enum Command {
         experiment: Option<String>,
         #[command(flatten)]
         lab: lab::LabName,
+        /// The narration's language [default: the locale's, from LC_ALL, LC_MESSAGES or LANG].
+        #[arg(long, value_enum)]
+        lang: Option<exp::Lang>,
     },
     /// Is this machine ready for the workshop? One line per check, with fixes.
     Doctor {
@@ -70,7 +73,10 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::E2e { exp, lab } => e2e::run(&lab.name, exp.as_deref()),
-        Command::Exp { experiment, lab } => exp::run(&lab.name, experiment.as_deref()).await,
+        Command::Exp { experiment, lab, lang } => {
+            let lang = lang.unwrap_or_else(|| exp::Lang::from_locale(|v| std::env::var(v).ok()));
+            exp::run(&lab.name, experiment.as_deref(), lang).await
+        }
         Command::Test => test::run().await,
         Command::Doctor { lab, provider } => doctor::run(&lab.name, provider),
         Command::EnvtestBins => envtest_bins::run().await,

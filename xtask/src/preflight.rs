@@ -206,11 +206,8 @@ pub fn envtest_programs(located: &[(&str, Option<String>)], go: Option<&str>) ->
     if missing.is_empty() {
         return Check::pass(NAME, found.join(", "));
     }
-    let go_minor = go
-        .and_then(|v| v.split_whitespace().nth(2))
-        .and_then(|v| v.strip_prefix("go1."))
-        .and_then(|v| v.split('.').next())
-        .and_then(|m| m.parse::<u32>().ok());
+    // `go version go1.26.1 linux/amd64` → 26.
+    let go_minor = go.and_then(|v| v.split("go1.").nth(1)?.split('.').next()?.parse::<u32>().ok());
     match go_minor {
         Some(minor) if minor >= 26 => Check::pass(
             NAME,

@@ -11,7 +11,7 @@ use serial_test::serial;
 #[serial]
 async fn every_narrated_experiment_tells_its_story_and_passes() {
     let name = lab().await.file().name.clone();
-    let listing = run(&xtask(&["exp"]));
+    let listing = run(&xtask(&["exp", "--lang", "en"]));
     assert!(listing.ok, "{}", listing.stderr);
     // `  create   course experiment 1   …`: one line per experiment.
     let names: Vec<&str> = listing
@@ -23,10 +23,29 @@ async fn every_narrated_experiment_tells_its_story_and_passes() {
     assert_eq!(names.len(), 5, "{}", listing.stdout);
     for exp in names {
         // A narration that lacks one of its key lines fails by itself.
-        let told = run(&xtask(&["exp", exp, "--name", &name]));
+        let told = run(&xtask(&["exp", exp, "--name", &name, "--lang", "en"]));
         assert!(told.ok, "cargo xtask exp {exp} failed:\n{}\n{}", told.stdout, told.stderr);
         assert!(told.stdout.lines().any(|l| l.starts_with("result:") && l.ends_with("pass")));
+        if exp == "heal" {
+            common::write_sample("exp-heal.txt", &told.stdout);
+        }
     }
+}
+
+#[tokio::test]
+#[serial]
+async fn a_chinese_locale_narrates_in_chinese() {
+    let name = lab().await.file().name.clone();
+    let told = run(&xtask(&["exp", "heal", "--name", &name])
+        .env_remove("LC_ALL")
+        .env_remove("LC_MESSAGES")
+        .env("LANG", "zh_CN.UTF-8"));
+    assert!(told.ok, "cargo xtask exp heal failed:\n{}\n{}", told.stdout, told.stderr);
+    for label in ["要做什么：", "手动命令：", "控制器日志：", "注意："] {
+        assert!(told.stdout.lines().any(|l| l.starts_with(label)), "no {label}:\n{}", told.stdout);
+    }
+    assert!(told.stdout.lines().any(|l| l.starts_with("结果：") && l.ends_with("通过")));
+    common::write_sample("exp-heal.zh-CN.txt", &told.stdout);
 }
 
 #[tokio::test]

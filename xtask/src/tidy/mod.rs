@@ -6,6 +6,7 @@
 
 #![cfg(test)]
 
+mod docs;
 mod modules;
 
 use std::path::Path;

@@ -1,0 +1,343 @@
+//! The README and `docs/` cite commands, files, symbols and log lines; each is
+//! checked against the code here, so a rename that forgets the docs fails:
+//!
+//! * every `cargo xtask …` (in a shell block or in backticks) parses with the
+//!   real clap definition, and every `cargo run -p controller --example X -- …`
+//!   names an example that exists and flags it declares;
+//! * every backticked path exists (relative to the repository or the page);
+//! * every backticked `Type::item` whose type is the kit's names an item of it;
+//! * every backticked snake_case name of three words or more (tests,
+//!   functions, metrics) and every backticked sentence (log lines, doctor
+//!   lines) occurs in the sources;
+//! * every relative link points at a file that exists.
+
+use std::{collections::BTreeSet, path::Path, sync::LazyLock};
+
+use clap::Parser as _;
+use e2e::{command::Cmd, project};
+
+/// The repository's tracked files.
+static TRACKED: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let listing = Cmd::argv(["git", "-C", &project::root().display().to_string(), "ls-files"])
+        .read()
+        .expect("git ls-files");
+    listing.lines().map(str::to_string).collect()
+});
+
+/// All Rust and TOML sources, and the manifests, as one text to search.
+static SOURCES: LazyLock<String> = LazyLock::new(|| {
+    const KINDS: &[&str] = &[".rs", ".toml", ".yaml", ".sh", ".nix", ".envrc"];
+    let mut text = String::new();
+    // This file's own examples of what does not exist must not count.
+    let sources = TRACKED
+        .iter()
+        .filter(|f| f.as_str() != "xtask/src/tidy/docs.rs")
+        .filter(|f| KINDS.iter().any(|e| f.ends_with(e)) || f.starts_with(".ci/"));
+    for file in sources {
+        text.push_str(&std::fs::read_to_string(project::root().join(file)).unwrap_or_default());
+        text.push('\n');
+    }
+    text
+});
+
+/// The pages: README.md and everything under docs/ but the samples.
+fn pages() -> Vec<String> {
+    TRACKED
+        .iter()
+        .filter(|f| f.as_str() == "README.md" || (f.starts_with("docs/") && f.ends_with(".md")))
+        .cloned()
+        .collect()
+}
+
+/// A page's shell blocks (```sh, ```bash) as lines, and its backticked spans.
+struct Cited {
+    shell: Vec<String>,
+    spans: Vec<String>,
+    links: Vec<String>,
+}
+
+fn cited(page: &str) -> Cited {
+    let mut cited = Cited { shell: Vec::new(), spans: Vec::new(), links: Vec::new() };
+    let mut fence: Option<bool> = None; // Some(is_shell) inside a fence
+    for line in page.lines() {
+        if let Some(lang) = line.trim_start().strip_prefix("```") {
+            fence = match fence {
+                Some(_) => None,
+                None => Some(matches!(lang.trim(), "sh" | "bash" | "shell")),
+            };
+            continue;
+        }
+        match fence {
+            Some(true) => cited.shell.push(line.to_string()),
+            Some(false) => {}
+            None => {
+                // `a`, ``a `b` c``: the text between single backticks.
+                let mut parts = line.split('`');
+                parts.next();
+                while let (Some(span), Some(_)) = (parts.next(), parts.next()) {
+                    cited.spans.push(span.to_string());
+                }
+                let mut rest = line;
+                while let Some(at) = rest.find("](") {
+                    let after = &rest[at + 2..];
+                    let end = after.find(')').unwrap_or(after.len());
+                    cited.links.push(after[..end].to_string());
+                    rest = &after[end..];
+                }
+            }
+        }
+    }
+    cited
+}
+
+/// The commands of a shell line: comments dropped, split at `&&`, `;`, `|`.
+fn commands(line: &str) -> Vec<Vec<String>> {
+    let code = strip_comment(line);
+    let words = shlex::split(&code).unwrap_or_default();
+    words
+        .split(|w| matches!(w.as_str(), "&&" | ";" | "|" | "||"))
+        .map(|c| c.iter().skip_while(|w| w.contains('=') && !w.starts_with('-')).cloned().collect())
+        .filter(|c: &Vec<String>| !c.is_empty())
+        .collect()
+}
+
+/// `cmd   # why` → `cmd`, leaving `#` inside quotes alone.
+fn strip_comment(line: &str) -> String {
+    let (mut single, mut double) = (false, false);
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && (i == 0 || line[..i].ends_with(' ')) => {
+                return line[..i].to_string();
+            }
+            _ => {}
+        }
+    }
+    line.to_string()
+}
+
+/// What is wrong with one command, if it is one the kit defines.
+fn check_command(words: &[String]) -> Option<String> {
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["cargo", "xtask", rest @ ..] => {
+            let argv = std::iter::once("cargo xtask").chain(rest.iter().copied());
+            crate::Cli::try_parse_from(argv).err().map(|e| {
+                let first = e.to_string().lines().next().unwrap_or_default().to_string();
+                format!("`cargo xtask {}`: {first}", rest.join(" "))
+            })
+        }
+        ["cargo", "run", rest @ ..] => check_cargo_run(rest),
+        _ => None,
+    }
+}
+
+/// `cargo run -p controller --example X -- --flag …` / `--bin my-controller`.
+fn check_cargo_run(args: &[&str]) -> Option<String> {
+    let (cargo_args, program_args) = match args.iter().position(|a| *a == "--") {
+        Some(at) => (&args[..at], &args[at + 1..]),
+        None => (args, &[][..]),
+    };
+    let after = |flag: &str| cargo_args.iter().position(|a| *a == flag).map(|i| cargo_args[i + 1]);
+    if after("-p") != Some("controller") {
+        return Some(format!("`cargo run {}`: the docs only run -p controller", args.join(" ")));
+    }
+    let source = match (after("--example"), after("--bin")) {
+        (Some(example), None) => format!("controller/examples/{example}.rs"),
+        (None, Some("my-controller")) => "controller/src/cli.rs".to_string(),
+        _ => return Some(format!("`cargo run {}`: no such example or binary", args.join(" "))),
+    };
+    let Ok(text) = std::fs::read_to_string(project::root().join(&source)) else {
+        return Some(format!("`cargo run {}`: {source} does not exist", args.join(" ")));
+    };
+    program_args
+        .iter()
+        .filter_map(|a| a.strip_prefix("--"))
+        .filter(|flag| !flag.is_empty() && *flag != "help" && *flag != "version")
+        .find(|flag| {
+            !text.contains(&format!("pub {}:", flag.replace('-', "_")))
+                && !text.contains(&format!("    {}:", flag.replace('-', "_")))
+        })
+        .map(|flag| format!("`cargo run {}`: {source} has no flag --{flag}", args.join(" ")))
+}
+
+/// A backticked span that names a file or directory of the repository.
+fn as_path(span: &str) -> Option<&str> {
+    const ENDS: &[&str] = &[".rs", ".toml", ".yaml", ".md", ".txt", ".snap", ".nix", ".json", "/"];
+    let plain = !span.contains([' ', '<', '*', '{', '$', '…']) && !span.starts_with("http");
+    (plain && span.contains('/') && ENDS.iter().any(|e| span.ends_with(e))).then_some(span)
+}
+
+fn path_exists(page: &str, path: &str) -> bool {
+    // Files a lab or a build writes are cited as where to look, not as sources.
+    if path.starts_with("target/") || path.starts_with("~/") || path.starts_with('/') {
+        return true;
+    }
+    let trimmed = path.trim_end_matches('/');
+    let here = Path::new(page).parent().unwrap_or(Path::new("")).join(trimmed);
+    let is_tracked = |p: &Path| {
+        let p = normalize(p);
+        TRACKED.iter().any(|f| f == &p || f.starts_with(&format!("{p}/")))
+    };
+    is_tracked(Path::new(trimmed)) || is_tracked(&here)
+}
+
+/// `docs/zh-CN/../lab.md` → `docs/lab.md`.
+fn normalize(path: &Path) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                parts.pop();
+            }
+            std::path::Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            _ => {}
+        }
+    }
+    parts.join("/")
+}
+
+/// `WorkQueue::add`: when `WorkQueue` is one of the kit's types, `add` must
+/// be one of its items. Other crates' paths (`watcher::Event::Apply`) are left
+/// to the compiler of the code that uses them.
+fn check_symbol(span: &str) -> Option<String> {
+    let segments: Vec<&str> = span.trim_end_matches("()").split("::").collect();
+    let valid = segments.len() >= 2
+        && segments
+            .iter()
+            .all(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    if !valid {
+        return None;
+    }
+    let (item, owner) = (segments[segments.len() - 1], segments[segments.len() - 2]);
+    let ours = ["controller", "e2e", "xtask", "experiments", "examples", "runner", "reconcile"]
+        .contains(&segments[0])
+        || ["struct ", "enum ", "trait "].iter().any(|k| defines(k, owner));
+    if !ours {
+        return None;
+    }
+    let defined = ["fn ", "const ", "struct ", "enum ", "static ", "mod ", "type ", "    "]
+        .iter()
+        .any(|k| defines(k, item)); // `    Item(`, `    Item,`: an enum variant
+    (!defined).then(|| format!("`{span}`: no item {item} in the sources"))
+}
+
+/// Whether the sources hold `keyword` + `name` as a whole word.
+fn defines(keyword: &str, name: &str) -> bool {
+    let needle = format!("{keyword}{name}");
+    SOURCES.match_indices(&needle).any(|(at, _)| {
+        let next = SOURCES[at + needle.len()..].chars().next().unwrap_or(' ');
+        let ident = next.is_alphanumeric() || next == '_';
+        // `    name` must be a variant: followed by `(`, `,` or ` {`.
+        !ident && (keyword != "    " || matches!(next, '(' | ',' | ' '))
+    })
+}
+
+/// Three-word snake_case names (tests, functions, metrics) must occur in the
+/// sources; so must a backticked sentence that is not a command — the log
+/// and doctor lines the pages quote.
+fn check_words(span: &str) -> Option<String> {
+    let snake = span.split('_').count() >= 3
+        && span.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    // Code (`f(x)`, `"…"`) and lists (`get, list`) are not lines the kit prints.
+    let sentence = span.contains(' ')
+        && span.starts_with(|c: char| c.is_ascii_lowercase())
+        && !span.contains(['$', '|', '=', '/', '`', '{', '<', '…', '(', '"'])
+        && !span.contains(", ")
+        && !span.contains(" --")
+        && !COMMANDS.iter().any(|c| span.starts_with(&format!("{c} ")));
+    ((snake || sentence) && !printed_by_the_sources(span))
+        .then(|| format!("`{span}`: not found in the sources"))
+}
+
+/// `giving up after 5 retries` is printed by `"giving up after {} retries"`:
+/// the text between the numbers must occur, the numbers are the run's.
+fn printed_by_the_sources(line: &str) -> bool {
+    line.split(|c: char| c.is_ascii_digit())
+        .filter(|piece| piece.trim().len() >= 6)
+        .all(|piece| SOURCES.contains(piece))
+}
+
+/// First words of commands the pages show in backticks (not log lines).
+const COMMANDS: &[&str] = &[
+    "cargo", "kubectl", "kind", "docker", "nix", "sudo", "export", "go", "ss", "curl", "git",
+    "direnv", "rustup", "kill", "for", "lab", "jq", "df",
+];
+
+#[test]
+fn every_command_file_symbol_and_line_the_docs_cite_exists() {
+    let mut problems = BTreeSet::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(project::root().join(&page)).unwrap();
+        let cited = cited(&text);
+        // A synopsis (`cargo xtask exp <NAME> [--name LAB]`) is not a command to run.
+        let inline = cited
+            .spans
+            .iter()
+            .filter(|s| s.starts_with("cargo ") && !s.contains(['<', '[']))
+            .cloned();
+        for line in cited.shell.iter().cloned().chain(inline) {
+            for command in commands(&line) {
+                if let Some(problem) = check_command(&command) {
+                    problems.insert(format!("{page}: {problem}"));
+                }
+            }
+        }
+        for span in &cited.spans {
+            let problem = match as_path(span) {
+                Some(path) => {
+                    (!path_exists(&page, path)).then(|| format!("`{path}` does not exist"))
+                }
+                None => check_symbol(span).or_else(|| check_words(span)),
+            };
+            if let Some(problem) = problem {
+                problems.insert(format!("{page}: {problem}"));
+            }
+        }
+        for link in &cited.links {
+            let file = link.split('#').next().unwrap_or_default();
+            let external = file.is_empty() || file.contains("://") || file.starts_with("mailto:");
+            if !external && !path_exists(&page, file) {
+                problems.insert(format!("{page}: link ({link}) points at nothing"));
+            }
+        }
+    }
+    let problems: Vec<_> = problems.into_iter().collect();
+    assert!(
+        problems.is_empty(),
+        "{} cited things do not exist:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_catch_what_they_are_for() {
+    let words = |s: &str| commands(s).remove(0);
+    assert!(check_command(&words("cargo xtask lab up --provider kind")).is_none());
+    assert!(check_command(&words("cargo xtask lab up --provider nope")).is_some());
+    assert!(check_command(&words("cargo xtask lab upp")).is_some());
+    assert!(
+        check_command(&words("RUST_LOG=debug cargo xtask exp heal --lang zh  # why")).is_none()
+    );
+    assert!(
+        check_command(&words("cargo run -p controller --example step3_queue -- --process-time 2s"))
+            .is_none()
+    );
+    assert!(
+        check_command(&words("cargo run -p controller --example step3_queue -- --no-such 2s"))
+            .is_some()
+    );
+    assert!(check_command(&words("cargo run -p controller --example step9")).is_some());
+    assert_eq!(commands("kubectl get cm && cargo xtask e2e").len(), 2);
+    assert!(path_exists("docs/zh-CN/01.md", "../lab.md"));
+    assert!(!path_exists("README.md", "docs/no-such-page.md"));
+    assert!(check_symbol("WorkQueue::add").is_none());
+    assert!(check_symbol("WorkQueue::add_twice").is_some());
+    assert!(check_symbol("watcher::Event::InitApply").is_none(), "another crate's");
+    assert!(check_words("a_key_is_queued_once").is_none());
+    assert!(check_words("a_key_is_queued_twice").is_some());
+    assert!(check_words("cache synced").is_none());
+    assert!(check_words("cache synced twice over").is_some());
+}
