@@ -63,9 +63,8 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     let failed = expected - (ok + not_run.len()).min(expected);
     // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
     let _ = writeln!(summary, "e2e: {ok} passed, {} not run, {failed} failed", not_run.len());
-    for o in &not_run {
-        let _ =
-            writeln!(summary, "  {}: {}", o.experiment, o.not_run.as_deref().unwrap_or_default());
+    for (o, why) in not_run.iter().filter_map(|o| Some((o, o.not_run.as_deref()?))) {
+        let _ = writeln!(summary, "  {}: {why}", o.experiment);
     }
     if lab.provider == ProviderKind::Envtest {
         let over =
@@ -81,7 +80,8 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     eprint!("{summary}");
     // docs/e2e.md links to what a real run printed (docs/samples/ is tracked).
     if filter.is_none() && std::env::var_os("E2E_WRITE_SAMPLES").is_some_and(|v| v == "1") {
-        let path = e2e::project::root().join(format!("docs/samples/e2e-{}.md", lab.provider));
+        let mode = if lab.controller.container.is_some() { "-container" } else { "" };
+        let path = e2e::project::root().join(format!("docs/samples/e2e-{}{mode}.md", lab.provider));
         std::fs::write(&path, &summary)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
