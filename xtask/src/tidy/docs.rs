@@ -275,7 +275,7 @@ fn every_command_file_symbol_and_line_the_docs_cite_exists() {
         let inline = cited
             .spans
             .iter()
-            .filter(|s| s.starts_with("cargo ") && !s.contains(['<', '[']))
+            .filter(|s| s.starts_with("cargo ") && !s.contains(['<', '[', '…']))
             .cloned();
         for line in cited.shell.iter().cloned().chain(inline) {
             for command in commands(&line) {
