@@ -26,15 +26,15 @@
 //! block starts with one unrecorded round of each kind, so no side pays for
 //! opening its connections inside the timed window.
 //!
-//! **Which controller**: the bench runs the controller itself, as a process
-//! group it owns, with the lab's controller arguments (its kubeconfig and
-//! listen address): by default the *release* build, which it builds first
-//! (`cargo build --release -p controller --bin my-controller`, echoed) — the
-//! bar is for the release build; `--build debug` measures the debug build.
-//! `--controller-cmd '<command>'` measures any other implementation instead
-//! (`sh -c`, `KUBECONFIG` = the lab's controller kubeconfig). The lab's own
-//! controller is stopped for the run and started again at the end, whatever
-//! happened.
+//! **Which controllers**: my-controller and each peer (`--peer go`: the
+//! course's own Go controller, [`peers::course_go`]; `--peer '<command>'`:
+//! any other, `sh -c`, `KUBECONFIG` = the lab's controller kubeconfig), each
+//! run by the bench as a process group it owns. my-controller is the
+//! *release* build by default, which xtask builds first; the bar is for the
+//! release build. In each block the floor runs, then every subject in turn;
+//! the steady window, the burst and the unrelated ConfigMaps follow for
+//! each. The lab's own controller is stopped for the run and started again
+//! at the end, whatever happened.
 //!
 //! Output: a table on stdout, `target/bench/bench-<unix time>.json` and
 //! `.svg` (a CDF chart), and the same as `latest.json` / `latest.svg`.
@@ -42,7 +42,8 @@
 //! | module      | holds                                                             |
 //! |-------------|-------------------------------------------------------------------|
 //! | [`run`]     | one run: the phases above, in order                               |
-//! | [`subject`] | the controller under test, a process group the bench owns         |
+//! | [`subject`] | a controller under test, a process group the bench owns           |
+//! | [`peers`]   | the course's Go controller, built from `e2e/peers/course-go/`     |
 //! | [`rounds`]  | one self-heal or correction round (through [`measure_until_desired`]) |
 //! | [`floor`]   | the harness's own minimal loop, standing in for the controller    |
 //! | [`quiet`]   | steady state (writes while right) and a burst of events           |
@@ -56,6 +57,7 @@
 pub mod chart;
 pub mod floor;
 pub mod load;
+pub mod peers;
 pub mod quiet;
 pub mod report;
 pub mod rounds;

@@ -12,6 +12,7 @@ pub mod examples;
 pub mod experiments;
 pub mod faults;
 pub mod files;
+pub mod fingerprint;
 pub mod http_probe;
 pub mod kind_releases;
 pub mod lab;

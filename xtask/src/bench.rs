@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail, ensure};
 use clap::{Args, ValueEnum};
 use e2e::{
     bench::{
-        chart,
+        chart, peers,
         report::{self, Settings},
         run,
         subject::Spec,
@@ -47,9 +47,9 @@ pub struct BenchArgs {
     /// Which build of my-controller to measure (built first).
     #[arg(long, value_enum, default_value_t = Build::Release)]
     build: Build,
-    /// Measure another controller instead: run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig.
-    #[arg(long, value_name = "COMMAND")]
-    controller_cmd: Option<String>,
+    /// Measure a peer in the same run: `go` (the course's controller, built from e2e/peers/course-go), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig. Repeatable.
+    #[arg(long, value_name = "go|COMMAND")]
+    peer: Vec<String>,
     #[command(flatten)]
     lab: LabName,
 }
@@ -93,17 +93,23 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
             lab.file().provider
         );
     }
-    let spec = match &args.controller_cmd {
-        Some(command) => Spec::Foreign { command: command.clone() },
-        None => Spec::Ours { binary: build(args.build)? },
-    };
+    let mut specs = vec![Spec::Ours { binary: build(args.build)? }];
+    for peer in &args.peer {
+        let command = Spec::Peer { label: None, command: peer.clone() };
+        specs.push(if peer == "go" { peers::course_go()? } else { command });
+    }
     let dir = project::target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let log = dir.join("controller.log");
-    eprintln!("bench: {} against lab {}; its log: {}", spec.label(), args.lab.name, log.display());
+    let labels = specs.iter().map(Spec::label).collect::<Vec<_>>().join(", ");
+    eprintln!("bench: {labels} against lab {}; their log: {}", args.lab.name, log.display());
     eprintln!("stopping the lab's own controller for the run");
     lab.stop_controller().await?;
-    let measured = run::measure(&lab, &args.settings(), &spec, &log).await;
+    let grant = if specs.len() > 1 { Some(peers::CourseRole::grant(&lab).await?) } else { None };
+    let measured = run::measure(&lab, &args.settings(), &specs, &log).await;
+    if let Some(grant) = grant {
+        grant.revoke().await.context("could not delete the peers' Role")?;
+    }
     eprintln!("starting the lab's own controller again");
     let restored = lab.start_controller(&[]).await;
     let report = measured?;
@@ -117,7 +123,8 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `cargo build [--release] -p controller --bin my-controller`; the binary.
+/// `cargo build [--release] -p controller --bin my-controller -p e2e --bin
+/// bench-floor`; my-controller's binary.
 fn build(build: Build) -> Result<PathBuf> {
     use crate::cargo::{BINARY, PACKAGE};
     let (flags, profile): (&[&str], _) = match build {
@@ -126,7 +133,8 @@ fn build(build: Build) -> Result<PathBuf> {
     };
     let mut cargo_args = vec!["build"];
     cargo_args.extend(flags);
-    cargo_args.extend(["-p", PACKAGE, "--bin", BINARY]);
+    // The floor (e2e/src/bin/bench-floor.rs) is built alongside, the same way.
+    cargo_args.extend(["-p", PACKAGE, "--bin", BINARY, "-p", "e2e", "--bin", "bench-floor"]);
     cargo::cargo(&cargo_args).run().context("building the controller failed")?;
     let binary = project::target_dir().join(profile).join(BINARY);
     ensure!(binary.is_file(), "cargo built no {}", binary.display());

@@ -8,7 +8,6 @@ mod doctor;
 mod e2e;
 mod envtest_bins;
 mod exp;
-mod fingerprint;
 mod image;
 mod lab;
 mod plan;

@@ -50,7 +50,7 @@ async fn a_chinese_locale_narrates_in_chinese() {
 
 #[tokio::test]
 #[serial]
-async fn a_short_benchmark_completes_and_writes_its_report() {
+async fn a_short_benchmark_with_the_go_peer_completes_and_writes_its_report() {
     let name = lab().await.file().name.clone();
     let report = e2e::project::target_dir().join("bench/latest.json");
     let _ = std::fs::remove_file(&report);
@@ -66,10 +66,26 @@ async fn a_short_benchmark_completes_and_writes_its_report() {
         "500",
         "--build",
         "debug",
+        "--peer",
+        "go",
     ]));
     let text = std::fs::read_to_string(&report).expect("the benchmark writes latest.json");
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(json["latency"]["self_heal"]["controller"]["n"], 20, "{text}");
+    assert_eq!(json["floor"]["self_heal"]["n"], 20, "{text}");
+    let subjects = json["subjects"].as_array().expect("subjects");
+    let labels: Vec<&str> = subjects.iter().filter_map(|s| s["label"].as_str()).collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    assert!(
+        labels[0].starts_with("my-controller") && labels[1].starts_with("course-go"),
+        "{labels:?}"
+    );
+    for s in subjects {
+        for measure in ["self_heal", "correction"] {
+            assert_eq!(s[measure]["n"], 20, "{}: {measure}", s["label"]);
+        }
+        assert_eq!(s["self_heal_with_unrelated"]["n"], 20, "{}", s["label"]);
+        assert!(s["cost"]["with_unrelated"]["rss_kib"].as_u64() > Some(0), "{}", s["label"]);
+    }
 }
 
 #[tokio::test]

@@ -24,10 +24,11 @@ pub struct Panel<'a> {
     pub lines: Vec<Line<'a>>,
 }
 
-/// The floor's look, the controller's, and the extra series'.
+/// The floor's look; each subject's colour, and its lighter twin for the
+/// series among the unrelated ConfigMaps.
 pub const FLOOR: &str = "#6b7280";
-pub const CONTROLLER: &str = "#2563eb";
-pub const EXTRA: &str = "#d97706";
+pub const SUBJECTS: &[&str] = &["#2563eb", "#059669", "#9333ea", "#dc2626"];
+pub const EXTRA: &[&str] = &["#93c5fd", "#6ee7b7", "#d8b4fe", "#fca5a5"];
 
 const PANEL_W: f64 = 470.0;
 const GAP: f64 = 10.0;
@@ -252,9 +253,6 @@ fn escape(text: &str) -> String {
 
 /// The CDF chart of the run: self-heal and correction, floor next to the controller.
 pub fn of(report: &Report) -> String {
-    let l = &report.latency;
-    let label = report.controller.label.as_str();
-    let unrelated = format!("{label}, {} unrelated ConfigMaps", report.settings.unrelated);
     let subtitle = format!(
         "lab {} · Kubernetes {} · {} CPUs · {} rounds per series in {} alternating blocks · floor: the harness's own watch → write loop",
         report.lab,
@@ -263,50 +261,33 @@ pub fn of(report: &Report) -> String {
         report.settings.rounds,
         report.settings.blocks
     );
+    let unrelated: Vec<String> = report
+        .subjects
+        .iter()
+        .map(|s| format!("{}, {} unrelated ConfigMaps", s.label, report.settings.unrelated))
+        .collect();
+    let floor = |samples_ms| Line { label: "floor", color: FLOOR, dashed: true, samples_ms };
+    let mut heal = vec![floor(&report.floor.self_heal.samples_ms)];
+    let mut correct = vec![floor(&report.floor.correction.samples_ms)];
+    for (i, s) in report.subjects.iter().enumerate() {
+        let color = SUBJECTS[i % SUBJECTS.len()];
+        let line = |samples_ms| Line { label: &s.label, color, dashed: false, samples_ms };
+        heal.push(line(&s.self_heal.series.samples_ms));
+        correct.push(line(&s.correction.series.samples_ms));
+        heal.push(Line {
+            label: &unrelated[i],
+            color: EXTRA[i % EXTRA.len()],
+            dashed: false,
+            samples_ms: &s.self_heal_with_unrelated.samples_ms,
+        });
+    }
+    let labels: Vec<&str> = report.subjects.iter().map(|s| s.label.as_str()).collect();
     cdf(
-        &format!("How fast {label} heals · {}", utc(report.unix_time)),
+        &format!("How fast they heal: {} · {}", labels.join(" vs "), utc(report.unix_time)),
         &subtitle,
         &[
-            Panel {
-                title: "self-heal: delete → recreated",
-                lines: vec![
-                    Line {
-                        label: "floor",
-                        color: FLOOR,
-                        dashed: true,
-                        samples_ms: &l.self_heal.floor.samples_ms,
-                    },
-                    Line {
-                        label,
-                        color: CONTROLLER,
-                        dashed: false,
-                        samples_ms: &l.self_heal.controller.samples_ms,
-                    },
-                    Line {
-                        label: &unrelated,
-                        color: EXTRA,
-                        dashed: false,
-                        samples_ms: &l.self_heal_with_unrelated.samples_ms,
-                    },
-                ],
-            },
-            Panel {
-                title: "correction: patch → data put back",
-                lines: vec![
-                    Line {
-                        label: "floor",
-                        color: FLOOR,
-                        dashed: true,
-                        samples_ms: &l.correction.floor.samples_ms,
-                    },
-                    Line {
-                        label,
-                        color: CONTROLLER,
-                        dashed: false,
-                        samples_ms: &l.correction.controller.samples_ms,
-                    },
-                ],
-            },
+            Panel { title: "self-heal: delete → recreated", lines: heal },
+            Panel { title: "correction: patch → data put back", lines: correct },
         ],
     )
 }
@@ -398,7 +379,7 @@ mod tests {
                         Line { label: "floor", color: FLOOR, dashed: true, samples_ms: &floor },
                         Line {
                             label: "my-controller (release)",
-                            color: CONTROLLER,
+                            color: SUBJECTS[0],
                             dashed: false,
                             samples_ms: &ours,
                         },
@@ -408,7 +389,7 @@ mod tests {
                     title: "correction",
                     lines: vec![Line {
                         label: "a \"quoted\" <one>",
-                        color: EXTRA,
+                        color: EXTRA[0],
                         dashed: false,
                         samples_ms: &[],
                     }],
@@ -427,6 +408,18 @@ mod tests {
         assert!(svg.contains("no samples"));
         // The axis covers every sample: 1 ms to 100 ms here.
         assert!(svg.contains(">1</text>") && svg.contains(">100</text>"));
+    }
+
+    #[test]
+    fn the_report_chart_shows_every_subject() {
+        let report = crate::bench::report::tests::sample();
+        let svg = of(&report);
+        well_formed(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+        for s in &report.subjects {
+            assert!(svg.contains(&format!(r#"data-series="{}""#, s.label)), "{}", s.label);
+        }
+        // Floor, then each subject and its series among the unrelated; floor and each subject.
+        assert_eq!(svg.matches(r#"<path class="cdf""#).count(), 5 + 3);
     }
 
     #[test]

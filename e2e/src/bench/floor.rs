@@ -1,11 +1,17 @@
-//! The floor: the harness's own minimal loop in the controller's place.
+//! The floor: the harness's own minimal loop in the controller's place, run
+//! as a process of its own (`bench-floor`, e2e/src/bin) like every subject,
+//! so it shares no runtime with the bench's own measuring watch.
 //!
 //! With the controller stopped, [`StandIn`] watches my-config and, on each
 //! event, sends the one write that puts it right — a create after a delete,
-//! an update after a drift — with nothing in between: no cache, no queue, no
-//! Events. Timed by the same rounds as the controller, it shows what the API
-//! server allows on this machine at this moment: a controller can add to
-//! that, never go below it.
+//! an update after a drift — with nothing in between: no cache, no
+//! queue, no Events. It does the least a controller can: both requests are
+//! serialized before any event (only their bytes are copied then), they go
+//! over the client stack with TCP_NODELAY (`controller::connect`) on a
+//! connection the warm-up round opened, and the answer is not decoded. Timed
+//! by the same rounds as the subjects, it shows what the API server allows
+//! on this machine at this moment; a subject that beats it beyond noise is
+//! reported (`report::BEATS_FLOOR_BELOW`).
 
 use std::sync::{
     Arc,
@@ -18,7 +24,7 @@ use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Client,
-    api::{ListParams, PostParams, WatchEvent, WatchParams},
+    api::{ListParams, WatchEvent, WatchParams},
 };
 use tokio::{sync::oneshot, task::JoinHandle};
 
@@ -45,10 +51,11 @@ impl StandIn {
     /// so authentication and RBAC cost the same) and returns once its watch
     /// is open: from then on it reacts to every change.
     pub async fn start(client: Client, desired: Desired) -> anyhow::Result<StandIn> {
+        let writes = Prebuilt::new(client.clone(), &desired)?;
         let api = Api::namespaced(client, desired.namespace());
         let tally = Arc::new(Tally::default());
         let (opened, watching) = oneshot::channel();
-        let task = tokio::spawn(keep(api, desired, tally.clone(), opened));
+        let task = tokio::spawn(keep(api, desired, writes, tally.clone(), opened));
         if watching.await.is_err() {
             // It ended before its watch opened: its error says why.
             return Err(match task.await {
@@ -81,11 +88,47 @@ impl Drop for StandIn {
     }
 }
 
+/// The two writes, serialized once: the desired ConfigMap, POSTed after a
+/// delete and PUT after a drift. The PUT carries no resourceVersion (an
+/// unconditional update, which ConfigMaps allow), so nothing of the event
+/// goes into it; `update` is what the controller's Role grants (no `patch`).
+struct Prebuilt {
+    client: Client,
+    collection: String,
+    object: String,
+    body: Vec<u8>,
+}
+
+impl Prebuilt {
+    fn new(client: Client, desired: &Desired) -> anyhow::Result<Prebuilt> {
+        let collection = format!("/api/v1/namespaces/{}/configmaps", desired.namespace());
+        Ok(Prebuilt {
+            client,
+            object: format!("{collection}/{}?fieldManager={FIELD_MANAGER}", desired.name()),
+            collection: format!("{collection}?fieldManager={FIELD_MANAGER}"),
+            body: serde_json::to_vec(&desired.to_config_map())?,
+        })
+    }
+
+    /// Sends one of them; the answer's body is not decoded.
+    async fn send(&self, create: bool) -> anyhow::Result<()> {
+        let (method, uri) = if create { ("POST", &self.collection) } else { ("PUT", &self.object) };
+        let request = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(self.body.clone())?;
+        self.client.request_text(request).await?;
+        Ok(())
+    }
+}
+
 /// The loop: list (and put right what is there), watch, react; list again
 /// when the watch ends.
 async fn keep(
     api: Api<ConfigMap>,
     desired: Desired,
+    writes: Prebuilt,
     tally: Arc<Tally>,
     opened: oneshot::Sender<()>,
 ) -> anyhow::Result<()> {
@@ -93,7 +136,7 @@ async fn keep(
     let mut opened = Some(opened);
     loop {
         let list = api.list(&ListParams::default().fields(&fields)).await?;
-        put_right(&api, &desired, list.items.first(), &tally).await;
+        put_right(&writes, &desired, list.items.first(), &tally).await;
         let from = list.metadata.resource_version.unwrap_or_default();
         let params = WatchParams::default().fields(&fields).timeout(290);
         let stream = api.watch(&params, &from).await?;
@@ -103,9 +146,9 @@ async fn keep(
         futures::pin_mut!(stream);
         while let Some(event) = stream.try_next().await? {
             match event {
-                WatchEvent::Deleted(_) => put_right(&api, &desired, None, &tally).await,
+                WatchEvent::Deleted(_) => put_right(&writes, &desired, None, &tally).await,
                 WatchEvent::Added(cm) | WatchEvent::Modified(cm) => {
-                    put_right(&api, &desired, Some(&cm), &tally).await
+                    put_right(&writes, &desired, Some(&cm), &tally).await
                 }
                 WatchEvent::Bookmark(_) => {}
                 // 410 Gone: the version is too old; list again.
@@ -118,22 +161,13 @@ async fn keep(
 
 /// The one write that makes `live` desired, if any. A refused write is
 /// counted, not fatal: the next event tries again, as a controller would.
-async fn put_right(
-    api: &Api<ConfigMap>,
-    desired: &Desired,
-    live: Option<&ConfigMap>,
-    tally: &Tally,
-) {
-    let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+async fn put_right(writes: &Prebuilt, desired: &Desired, live: Option<&ConfigMap>, tally: &Tally) {
     let (result, counter) = match live {
-        None => (api.create(&params, &desired.to_config_map()).await, &tally.creates),
+        None => (writes.send(true).await, &tally.creates),
         Some(cm) if cm.metadata.deletion_timestamp.is_some() || desired.is_satisfied_by(cm) => {
             return;
         }
-        // The cached resourceVersion goes along: a concurrent change is a 409.
-        Some(cm) => {
-            (api.replace(desired.name(), &params, &desired.corrected(cm)).await, &tally.updates)
-        }
+        Some(_) => (writes.send(false).await, &tally.updates),
     };
     let counter = if result.is_ok() { counter } else { &tally.refused };
     counter.fetch_add(1, Ordering::Relaxed);

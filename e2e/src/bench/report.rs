@@ -1,5 +1,7 @@
-//! What a bench run found: the JSON file (its shape is tested), the table a
-//! person reads, and the bars it is held to.
+//! What a bench run found: the JSON file (its shape is tested), the tables a
+//! person reads, and the bar it is held to. Every subject — my-controller
+//! and each `--peer` — has the same measures, each next to the floor of the
+//! same run and to my-controller.
 
 use std::{
     fmt::Write as _,
@@ -16,7 +18,12 @@ use serde::Serialize;
 use super::stats::Summary;
 
 /// Bumped when a reader of an older file would misread this one.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
+
+/// A subject whose p50 is below this fraction of the floor's beat the floor
+/// beyond noise: the floor is then no lower bound, and bars against it are
+/// not proven.
+pub const BEATS_FLOOR_BELOW: f64 = 0.95;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -27,27 +34,14 @@ pub struct Report {
     pub kubernetes_version: String,
     /// CPUs of this machine: the figures depend on it.
     pub cpus: usize,
-    pub controller: ControllerInfo,
     pub settings: Settings,
-    pub latency: Latency,
-    /// Controller start → my-config created, once per start (ms).
-    pub startup: Series,
-    pub steady: Steady,
-    pub burst: Burst,
-    pub cost: Cost,
+    /// The harness's own loop in the controller's place.
+    pub floor: Floor,
+    /// my-controller first, then each peer, in the order measured.
+    pub subjects: Vec<Subject>,
     pub bars: Vec<Bar>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ControllerInfo {
-    /// `my-controller (release)`, or the command's program for another one.
-    pub label: String,
-    /// Ours: the binary run.
-    pub binary: Option<String>,
-    /// Another implementation: its `--controller-cmd`.
-    pub command: Option<String>,
-    /// Whether it serves our /metrics (reconcile and write counts).
-    pub metrics: bool,
+    /// One line per subject and measure whose p50 beat the floor's.
+    pub floor_beaten: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -61,33 +55,72 @@ pub struct Settings {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct Latency {
-    /// Delete → recreated.
-    pub self_heal: Comparison,
-    /// Patch → data put back.
-    pub correction: Comparison,
-    /// Self-heal again while the unrelated ConfigMaps exist (no floor).
-    pub self_heal_with_unrelated: Series,
+pub struct Floor {
+    pub self_heal: Series,
+    pub correction: Series,
 }
 
-/// The controller's series next to the floor's, from the same run.
+/// Everything measured of one controller.
 #[derive(Clone, Debug, Serialize)]
-pub struct Comparison {
-    pub floor: Series,
-    pub controller: Series,
-    /// Controller p50 / floor p50.
-    pub ratio_p50: Option<f64>,
-    /// Controller p99 / floor p99.
-    pub ratio_p99: Option<f64>,
+pub struct Subject {
+    /// `my-controller (release)`, `course-go (client-go v0.36.3)`, or a
+    /// `--peer` command's program.
+    pub label: String,
+    /// Whether this is my-controller (the one the others are compared with).
+    pub ours: bool,
+    /// The command line it ran with.
+    pub command: String,
+    /// Whether it serves our /metrics (reconcile and write counts).
+    pub metrics: bool,
+    /// Delete → recreated.
+    pub self_heal: Versus,
+    /// Patch → data put back.
+    pub correction: Versus,
+    /// Self-heal while the unrelated ConfigMaps exist (no floor).
+    pub self_heal_with_unrelated: Series,
+    /// Start → my-config created, once per start (ms).
+    pub startup: Versus,
+    pub steady: Steady,
+    pub burst: Burst,
+    pub cost: Cost,
 }
 
-impl Comparison {
-    pub fn new(floor: Vec<f64>, controller: Vec<f64>) -> Self {
-        let (floor, controller) = (Series::new(floor), Series::new(controller));
+/// What one subject measured, before the ratios: [`Report::new`] adds them.
+pub struct Measured {
+    pub label: String,
+    pub ours: bool,
+    pub command: String,
+    pub metrics: bool,
+    pub self_heal: Vec<f64>,
+    pub correction: Vec<f64>,
+    pub self_heal_with_unrelated: Vec<f64>,
+    pub startup: Vec<f64>,
+    pub steady: Steady,
+    pub burst: Burst,
+    pub cost: Cost,
+}
+
+/// A series with its ratios to the floor and to my-controller (p50, p99).
+#[derive(Clone, Debug, Serialize)]
+pub struct Versus {
+    #[serde(flatten)]
+    pub series: Series,
+    pub to_floor: Ratios,
+    pub to_ours: Ratios,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Ratios {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+impl Ratios {
+    fn of(series: &Series, to: Option<&Series>) -> Ratios {
         let ratio = |pick: fn(&Summary) -> f64| {
-            Some(pick(controller.summary.as_ref()?) / pick(floor.summary.as_ref()?))
+            Some(pick(series.summary.as_ref()?) / pick(to?.summary.as_ref()?))
         };
-        Comparison { ratio_p50: ratio(|s| s.p50), ratio_p99: ratio(|s| s.p99), floor, controller }
+        Ratios { p50: ratio(|s| s.p50), p99: ratio(|s| s.p99) }
     }
 }
 
@@ -104,29 +137,40 @@ impl Series {
     pub fn new(samples_ms: Vec<f64>) -> Self {
         Series { summary: Summary::of(&samples_ms), samples_ms }
     }
+
+    fn p50(&self) -> Option<f64> {
+        self.summary.as_ref().map(|s| s.p50)
+    }
+
+    fn p99(&self) -> Option<f64> {
+        self.summary.as_ref().map(|s| s.p99)
+    }
 }
 
-/// What the controller cost, from /proc (its whole process group).
+/// What a controller cost, from /proc (its whole process group).
 #[derive(Clone, Debug, Serialize)]
 pub struct Cost {
     /// Started, my-config created, nothing happening.
     pub idle: Usage,
-    /// At the end of the last latency block.
-    pub after_runs: Usage,
-    /// CPU the controller used during the timed rounds, summed over blocks.
+    /// Started while the unrelated ConfigMaps exist, after its self-heal
+    /// rounds with them (its initial list would carry them all without a
+    /// field selector).
+    pub with_unrelated: Usage,
+    /// CPU it used during its timed latency rounds, summed over blocks.
     pub latency_cpu_ms: f64,
     /// The rounds it served in that time.
     pub latency_rounds: usize,
-    /// Running while the unrelated ConfigMaps were created.
-    pub with_unrelated: Usage,
-    /// Restarted while they exist (its initial list would carry them all
-    /// without the field selector).
-    pub with_unrelated_restarted: Usage,
     /// CPU used over the steady window.
     pub steady_cpu_ms: f64,
 }
 
-/// One line of the issue's bar.
+impl Cost {
+    pub fn cpu_per_round_ms(&self) -> Option<f64> {
+        (self.latency_rounds > 0).then(|| self.latency_cpu_ms / self.latency_rounds as f64)
+    }
+}
+
+/// One line of the bar.
 #[derive(Clone, Debug, Serialize)]
 pub struct Bar {
     pub name: String,
@@ -134,159 +178,306 @@ pub struct Bar {
     pub value: Option<f64>,
     pub limit: f64,
     pub unit: String,
-    /// `value ≤ limit`; `None` when it does not apply.
+    /// `value ≤ limit`; `None` when it does not apply or is not proven (a
+    /// bar against a floor that some subject beat).
     pub met: Option<bool>,
 }
 
 impl Bar {
-    fn at_most(name: impl Into<String>, value: Option<f64>, limit: f64, unit: &str) -> Bar {
-        Bar { name: name.into(), met: value.map(|v| v <= limit), value, limit, unit: unit.into() }
+    fn at_most(name: impl Into<String>, value: Option<f64>, limit: Option<f64>, unit: &str) -> Bar {
+        let limit_or_nan = limit.unwrap_or(f64::NAN);
+        let met = value.zip(limit).map(|(v, l)| v <= l);
+        Bar { name: name.into(), met, value, limit: limit_or_nan, unit: unit.into() }
     }
 }
 
-/// The bar (envtest lab, 2 cores): latencies within 1.5 × the floor's p50
-/// and 10 ms, p99 within 50 ms; no writes in steady state; RSS within 20 MiB
-/// with the unrelated ConfigMaps present.
-pub fn bars(latency: &Latency, steady: &Steady, cost: &Cost) -> Vec<Bar> {
+impl Report {
+    /// The report of a run: `measured[0]` is my-controller.
+    pub fn new(
+        meta: (u64, String, String, usize),
+        settings: Settings,
+        floor: Floor,
+        measured: Vec<Measured>,
+    ) -> Report {
+        let (unix_time, lab, kubernetes_version, cpus) = meta;
+        let ours = measured.iter().find(|m| m.ours).map(|m| {
+            (
+                Series::new(m.self_heal.clone()),
+                Series::new(m.correction.clone()),
+                Series::new(m.startup.clone()),
+            )
+        });
+        let subjects: Vec<Subject> = measured
+            .into_iter()
+            .map(|m| {
+                let versus = |samples: Vec<f64>, floor: Option<&Series>, ours: Option<&Series>| {
+                    let series = Series::new(samples);
+                    Versus {
+                        to_floor: Ratios::of(&series, floor),
+                        to_ours: Ratios::of(&series, ours),
+                        series,
+                    }
+                };
+                let o = ours.as_ref();
+                Subject {
+                    self_heal: versus(m.self_heal, Some(&floor.self_heal), o.map(|o| &o.0)),
+                    correction: versus(m.correction, Some(&floor.correction), o.map(|o| &o.1)),
+                    startup: versus(m.startup, None, o.map(|o| &o.2)),
+                    self_heal_with_unrelated: Series::new(m.self_heal_with_unrelated),
+                    label: m.label,
+                    ours: m.ours,
+                    command: m.command,
+                    metrics: m.metrics,
+                    steady: m.steady,
+                    burst: m.burst,
+                    cost: m.cost,
+                }
+            })
+            .collect();
+        let floor_beaten = floor_beaten(&subjects);
+        let bars = bars(&subjects, !floor_beaten.is_empty());
+        Report {
+            format: FORMAT,
+            unix_time,
+            lab,
+            kubernetes_version,
+            cpus,
+            settings,
+            floor,
+            subjects,
+            bars,
+            floor_beaten,
+        }
+    }
+
+    fn ours(&self) -> Option<&Subject> {
+        self.subjects.iter().find(|s| s.ours)
+    }
+}
+
+/// A line for each subject and measure whose p50 is below the floor's
+/// beyond noise.
+fn floor_beaten(subjects: &[Subject]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for s in subjects {
+        for (what, v) in [("self-heal", &s.self_heal), ("correction", &s.correction)] {
+            if let Some(r) = v.to_floor.p50.filter(|r| *r < BEATS_FLOOR_BELOW) {
+                lines.push(format!(
+                    "{}'s {what} p50 is {r:.2} × the floor's: the floor is no lower bound in this run, \
+                     so the bars against it are not proven",
+                    s.label
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// The bar (envtest lab, 2 cores), for my-controller: latencies within
+/// 1.10 × the floor's p50, 10 ms at p50 and 50 ms at p99, and at or below
+/// every peer's p50 and p99; no writes in steady state; RSS within 20 MiB
+/// and 1/5 of each peer's with the unrelated ConfigMaps present; startup
+/// within 1/10 of each peer's.
+pub fn bars(subjects: &[Subject], floor_beaten: bool) -> Vec<Bar> {
+    let Some(ours) = subjects.iter().find(|s| s.ours) else {
+        return Vec::new();
+    };
+    let peers: Vec<&Subject> = subjects.iter().filter(|s| !s.ours).collect();
     let mut bars = Vec::new();
-    for (what, c) in [("self-heal", &latency.self_heal), ("correction", &latency.correction)] {
-        let ours = c.controller.summary.as_ref();
-        let floor = c.floor.summary.as_ref();
-        if let Some(floor) = floor {
+    for (what, pick) in [
+        ("self-heal", (|s: &Subject| &s.self_heal) as fn(&Subject) -> &Versus),
+        ("correction", |s: &Subject| &s.correction),
+    ] {
+        let mine = pick(ours);
+        let mut to_floor = Bar::at_most(
+            format!("{what} p50 ≤ 1.10 × floor p50"),
+            mine.to_floor.p50,
+            Some(1.10),
+            "× floor",
+        );
+        if floor_beaten {
+            to_floor.met = None;
+        }
+        bars.push(to_floor);
+        bars.push(Bar::at_most(format!("{what} p50 ≤ 10 ms"), mine.series.p50(), Some(10.0), "ms"));
+        bars.push(Bar::at_most(format!("{what} p99 ≤ 50 ms"), mine.series.p99(), Some(50.0), "ms"));
+        for peer in &peers {
+            let theirs = &pick(peer).series;
             bars.push(Bar::at_most(
-                format!("{what} p50 ≤ 1.5 × floor p50"),
-                ours.map(|s| s.p50),
-                1.5 * floor.p50,
+                format!("{what} p50 ≤ {}'s", peer.label),
+                mine.series.p50(),
+                theirs.p50(),
+                "ms",
+            ));
+            bars.push(Bar::at_most(
+                format!("{what} p99 ≤ {}'s", peer.label),
+                mine.series.p99(),
+                theirs.p99(),
                 "ms",
             ));
         }
-        bars.push(Bar::at_most(format!("{what} p50 ≤ 10 ms"), ours.map(|s| s.p50), 10.0, "ms"));
-        bars.push(Bar::at_most(format!("{what} p99 ≤ 50 ms"), ours.map(|s| s.p99), 50.0, "ms"));
     }
     // The API server's count covers any controller; ours also counts its own
     // (a no-op update would not show in a watch).
-    let writes = (steady.changes_seen as f64).max(steady.writes.unwrap_or(0.0));
-    bars.push(Bar::at_most("steady-state writes = 0", Some(writes), 0.0, ""));
-    let rss = cost.with_unrelated.rss_mib().max(cost.with_unrelated_restarted.rss_mib());
-    bars.push(Bar::at_most("RSS with the unrelated ConfigMaps ≤ 20 MiB", Some(rss), 20.0, "MiB"));
+    let writes = (ours.steady.changes_seen as f64).max(ours.steady.writes.unwrap_or(0.0));
+    bars.push(Bar::at_most("steady-state writes = 0", Some(writes), Some(0.0), ""));
+    let rss = ours.cost.with_unrelated.rss_mib();
+    bars.push(Bar::at_most(
+        "RSS with the unrelated ConfigMaps ≤ 20 MiB",
+        Some(rss),
+        Some(20.0),
+        "MiB",
+    ));
+    for peer in &peers {
+        let theirs = peer.cost.with_unrelated.rss_mib();
+        bars.push(Bar::at_most(
+            format!("RSS with the unrelated ConfigMaps ≤ 1/5 of {}'s", peer.label),
+            Some(rss),
+            Some(theirs / 5.0),
+            "MiB",
+        ));
+        bars.push(Bar::at_most(
+            format!("startup p50 ≤ 1/10 of {}'s", peer.label),
+            ours.startup.series.p50(),
+            peer.startup.series.p50().map(|p| p / 10.0),
+            "ms",
+        ));
+    }
     bars
 }
 
 /// The report as a person reads it (Markdown tables).
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
-    let ms = |v: f64| format!("{v:.1} ms");
+    let labels: Vec<&str> = report.subjects.iter().map(|s| s.label.as_str()).collect();
     let _ = writeln!(
         out,
-        "\nbench of {} on lab {} (Kubernetes {}, {} CPUs), {} rounds per series in {} alternating blocks\n",
-        report.controller.label,
+        "\nbench on lab {} (Kubernetes {}, {} CPUs): {}; {} rounds per series in {} alternating blocks\n",
         report.lab,
         report.kubernetes_version,
         report.cpus,
+        labels.join(", "),
         report.settings.rounds,
         report.settings.blocks,
     );
-    let _ = writeln!(out, "| measure | n | p50 | p90 | p99 | max | p50 ÷ floor |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-    let mut row = |name: &str, series: &Series, ratio: Option<f64>| {
+    let ours_label = report.ours().map_or("my-controller", |o| o.label.as_str()).to_string();
+    let _ = writeln!(
+        out,
+        "| measure | subject | n | p50 | p90 | p99 | max | p50 ÷ floor | p50 ÷ {ours_label} |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    let ratio = |r: Option<f64>| r.map_or("—".into(), |r| format!("{r:.2}"));
+    let mut row = |measure: &str,
+                   subject: &str,
+                   series: &Series,
+                   to_floor: Option<f64>,
+                   to_ours: Option<f64>| {
+        let ms = |v: f64| format!("{v:.1} ms");
         let _ = match &series.summary {
             Some(s) => writeln!(
                 out,
-                "| {name} | {} | {} | {} | {} | {} | {} |",
+                "| {measure} | {subject} | {} | {} | {} | {} | {} | {} | {} |",
                 s.n,
                 ms(s.p50),
                 ms(s.p90),
                 ms(s.p99),
                 ms(s.max),
-                ratio.map_or("—".into(), |r| format!("{r:.2}"))
+                ratio(to_floor),
+                ratio(to_ours)
             ),
-            None => writeln!(out, "| {name} | 0 | — | — | — | — | — |"),
+            None => writeln!(out, "| {measure} | {subject} | 0 | — | — | — | — | — | — |"),
         };
     };
-    let label = &report.controller.label;
-    let l = &report.latency;
-    row("self-heal: floor", &l.self_heal.floor, Some(1.0));
-    row(&format!("self-heal: {label}"), &l.self_heal.controller, l.self_heal.ratio_p50);
-    row("correction: floor", &l.correction.floor, Some(1.0));
-    row(&format!("correction: {label}"), &l.correction.controller, l.correction.ratio_p50);
-    row(
-        &format!("self-heal with {} unrelated ConfigMaps", report.settings.unrelated),
-        &l.self_heal_with_unrelated,
-        None,
-    );
-    row("startup (start → my-config created)", &report.startup, None);
+    let unrelated = format!("self-heal, {} unrelated ConfigMaps", report.settings.unrelated);
+    for (measure, floor, pick) in [
+        (
+            "self-heal",
+            Some(&report.floor.self_heal),
+            (|s: &Subject| &s.self_heal) as fn(&Subject) -> &Versus,
+        ),
+        ("correction", Some(&report.floor.correction), |s: &Subject| &s.correction),
+        ("startup", None, |s: &Subject| &s.startup),
+    ] {
+        if let Some(floor) = floor {
+            row(measure, "floor", floor, Some(1.0), None);
+        }
+        for s in &report.subjects {
+            let v = pick(s);
+            row(measure, &s.label, &v.series, v.to_floor.p50, v.to_ours.p50);
+        }
+    }
+    for s in &report.subjects {
+        row(&unrelated, &s.label, &s.self_heal_with_unrelated, None, None);
+    }
 
     let na = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0}"));
-    let s = &report.steady;
     let _ = writeln!(
         out,
-        "\nsteady state ({:.1} s{}): {} reconciles, {} writes (its metrics), {} changes seen by a watch, CPU {:.0} ms",
-        s.seconds,
-        if report.controller.metrics { ", --resync 1s" } else { ", its own resync" },
-        na(s.reconciles),
-        na(s.writes),
-        s.changes_seen,
-        report.cost.steady_cpu_ms,
+        "\n| subject | steady: writes / changes seen / reconciles | burst: patches → changes seen → reconciles, writes | burst settled |"
     );
-    let b = &report.burst;
-    let _ = writeln!(
-        out,
-        "burst: {} patches → {} changes seen → {} reconciles, {} writes; desired again {:.1} ms after the first",
-        b.patches,
-        b.events,
-        na(b.reconciles),
-        na(b.writes),
-        b.settled_ms
-    );
-
-    let c = &report.cost;
-    // utime + stime count in clock ticks (10 ms): small CPU figures are coarse.
-    let _ = writeln!(out, "\n| cost | RSS | peak RSS | CPU (10 ms ticks) |");
     let _ = writeln!(out, "|---|---|---|---|");
-    let mut cost = |name: &str, u: &Usage| {
+    for s in &report.subjects {
+        let (st, b) = (&s.steady, &s.burst);
         let _ = writeln!(
             out,
-            "| {name} | {:.1} MiB | {:.1} MiB | {:.0} ms |",
-            u.rss_mib(),
-            u.peak_rss_mib(),
-            u.cpu_ms
-        );
-    };
-    cost("idle (started, my-config created)", &c.idle);
-    cost("after the latency rounds (last block)", &c.after_runs);
-    cost(
-        &format!("running while {} unrelated ConfigMaps were created", report.settings.unrelated),
-        &c.with_unrelated,
-    );
-    cost(
-        &format!("restarted with {} unrelated ConfigMaps present", report.settings.unrelated),
-        &c.with_unrelated_restarted,
-    );
-    if c.latency_rounds > 0 {
-        let _ = writeln!(
-            out,
-            "CPU over the timed rounds: {:.0} ms for {} rounds ({:.2} ms per round)",
-            c.latency_cpu_ms,
-            c.latency_rounds,
-            c.latency_cpu_ms / c.latency_rounds as f64
+            "| {} | {} / {} / {} in {:.1} s{} | {} → {} → {}, {} | {:.1} ms |",
+            s.label,
+            na(st.writes),
+            st.changes_seen,
+            na(st.reconciles),
+            st.seconds,
+            if s.metrics { " (--resync 1s)" } else { "" },
+            b.patches,
+            b.events,
+            na(b.reconciles),
+            na(b.writes),
+            b.settled_ms
         );
     }
 
-    let _ = writeln!(out, "\nbar (envtest lab, 2-core machine):");
+    // utime + stime count in clock ticks (10 ms): small CPU figures are coarse.
+    let rss_ours = report.ours().map(|o| o.cost.with_unrelated.rss_mib());
+    let _ = writeln!(
+        out,
+        "\n| cost | RSS idle | RSS with {} unrelated ConfigMaps | ÷ {ours_label} | CPU per round (10 ms ticks) | CPU in steady state |",
+        report.settings.unrelated
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    for s in &report.subjects {
+        let c = &s.cost;
+        let rss = c.with_unrelated.rss_mib();
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} MiB | {rss:.1} MiB | {} | {} | {:.0} ms |",
+            s.label,
+            c.idle.rss_mib(),
+            ratio(rss_ours.map(|o| rss / o)),
+            c.cpu_per_round_ms().map_or("—".into(), |v| format!("{v:.2} ms")),
+            c.steady_cpu_ms
+        );
+    }
+
+    let _ = writeln!(out, "\nbar for {ours_label} (envtest lab, 2-core machine):");
     for bar in &report.bars {
         let (mark, value) = match (bar.met, bar.value) {
-            (Some(true), Some(v)) => ("met   ", format!("{v:.1} {}", bar.unit)),
-            (Some(false), Some(v)) => ("MISSED", format!("{v:.1} {}", bar.unit)),
+            (Some(true), Some(v)) => ("met   ", format!("{v:.2} {}", bar.unit)),
+            (Some(false), Some(v)) => ("MISSED", format!("{v:.2} {}", bar.unit)),
+            (None, Some(v)) if bar.limit.is_finite() => {
+                ("not proven", format!("{v:.2} {}", bar.unit))
+            }
             _ => ("n/a   ", "n/a".to_string()),
         };
         let _ = writeln!(
             out,
-            "  {mark} {}: {} (limit {:.1} {})",
+            "  {mark} {}: {} (limit {:.2} {})",
             bar.name,
             value.trim(),
             bar.limit,
             bar.unit
         );
+    }
+    for line in &report.floor_beaten {
+        let _ = writeln!(out, "  note: {line}");
     }
     out
 }
@@ -315,49 +506,26 @@ pub fn write(dir: &Path, report: &Report, svg: &str) -> Result<Vec<PathBuf>> {
 pub mod tests {
     use super::*;
 
-    /// A report as a short run against another controller would make it.
-    pub fn sample() -> Report {
-        let latency = Latency {
-            self_heal: Comparison::new(vec![4.0, 5.0, 6.0], vec![5.0, 6.0, 9.0]),
-            correction: Comparison::new(vec![3.0, 4.0], vec![4.0, 5.0]),
-            self_heal_with_unrelated: Series::new(vec![6.0]),
-        };
-        let steady = Steady { seconds: 2.0, reconciles: None, writes: None, changes_seen: 0 };
-        let usage =
-            Usage { rss_kib: 9 * 1024, peak_rss_kib: 10 * 1024, cpu_ms: 120.0, processes: 1 };
-        let cost = Cost {
-            idle: usage,
-            after_runs: usage,
-            latency_cpu_ms: 50.0,
-            latency_rounds: 5,
-            with_unrelated: usage,
-            with_unrelated_restarted: usage,
-            steady_cpu_ms: 1.0,
-        };
-        Report {
-            format: FORMAT,
-            unix_time: 1_700_000_000,
-            lab: "bench-lab".into(),
-            kubernetes_version: "v1.36.3".into(),
-            cpus: 2,
-            controller: ControllerInfo {
-                label: "other (--controller-cmd)".into(),
-                binary: None,
-                command: Some("other --fast".into()),
-                metrics: false,
+    fn usage(mib: u64) -> Usage {
+        Usage { rss_kib: mib * 1024, peak_rss_kib: mib * 1024, cpu_ms: 120.0, processes: 1 }
+    }
+
+    fn measured(label: &str, ours: bool, heal: Vec<f64>, rss: u64, startup: f64) -> Measured {
+        Measured {
+            label: label.into(),
+            ours,
+            command: format!("/bin/{label}"),
+            metrics: ours,
+            self_heal: heal,
+            correction: vec![4.0, 5.0],
+            self_heal_with_unrelated: vec![6.0],
+            startup: vec![startup],
+            steady: Steady {
+                seconds: 2.0,
+                reconciles: ours.then_some(2.0),
+                writes: ours.then_some(0.0),
+                changes_seen: 0,
             },
-            settings: Settings {
-                rounds: 3,
-                blocks: 1,
-                steady_seconds: 2.0,
-                burst: 5,
-                unrelated: 10,
-                parallel: 4,
-            },
-            bars: bars(&latency, &steady, &cost),
-            latency,
-            startup: Series::new(vec![120.0]),
-            steady,
             burst: Burst {
                 patches: 5,
                 events: 7,
@@ -365,8 +533,36 @@ pub mod tests {
                 writes: None,
                 settled_ms: 12.0,
             },
-            cost,
+            cost: Cost {
+                idle: usage(rss),
+                with_unrelated: usage(rss),
+                latency_cpu_ms: 50.0,
+                latency_rounds: 5,
+                steady_cpu_ms: 1.0,
+            },
         }
+    }
+
+    /// A short run's settings.
+    fn settings() -> Settings {
+        Settings { rounds: 3, blocks: 1, steady_seconds: 2.0, burst: 5, unrelated: 10, parallel: 4 }
+    }
+
+    /// A report as a short run with one peer would make it.
+    pub fn sample() -> Report {
+        let floor = Floor {
+            self_heal: Series::new(vec![4.0, 5.0, 6.0]),
+            correction: Series::new(vec![3.0, 4.0]),
+        };
+        Report::new(
+            (1_700_000_000, "bench-lab".into(), "v1.36.3".into(), 2),
+            settings(),
+            floor,
+            vec![
+                measured("my-controller (release)", true, vec![5.0, 5.0, 6.0], 9, 12.0),
+                measured("course-go", false, vec![6.0, 7.0, 9.0], 60, 100.0),
+            ],
+        )
     }
 
     #[test]
@@ -378,64 +574,100 @@ pub mod tests {
             "lab",
             "kubernetes_version",
             "cpus",
-            "controller",
             "settings",
-            "latency",
-            "startup",
-            "steady",
-            "burst",
-            "cost",
+            "floor",
+            "subjects",
             "bars",
+            "floor_beaten",
         ] {
             assert!(json.get(key).is_some(), "no {key} in {json:#}");
         }
         for measure in ["self_heal", "correction"] {
-            for side in ["floor", "controller"] {
-                let series = &json["latency"][measure][side];
-                for stat in ["n", "min", "p50", "p90", "p99", "max", "mean"] {
-                    assert!(series[stat].is_number(), "{measure}.{side}.{stat}: {series}");
-                }
-                assert!(series["samples_ms"].is_array());
+            for stat in ["n", "min", "p50", "p90", "p99", "max", "mean"] {
+                assert!(json["floor"][measure][stat].is_number(), "floor.{measure}.{stat}");
             }
-            assert!(json["latency"][measure]["ratio_p50"].is_number());
         }
-        let heal = &json["latency"]["self_heal"];
-        assert_eq!(heal["floor"]["samples_ms"].as_array().unwrap().len(), 3);
-        assert_eq!(heal["controller"]["p50"], 6.0);
-        assert_eq!(heal["ratio_p50"], 6.0 / 5.0);
+        let subjects = json["subjects"].as_array().unwrap();
+        assert_eq!(subjects.len(), 2);
+        for s in subjects {
+            for measure in ["self_heal", "correction", "startup"] {
+                assert!(s[measure]["p50"].is_number(), "{measure}: {s}");
+                assert!(s[measure]["samples_ms"].is_array());
+                assert!(s[measure]["to_ours"]["p50"].is_number(), "{measure}: {s}");
+            }
+            assert!(s["self_heal"]["to_floor"]["p50"].is_number());
+            assert!(s["cost"]["with_unrelated"]["rss_kib"].is_number());
+            assert!(s["label"].is_string() && s["command"].is_string());
+        }
+        let (ours, go) = (&subjects[0], &subjects[1]);
+        assert_eq!(ours["self_heal"]["to_floor"]["p50"], 1.0);
+        assert_eq!(ours["self_heal"]["to_ours"]["p50"], 1.0);
+        assert_eq!(go["self_heal"]["to_ours"]["p50"], 7.0 / 5.0);
         // Metrics-based measures of a foreign controller are null, not 0.
-        assert!(json["steady"]["reconciles"].is_null());
-        assert!(json["burst"]["reconciles"].is_null());
-        assert_eq!(json["steady"]["changes_seen"], 0);
-        for usage in ["idle", "after_runs", "with_unrelated", "with_unrelated_restarted"] {
-            assert_eq!(json["cost"][usage]["rss_kib"], 9 * 1024, "{usage}");
-            assert!(json["cost"][usage]["cpu_ms"].is_number());
-        }
-        let bars = json["bars"].as_array().unwrap();
-        assert!(bars.iter().all(|b| b["name"].is_string() && b["limit"].is_number()));
-        assert!(
-            bars.iter().any(|b| b["name"] == "self-heal p50 ≤ 1.5 × floor p50" && b["met"] == true)
+        assert!(go["steady"]["reconciles"].is_null());
+        assert!(json["floor_beaten"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn bars_compare_with_the_floor_and_each_peer() {
+        let report = sample();
+        let bar = |name: &str| {
+            report
+                .bars
+                .iter()
+                .find(|b| b.name == name)
+                .unwrap_or_else(|| panic!("no bar {name}: {:?}", report.bars))
+        };
+        assert_eq!(bar("self-heal p50 ≤ 1.10 × floor p50").met, Some(true));
+        assert_eq!(bar("self-heal p50 ≤ course-go's").met, Some(true));
+        assert_eq!(bar("self-heal p99 ≤ course-go's").met, Some(true));
+        assert_eq!(bar("RSS with the unrelated ConfigMaps ≤ 1/5 of course-go's").met, Some(true));
+        assert_eq!(
+            bar("startup p50 ≤ 1/10 of course-go's").met,
+            Some(false),
+            "12 ms vs 100 ms / 10"
         );
+        assert_eq!(bar("steady-state writes = 0").met, Some(true));
+        let text = render(&report);
+        assert!(text.contains("| self-heal | floor | 3 | 5.0 ms |"), "{text}");
+        assert!(
+            text.contains(
+                "| self-heal | course-go | 3 | 7.0 ms | 9.0 ms | 9.0 ms | 9.0 ms | 1.40 | 1.40 |"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("MISSED startup p50 ≤ 1/10 of course-go's"), "{text}");
+    }
+
+    #[test]
+    fn a_subject_below_the_floor_leaves_the_floor_bars_unproven() {
+        let floor = Floor {
+            self_heal: Series::new(vec![10.0; 3]),
+            correction: Series::new(vec![3.0, 4.0]),
+        };
+        let report = Report::new(
+            (0, "l".into(), "v1.36.3".into(), 2),
+            settings(),
+            floor,
+            vec![
+                measured("my-controller (release)", true, vec![10.0; 3], 9, 12.0),
+                measured("fast", false, vec![8.0; 3], 60, 200.0),
+            ],
+        );
+        assert_eq!(report.floor_beaten.len(), 1, "{:?}", report.floor_beaten);
+        assert!(report.floor_beaten[0].starts_with("fast's self-heal p50 is 0.80 × the floor's"));
+        let bar =
+            report.bars.iter().find(|b| b.name == "self-heal p50 ≤ 1.10 × floor p50").unwrap();
+        assert_eq!(bar.met, None);
+        assert!(render(&report).contains("not proven self-heal p50 ≤ 1.10 × floor p50"));
     }
 
     #[test]
     fn an_empty_series_has_no_summary_and_no_ratio() {
-        let c = Comparison::new(vec![], vec![1.0]);
-        let json = serde_json::to_value(&c).unwrap();
-        assert!(json["floor"].get("p50").is_none());
-        assert_eq!(json["floor"]["samples_ms"], serde_json::json!([]));
-        assert!(json["ratio_p50"].is_null());
-    }
-
-    #[test]
-    fn bars_judge_what_was_measured() {
-        let report = sample();
-        let bar = |name: &str| report.bars.iter().find(|b| b.name == name).unwrap();
-        assert_eq!(bar("self-heal p50 ≤ 10 ms").met, Some(true));
-        assert_eq!(bar("steady-state writes = 0").met, Some(true));
-        assert_eq!(bar("RSS with the unrelated ConfigMaps ≤ 20 MiB").value, Some(9.0));
-        let text = render(&report);
-        assert!(text.contains("| self-heal: floor | 3 | 5.0 ms |"), "{text}");
-        assert!(text.contains("n/a reconciles"), "{text}");
+        let empty = Series::new(vec![]);
+        let json = serde_json::to_value(&empty).unwrap();
+        assert!(json.get("p50").is_none());
+        assert_eq!(json["samples_ms"], serde_json::json!([]));
+        assert_eq!(Ratios::of(&empty, Some(&Series::new(vec![1.0]))).p50, None);
     }
 }

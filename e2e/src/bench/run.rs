@@ -1,19 +1,19 @@
-//! One benchmark run, in the order [`crate::bench`] describes: idle, the
-//! latency blocks (floor and controller alternating), the burst, the
-//! unrelated ConfigMaps, the steady window.
+//! One benchmark run, in the order [`crate::bench`] describes: the latency
+//! blocks (the floor, then each subject, alternating), then for each subject
+//! the steady window and a burst, then the unrelated ConfigMaps once and each
+//! subject started among them.
 
 use std::{
     path::Path,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 
 use super::{
-    floor::StandIn,
     load,
-    quiet::{self, Steady},
-    report::{self, Comparison, ControllerInfo, Cost, Latency, Report, Series, Settings},
+    quiet::{self, Burst, Steady},
+    report::{Cost, Floor, Measured, Report, Series, Settings},
     rounds::{Disturbance, Rounds},
     stats::Summary,
     subject::{Spec, Subject},
@@ -26,147 +26,174 @@ const BURST_IN_FLIGHT: usize = 16;
 /// Self-heal rounds with the unrelated ConfigMaps present (at most).
 const UNRELATED_ROUNDS: usize = 50;
 
-/// Every latency sample of the run, in ms.
-#[derive(Default)]
-struct Samples {
-    floor_heal: Vec<f64>,
-    floor_correct: Vec<f64>,
-    heal: Vec<f64>,
-    correct: Vec<f64>,
-    heal_unrelated: Vec<f64>,
-    startup: Vec<f64>,
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Measures `spec` against `lab` with `settings`; the controller's output
-/// goes to `log`. The lab's own controller must be stopped.
-pub async fn measure(lab: &Lab, settings: &Settings, spec: &Spec, log: &Path) -> Result<Report> {
-    // Left by an interrupted run, they would distort the idle figures.
-    load::delete_all(&lab.config_maps()).await?;
-    let mut run = Run {
-        lab,
-        spec,
-        log,
-        rounds: Rounds::new(lab).await?,
-        // The floor acts as the controller does: with its identity.
-        floor_client: controller::connect::client(Some(&lab.file().controller.kubeconfig))
-            .await
-            .map_err(anyhow::Error::msg)?,
-        samples: Samples::default(),
-    };
-
-    eprintln!("\n== idle");
-    let subject = run.start(&[]).await?;
-    let idle = subject.usage()?;
-    // A block has at least one round of each.
-    let blocks = settings.blocks.min(settings.rounds);
-    let (subject, latency_cpu) = run.latency(subject, settings.rounds, blocks).await?;
-    let after_runs = subject.usage()?;
-
-    eprintln!("\n== burst: {} patches, {BURST_IN_FLIGHT} in flight", settings.burst);
-    let writer = run.rounds.writer();
-    let burst =
-        quiet::burst(lab, writer, settings.burst, BURST_IN_FLIGHT, spec.has_metrics()).await?;
-
-    let (subject, with_unrelated, with_unrelated_restarted) = run
-        .unrelated(
-            subject,
-            settings.unrelated,
-            settings.parallel,
-            settings.rounds.min(UNRELATED_ROUNDS),
-        )
-        .await?;
-    let (steady, steady_cpu) =
-        run.steady(subject, Duration::from_secs_f64(settings.steady_seconds)).await?;
-
-    let samples = run.samples;
-    let latency = Latency {
-        self_heal: Comparison::new(samples.floor_heal, samples.heal),
-        correction: Comparison::new(samples.floor_correct, samples.correct),
-        self_heal_with_unrelated: Series::new(samples.heal_unrelated),
-    };
-    let cost = Cost {
-        idle,
-        after_runs,
-        latency_cpu_ms: ms(latency_cpu),
-        latency_rounds: 2 * settings.rounds,
-        with_unrelated,
-        with_unrelated_restarted,
-        steady_cpu_ms: ms(steady_cpu),
-    };
-    Ok(Report {
-        format: report::FORMAT,
-        unix_time: SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs(),
-        lab: lab.file().name.clone(),
-        kubernetes_version: lab.file().kubernetes_version.clone(),
-        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        controller: ControllerInfo {
-            label: spec.label(),
-            binary: match spec {
-                Spec::Ours { binary } => Some(binary.display().to_string()),
-                Spec::Foreign { .. } => None,
-            },
-            command: match spec {
-                Spec::Foreign { command } => Some(command.clone()),
-                Spec::Ours { .. } => None,
-            },
-            metrics: spec.has_metrics(),
-        },
-        settings: Settings { blocks, ..settings.clone() },
-        bars: report::bars(&latency, &steady, &cost),
-        latency,
-        startup: Series::new(samples.startup),
-        steady,
-        burst,
-        cost,
-    })
+/// What one subject measured so far.
+struct Tally {
+    heal: Vec<f64>,
+    correct: Vec<f64>,
+    heal_unrelated: Vec<f64>,
+    startup: Vec<f64>,
+    idle: Option<Usage>,
+    with_unrelated: Option<Usage>,
+    latency_cpu: Duration,
+    steady: Option<(Steady, Duration)>,
+    burst: Option<Burst>,
 }
 
-/// One bench run's state: the lab, the controller under test, the rounds'
-/// client, and what was measured so far. The controller runs as a
-/// [`Subject`] passed along (and consumed by a stop), so no phase can use
-/// one that was stopped.
+/// Measures every subject of `specs` (my-controller first) against `lab`
+/// with `settings`; their output goes to `log`. The lab's own controller
+/// must be stopped.
+pub async fn measure(lab: &Lab, settings: &Settings, specs: &[Spec], log: &Path) -> Result<Report> {
+    // Left by an interrupted run, they would distort the idle figures.
+    load::delete_all(&lab.config_maps()).await?;
+    // The floor runs as a process of its own, as every subject does, built
+    // next to my-controller; it acts with the controller's identity.
+    let floor = specs
+        .iter()
+        .find_map(|s| match s {
+            Spec::Ours { binary } => {
+                Some(Spec::Floor { binary: binary.with_file_name("bench-floor") })
+            }
+            _ => None,
+        })
+        .context("the bench measures my-controller")?;
+    let mut run = Run {
+        lab,
+        log,
+        rounds: Rounds::new(lab).await?,
+        floor,
+        floor_heal: Vec::new(),
+        floor_correct: Vec::new(),
+    };
+    let mut tallies: Vec<Tally> = specs
+        .iter()
+        .map(|_| Tally {
+            heal: Vec::new(),
+            correct: Vec::new(),
+            heal_unrelated: Vec::new(),
+            startup: Vec::new(),
+            idle: None,
+            with_unrelated: None,
+            latency_cpu: Duration::ZERO,
+            steady: None,
+            burst: None,
+        })
+        .collect();
+
+    // A block has at least one round of each.
+    let blocks = settings.blocks.min(settings.rounds);
+    let n = settings.rounds;
+    for block in 0..blocks {
+        // Rounds spread evenly; the first blocks take the remainder.
+        let share = n / blocks + usize::from(block < n % blocks);
+        eprintln!(
+            "\n== block {}/{blocks}: {share} rounds of each, the floor then each subject",
+            block + 1
+        );
+        run.floor_block(share).await?;
+        for (spec, tally) in specs.iter().zip(&mut tallies) {
+            run.subject_block(spec, tally, share, n).await?;
+        }
+    }
+
+    for (spec, tally) in specs.iter().zip(&mut tallies) {
+        let window = Duration::from_secs_f64(settings.steady_seconds);
+        let (steady, cpu, burst) =
+            run.steady_and_burst(spec, tally, window, settings.burst).await?;
+        tally.steady = Some((steady, cpu));
+        tally.burst = Some(burst);
+    }
+
+    let api = lab.config_maps();
+    eprintln!(
+        "\n== {} unrelated ConfigMaps, {} creates in flight",
+        settings.unrelated, settings.parallel
+    );
+    load::create(&api, settings.unrelated, settings.parallel).await?;
+    for (spec, tally) in specs.iter().zip(&mut tallies) {
+        run.among_unrelated(spec, tally, settings.rounds.min(UNRELATED_ROUNDS)).await?;
+    }
+    load::delete_all(&api).await?;
+
+    let measured = specs
+        .iter()
+        .zip(tallies)
+        .map(|(spec, t)| {
+            let (steady, steady_cpu) = t.steady.expect("measured above");
+            let idle = t.idle.expect("measured above");
+            Measured {
+                label: spec.label(),
+                ours: spec.is_ours(),
+                command: spec.command_line(),
+                metrics: spec.has_metrics(),
+                self_heal: t.heal,
+                correction: t.correct,
+                self_heal_with_unrelated: t.heal_unrelated,
+                startup: t.startup,
+                steady,
+                burst: t.burst.expect("measured above"),
+                cost: Cost {
+                    idle,
+                    with_unrelated: t.with_unrelated.unwrap_or(idle),
+                    latency_cpu_ms: ms(t.latency_cpu),
+                    latency_rounds: 2 * n,
+                    steady_cpu_ms: ms(steady_cpu),
+                },
+            }
+        })
+        .collect();
+    let meta = (
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs(),
+        lab.file().name.clone(),
+        lab.file().kubernetes_version.clone(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+    let floor = Floor {
+        self_heal: Series::new(run.floor_heal),
+        correction: Series::new(run.floor_correct),
+    };
+    Ok(Report::new(meta, Settings { blocks, ..settings.clone() }, floor, measured))
+}
+
+/// One bench run's state: the lab, the rounds' client, the floor's client
+/// and samples. Subjects run as [`Subject`]s passed along and consumed by a
+/// stop, so no phase can use one that was stopped.
 struct Run<'a> {
     lab: &'a Lab,
-    spec: &'a Spec,
     log: &'a Path,
     rounds: Rounds,
-    floor_client: kube::Client,
-    samples: Samples,
+    floor: Spec,
+    floor_heal: Vec<f64>,
+    floor_correct: Vec<f64>,
 }
 
 impl Run<'_> {
-    /// Starts the controller under test and, for ours, waits until its
+    /// Starts `spec` with `extra` flags and, for ours, waits until its
     /// startup reconcile has finished too (nothing queued or running): a
     /// measure that follows starts from rest.
-    async fn start(&mut self, extra: &[&str]) -> Result<Subject> {
-        let subject = Subject::start(self.lab, self.spec, extra, self.log).await?;
-        self.samples.startup.push(ms(subject.startup));
-        if self.spec.has_metrics() {
+    async fn start(&self, spec: &Spec, tally: &mut Tally, extra: &[&str]) -> Result<Subject> {
+        let subject = Subject::start(self.lab, spec, extra, self.log).await?;
+        tally.startup.push(ms(subject.startup));
+        if spec.has_metrics() {
             wait_idle(self.lab).await?;
         }
         Ok(subject)
     }
 
-    /// `count` rounds of `what`, their samples appended to `into`.
-    async fn rounds(
-        &mut self,
-        what: Disturbance,
-        count: usize,
-        into: fn(&mut Samples) -> &mut Vec<f64>,
-    ) -> Result<()> {
+    /// `count` rounds of `what`; their times in ms.
+    async fn rounds(&mut self, what: Disturbance, count: usize) -> Result<Vec<f64>> {
+        let mut took = Vec::with_capacity(count);
         for _ in 0..count {
-            let took = self.rounds.once(self.lab, what).await?;
-            into(&mut self.samples).push(ms(took));
+            took.push(ms(self.rounds.once(self.lab, what).await?));
         }
-        Ok(())
+        Ok(took)
     }
 
-    /// One unrecorded round of each kind: whoever keeps my-config
-    /// (controller or floor) and the harness have their connections open
+    /// One unrecorded round of each kind: whoever keeps my-config (a
+    /// subject or the floor) and the harness have their connections open
     /// before the timing.
     async fn warm_up(&mut self) -> Result<()> {
         self.rounds.once(self.lab, Disturbance::Delete).await?;
@@ -174,105 +201,99 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The latency rounds: `n` of each kind for the floor and for the
-    /// controller, alternating in `blocks`. Returns the controller (running)
-    /// and the CPU it used in its timed rounds.
-    async fn latency(
-        &mut self,
-        mut subject: Subject,
-        n: usize,
-        blocks: usize,
-    ) -> Result<(Subject, Duration)> {
-        let label = self.spec.label();
-        let mut cpu = Duration::ZERO;
-        for block in 0..blocks {
-            // Rounds spread evenly; the first blocks take the remainder.
-            let share = n / blocks + usize::from(block < n % blocks);
-            eprintln!(
-                "\n== block {}/{blocks}: {share} rounds of each, floor then controller",
-                block + 1
-            );
-            subject.stop().await?;
-            let stand_in =
-                StandIn::start(self.floor_client.clone(), self.lab.desired().clone()).await?;
-            self.warm_up().await?;
-            self.rounds(Disturbance::Delete, share, |s| &mut s.floor_heal).await?;
-            self.rounds(Disturbance::Patch, share, |s| &mut s.floor_correct).await?;
-            stand_in.stop().await?;
-            let s = &self.samples;
-            show_progress("floor", &s.floor_heal, &s.floor_correct, n);
-
-            subject = self.start(&[]).await?;
-            self.warm_up().await?;
-            let before = subject.usage()?;
-            self.rounds(Disturbance::Delete, share, |s| &mut s.heal).await?;
-            self.rounds(Disturbance::Patch, share, |s| &mut s.correct).await?;
-            cpu += subject.usage()?.cpu_since(&before);
-            let s = &self.samples;
-            show_progress(&label, &s.heal, &s.correct, n);
-        }
-        Ok((subject, cpu))
-    }
-
-    /// `count` unrelated ConfigMaps: the controller's usage once they are
-    /// created, and again after a restart while they exist (its initial list
-    /// would carry them all without the field selector); then `heal_rounds`
-    /// self-heal rounds with them present, and their deletion.
-    async fn unrelated(
-        &mut self,
-        subject: Subject,
-        count: usize,
-        parallel: usize,
-        heal_rounds: usize,
-    ) -> Result<(Subject, Usage, Usage)> {
-        eprintln!("\n== {count} unrelated ConfigMaps, {parallel} creates in flight");
-        let api = self.lab.config_maps();
-        load::create(&api, count, parallel).await?;
-        let running = subject.usage()?;
-        eprintln!("restarting the controller while they exist");
-        subject.stop().await?;
-        let subject = self.start(&[]).await?;
-        let restarted = subject.usage()?;
+    async fn floor_block(&mut self, share: usize) -> Result<()> {
+        let stand_in = Subject::start(self.lab, &self.floor, &[], self.log).await?;
         self.warm_up().await?;
-        self.rounds(Disturbance::Delete, heal_rounds, |s| &mut s.heal_unrelated).await?;
-        let p50 = Summary::of(&self.samples.heal_unrelated).map_or(0.0, |s| s.p50);
-        eprintln!(
-            "  {}: self-heal {heal_rounds}/{heal_rounds} with them present (p50 {p50:.1} ms)",
-            self.spec.label()
-        );
-        load::delete_all(&api).await?;
-        Ok((subject, running, restarted))
+        let heal = self.rounds(Disturbance::Delete, share).await?;
+        let correct = self.rounds(Disturbance::Patch, share).await?;
+        stand_in.stop().await?;
+        self.floor_heal.extend(heal);
+        self.floor_correct.extend(correct);
+        show_progress("floor", &self.floor_heal, &self.floor_correct);
+        Ok(())
     }
 
-    /// The steady window: ours restarted with `--resync 1s` (another
-    /// controller with its own settings); stopped afterwards. Returns what
-    /// was seen and the CPU used in the window.
-    async fn steady(&mut self, subject: Subject, window: Duration) -> Result<(Steady, Duration)> {
-        let metrics = self.spec.has_metrics();
+    /// `share` rounds of each kind for `spec`, started for the block and
+    /// stopped after it; its idle usage is taken in the first block.
+    async fn subject_block(
+        &mut self,
+        spec: &Spec,
+        tally: &mut Tally,
+        share: usize,
+        total: usize,
+    ) -> Result<()> {
+        let subject = self.start(spec, tally, &[]).await?;
+        if tally.idle.is_none() {
+            tally.idle = Some(subject.usage()?);
+        }
+        self.warm_up().await?;
+        let before = subject.usage()?;
+        let heal = self.rounds(Disturbance::Delete, share).await?;
+        let correct = self.rounds(Disturbance::Patch, share).await?;
+        tally.latency_cpu += subject.usage()?.cpu_since(&before);
+        subject.stop().await?;
+        tally.heal.extend(heal);
+        tally.correct.extend(correct);
+        show_progress(
+            &format!("{} ({}/{total})", spec.label(), tally.heal.len()),
+            &tally.heal,
+            &tally.correct,
+        );
+        Ok(())
+    }
+
+    /// The steady window — ours restarted with `--resync 1s`, another with
+    /// its own settings — then a burst; the subject is stopped afterwards.
+    async fn steady_and_burst(
+        &mut self,
+        spec: &Spec,
+        tally: &mut Tally,
+        window: Duration,
+        patches: usize,
+    ) -> Result<(Steady, Duration, Burst)> {
+        let metrics = spec.has_metrics();
         let resync: &[&str] = if metrics { &["--resync", "1s"] } else { &[] };
         eprintln!(
-            "\n== steady state: {window:?}{}",
+            "\n== {}: steady state {window:?}{}, then a burst of {patches} patches ({BURST_IN_FLIGHT} in flight)",
+            spec.label(),
             if metrics { " with --resync 1s" } else { "" }
         );
-        subject.stop().await?;
-        let subject = self.start(resync).await?;
+        let subject = self.start(spec, tally, resync).await?;
         let before = subject.usage()?;
         let steady = quiet::steady(self.lab, window, metrics).await?;
         let cpu = subject.usage()?.cpu_since(&before);
+        let burst =
+            quiet::burst(self.lab, self.rounds.writer(), patches, BURST_IN_FLIGHT, metrics).await?;
         subject.stop().await?;
-        Ok((steady, cpu))
+        Ok((steady, cpu, burst))
+    }
+
+    /// `spec` started while the unrelated ConfigMaps exist (its initial list
+    /// would carry them all without a field selector), `heal_rounds`
+    /// self-heal rounds among them; its usage after those.
+    async fn among_unrelated(
+        &mut self,
+        spec: &Spec,
+        tally: &mut Tally,
+        heal_rounds: usize,
+    ) -> Result<()> {
+        let subject = self.start(spec, tally, &[]).await?;
+        self.warm_up().await?;
+        tally.heal_unrelated = self.rounds(Disturbance::Delete, heal_rounds).await?;
+        tally.with_unrelated = Some(subject.usage()?);
+        subject.stop().await?;
+        let p50 = Summary::of(&tally.heal_unrelated).map_or(0.0, |s| s.p50);
+        eprintln!(
+            "  {}: self-heal {heal_rounds}/{heal_rounds} among them (p50 {p50:.1} ms)",
+            spec.label()
+        );
+        Ok(())
     }
 }
 
 /// One progress line per side and block: rounds so far and the p50 so far.
-fn show_progress(side: &str, heal: &[f64], correct: &[f64], total: usize) {
+fn show_progress(side: &str, heal: &[f64], correct: &[f64]) {
     let p50 =
         |samples: &[f64]| Summary::of(samples).map_or("—".into(), |s| format!("{:.1} ms", s.p50));
-    eprintln!(
-        "  {side}: self-heal {}/{total} (p50 {}), correction {}/{total} (p50 {})",
-        heal.len(),
-        p50(heal),
-        correct.len(),
-        p50(correct)
-    );
+    eprintln!("  {side}: self-heal p50 {}, correction p50 {}", p50(heal), p50(correct));
 }

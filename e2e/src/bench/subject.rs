@@ -1,7 +1,8 @@
-//! The controller under test: ours (the binary cargo just built, with the
-//! lab's controller arguments) or any other (`--controller-cmd`, run with
-//! `sh -c`). Either runs as a process group the bench owns: started, its
-//! `/proc` usage read, stopped — and killed if the bench ends early.
+//! A controller under test: ours (the binary cargo just built, with the
+//! lab's controller arguments) or a peer (the course's Go controller built
+//! from `e2e/peers/course-go/`, or any `--peer` command, run with `sh -c`).
+//! Each runs as a process group the bench owns: started, its `/proc` usage
+//! read, stopped — and killed if the bench ends early.
 
 use std::{
     path::{Path, PathBuf},
@@ -26,20 +27,36 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 /// SIGTERM, then SIGKILL after this.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// Which controller the bench measures.
+/// A controller the bench measures.
 #[derive(Clone, Debug)]
 pub enum Spec {
     /// Ours: this binary with the lab's controller arguments.
     Ours { binary: PathBuf },
-    /// Another implementation: `sh -c <command>` with `KUBECONFIG` set to the
-    /// lab's controller kubeconfig (its ServiceAccount, not admin).
-    Foreign { command: String },
+    /// The floor: `bench-floor` (e2e/src/bin), built next to ours, with the
+    /// lab's controller kubeconfig.
+    Floor { binary: PathBuf },
+    /// A peer: `sh -c <command>` with `KUBECONFIG` set to the lab's
+    /// controller kubeconfig (its ServiceAccount, not admin). `label` names
+    /// it in tables; without one, its program does.
+    Peer { label: Option<String>, command: String },
 }
 
 impl Spec {
     /// Whether it serves our `/metrics` (reconciles, writes).
     pub fn has_metrics(&self) -> bool {
+        self.is_ours()
+    }
+
+    pub fn is_ours(&self) -> bool {
         matches!(self, Spec::Ours { .. })
+    }
+
+    /// The command line it runs with (ours: the binary; flags are the lab's).
+    pub fn command_line(&self) -> String {
+        match self {
+            Spec::Ours { binary } | Spec::Floor { binary } => binary.display().to_string(),
+            Spec::Peer { command, .. } => command.clone(),
+        }
     }
 
     /// A short name for tables and the chart.
@@ -53,7 +70,9 @@ impl Spec {
                     .unwrap_or_default();
                 format!("my-controller ({profile})")
             }
-            Spec::Foreign { command } => {
+            Spec::Floor { .. } => "floor".into(),
+            Spec::Peer { label: Some(label), .. } => label.clone(),
+            Spec::Peer { label: None, command } => {
                 // The program: the first word that is not a VAR=value.
                 let first = command
                     .split_whitespace()
@@ -63,7 +82,7 @@ impl Spec {
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| first.to_string());
-                format!("{name} (--controller-cmd)")
+                format!("{name} (--peer)")
             }
         }
     }
@@ -201,9 +220,12 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
                 .args(["--listen", listen])
                 .args(extra)
         }
-        Spec::Foreign { command: line } => {
+        Spec::Floor { binary } => {
+            Cmd::new(binary.display().to_string()).arg("--kubeconfig").path(&controller.kubeconfig)
+        }
+        Spec::Peer { command: line, .. } => {
             if !extra.is_empty() {
-                bail!("a --controller-cmd controller takes no flags from the bench");
+                bail!("a peer takes no flags from the bench");
             }
             Cmd::argv(["sh", "-c", line])
                 .env("KUBECONFIG", controller.kubeconfig.display().to_string())
@@ -233,9 +255,13 @@ mod tests {
         let ours = Spec::Ours { binary: PathBuf::from("/w/target/release/my-controller") };
         assert_eq!(ours.label(), "my-controller (release)");
         assert!(ours.has_metrics());
-        let theirs =
-            Spec::Foreign { command: "RUST_LOG=info /opt/bin/their-controller --fast".into() };
-        assert_eq!(theirs.label(), "their-controller (--controller-cmd)");
+        let theirs = Spec::Peer {
+            label: None,
+            command: "RUST_LOG=info /opt/bin/their-controller --fast".into(),
+        };
+        assert_eq!(theirs.label(), "their-controller (--peer)");
         assert!(!theirs.has_metrics());
+        let go = Spec::Peer { label: Some("course-go".into()), command: "/x/course-go".into() };
+        assert_eq!(go.label(), "course-go");
     }
 }

@@ -96,7 +96,14 @@ fn commands(line: &str) -> Vec<Vec<String>> {
     let words = shlex::split(&code).unwrap_or_default();
     words
         .split(|w| matches!(w.as_str(), "&&" | ";" | "|" | "||"))
-        .map(|c| c.iter().skip_while(|w| w.contains('=') && !w.starts_with('-')).cloned().collect())
+        .map(|c| {
+            // `VAR=value cmd … > file`: the command without its environment and redirections.
+            c.iter()
+                .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+                .take_while(|w| !w.starts_with(['>', '<']) && !w.starts_with("2>"))
+                .cloned()
+                .collect()
+        })
         .filter(|c: &Vec<String>| !c.is_empty())
         .collect()
 }
@@ -331,6 +338,7 @@ fn the_checks_catch_what_they_are_for() {
     );
     assert!(check_command(&words("cargo run -p controller --example step9")).is_some());
     assert_eq!(commands("kubectl get cm && cargo xtask e2e").len(), 2);
+    assert!(check_command(&words("cargo xtask bench --peer go > docs/samples/bench.md")).is_none());
     assert!(path_exists("docs/zh-CN/01.md", "../lab.md"));
     assert!(!path_exists("README.md", "docs/no-such-page.md"));
     assert!(check_symbol("WorkQueue::add").is_none());
@@ -340,4 +348,26 @@ fn the_checks_catch_what_they_are_for() {
     assert!(check_words("a_key_is_queued_twice").is_some());
     assert!(check_words("cache synced").is_none());
     assert!(check_words("cache synced twice over").is_some());
+}
+
+/// The README's bench tables are a real run's: every row is in the saved
+/// output of that run, docs/samples/bench.md.
+#[test]
+fn the_readme_bench_tables_are_a_saved_run() {
+    let read = |f: &str| std::fs::read_to_string(project::root().join(f)).unwrap();
+    let (readme, run) = (read("README.md"), read("docs/samples/bench.md"));
+    let section =
+        readme.split("## Rust and the course's Go controller").nth(1).expect("the section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with('|')).collect();
+    assert!(rows.len() >= 8, "{rows:?}");
+    for row in rows {
+        assert!(run.lines().any(|l| l == row), "README row not in docs/samples/bench.md: {row}");
+    }
+    let startup = |who: &str| {
+        let row = run.lines().find(|l| l.starts_with(&format!("| startup | {who}"))).unwrap();
+        row.split(" | ").nth(3).unwrap().to_string()
+    };
+    let said = format!("{} against {}", startup("my-controller"), startup("course-go"));
+    assert!(section.contains(&said), "the README's startup figures are not the run's: {said}");
 }

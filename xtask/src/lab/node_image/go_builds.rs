@@ -213,7 +213,7 @@ pub fn components() -> Result<Vec<GoComponent>> {
             }
             let env = vec![("CGO_ENABLED", if d.cgo { "1" } else { "0" }.to_string())];
             let ldflags = ldflags.join(" ");
-            let fingerprint = crate::fingerprint::sha256_hex(
+            let fingerprint = e2e::fingerprint::sha256_hex(
                 format!("{go_mod}\n{go_sum}\n{ldflags}\n{}\n{}", d.tags, d.cgo).as_bytes(),
             )[..12]
                 .to_string();

@@ -124,7 +124,7 @@ impl Recipe {
         inputs.push(rootfs.fingerprint());
         inputs.push(arch.go.to_string());
         let fingerprint =
-            crate::fingerprint::sha256_hex(inputs.join("\n--\n").as_bytes())[..12].to_string();
+            e2e::fingerprint::sha256_hex(inputs.join("\n--\n").as_bytes())[..12].to_string();
         Ok(Recipe { kubernetes, arch, components, rootfs, module_cache, cache, fingerprint })
     }
 

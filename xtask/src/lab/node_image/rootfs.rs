@@ -79,7 +79,7 @@ impl Rootfs {
     }
 
     fn tag(&self) -> String {
-        let hash = crate::fingerprint::sha256_hex(self.fingerprint().as_bytes());
+        let hash = e2e::fingerprint::sha256_hex(self.fingerprint().as_bytes());
         format!("{}-{}", self.suite, &hash[..12])
     }
 

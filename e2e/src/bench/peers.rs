@@ -1,0 +1,124 @@
+//! The course's own controller in Go (`e2e/peers/course-go/`: client-go
+//! informer, typed work queue, the kick, 30 s resync), the peer of
+//! `cargo xtask bench --peer go`. Built with Go from its module once per
+//! change of its sources, into `target/bench/peers/course-go-<fingerprint>`.
+//!
+//! Peers run as the lab's controller ServiceAccount, like my-controller. The
+//! course's informer lists and watches every ConfigMap of the namespace,
+//! which the kit's Role does not grant (it names my-config), so for the run
+//! the bench binds the course's own Role to that ServiceAccount
+//! ([`CourseRole`]) and deletes it again afterwards.
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use serde_json::json;
+
+use super::subject::Spec;
+use crate::{command::Cmd, fingerprint::sha256_hex, lab::Lab, project};
+
+/// The name of the Role and RoleBinding [`CourseRole`] makes.
+pub const COURSE_ROLE: &str = "bench-peer-course-rbac";
+
+/// The course's RBAC (configmaps: get, list, watch, create, update), bound
+/// to the lab's controller ServiceAccount while it exists.
+pub struct CourseRole {
+    roles: Api<Role>,
+    bindings: Api<RoleBinding>,
+}
+
+impl CourseRole {
+    pub async fn grant(lab: &Lab) -> Result<CourseRole> {
+        let (namespace, account) = lab
+            .controller_service_account()
+            .split_once('/')
+            .context("the lab's ServiceAccount is namespace/name")?;
+        let target = lab.desired().namespace();
+        let roles: Api<Role> = Api::namespaced(lab.client(), target);
+        let bindings: Api<RoleBinding> = Api::namespaced(lab.client(), target);
+        let apply = PatchParams::apply("bench").force();
+        let role = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": COURSE_ROLE},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                       "verbs": ["get", "list", "watch", "create", "update"]}],
+        });
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": COURSE_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+            "roleRef": {"kind": "Role", "name": COURSE_ROLE, "apiGroup": "rbac.authorization.k8s.io"},
+        });
+        roles.patch(COURSE_ROLE, &apply, &Patch::Apply(&role)).await?;
+        bindings.patch(COURSE_ROLE, &apply, &Patch::Apply(&binding)).await?;
+        eprintln!("granted the course's Role ({COURSE_ROLE}) to {account} for the peers");
+        Ok(CourseRole { roles, bindings })
+    }
+
+    pub async fn revoke(self) -> Result<()> {
+        self.bindings.delete(COURSE_ROLE, &DeleteParams::default()).await?;
+        self.roles.delete(COURSE_ROLE, &DeleteParams::default()).await?;
+        Ok(())
+    }
+}
+
+/// The module, relative to the repository.
+pub const COURSE_GO: &str = "e2e/peers/course-go";
+
+/// The Go peer, built if its sources changed since the last build.
+pub fn course_go() -> Result<Spec> {
+    let dir = project::root().join(COURSE_GO);
+    let mut inputs = Vec::new();
+    for file in ["go.mod", "go.sum", "main.go"] {
+        let path = dir.join(file);
+        inputs.extend(
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?,
+        );
+    }
+    let binary = project::target_dir()
+        .join("bench/peers")
+        .join(format!("course-go-{}", &sha256_hex(&inputs)[..12]));
+    if !binary.is_file() {
+        let parent = binary.parent().context("has a parent")?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+        let partial = binary.with_extension("partial");
+        Cmd::argv(["go", "build", "-trimpath", "-o"])
+            .path(&partial)
+            .arg(".")
+            .dir(&dir)
+            .run_long("building the course's Go controller")
+            .context("go build of the Go peer failed (its output is above)")?;
+        std::fs::rename(&partial, &binary)
+            .with_context(|| format!("cannot move {}", partial.display()))?;
+    }
+    let version = client_go_version(&std::fs::read_to_string(dir.join("go.mod"))?);
+    Ok(Spec::Peer {
+        label: Some(format!("course-go (client-go {version})")),
+        command: binary.display().to_string(),
+    })
+}
+
+/// `k8s.io/client-go v0.36.3` in go.mod → `v0.36.3`.
+fn client_go_version(go_mod: &str) -> String {
+    go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("k8s.io/client-go "))
+        .map_or("?".into(), |v| v.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_peer_pins_the_kits_client_go_minor() {
+        let go_mod =
+            std::fs::read_to_string(crate::project::root().join(super::COURSE_GO).join("go.mod"))
+                .unwrap();
+        let version = super::client_go_version(&go_mod);
+        let minor = controller::version::target_minor();
+        assert!(version.starts_with(&format!("v0.{minor}.")), "client-go {version}, kit 1.{minor}");
+    }
+}

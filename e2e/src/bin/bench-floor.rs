@@ -1,0 +1,37 @@
+//! The bench's floor as a process of its own, like every subject: the
+//! harness's minimal watch → write loop (`e2e::bench::floor::StandIn`) keeping
+//! my-config until SIGTERM. `cargo xtask bench` builds and runs it; by hand:
+//!
+//!     bench-floor --kubeconfig PATH [--namespace default] [--name my-config]
+
+use anyhow::{Context, bail};
+use controller::desired::{Desired, default_data};
+use e2e::bench::floor::StandIn;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let (mut kubeconfig, mut namespace, mut name) =
+        (None, "default".to_string(), "my-config".to_string());
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--kubeconfig" => kubeconfig = Some(std::path::PathBuf::from(value)),
+            "--namespace" => namespace = value,
+            "--name" => name = value,
+            other => bail!(
+                "unknown flag {other}: bench-floor --kubeconfig PATH [--namespace NS] [--name NAME]"
+            ),
+        }
+    }
+    let desired = Desired::new(namespace, name, default_data())?;
+    let client =
+        controller::connect::client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
+    let stand_in = StandIn::start(client, desired).await?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    stand_in.stop().await
+}
