@@ -75,12 +75,7 @@ async fn main() -> anyhow::Result<()> {
     if args.resync.is_zero() {
         anyhow::bail!("--resync must be more than 0 (the course uses 30s)");
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    controller::telemetry::init_for_example();
     let client = connect::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
     // Only the target namespace is watched, like `informers.WithNamespace`.
     let config_maps: Api<ConfigMap> = Api::namespaced(client, TARGET_NAMESPACE);

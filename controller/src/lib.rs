@@ -11,6 +11,7 @@
 //! | [`metrics`]   | the Prometheus metrics                                       |
 //! | [`events`]    | Kubernetes Events, published a moment after their write      |
 //! | [`version`]   | the Kubernetes version built for, and the skew rule          |
+//! | [`stage2`]    | the stage-2 custom resource, ConfigMapTemplate, and its CRD  |
 //! | [`cli`], [`connect`], [`telemetry`] | flags, kubeconfig, logs                |
 
 pub mod cli;
@@ -24,5 +25,6 @@ pub mod metrics;
 pub mod queue;
 pub mod reconcile;
 pub mod runner;
+pub mod stage2;
 pub mod telemetry;
 pub mod version;

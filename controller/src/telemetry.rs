@@ -19,3 +19,14 @@ pub fn init(format: LogFormat) {
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
 }
+
+/// The examples' logs: text on stdout (where the e2e suite reads them), level
+/// from `RUST_LOG` (default `info`), colours only on a terminal.
+pub fn init_for_example() {
+    fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
+}

@@ -59,6 +59,12 @@ pub const ALL: &[Experiment] = &[
         about: "course step 4: the one-file controller passes the course's four experiments",
         runs_on: RunsOn::Any,
     },
+    Experiment {
+        name: "stage2_crd",
+        aliases: &["stage2"],
+        about: "stage 2: ConfigMapTemplates kept by kube-runtime's Controller, as its own ServiceAccount",
+        runs_on: RunsOn::Any,
+    },
 ];
 
 /// How long an example gets to print what is expected.
@@ -90,9 +96,17 @@ impl Running {
 
     /// `name` with `--kubeconfig <the lab's admin kubeconfig>`, then what `more` adds.
     fn start_cmd(lab: &Lab, name: &str, more: impl FnOnce(Cmd) -> Cmd) -> anyhow::Result<Running> {
-        let kubeconfig = lab.file().admin_kubeconfig.display().to_string();
+        Running::start_as(&lab.file().admin_kubeconfig, name, more)
+    }
+
+    /// `name` with `--kubeconfig <kubeconfig>`, then what `more` adds.
+    fn start_as(
+        kubeconfig: &std::path::Path,
+        name: &str,
+        more: impl FnOnce(Cmd) -> Cmd,
+    ) -> anyhow::Result<Running> {
         let cmd = more(
-            Cmd::new(example(name)?.display().to_string()).args(["--kubeconfig", &kubeconfig]),
+            Cmd::new(example(name)?.display().to_string()).arg("--kubeconfig").path(kubeconfig),
         );
         let mut command = Command::from(cmd.echoed()?);
         command.stdout(Stdio::piped()).kill_on_drop(true);
@@ -368,3 +382,6 @@ pub async fn step4_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
         ..Measured::default()
     })
 }
+
+mod stage2;
+pub use stage2::{install as stage2_install, stage2_crd};

@@ -29,6 +29,12 @@ fn step4_controller() {
     e2e::run_test("step4_controller", examples::step4_controller);
 }
 
+#[test]
+#[serial]
+fn stage2_crd() {
+    e2e::run_test("stage2_crd", examples::stage2_crd);
+}
+
 /// Every example the harness knows has a test here (and so runs in CI).
 #[test]
 fn every_example_has_a_test() {

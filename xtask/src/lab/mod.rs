@@ -84,6 +84,12 @@ pub enum LabCommand {
         #[command(flatten)]
         lab: LabName,
     },
+    /// Stage 2 on a running lab: the ConfigMapTemplate CRD and the stage-2 RBAC
+    /// (manifests/stage2/), and a kubeconfig of its ServiceAccount to run the example with.
+    Stage2 {
+        #[command(flatten)]
+        lab: LabName,
+    },
 }
 
 /// How `lab up` builds the lab.
@@ -165,6 +171,18 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         }
         LabCommand::Status { lab } => status::run(&lab.name).await,
         LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow).await,
+        LabCommand::Stage2 { lab } => {
+            let lab = e2e::lab::Lab::find_named(&lab.name).await?;
+            let kubeconfig = e2e::examples::stage2_install(&lab).await?.display().to_string();
+            let admin = lab.file().admin_kubeconfig.display();
+            println!(
+                "  run it:      cargo run -p controller --example stage2_crd -- --kubeconfig {kubeconfig}"
+            );
+            println!(
+                "  a template:  KUBECONFIG={admin} kubectl apply -f manifests/stage2/template.yaml"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

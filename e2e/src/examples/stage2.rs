@@ -1,0 +1,315 @@
+//! Stage 2 (controller/examples/stage2_crd.rs) against the lab: its CRD and
+//! RBAC applied from `manifests/stage2/`, the example run as its own
+//! ServiceAccount (a TokenRequest token, so the Role is what it gets), then
+//! the course's four experiments on a template's ConfigMap, a second
+//! template's ConfigMap made with no kick, the status, and garbage
+//! collection after a template's deletion (kind; envtest has no garbage
+//! collector and says so). Everything it made is deleted again.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use anyhow::{Context as _, bail, ensure};
+use controller::stage2::{ConfigMapTemplate, ConfigMapTemplateSpec, READY};
+use k8s_openapi::{
+    api::{
+        authentication::v1::{TokenRequest, TokenRequestSpec},
+        authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
+        core::v1::{ConfigMap, ServiceAccount},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    config::Kubeconfig,
+};
+use serde_json::json;
+
+use super::{Running, write_sample};
+use crate::{
+    eventually::{Check, eventually},
+    lab::Lab,
+    lab_file::ProviderKind,
+    project,
+    suite::Measured,
+};
+
+const NAMESPACE: &str = "default";
+const ACCOUNT: &str = "my-controller-stage2";
+const CRD: &str = "configmaptemplates.lab.my-controller.dev";
+const WITHIN: Duration = Duration::from_secs(30);
+const CREATED: &str = "does not exist, created it";
+const CORRECTED: &str = "drifted from its template, corrected it";
+
+fn data(env: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("app.conf".to_string(), format!("env={env}\\nreplicas=3"))])
+}
+
+fn template(name: &str, config_map: &str) -> ConfigMapTemplate {
+    ConfigMapTemplate::new(
+        name,
+        ConfigMapTemplateSpec { config_map_name: config_map.into(), data: data("prod") },
+    )
+}
+
+/// The stage-2 test: set up, run the experiments, and take everything away.
+pub async fn stage2_crd(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let kubeconfig = install(lab).await?;
+    let admin = lab.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let result = experiments(lab, &admin, &kubeconfig).await;
+    let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
+    templates.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
+    for name in ["stage2-a", "stage2-b"] {
+        let _ = config_maps.delete(name, &DeleteParams::default()).await;
+    }
+    crds.delete(CRD, &DeleteParams::default()).await?;
+    remove_rbac(&admin).await?;
+    result
+}
+
+/// Applies manifests/stage2/crd.yaml and rbac.yaml to `lab`, waits until the
+/// CRD is established, and writes a kubeconfig of the stage-2
+/// ServiceAccount (`target/lab/<name>/stage2.kubeconfig`); its path.
+pub async fn install(lab: &Lab) -> anyhow::Result<std::path::PathBuf> {
+    let admin = lab.client();
+    for file in ["manifests/stage2/crd.yaml", "manifests/stage2/rbac.yaml"] {
+        let path = project::root().join(file);
+        crate::apply::documents(&admin, "e2e-stage2", &path, crate::apply::read_documents(&path)?)
+            .await?;
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    eventually("the CRD to be established", WITHIN, || async {
+        let crd = crds.get(CRD).await?;
+        let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+        Ok(match conditions.iter().any(|c| c.type_ == "Established" && c.status == "True") {
+            true => Check::Done(()),
+            false => Check::NotYet(format!("conditions {conditions:?}")),
+        })
+    })
+    .await?;
+    account_kubeconfig(lab, &admin).await
+}
+
+async fn experiments(
+    lab: &Lab,
+    admin: &Client,
+    kubeconfig: &std::path::Path,
+) -> anyhow::Result<Measured> {
+    let reviews = least_privilege(admin).await?;
+    let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
+    let a = templates.create(&PostParams::default(), &template("template-a", "stage2-a")).await?;
+    let owner = a.metadata.uid.clone().context("a created object has a uid")?;
+
+    // 1. start creates: the template exists, its ConfigMap does not.
+    let mut running = Running::start_as(kubeconfig, "stage2_crd", |c| c.env_remove("RUST_LOG"))?;
+    running.until("the create of stage2-a", |l| l.contains(CREATED)).await?;
+    let first = wait_kept(&config_maps, "stage2-a", &owner).await?;
+    // 2. delete → recreated.
+    config_maps.delete("stage2-a", &DeleteParams::default()).await?;
+    running.until("stage2-a created again", |l| l.contains(CREATED)).await?;
+    let second = wait_kept(&config_maps, "stage2-a", &owner).await?;
+    ensure!(first.metadata.uid != second.metadata.uid, "the ConfigMap was not made anew");
+    // 3. drift → corrected.
+    let drift = json!({"data": {"app.conf": "env=dev"}});
+    config_maps.patch("stage2-a", &PatchParams::default(), &Patch::Merge(&drift)).await?;
+    running.until("the correction", |l| l.contains(CORRECTED)).await?;
+    let before = wait_kept(&config_maps, "stage2-a", &owner).await?;
+    let mut printed = running.terminate().await?;
+    // 4. rerun → nothing written.
+    let mut rerun = Running::start_as(kubeconfig, "stage2_crd", |c| {
+        c.env("RUST_LOG", "info,stage2_crd=debug")
+    })?;
+    rerun.until("the rerun's quiet reconcile", |l| l.contains("matches its template")).await?;
+    // No kick: a template made while it runs is itself the event.
+    templates.create(&PostParams::default(), &template("template-b", "stage2-b")).await?;
+    let b = templates.get("template-b").await?;
+    wait_kept(&config_maps, "stage2-b", b.metadata.uid.as_deref().unwrap_or_default()).await?;
+    let status = wait_ready(&templates, "template-a").await?;
+    let second_run = rerun.terminate().await?;
+    if let Some(line) =
+        second_run.iter().find(|l| l.contains(CORRECTED) || l.contains("stage2-a does not exist"))
+    {
+        bail!("the rerun wrote stage2-a while it was right: {line}");
+    }
+    let after = config_maps.get("stage2-a").await?;
+    ensure!(
+        after.metadata.resource_version == before.metadata.resource_version,
+        "the rerun moved stage2-a's resourceVersion"
+    );
+    printed.push(String::new());
+    printed.push(
+        "--- run again: RUST_LOG=info,stage2_crd=debug; template-b created meanwhile ---".into(),
+    );
+    printed.extend(second_run);
+    write_sample("stage2_crd", &printed)?;
+    let gc = garbage_collected(lab, &templates, &config_maps).await?;
+    Ok(Measured {
+        detail: format!(
+            "{reviews}; start → created, delete → created, patch → corrected, rerun → nothing \\
+             written; template-b → its ConfigMap with no kick; {status}; {gc}"
+        ),
+        ..Measured::default()
+    })
+}
+
+/// Waits until `name` holds the template's data and names `owner` as its controller.
+async fn wait_kept(api: &Api<ConfigMap>, name: &str, owner: &str) -> anyhow::Result<ConfigMap> {
+    eventually(&format!("{name} to hold its template's data"), WITHIN, || async {
+        Ok(match api.get_opt(name).await? {
+            Some(cm) => {
+                let owned = cm.metadata.owner_references.iter().flatten().any(|r| {
+                    r.uid == owner && r.controller == Some(true) && r.kind == "ConfigMapTemplate"
+                });
+                if cm.data.as_ref() == Some(&data("prod")) && owned {
+                    Check::Done(cm)
+                } else {
+                    Check::NotYet(format!(
+                        "data {:?}, owners {:?}",
+                        cm.data, cm.metadata.owner_references
+                    ))
+                }
+            }
+            None => Check::NotYet("absent".into()),
+        })
+    })
+    .await
+}
+
+/// Waits until the template's status says Ready for its current generation.
+async fn wait_ready(api: &Api<ConfigMapTemplate>, name: &str) -> anyhow::Result<String> {
+    eventually(&format!("{name}'s status"), WITHIN, || async {
+        let t = api.get(name).await?;
+        let status = t.status.clone().unwrap_or_default();
+        let ready = status.conditions.iter().find(|c| c.type_ == READY && c.status == "True");
+        Ok(match (ready, status.observed_generation == t.metadata.generation) {
+            (Some(c), true) => Check::Done(format!(
+                "status Ready=True ({}), observedGeneration {}",
+                c.reason,
+                status.observed_generation.unwrap_or_default()
+            )),
+            _ => Check::NotYet(format!("{status:?}")),
+        })
+    })
+    .await
+}
+
+/// Deletes template-a: on kind the garbage collector removes stage2-a (its
+/// ownerReference); envtest runs no kube-controller-manager, so it stays.
+async fn garbage_collected(
+    lab: &Lab,
+    templates: &Api<ConfigMapTemplate>,
+    config_maps: &Api<ConfigMap>,
+) -> anyhow::Result<String> {
+    let background = DeleteParams::background();
+    templates.delete("template-a", &background).await?;
+    if lab.file().provider != ProviderKind::Kind {
+        return Ok(
+            "garbage collection not checked on envtest: it has no kube-controller-manager".into()
+        );
+    }
+    eventually("stage2-a to be garbage-collected", WITHIN, || async {
+        Ok(match config_maps.get_opt("stage2-a").await? {
+            None => Check::Done("template-a deleted → stage2-a garbage-collected".to_string()),
+            Some(_) => Check::NotYet("still there".into()),
+        })
+    })
+    .await
+}
+
+/// SubjectAccessReviews for the stage-2 ServiceAccount: what its Role grants
+/// and nothing around it.
+async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
+    let group = "lab.my-controller.dev";
+    let mut checks = Vec::new();
+    for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
+        checks.push((
+            group,
+            "configmaptemplates",
+            "",
+            verb,
+            ["get", "list", "watch"].contains(&verb),
+        ));
+        checks.push((group, "configmaptemplates", "status", verb, verb == "patch"));
+        let cm = ["get", "list", "watch", "create", "update"].contains(&verb);
+        checks.push(("", "configmaps", "", verb, cm));
+        checks.push(("", "secrets", "", verb, false));
+    }
+    let api: Api<SubjectAccessReview> = Api::all(admin.clone());
+    let mut wrong = Vec::new();
+    for (group, resource, sub, verb, expected) in &checks {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(format!("system:serviceaccount:{NAMESPACE}:{ACCOUNT}")),
+                groups: Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{NAMESPACE}"),
+                ]),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.to_string()),
+                    resource: Some(resource.to_string()),
+                    subresource: Some(sub.to_string()).filter(|s| !s.is_empty()),
+                    verb: Some(verb.to_string()),
+                    namespace: Some(NAMESPACE.into()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let answer = api.create(&PostParams::default(), &review).await?;
+        let allowed = answer.status.is_some_and(|s| s.allowed);
+        if allowed != *expected {
+            wrong.push(format!(
+                "{verb} {resource}{}: {}",
+                if sub.is_empty() { String::new() } else { format!("/{sub}") },
+                if allowed { "allowed" } else { "denied" }
+            ));
+        }
+    }
+    ensure!(
+        wrong.is_empty(),
+        "the stage-2 Role differs from manifests/stage2/rbac.yaml: {}",
+        wrong.join("; ")
+    );
+    Ok(format!("{} reviews of its ServiceAccount as its Role says", checks.len()))
+}
+
+/// A kubeconfig for the stage-2 ServiceAccount: the admin kubeconfig's
+/// cluster, a TokenRequest token as the user.
+async fn account_kubeconfig(lab: &Lab, admin: &Client) -> anyhow::Result<std::path::PathBuf> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let granted = accounts.create_token_request(ACCOUNT, &PostParams::default(), &request).await?;
+    let token =
+        granted.status.and_then(|s| s.token).filter(|t| !t.is_empty()).context("no token")?;
+    let mut config = Kubeconfig::read_from(&lab.file().admin_kubeconfig)?;
+    for user in &mut config.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            *auth =
+                kube::config::AuthInfo { token: Some(token.clone().into()), ..Default::default() };
+        }
+    }
+    let path = lab.file().state_dir.join("stage2.kubeconfig");
+    let text = serde_saphyr::to_string(&config)?;
+    crate::files::write_private(&path, &text)?;
+    Ok(path)
+}
+
+/// Deletes what manifests/stage2/rbac.yaml made (all named [`ACCOUNT`]).
+async fn remove_rbac(admin: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let params = DeleteParams::default();
+    Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
+    Api::<Role>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
+    Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
+    Ok(())
+}
