@@ -42,7 +42,7 @@ const CREATED: &str = "does not exist, created it";
 const CORRECTED: &str = "drifted from its template, corrected it";
 
 fn data(env: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app.conf".to_string(), format!("env={env}\\nreplicas=3"))])
+    BTreeMap::from([("app.conf".to_string(), format!("env={env}\nreplicas=3"))])
 }
 
 fn template(name: &str, config_map: &str) -> ConfigMapTemplate {
@@ -148,7 +148,7 @@ async fn experiments(
     let gc = garbage_collected(lab, &templates, &config_maps).await?;
     Ok(Measured {
         detail: format!(
-            "{reviews}; start → created, delete → created, patch → corrected, rerun → nothing \\
+            "{reviews}; start → created, delete → created, patch → corrected, rerun → nothing \
              written; template-b → its ConfigMap with no kick; {status}; {gc}"
         ),
         ..Measured::default()
