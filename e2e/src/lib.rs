@@ -2,6 +2,7 @@
 //! functions, and the glue that runs one as a test and records its result.
 //! Used by the e2e tests and by `cargo xtask e2e` (and the workshop verbs).
 
+pub mod accounts;
 pub mod apply;
 pub mod bench;
 pub mod command;

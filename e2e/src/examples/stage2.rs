@@ -12,7 +12,6 @@ use anyhow::{Context as _, bail, ensure};
 use controller::stage2::{ConfigMapTemplate, ConfigMapTemplateSpec, READY};
 use k8s_openapi::{
     api::{
-        authentication::v1::{TokenRequest, TokenRequestSpec},
         authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
         core::v1::{ConfigMap, ServiceAccount},
     },
@@ -21,7 +20,6 @@ use k8s_openapi::{
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
-    config::Kubeconfig,
 };
 use serde_json::json;
 
@@ -280,24 +278,8 @@ async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
 /// A kubeconfig for the stage-2 ServiceAccount: the admin kubeconfig's
 /// cluster, a TokenRequest token as the user.
 async fn account_kubeconfig(lab: &Lab, admin: &Client) -> anyhow::Result<std::path::PathBuf> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let granted = accounts.create_token_request(ACCOUNT, &PostParams::default(), &request).await?;
-    let token =
-        granted.status.and_then(|s| s.token).filter(|t| !t.is_empty()).context("no token")?;
-    let mut config = Kubeconfig::read_from(&lab.file().admin_kubeconfig)?;
-    for user in &mut config.auth_infos {
-        if let Some(auth) = user.auth_info.as_mut() {
-            *auth =
-                kube::config::AuthInfo { token: Some(token.clone().into()), ..Default::default() };
-        }
-    }
+    let (token, _) = crate::accounts::token(admin, NAMESPACE, ACCOUNT, 3600).await?;
+    let config = crate::accounts::kubeconfig_with_token(lab.file(), &token)?;
     let path = lab.file().state_dir.join("stage2.kubeconfig");
     let text = serde_saphyr::to_string(&config)?;
     crate::files::write_private(&path, &text)?;

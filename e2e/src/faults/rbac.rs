@@ -5,9 +5,8 @@ use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, ensure};
 use k8s_openapi::api::{
-    authentication::v1::{TokenRequest, TokenRequestSpec},
     authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
-    core::v1::{Secret, ServiceAccount},
+    core::v1::Secret,
     rbac::v1::{PolicyRule, Role},
 };
 use kube::{
@@ -244,26 +243,8 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
         .controller_service_account()
         .split_once('/')
         .context("the service account is namespace/name")?;
-    let accounts: Api<ServiceAccount> = Api::namespaced(lab.client(), namespace);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let granted: TokenRequest = accounts
-        .create_subresource("token", name, &PostParams::default(), &request)
-        .await
-        .context("TokenRequest for the controller's ServiceAccount")?;
-    let token = granted.status.and_then(|s| s.token).context("TokenRequest without a token")?;
-    let mut kubeconfig = kube::config::Kubeconfig::read_from(&lab.file().admin_kubeconfig)?;
-    for user in &mut kubeconfig.auth_infos {
-        user.auth_info = Some(kube::config::AuthInfo {
-            token: Some(token.clone().into()),
-            ..kube::config::AuthInfo::default()
-        });
-    }
+    let (token, _) = crate::accounts::token(&lab.client(), namespace, name, 600).await?;
+    let kubeconfig = crate::accounts::kubeconfig_with_token(lab.file(), &token)?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     Ok(controller::connect::build(config)?)
 }

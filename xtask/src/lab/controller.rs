@@ -5,10 +5,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use anyhow::{Context, Result, anyhow};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PostParams};
+use anyhow::{Context, Result};
 
 /// The ServiceAccount manifests/rbac.yaml creates for it.
 pub const SERVICE_ACCOUNT_NAMESPACE: &str = "default";
@@ -22,28 +19,7 @@ pub const TOKEN_SECONDS: i64 = 48 * 3600;
 /// kube-controller-manager in the lab there are no legacy token Secrets).
 /// Returns the token and when it expires (RFC 3339).
 pub async fn request_token(admin: &kube::Client) -> Result<(String, String)> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), SERVICE_ACCOUNT_NAMESPACE);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            // No audiences: the API server's own (its --service-account-issuer).
-            expiration_seconds: Some(TOKEN_SECONDS),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let granted: TokenRequest = accounts
-        .create_subresource("token", SERVICE_ACCOUNT, &PostParams::default(), &request)
-        .await
-        .with_context(|| {
-            format!("TokenRequest for ServiceAccount {SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}")
-        })?;
-    let status = granted.status.ok_or_else(|| anyhow!("TokenRequest answered without a status"))?;
-    let token = status
-        .token
-        .filter(|token| !token.is_empty())
-        .ok_or_else(|| anyhow!("TokenRequest answered without a token"))?;
-    let expires = status.expiration_timestamp.map(|time| time.0.to_string()).unwrap_or_default();
-    Ok((token, expires))
+    e2e::accounts::token(admin, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT, TOKEN_SECONDS).await
 }
 
 /// `--controller`: where the envtest lab runs the controller.

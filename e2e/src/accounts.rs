@@ -1,0 +1,51 @@
+//! ServiceAccount credentials for what must act as a ServiceAccount, not as
+//! the admin: a token from the TokenRequest API (labs have no legacy token
+//! Secrets), and the lab's admin kubeconfig with that token as its user.
+
+use anyhow::{Context as _, Result};
+use k8s_openapi::api::{
+    authentication::v1::{TokenRequest, TokenRequestSpec},
+    core::v1::ServiceAccount,
+};
+use kube::{
+    Api, Client,
+    api::PostParams,
+    config::{AuthInfo, Kubeconfig},
+};
+
+use crate::lab_file::LabFile;
+
+/// A token of ServiceAccount `namespace/name`, valid `seconds`, for the API
+/// server's own audience; with when it expires (RFC 3339).
+pub async fn token(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+    seconds: i64,
+) -> Result<(String, String)> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { expiration_seconds: Some(seconds), ..Default::default() }),
+        ..Default::default()
+    };
+    let granted = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("TokenRequest for ServiceAccount {namespace}/{name}"))?;
+    let status = granted.status.context("TokenRequest answered without a status")?;
+    let token =
+        status.token.filter(|t| !t.is_empty()).context("TokenRequest answered without a token")?;
+    let expires = status.expiration_timestamp.map(|time| time.0.to_string()).unwrap_or_default();
+    Ok((token, expires))
+}
+
+/// The lab's admin kubeconfig (its cluster and CA) with every user replaced
+/// by `token`.
+pub fn kubeconfig_with_token(lab: &LabFile, token: &str) -> Result<Kubeconfig> {
+    let mut kubeconfig = Kubeconfig::read_from(&lab.admin_kubeconfig)?;
+    for user in &mut kubeconfig.auth_infos {
+        user.auth_info =
+            Some(AuthInfo { token: Some(token.to_string().into()), ..Default::default() });
+    }
+    Ok(kubeconfig)
+}
