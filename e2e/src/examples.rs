@@ -169,16 +169,11 @@ impl Running {
     }
 }
 
-/// With `E2E_WRITE_SAMPLES=1`, what an example printed goes to
-/// `docs/samples/<name>.txt`, log timestamps dropped.
+/// What an example printed, log timestamps dropped, as `docs/samples/<name>.txt`
+/// ([`project::write_sample`]).
 fn write_sample(name: &str, lines: &[String]) -> anyhow::Result<()> {
-    if std::env::var_os("E2E_WRITE_SAMPLES").is_none_or(|v| v != "1") {
-        return Ok(());
-    }
     let text: String = lines.iter().map(|l| format!("{}\n", without_timestamp(l))).collect();
-    let path = project::root().join("docs/samples").join(format!("{name}.txt"));
-    std::fs::create_dir_all(path.parent().context("has a parent")?)?;
-    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    project::write_sample(&format!("{name}.txt"), &text)
 }
 
 /// `2026-12-01T12:00:00.123456Z  INFO step4_controller: …` → `INFO step4_controller: …`.

@@ -35,3 +35,16 @@ pub fn shown(path: &Path) -> String {
     let root = root();
     path.strip_prefix(&root).unwrap_or(path).display().to_string()
 }
+
+/// With `E2E_WRITE_SAMPLES=1`, `text` becomes `docs/samples/<name>`: the
+/// sample outputs the docs link to are what a real run printed (the
+/// examples suite, `cargo xtask e2e`, the narrations). Otherwise nothing.
+pub fn write_sample(name: &str, text: &str) -> anyhow::Result<()> {
+    if std::env::var_os("E2E_WRITE_SAMPLES").is_none_or(|v| v != "1") {
+        return Ok(());
+    }
+    let dir = root().join("docs/samples");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}

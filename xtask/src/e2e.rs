@@ -78,12 +78,10 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
         let _ = writeln!(summary, "suite wall time {wall:.1} s on {}", lab.provider);
     }
     eprint!("{summary}");
-    // docs/e2e.md links to what a real run printed (docs/samples/ is tracked).
-    if filter.is_none() && std::env::var_os("E2E_WRITE_SAMPLES").is_some_and(|v| v == "1") {
+    // docs/e2e.md links to what a real run printed.
+    if filter.is_none() {
         let mode = if lab.controller.container.is_some() { "-container" } else { "" };
-        let path = e2e::project::root().join(format!("docs/samples/e2e-{}{mode}.md", lab.provider));
-        std::fs::write(&path, &summary)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        e2e::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider), &summary)?;
     }
     if !passed
         || outcomes.len() != expected

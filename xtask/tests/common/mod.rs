@@ -19,14 +19,9 @@ pub fn xtask(args: &[&str]) -> Cmd {
     cargo(["xtask"]).args(args)
 }
 
-/// With `E2E_WRITE_SAMPLES=1`, `text` becomes `docs/samples/<name>`: the
-/// sample outputs the docs link to are what a real run printed.
+/// [`e2e::project::write_sample`], failing the test when it cannot write.
 pub fn write_sample(name: &str, text: &str) {
-    if std::env::var_os("E2E_WRITE_SAMPLES").is_some_and(|v| v == "1") {
-        let path = e2e::project::root().join("docs/samples").join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    }
+    e2e::project::write_sample(name, text).unwrap_or_else(|e| panic!("{e:#}"));
 }
 
 /// What a command printed, and whether it succeeded.
