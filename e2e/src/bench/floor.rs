@@ -13,11 +13,6 @@
 //! on this machine at this moment; a subject that beats it beyond noise is
 //! reported (`report::BEATS_FLOOR_BELOW`).
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering},
-};
-
 use anyhow::{Context as _, bail};
 use controller::desired::Desired;
 use futures::TryStreamExt;
@@ -31,19 +26,9 @@ use tokio::{sync::oneshot, task::JoinHandle};
 /// The stand-in's field manager.
 pub const FIELD_MANAGER: &str = "bench-floor";
 
-/// What the stand-in wrote.
-#[derive(Debug, Default)]
-pub struct Tally {
-    pub creates: AtomicU64,
-    pub updates: AtomicU64,
-    /// Writes the API server refused (a 409 when racing another writer).
-    pub refused: AtomicU64,
-}
-
 /// The running stand-in; [`StandIn::stop`] ends it.
 pub struct StandIn {
     task: JoinHandle<anyhow::Result<()>>,
-    tally: Arc<Tally>,
 }
 
 impl StandIn {
@@ -53,9 +38,8 @@ impl StandIn {
     pub async fn start(client: Client, desired: Desired) -> anyhow::Result<StandIn> {
         let writes = Prebuilt::new(client.clone(), &desired)?;
         let api = Api::namespaced(client, desired.namespace());
-        let tally = Arc::new(Tally::default());
         let (opened, watching) = oneshot::channel();
-        let task = tokio::spawn(keep(api, desired, writes, tally.clone(), opened));
+        let task = tokio::spawn(keep(api, desired, writes, opened));
         if watching.await.is_err() {
             // It ended before its watch opened: its error says why.
             return Err(match task.await {
@@ -64,12 +48,7 @@ impl StandIn {
                 Err(e) => anyhow::Error::new(e).context("the floor's stand-in panicked"),
             });
         }
-        Ok(StandIn { task, tally })
-    }
-
-    /// What it wrote so far.
-    pub fn tally(&self) -> &Tally {
-        &self.tally
+        Ok(StandIn { task })
     }
 
     /// Stops it; fails if it had failed (its watch broke for good).
@@ -129,14 +108,13 @@ async fn keep(
     api: Api<ConfigMap>,
     desired: Desired,
     writes: Prebuilt,
-    tally: Arc<Tally>,
     opened: oneshot::Sender<()>,
 ) -> anyhow::Result<()> {
     let fields = format!("metadata.name={}", desired.name());
     let mut opened = Some(opened);
     loop {
         let list = api.list(&ListParams::default().fields(&fields)).await?;
-        put_right(&writes, &desired, list.items.first(), &tally).await;
+        put_right(&writes, &desired, list.items.first()).await;
         let from = list.metadata.resource_version.unwrap_or_default();
         let params = WatchParams::default().fields(&fields).timeout(290);
         let stream = api.watch(&params, &from).await?;
@@ -146,9 +124,9 @@ async fn keep(
         futures::pin_mut!(stream);
         while let Some(event) = stream.try_next().await? {
             match event {
-                WatchEvent::Deleted(_) => put_right(&writes, &desired, None, &tally).await,
+                WatchEvent::Deleted(_) => put_right(&writes, &desired, None).await,
                 WatchEvent::Added(cm) | WatchEvent::Modified(cm) => {
-                    put_right(&writes, &desired, Some(&cm), &tally).await
+                    put_right(&writes, &desired, Some(&cm)).await
                 }
                 WatchEvent::Bookmark(_) => {}
                 // 410 Gone: the version is too old; list again.
@@ -159,16 +137,15 @@ async fn keep(
     }
 }
 
-/// The one write that makes `live` desired, if any. A refused write is
-/// counted, not fatal: the next event tries again, as a controller would.
-async fn put_right(writes: &Prebuilt, desired: &Desired, live: Option<&ConfigMap>, tally: &Tally) {
-    let (result, counter) = match live {
-        None => (writes.send(true).await, &tally.creates),
+/// The one write that makes `live` desired, if any. A refused write is not
+/// fatal: the next event tries again, as a controller's would.
+async fn put_right(writes: &Prebuilt, desired: &Desired, live: Option<&ConfigMap>) {
+    let create = match live {
+        None => true,
         Some(cm) if cm.metadata.deletion_timestamp.is_some() || desired.is_satisfied_by(cm) => {
             return;
         }
-        Some(_) => (writes.send(false).await, &tally.updates),
+        Some(_) => false,
     };
-    let counter = if result.is_ok() { counter } else { &tally.refused };
-    counter.fetch_add(1, Ordering::Relaxed);
+    let _ = writes.send(create).await;
 }
