@@ -85,15 +85,7 @@ async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
     let delay = format!("{}s", SLOW_RECONCILE.as_secs());
     let mut child = spawn_ready(lab, &["--reconcile-delay", &delay]).await?;
     drift(lab, "env=sigterm").await?;
-    eventually("a reconcile to be running", HEAL_WITHIN, || async {
-        let running = lab.metrics().await?.sum("reconciles_in_flight");
-        Ok(if running >= 1.0 {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("reconciles_in_flight {running}"))
-        })
-    })
-    .await?;
+    reconcile_running(lab).await?;
     let (status, took) = terminate(&mut child, SLOW_RECONCILE + HEAL_WITHIN).await?;
     ensure!(status.code() == Some(0), "controller stopped mid-reconcile: {status} after SIGTERM");
     let log = lab.controller_log(&mark).await?;
@@ -135,15 +127,7 @@ async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
     let slow = host.ready_pod().await?.context("no ready controller pod")?;
     let log = host.follow_log(&slow).await?;
     drift(lab, "env=sigterm").await?;
-    eventually("a reconcile to be running", HEAL_WITHIN, || async {
-        let running = lab.metrics().await?.sum("reconciles_in_flight");
-        Ok(if running >= 1.0 {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("reconciles_in_flight {running}"))
-        })
-    })
-    .await?;
+    reconcile_running(lab).await?;
     let (code, took) =
         host.delete_and_wait_exit(&slow, Some(POD_SLOW_RECONCILE + HEAL_WITHIN)).await?;
     ensure!(code == 0, "pod {slow} stopped mid-reconcile: exit {code} after SIGTERM");
@@ -276,4 +260,17 @@ async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec
         refused.push(what);
     }
     Ok(refused)
+}
+
+/// Waits until the controller reports a reconcile in flight (`/metrics`).
+async fn reconcile_running(lab: &Lab) -> anyhow::Result<()> {
+    eventually("a reconcile to be running", HEAL_WITHIN, || async {
+        let running = lab.metrics().await?.sum("reconciles_in_flight");
+        Ok(if running >= 1.0 {
+            Check::Done(())
+        } else {
+            Check::NotYet(format!("reconciles_in_flight {running}"))
+        })
+    })
+    .await
 }
