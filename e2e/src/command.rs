@@ -164,16 +164,22 @@ impl Cmd {
         self.echo();
         let started = Instant::now();
         let mut child = self.spawn_inherit()?;
+        // The exit comes through a channel, so it is seen the moment it
+        // happens; a heartbeat line whenever HEARTBEAT passes without it.
+        let (exited, exit) = std::sync::mpsc::channel();
+        std::thread::spawn(move || exited.send(child.wait()));
         let mut next = HEARTBEAT;
         let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break status;
+            match exit.recv_timeout(next.saturating_sub(started.elapsed())) {
+                Ok(status) => break status?,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    eprintln!("  still {doing} ({} s)", started.elapsed().as_secs());
+                    next += HEARTBEAT;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    anyhow::bail!("lost `{self}` while waiting for it")
+                }
             }
-            if started.elapsed() >= next {
-                eprintln!("  still {doing} ({} s)", started.elapsed().as_secs());
-                next += HEARTBEAT;
-            }
-            std::thread::sleep(Duration::from_millis(200));
         };
         if !status.success() {
             return Err(self.failed(status));
@@ -376,6 +382,13 @@ mod tests {
         assert!(text.contains("oops") && text.contains("exit status: 3"), "{text}");
         let missing = Cmd::new("no-such-program-here").read().unwrap_err();
         assert!(is_not_found(&missing), "{missing:#}");
+    }
+
+    #[test]
+    fn a_long_command_reports_its_exit_status() {
+        Cmd::argv(["sh", "-c", "exit 0"]).run_long("testing").unwrap();
+        let error = Cmd::argv(["sh", "-c", "exit 3"]).run_long("testing").unwrap_err();
+        assert!(format!("{error:#}").contains("exit"), "{error:#}");
     }
 
     #[test]
