@@ -6,9 +6,10 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Parser, ValueEnum};
 
+use workqueue::RateLimit;
+
 use crate::{
     desired::{self, Desired, InvalidDesired},
-    queue::RateLimit,
     version,
 };
 

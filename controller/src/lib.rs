@@ -4,7 +4,6 @@
 //! | module        | holds                                                        |
 //! |---------------|--------------------------------------------------------------|
 //! | [`desired`]   | the desired ConfigMap, its defaults and validation           |
-//! | [`queue`]     | the work queue: coalescing, per-key backoff, rate limit      |
 //! | [`reconcile`] | one reconcile: cache read → compare → create/update/nothing  |
 //! | [`runner`]    | informer → keys → queue → workers; failure policy; shutdown  |
 //! | [`http`]      | `/healthz`, `/readyz`, `/metrics`                            |
@@ -22,7 +21,6 @@ pub mod events;
 mod fixtures;
 pub mod http;
 pub mod metrics;
-pub mod queue;
 pub mod reconcile;
 pub mod runner;
 pub mod stage2;

@@ -37,12 +37,12 @@ use kube::{
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tracing::{debug, error, info, warn};
+use workqueue::WorkQueue;
 
 use crate::{
     cli::Settings,
     http::{self, Workers},
     metrics::{Metrics, ReconcileResult},
-    queue::WorkQueue,
     reconcile::{self, Context, Error, key_of, result_label, show},
     version::{self, Skew},
 };
@@ -121,8 +121,12 @@ pub async fn run(
         metrics: metrics.clone(),
         reconcile_delay: settings.reconcile_delay,
     });
-    let queue =
-        WorkQueue::new(settings.rate_limit.clone()).with_depth_gauge(metrics.queue_depth_gauge());
+    let queue = {
+        let depth = metrics.queue_depth_gauge();
+        WorkQueue::new(settings.rate_limit.clone()).on_depth(move |n| {
+            depth.set(i64::try_from(n).unwrap_or(i64::MAX));
+        })
+    };
     let key = key_of(&settings.desired);
 
     let (http_stop, http_stopped) = oneshot::channel::<()>();
@@ -433,12 +437,13 @@ mod tests {
 
     use std::sync::atomic::AtomicUsize;
 
+    use workqueue::RateLimit;
+
     use super::*;
     use crate::cli::Settings;
     use crate::{
         fixtures::{MockApi, Scenario, context, drifted},
         metrics::ReconcileResult,
-        queue::RateLimit,
     };
 
     /// Polls `done` in (paused, auto-advancing) tokio time; fails with `what`
