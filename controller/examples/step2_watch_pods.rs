@@ -1,89 +1,78 @@
-//! Course step 2 — the informer: list once, then watch, and print what happens.
-//!
-//! Teaches: client-go's `SharedInformer` with `AddFunc`/`UpdateFunc`/`DeleteFunc`
-//! is kube-rs's `watcher` stream. Its first list arrives as `Init`, `InitApply`…,
-//! `InitDone` (shown here as one `[ADD]` per existing Pod, then "cache synced",
-//! like `WaitForCacheSync`); later changes arrive as `Apply` and `Delete`. After
-//! a lost watch it lists again, and the differences show as ADD/UPDATE/DELETE.
-//!
-//!     cargo run -p controller --example step2_watch_pods -- --namespace default
-//!
-//! Ctrl-C or SIGTERM ends it cleanly.
+//! Step 2: an informer pushes the Pods' events to us: one [ADD] per Pod that
+//! exists (the first LIST), "cache synced", then [ADD], [UPDATE] and [DELETE]
+//! as they happen. Ctrl-C or SIGTERM ends it cleanly.
 
 use std::collections::HashMap;
 
-use clap::Parser;
-use controller::{connect, runner::shutdown_signal};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
-    Api, ResourceExt,
+    Api, Client, ResourceExt,
     runtime::{WatchStreamExt, watcher},
 };
+use tokio::signal::unix::{SignalKind, signal};
 
-#[derive(Parser)]
-struct Args {
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
-    #[arg(long, default_value = "default")]
-    namespace: String,
-}
-
-fn key(pod: &Pod) -> String {
+/// `namespace/name`: the course's keyOf.
+fn key_of(pod: &Pod) -> String {
     format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let client = connect::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
-    let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
-    let events = watcher(pods, watcher::Config::default()).default_backoff();
-    futures::pin_mut!(events);
+    // Ctrl-C or SIGTERM: stop cleanly (every step from here on does this).
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
 
-    // key → resourceVersion: what we have printed so far (a tiny cache).
+    let client = Client::try_default().await?;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+
+    // The informer: LIST once (Init, one InitApply per Pod, InitDone), then
+    // WATCH (Apply for an added or changed Pod, Delete). After a lost watch it
+    // lists again; the backoff spaces out the retries.
+    let events = watcher(pods, watcher::Config::default()).default_backoff();
+    tokio::pin!(events);
+
+    // key → resourceVersion: what we have seen, to tell ADD from UPDATE.
     let mut known: HashMap<String, String> = HashMap::new();
-    let mut listing: HashMap<String, String> = HashMap::new();
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
+    let mut listed: HashMap<String, String> = HashMap::new();
     loop {
         let event = tokio::select! {
-            _ = &mut shutdown => break,
-            event = events.next() => match event {
-                Some(event) => event,
-                None => break,
-            },
+            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break,
+            event = events.next() => event,
         };
         match event {
-            Ok(watcher::Event::Init) => listing.clear(),
-            Ok(watcher::Event::InitApply(pod)) => {
-                listing.insert(key(&pod), pod.resource_version().unwrap_or_default());
+            Some(Ok(watcher::Event::Init)) => listed.clear(),
+            Some(Ok(watcher::Event::InitApply(pod))) => {
+                listed.insert(key_of(&pod), pod.resource_version().unwrap_or_default());
             }
-            Ok(watcher::Event::InitDone) => {
-                // Compare the fresh list with what we knew (empty the first time).
-                for (k, rv) in &listing {
-                    match known.get(k) {
-                        None => println!("[ADD] {k}"),
-                        Some(old) if old != rv => println!("[UPDATE] {k}"),
+            Some(Ok(watcher::Event::InitDone)) => {
+                // The list against what we knew (nothing, the first time).
+                for (key, version) in &listed {
+                    match known.get(key) {
+                        None => println!("[ADD] {key}"),
+                        Some(old) if old != version => println!("[UPDATE] {key}"),
                         Some(_) => {}
                     }
                 }
-                for k in known.keys().filter(|k| !listing.contains_key(*k)) {
-                    println!("[DELETE] {k}");
+                for key in known.keys().filter(|key| !listed.contains_key(*key)) {
+                    println!("[DELETE] {key}");
                 }
-                known = std::mem::take(&mut listing);
-                println!("--- cache synced: {} pods ---", known.len());
+                known = std::mem::take(&mut listed);
+                println!("=== cache synced: {} Pods, watching ===", known.len());
             }
-            Ok(watcher::Event::Apply(pod)) => {
-                let verb = if known.contains_key(&key(&pod)) { "UPDATE" } else { "ADD" };
-                println!("[{verb}] {}", key(&pod));
-                known.insert(key(&pod), pod.resource_version().unwrap_or_default());
+            Some(Ok(watcher::Event::Apply(pod))) => {
+                let key = key_of(&pod);
+                let verb = if known.contains_key(&key) { "UPDATE" } else { "ADD" };
+                println!("[{verb}] {key}");
+                known.insert(key, pod.resource_version().unwrap_or_default());
             }
-            Ok(watcher::Event::Delete(pod)) => {
-                println!("[DELETE] {}", key(&pod));
-                known.remove(&key(&pod));
+            Some(Ok(watcher::Event::Delete(pod))) => {
+                println!("[DELETE] {}", key_of(&pod));
+                known.remove(&key_of(&pod));
             }
-            Err(e) => eprintln!("watch error (retrying): {e}"),
+            Some(Err(e)) => eprintln!("watch error, retrying: {e}"),
+            None => break,
         }
     }
     println!("stopped");

@@ -1,138 +1,125 @@
-//! Course step 3 — the work queue: handlers only enqueue keys, workers process them.
-//!
-//! Teaches: why a controller does not work inside its event handlers. Events put
-//! a `namespace/name` key on the queue (`controller::queue::WorkQueue`, the
-//! counterpart of client-go's rate-limited workqueue); two workers take keys and
-//! "process" slowly. Change a Pod's labels five times quickly and you will see
-//! fewer than five processings, each reading the *latest* state from the cache.
-//!
-//! Failure policy, as in the course's `handleErr`: a Pod labelled `fail=true`
-//! fails its processing; it is retried with per-key exponential backoff
-//! (5 ms, 10 ms, 20 ms, …), forgotten on success, given up after 5 retries.
-//!
-//!     cargo run -p controller --example step3_queue -- --namespace default --process-time 2s
-//!     kubectl label pod mypod round=1 --overwrite; … round=5   (in another terminal)
+//! Step 3: the event handlers only put a key on a work queue ("a slip of
+//! paper"); two workers take keys and process them slowly. Five quick changes
+//! of one Pod make about two processings, not five, and the last one reads the
+//! latest state from the cache. A Pod labelled fail=true fails: it is retried
+//! with growing delays, then given up after 5 retries.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
-use clap::Parser;
-use controller::{
-    cli::parse_duration,
-    connect,
-    queue::{RateLimit, WorkQueue},
-    runner::shutdown_signal,
-};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
-    Api, ResourceExt,
+    Api, Client, ResourceExt,
     runtime::{
         WatchStreamExt,
         reflector::{self, ObjectRef, Store},
         watcher,
     },
 };
+use tokio::signal::unix::{SignalKind, signal};
+use workqueue::{RateLimit, WorkQueue};
 
-#[derive(Parser)]
-struct Args {
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
-    #[arg(long, default_value = "default")]
-    namespace: String,
-    /// How long one processing takes.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    process_time: Duration,
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    #[arg(long, default_value_t = 5)]
-    max_retries: u32,
-}
-
-type Key = ObjectRef<Pod>;
-
-/// `namespace/name`, as the course prints keys.
-fn show(key: &Key) -> String {
-    format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name)
+fn key_of(pod: &Pod) -> String {
+    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Arc::new(Args::parse());
-    let client = connect::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
-    let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
-    let (cache, writer) = reflector::store();
-    let queue: WorkQueue<Key> = WorkQueue::new(RateLimit::default());
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let client = Client::try_default().await?;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
 
-    // The event handlers: nothing but "enqueue the key".
-    let informer = {
+    // ① The queue: client-go's NewTypedRateLimitingQueue with its default rate limiter.
+    let queue: WorkQueue<String> = WorkQueue::new(RateLimit::default());
+
+    // The informer now also keeps a cache (the Store), and ② its handlers
+    // only put the key on the queue.
+    let (cache, writer) = reflector::store();
+    let events = reflector::reflector(writer, watcher(pods, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects();
+    let informer = tokio::spawn({
         let queue = queue.clone();
-        let events = reflector::reflector(writer, watcher(pods, watcher::Config::default()))
-            .default_backoff()
-            .touched_objects();
         async move {
-            futures::pin_mut!(events);
+            tokio::pin!(events);
             while let Some(event) = events.next().await {
                 match event {
                     Ok(pod) => {
-                        let key = ObjectRef::from_obj(&pod);
-                        let queued = queue.add(key.clone());
+                        let queued = queue.add(key_of(&pod));
                         println!(
-                            "event  {}  {}",
-                            show(&key),
+                            "event   {}  {}",
+                            key_of(&pod),
                             if queued { "queued" } else { "coalesced" }
                         );
                     }
-                    Err(e) => eprintln!("watch error (retrying): {e}"),
+                    Err(e) => eprintln!("watch error, retrying: {e}"),
                 }
             }
         }
-    };
-    let informer = tokio::spawn(informer);
-    cache.wait_until_ready().await?;
-    println!("--- cache synced; {} workers ---", args.workers);
+    });
 
-    let workers: Vec<_> = (0..args.workers)
-        .map(|id| tokio::spawn(worker(id, queue.clone(), cache.clone(), args.clone())))
+    // ③ Once the cache has synced, two workers.
+    cache.wait_until_ready().await?;
+    println!("=== cache synced, workers start ===");
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (queue, cache) = (queue.clone(), cache.clone());
+            tokio::spawn(async move { while process_next_item(&queue, &cache).await {} })
+        })
         .collect();
-    shutdown_signal().await;
+
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
     queue.shut_down();
     informer.abort();
-    for w in workers {
-        w.await?;
+    for worker in workers {
+        worker.await?;
     }
     println!("stopped");
     Ok(())
 }
 
-async fn worker(id: usize, queue: WorkQueue<Key>, cache: Store<Pod>, args: Arc<Args>) {
-    while let Some(key) = queue.get().await {
-        tokio::time::sleep(args.process_time).await;
-        // Read the latest state now, not the state the event carried.
-        let result = match cache.get(&key) {
-            None => Ok(format!("{} is gone", show(&key))),
-            Some(pod) if pod.labels().get("fail").is_some_and(|v| v == "true") => {
-                Err("label fail=true".to_string())
-            }
-            Some(pod) => Ok(format!("{} labels={:?}", show(&key), pod.labels())),
-        };
-        match result {
-            Ok(seen) => {
-                queue.forget(&key);
-                println!("worker {id}: processed {seen}");
-            }
-            Err(e) if queue.num_requeues(&key) < args.max_retries => {
-                let delay = queue.add_rate_limited(key.clone());
-                println!("worker {id}: {} failed ({e}); retry in {delay:?}", show(&key));
-            }
-            Err(e) => {
-                queue.forget(&key);
-                println!(
-                    "worker {id}: {} failed ({e}); giving up after {} retries",
-                    show(&key),
-                    args.max_retries
-                );
-            }
+/// The worker's skeleton: learn it by heart, every hand-written controller looks like this.
+async fn process_next_item(queue: &WorkQueue<String>, cache: &Store<Pod>) -> bool {
+    // Wait for a key; None once the queue shuts down.
+    let Some(key) = queue.get().await else {
+        return false;
+    };
+    match business(cache, &key).await {
+        // Success: clear the key's backoff (never forget this).
+        Ok(()) => queue.forget(&key),
+        // Failure: retry after a growing delay, five times...
+        Err(e) if queue.num_requeues(&key) < 5 => {
+            let delay = queue.add_rate_limited(key.clone());
+            println!("failed  {key}: {e}; retry in {delay:.0?}");
         }
-        queue.done(&key);
+        // ...then give up (the next event brings it back).
+        Err(e) => {
+            queue.forget(&key);
+            println!("giving up {key}: {e}");
+        }
     }
+    // Always done, or the queue thinks the key is still being processed.
+    queue.done(&key);
+    true
+}
+
+/// Your business logic; for now, print what the cache holds, slowly.
+async fn business(cache: &Store<Pod>, key: &str) -> anyhow::Result<()> {
+    // Slow on purpose, for the dedup experiment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+    // The latest state, read when we get to it (not the state the event carried).
+    let Some(pod) = cache.get(&ObjectRef::new(name).within(namespace)) else {
+        println!("processed {key}: gone");
+        return Ok(());
+    };
+    if pod.labels().get("fail").is_some_and(|v| v == "true") {
+        anyhow::bail!("label fail=true");
+    }
+    println!("processed {key}: labels {:?}", pod.labels());
+    Ok(())
 }

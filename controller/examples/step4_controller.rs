@@ -1,34 +1,17 @@
-//! Course step 4 — the whole controller in one file: keep `default/my-config`
-//! as desired (create it when missing, put its data back when changed, write
-//! nothing when right).
+//! Step 4: the controller. Keeps the ConfigMap default/my-config as desired:
+//! creates it when missing, puts its data back when changed, writes nothing
+//! when it is right. The course's final main.go, one to one.
 //!
-//! It mirrors the course's final main.go one to one: the desired state, the
-//! informer cache (`reflector`), the kick after sync, two workers,
-//! `process_next_item` with give-up after 5 failures (the kit's
-//! `controller::queue::WorkQueue`), and `reconcile`: read the cache → create /
-//! compare → update an owned clone / nothing. `controller/src/` is the same
-//! loop hardened for production (docs/controller.md lists what it adds).
-//!
-//!     cargo run -p controller --example step4_controller
-//!     RUST_LOG=info,step4_controller=debug cargo run -p controller --example step4_controller -- --resync 5s
-//!
-//! The second line is the course's `go run main.go -v=1`: every resync logs
-//! "matches the desired state, nothing to do".
+//! RUST_LOG=debug is the course's -v=1: every resync (30 s) logs "matches the
+//! desired state, nothing to do".
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, panic::AssertUnwindSafe, time::Duration};
 
 use anyhow::Context as _;
-use clap::Parser;
-use controller::{
-    cli::parse_duration,
-    connect,
-    queue::{RateLimit, WorkQueue},
-    runner::shutdown_signal,
-};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{
-    Api, ResourceExt,
+    Api, Client, ResourceExt,
     api::PostParams,
     runtime::{
         WatchStreamExt,
@@ -36,48 +19,38 @@ use kube::{
         watcher,
     },
 };
+use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, error, info, warn};
+use tracing_subscriber::EnvFilter;
+use workqueue::{RateLimit, WorkQueue};
 
+// ========== The desired state: this controller's only business knowledge ==========
 const TARGET_NAMESPACE: &str = "default";
 const TARGET_NAME: &str = "my-config";
-/// The course's `NumRequeues(key) < 5`.
-const MAX_RETRIES: u32 = 5;
-/// The course's `for i := 0; i < 2; i++ { go wait.UntilWithContext(…) }`.
-const WORKERS: usize = 2;
 
-/// The course's `desiredData`: what my-config must hold.
 fn desired_data() -> BTreeMap<String, String> {
     BTreeMap::from([("app.conf".to_string(), "env=prod\nreplicas=3".to_string())])
 }
 
-#[derive(Parser)]
-struct Args {
-    /// Path of a kubeconfig; without it `KUBECONFIG`, `~/.kube/config`, or in-cluster.
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
-    /// How often every cached ConfigMap is queued again (the informer's resync).
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    resync: Duration,
-}
-
 #[derive(Clone)]
 struct Controller {
-    /// Writes go to the API server…
+    /// Writes go to the API server...
     config_maps: Api<ConfigMap>,
-    /// …reads come from the informer's cache (the course's `cmLister`).
+    /// ...reads come from the informer's cache (the course's cmLister).
     cache: Store<ConfigMap>,
     queue: WorkQueue<String>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    if args.resync.is_zero() {
-        anyhow::bail!("--resync must be more than 0 (the course uses 30s)");
-    }
-    controller::telemetry::init_for_example();
-    let client = connect::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
-    // Only the target namespace is watched, like `informers.WithNamespace`.
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let client = Client::try_default().await?;
+
+    // Only `default` is watched, like informers.WithNamespace.
     let config_maps: Api<ConfigMap> = Api::namespaced(client, TARGET_NAMESPACE);
     let (cache, writer) = reflector::store();
     let c = Controller {
@@ -87,56 +60,62 @@ async fn main() -> anyhow::Result<()> {
     };
 
     // Fixed move ①: the event handlers only put keys on the queue.
-    let informer = {
+    let events = reflector::reflector(writer, watcher(config_maps, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects();
+    let informer = tokio::spawn({
         let queue = c.queue.clone();
-        let events = reflector::reflector(writer, watcher(config_maps, watcher::Config::default()))
-            .default_backoff()
-            .touched_objects();
-        tokio::spawn(async move {
-            futures::pin_mut!(events);
+        async move {
+            tokio::pin!(events);
             while let Some(event) = events.next().await {
                 match event {
                     Ok(cm) => enqueue(&queue, &cm),
                     Err(e) => warn!("watch error, retrying: {e}"),
                 }
             }
-        })
-    };
+        }
+    });
 
     // Fixed move ②: no worker starts before the cache has synced.
     tokio::select! {
-        ready = c.cache.wait_until_ready() => ready.context("the informer stopped before it synced")?,
-        _ = shutdown_signal() => return Ok(()),
+        synced = c.cache.wait_until_ready() => synced.context("the informer stopped before it synced")?,
+        _ = interrupt.recv() => return Ok(()),
+        _ = terminate.recv() => return Ok(()),
     }
     info!("cache synced");
 
-    // ★ The kick: my-config may never have existed, so no event would ever
-    // bring its key; queue it once so the reconcile runs at least once.
+    // ★ The kick: my-config may not exist, and then no event will ever bring
+    // its key. Queue it once, so the reconcile runs at least once.
     c.queue.add(format!("{TARGET_NAMESPACE}/{TARGET_NAME}"));
 
-    // The resync: every cached object comes back as if it had been updated.
-    let resync = {
+    // The resync (30 s, so you can watch it happen): every cached object is
+    // queued again, as if it had changed.
+    let resync = tokio::spawn({
         let c = c.clone();
-        tokio::spawn(async move {
-            let mut every =
-                tokio::time::interval_at(tokio::time::Instant::now() + args.resync, args.resync);
+        async move {
+            let every = Duration::from_secs(30);
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             loop {
-                every.tick().await;
+                ticks.tick().await;
                 for cm in c.cache.state() {
                     enqueue(&c.queue, &cm);
                 }
             }
-        })
-    };
+        }
+    });
 
-    let workers: Vec<_> = (0..WORKERS)
+    // Two workers.
+    let workers: Vec<_> = (0..2)
         .map(|_| {
             let c = c.clone();
             tokio::spawn(async move { while c.process_next_item().await {} })
         })
         .collect();
 
-    shutdown_signal().await;
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
     info!("signal received, shutting down");
     c.queue.shut_down();
     informer.abort();
@@ -147,34 +126,38 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The course's `enqueue`: `namespace/name` of the object, nothing else.
+/// The key of an object: `namespace/name`.
 fn enqueue(queue: &WorkQueue<String>, cm: &ConfigMap) {
     queue.add(format!("{}/{}", cm.namespace().unwrap_or_default(), cm.name_any()));
 }
 
 impl Controller {
-    /// One key from the queue through `reconcile`; false once the queue is shut down.
+    // ---------- The worker's skeleton: the same as step 3 ----------
     async fn process_next_item(&self) -> bool {
         let Some(key) = self.queue.get().await else {
             return false;
         };
-        match self.reconcile(&key).await {
+        // A panic is a failure like any other: the key must still reach `done`.
+        let result = AssertUnwindSafe(self.reconcile(&key))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the reconcile panicked")));
+        match result {
             Ok(()) => self.queue.forget(&key),
-            Err(e) if self.queue.num_requeues(&key) < MAX_RETRIES => {
+            Err(e) if self.queue.num_requeues(&key) < 5 => {
                 info!("reconcile failed, retrying later ({key}): {e:#}");
                 self.queue.add_rate_limited(key.clone());
             }
             Err(e) => {
-                error!("reconcile failed {MAX_RETRIES} times, giving up ({key}): {e:#}");
+                error!("reconcile failed 5 times, giving up ({key}): {e:#}");
                 self.queue.forget(&key);
             }
         }
-        // The course's `defer c.queue.Done(key)`.
         self.queue.done(&key);
         true
     }
 
-    /// The one piece of business logic: make the live object what we want.
+    // ---------- reconcile: where 90% of your work will be ----------
     async fn reconcile(&self, key: &str) -> anyhow::Result<()> {
         let (namespace, name) = key.split_once('/').context("a key is namespace/name")?;
         // Not our object: other ConfigMaps' events come in too, and that is fine.
@@ -207,8 +190,8 @@ impl Controller {
             return Ok(());
         }
         info!("{key} drifted from the desired state, correcting it");
-        // ★ The cache hands out a shared `Arc<ConfigMap>`: change an owned
-        // clone (the course's `DeepCopy()`), never the cached object.
+        // ★ The cache hands out a shared Arc<ConfigMap>: change a clone you
+        // own (the course's DeepCopy), never the cached object.
         let mut copy = ConfigMap::clone(&cm);
         copy.data = Some(desired);
         // Its resourceVersion makes this a compare-and-swap: a stale cache
