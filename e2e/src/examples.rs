@@ -177,7 +177,7 @@ fn write_sample(name: &str, lines: &[String]) -> anyhow::Result<()> {
 }
 
 /// `2026-12-01T12:00:00.123456Z  INFO step4_controller: …` → `INFO step4_controller: …`.
-fn without_timestamp(line: &str) -> &str {
+pub fn without_timestamp(line: &str) -> &str {
     match line.split_once(' ') {
         Some((first, rest)) if first.len() > 20 && first.as_bytes()[10] == b'T' => {
             rest.trim_start()

@@ -15,6 +15,8 @@ pub mod experiments;
 pub mod faults;
 pub mod files;
 pub mod fingerprint;
+pub mod go_build;
+pub mod grade;
 pub mod http_probe;
 pub mod kind_releases;
 pub mod lab;

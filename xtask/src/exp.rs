@@ -29,7 +29,7 @@ use e2e::{
 use futures::future::BoxFuture;
 use serde::Deserialize;
 
-use crate::lab::state_dir;
+use crate::{lab::state_dir, locale::Lang};
 
 /// Labels are padded to one width (terminal columns) so the texts line up.
 const LABEL_WIDTH: usize = 20;
@@ -129,24 +129,12 @@ impl Narrations {
     }
 }
 
-/// `--lang`: the narration's language.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Lang {
-    En,
-    Zh,
+/// The narrations of each language.
+trait Narrate {
+    fn narrations(self) -> &'static Narrations;
 }
 
-impl Lang {
-    /// The locale's language, as `LC_ALL`, then `LC_MESSAGES`, then `LANG`
-    /// say (the first one set wins, as in POSIX): `zh…` is Chinese.
-    pub fn from_locale(var: impl Fn(&str) -> Option<String>) -> Lang {
-        let locale = ["LC_ALL", "LC_MESSAGES", "LANG"]
-            .into_iter()
-            .find_map(|name| var(name).filter(|v| !v.is_empty()))
-            .unwrap_or_default();
-        if locale.starts_with("zh") { Lang::Zh } else { Lang::En }
-    }
-
+impl Narrate for Lang {
     fn narrations(self) -> &'static Narrations {
         static EN: OnceLock<Narrations> = OnceLock::new();
         static ZH: OnceLock<Narrations> = OnceLock::new();
@@ -773,21 +761,6 @@ mod tests {
         for key in ["warning", "error"].iter().chain(&KEY_LABELS) {
             assert!(!en.label(key).is_empty() && !zh.label(key).is_empty(), "{key}");
         }
-    }
-
-    #[test]
-    fn the_locale_picks_the_language() {
-        let env = |pairs: &'static [(&str, &str)]| {
-            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
-        };
-        assert_eq!(Lang::from_locale(env(&[])), Lang::En);
-        assert_eq!(Lang::from_locale(env(&[("LANG", "zh_CN.UTF-8")])), Lang::Zh);
-        assert_eq!(Lang::from_locale(env(&[("LANG", "zh_CN.UTF-8"), ("LC_ALL", "C")])), Lang::En);
-        assert_eq!(Lang::from_locale(env(&[("LC_ALL", ""), ("LANG", "zh_TW")])), Lang::Zh);
-        assert_eq!(
-            Lang::from_locale(env(&[("LC_MESSAGES", "zh_CN"), ("LANG", "en_US")])),
-            Lang::Zh
-        );
     }
 
     #[test]

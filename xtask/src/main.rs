@@ -8,8 +8,10 @@ mod doctor;
 mod e2e;
 mod envtest_bins;
 mod exp;
+mod grade;
 mod image;
 mod lab;
+mod locale;
 mod plan;
 mod preflight;
 mod test;
@@ -48,8 +50,11 @@ enum Command {
         lab: lab::LabName,
         /// The narration's language [default: the locale's, from LC_ALL, LC_MESSAGES or LANG].
         #[arg(long, value_enum)]
-        lang: Option<exp::Lang>,
+        lang: Option<locale::Lang>,
     },
+    /// Grade a controller program you wrote (any language) against the lab:
+    /// the course's experiments and more, a table of what each row saw.
+    Grade(grade::GradeArgs),
     /// Is this machine ready for the workshop? One line per check, with fixes.
     Doctor {
         #[command(flatten)]
@@ -73,9 +78,9 @@ async fn main() -> ExitCode {
         Command::Lab(command) => lab::run(command).await,
         Command::E2e { exp, lab } => e2e::run(&lab.name, exp.as_deref()),
         Command::Exp { experiment, lab, lang } => {
-            let lang = lang.unwrap_or_else(|| exp::Lang::from_locale(|v| std::env::var(v).ok()));
-            exp::run(&lab.name, experiment.as_deref(), lang).await
+            exp::run(&lab.name, experiment.as_deref(), locale::Lang::or_locale(lang)).await
         }
+        Command::Grade(args) => grade::run(args).await,
         Command::Test => test::run().await,
         Command::Doctor { lab, provider } => doctor::run(&lab.name, provider),
         Command::EnvtestBins => envtest_bins::run().await,

@@ -1,7 +1,6 @@
 //! The course's own controller in Go (`e2e/peers/course-go/`: client-go
 //! informer, typed work queue, the kick, 30 s resync), the peer of
-//! `cargo xtask bench --peer go`. Built with Go from its module once per
-//! change of its sources, into `target/bench/peers/course-go-<fingerprint>`.
+//! `cargo xtask bench --peer go`, built by [`crate::go_build`].
 //!
 //! Peers run as the lab's controller ServiceAccount, like my-controller. The
 //! course's informer lists and watches every ConfigMap of the namespace,
@@ -18,7 +17,7 @@ use kube::{
 use serde_json::json;
 
 use super::subject::Spec;
-use crate::{command::Cmd, fingerprint::sha256_hex, lab::Lab, project};
+use crate::{lab::Lab, project};
 
 /// The name of the Role and RoleBinding [`CourseRole`] makes.
 pub const COURSE_ROLE: &str = "bench-peer-course-rbac";
@@ -70,32 +69,12 @@ pub const COURSE_GO: &str = "e2e/peers/course-go";
 
 /// The Go peer, built if its sources changed since the last build.
 pub fn course_go() -> Result<Spec> {
-    let dir = project::root().join(COURSE_GO);
-    let mut inputs = Vec::new();
-    for file in ["go.mod", "go.sum", "main.go"] {
-        let path = dir.join(file);
-        inputs.extend(
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?,
-        );
-    }
-    let binary = project::target_dir()
-        .join("bench/peers")
-        .join(format!("course-go-{}", &sha256_hex(&inputs)[..12]));
-    if !binary.is_file() {
-        let parent = binary.parent().context("has a parent")?;
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-        let partial = binary.with_extension("partial");
-        Cmd::argv(["go", "build", "-trimpath", "-o"])
-            .path(&partial)
-            .arg(".")
-            .dir(&dir)
-            .run_long("building the course's Go controller")
-            .context("go build of the Go peer failed (its output is above)")?;
-        std::fs::rename(&partial, &binary)
-            .with_context(|| format!("cannot move {}", partial.display()))?;
-    }
-    let version = client_go_version(&std::fs::read_to_string(dir.join("go.mod"))?);
+    let binary = crate::go_build::build("course-go", COURSE_GO, None)?;
+    let go_mod = project::root().join(COURSE_GO).join("go.mod");
+    let version = client_go_version(
+        &std::fs::read_to_string(&go_mod)
+            .with_context(|| format!("cannot read {}", go_mod.display()))?,
+    );
     Ok(Spec::Peer {
         label: Some(format!("course-go (client-go {version})")),
         command: binary.display().to_string(),

@@ -1,0 +1,338 @@
+//! Grades a controller program — Rust, the course's Go, any language —
+//! against the lab, the way the course ends: "make the four experiments pass".
+//!
+//! The lab's own controller is stopped for the duration. The program runs as
+//! a local process with the course's Role (its own ServiceAccount:
+//! [`observer`]); `KUBECONFIG` and `{kubeconfig}` in its command give it that
+//! identity. Every row is judged from the API server alone: the ConfigMap as
+//! stored, and the program's requests as the API server counted them — no
+//! metrics, logs or Events are asked of the program. [`run`] always stops the
+//! program and takes the identity away; the caller restores the controller.
+
+mod observer;
+mod program;
+mod rows;
+
+use std::{
+    collections::BTreeMap, future::Future, panic::AssertUnwindSafe, path::PathBuf, time::Duration,
+};
+
+use anyhow::Context as _;
+use controller::desired::Desired;
+use futures::FutureExt as _;
+use serde::{Deserialize, Serialize};
+
+pub use observer::{Counts, IDENTITY};
+pub use program::Stopped;
+
+use crate::{command::Cmd, lab::Lab};
+
+/// A ConfigMap name the identity's first request reads (it need not exist).
+pub const PROBE_NAME: &str = "my-controller-grade-probe";
+/// Replaced in the command by the path of the program's kubeconfig.
+pub const KUBECONFIG_WORD: &str = "{kubeconfig}";
+
+/// How to grade.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The program and its arguments; [`KUBECONFIG_WORD`] is replaced.
+    pub command: Vec<String>,
+    /// The data the program keeps in the lab's target ConfigMap.
+    pub data: BTreeMap<String, String>,
+    /// The program's resync period: "no hot loop" watches at least one.
+    pub resync: Duration,
+    /// How long a (re)started program gets to make its first request.
+    pub connect_within: Duration,
+    /// How long a restarted program is watched for writes ("idempotent rerun").
+    pub quiet: Duration,
+    /// How long it gets to exit after SIGINT or SIGTERM.
+    pub exit_within: Duration,
+    /// Say what is waited for while waiting (a person runs it).
+    pub shown: bool,
+    /// Told as the grade goes on.
+    pub progress: Progress,
+}
+
+/// What the grade tells as it goes on, for a person to follow.
+pub enum Step<'a> {
+    /// A row is done.
+    Row(&'a Row),
+    /// The restarted program is watched this long for writes (it includes a resync).
+    Watching { window: Duration },
+}
+
+/// A callback for each [`Step`] (none: silent).
+#[derive(Clone, Default)]
+pub struct Progress(Option<std::sync::Arc<dyn Fn(Step<'_>) + Send + Sync>>);
+
+impl Progress {
+    pub fn new(tell: impl Fn(Step<'_>) + Send + Sync + 'static) -> Progress {
+        Progress(Some(std::sync::Arc::new(tell)))
+    }
+
+    fn tell(&self, step: Step<'_>) {
+        if let Some(tell) = &self.0 {
+            tell(step);
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Progress(told)" } else { "Progress(silent)" })
+    }
+}
+
+impl Options {
+    /// The course's data, and windows that fit the course's program.
+    pub fn new(command: Vec<String>) -> Options {
+        Options {
+            command,
+            data: controller::desired::default_data(),
+            resync: Duration::from_secs(30),
+            connect_within: Duration::from_secs(60),
+            quiet: Duration::from_secs(5),
+            exit_within: Duration::from_secs(5),
+            shown: false,
+            progress: Progress::default(),
+        }
+    }
+}
+
+/// The rows, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowId {
+    Starts,
+    SelfHeal,
+    Correction,
+    FailedWrite,
+    Rerun,
+    HotLoop,
+    CleanExit,
+}
+
+impl RowId {
+    pub const ALL: [RowId; 7] = [
+        RowId::Starts,
+        RowId::SelfHeal,
+        RowId::Correction,
+        RowId::FailedWrite,
+        RowId::Rerun,
+        RowId::HotLoop,
+        RowId::CleanExit,
+    ];
+
+    /// The name in texts and JSON.
+    pub fn key(self) -> &'static str {
+        match self {
+            RowId::Starts => "starts",
+            RowId::SelfHeal => "self_heal",
+            RowId::Correction => "correction",
+            RowId::FailedWrite => "failed_write",
+            RowId::Rerun => "rerun",
+            RowId::HotLoop => "hot_loop",
+            RowId::CleanExit => "clean_exit",
+        }
+    }
+}
+
+/// What to re-read when a row fails: a part of the course.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hint {
+    /// The kick after the cache synced.
+    Kick,
+    /// NotFound in the cache means "create it".
+    NotFound,
+    /// What it creates or writes is not the desired data.
+    DesiredData,
+    /// A change of the object must be compared and corrected.
+    Correct,
+    /// Its corrections were sent but did not put the data back.
+    UpdateRefused,
+    /// A failure is retried, then given up; the program keeps running.
+    KeepRunning,
+    /// Right means no write at all.
+    NoWriteWhenRight,
+    /// SIGINT and SIGTERM end it cleanly.
+    Signals,
+    /// It exited while it should have been running.
+    Exited,
+}
+
+impl Hint {
+    pub const ALL: [Hint; 9] = [
+        Hint::Kick,
+        Hint::NotFound,
+        Hint::DesiredData,
+        Hint::Correct,
+        Hint::UpdateRefused,
+        Hint::KeepRunning,
+        Hint::NoWriteWhenRight,
+        Hint::Signals,
+        Hint::Exited,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Hint::Kick => "kick",
+            Hint::NotFound => "not_found",
+            Hint::DesiredData => "desired_data",
+            Hint::Correct => "correct",
+            Hint::UpdateRefused => "update_refused",
+            Hint::KeepRunning => "keep_running",
+            Hint::NoWriteWhenRight => "no_write_when_right",
+            Hint::Signals => "signals",
+            Hint::Exited => "exited",
+        }
+    }
+}
+
+/// One row: passed or not, what was seen (a key of the texts and its
+/// values), and on failure what to re-read.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    pub id: RowId,
+    pub passed: bool,
+    /// `<row>.<outcome>` (`starts.pass`, `starts.absent`, …) or `exited`, `not_run`.
+    pub seen: String,
+    pub values: BTreeMap<String, String>,
+    pub hint: Option<Hint>,
+}
+
+/// Every `seen` key [`run`] can report, with the values each carries: the
+/// texts of every language have exactly these (a test of xtask checks).
+pub const SEEN: &[(&str, &[&str])] = &[
+    ("starts.pass", &["after", "creates"]),
+    ("starts.absent", &["within", "creates"]),
+    ("starts.wrong_data", &["creates", "last"]),
+    ("self_heal.pass", &["after", "creates"]),
+    ("self_heal.absent", &["within", "creates"]),
+    ("self_heal.wrong_data", &["creates", "last"]),
+    ("correction.pass", &["key", "after", "updates"]),
+    ("correction.not_back", &["key", "within", "updates", "last"]),
+    ("failed_write.pass", &["updates", "after"]),
+    ("failed_write.not_recreated", &["updates", "within", "last"]),
+    ("rerun.pass", &["stopped", "connected", "quiet", "version"]),
+    ("rerun.wrote", &["quiet", "creates", "updates", "deletes", "before", "now"]),
+    ("rerun.never_connected", &["within"]),
+    ("hot_loop.pass", &["window", "resync"]),
+    ("hot_loop.wrote", &["window", "resync", "writes", "before", "now"]),
+    ("clean_exit.pass", &["sigint", "sigterm"]),
+    ("clean_exit.fail", &["sigint", "sigterm"]),
+    ("exited", &["status", "last_line"]),
+    ("not_run", &[]),
+];
+
+/// What a grade found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub rows: Vec<Row>,
+    /// Everything the program printed, run after run.
+    pub log: PathBuf,
+    /// `system:serviceaccount:…` the program ran as.
+    pub user: String,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.rows.len() == RowId::ALL.len() && self.rows.iter().all(|r| r.passed)
+    }
+}
+
+/// The program could not be graded at all: it did not start, exited before
+/// it asked the API server anything, or never asked. `detail` holds the last
+/// lines it printed.
+#[derive(Debug, thiserror::Error)]
+#[error("`{command}` cannot be graded: {reason}\n{detail}")]
+pub struct Refused {
+    pub command: String,
+    pub reason: Reason,
+    pub detail: String,
+}
+
+/// Why a program cannot be graded; `key` names its text, `value` fills it.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Reason {
+    #[error("it does not start: {0}")]
+    CannotStart(String),
+    #[error("it exited at once ({0}), before it asked the API server anything")]
+    ExitedAtOnce(String),
+    #[error("it asked the API server nothing within {0}")]
+    NeverConnected(String),
+}
+
+impl Reason {
+    pub fn key(&self) -> &'static str {
+        match self {
+            Reason::CannotStart(_) => "cannot_start",
+            Reason::ExitedAtOnce(_) => "exited_at_once",
+            Reason::NeverConnected(_) => "never_connected",
+        }
+    }
+
+    /// The one value its text takes: why, the exit status, the time waited.
+    pub fn value(&self) -> &str {
+        match self {
+            Reason::CannotStart(v) | Reason::ExitedAtOnce(v) | Reason::NeverConnected(v) => v,
+        }
+    }
+}
+
+/// Grades `options.command` against `lab`'s target ConfigMap. The lab's
+/// controller must be stopped by the caller, which restores it afterwards;
+/// the program's identity and the program itself are gone when this
+/// returns, whether it returns a report, an error, or `cancel` fires first
+/// (then the error says so).
+pub async fn run(
+    lab: &Lab,
+    options: &Options,
+    cancel: impl Future<Output = ()>,
+) -> anyhow::Result<Report> {
+    let desired =
+        Desired::new(lab.desired().namespace(), lab.desired().name(), options.data.clone())
+            .map_err(|e| anyhow::anyhow!("the desired data: {e}"))?;
+    let dir = lab.file().state_dir.join("grade");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let kubeconfig = dir.join("kubeconfig");
+    let argv: Vec<String> = options
+        .command
+        .iter()
+        .map(|w| w.replace(KUBECONFIG_WORD, &kubeconfig.display().to_string()))
+        .collect();
+    // Its output goes to a file, as a log: no colours (https://no-color.org).
+    let cmd =
+        Cmd::argv(&argv).env("NO_COLOR", "1").env("KUBECONFIG", kubeconfig.display().to_string());
+    let log = dir.join("program.log");
+    std::fs::write(&log, "").with_context(|| format!("cannot write {}", log.display()))?;
+
+    let observer =
+        observer::Observer::install(lab.file(), lab.client(), desired.namespace(), &dir).await;
+    let observer = match observer {
+        Ok(observer) => observer,
+        Err(e) => {
+            // Whatever part was applied goes again.
+            let _ = observer::Observer::forget(lab.client(), desired.namespace(), &dir).await;
+            return Err(e.context("cannot set up the program's identity"));
+        }
+    };
+    let mut grading = rows::Grading::new(
+        lab,
+        observer,
+        program::Program::new(cmd, log.clone()),
+        desired,
+        options,
+    );
+    let outcome = tokio::select! {
+        done = AssertUnwindSafe(grading.all()).catch_unwind() => match done {
+            Ok(result) => result,
+            Err(_) => Err(anyhow::anyhow!("the grade itself panicked (a bug in e2e/src/grade)")),
+        },
+        () = cancel => Err(anyhow::anyhow!("interrupted")),
+    };
+    let (rows, user, removed) = grading.finish().await;
+    outcome?;
+    removed.context("cannot remove the program's identity")?;
+    Ok(Report { rows, log, user })
+}

@@ -1,0 +1,668 @@
+//! The rows, in the course's order: the four experiments, a write that fails,
+//! a quiet resync, a clean exit. Each sets its scene as admin (only when the
+//! program did not leave it so), acts like a person with kubectl, and
+//! records what it saw; [`Grading::diagnose`] then picks what to re-read.
+
+use std::{
+    collections::BTreeMap,
+    process::ExitStatus,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{
+    Hint, Options, Reason, Refused, Row, RowId, Step,
+    observer::{Counts, Observer},
+    program::{Program, Stopped},
+};
+use crate::{
+    converge::HEAL_WITHIN,
+    eventually::{Check, poll},
+    lab::Lab,
+};
+
+/// How long a program gets to try (and fail) to correct an immutable object.
+const REFUSAL_WITHIN: Duration = Duration::from_secs(3);
+/// "No hot loop" watches this much past one resync.
+const RESYNC_MARGIN: Duration = Duration::from_secs(3);
+/// How often an observation window looks at the program.
+const SAMPLE_EVERY: Duration = Duration::from_millis(200);
+
+/// The value the rows drift the first desired key to: the course's experiment 3.
+const DRIFTED: &str = "env=dev";
+
+pub(super) struct Grading<'a> {
+    api: Api<ConfigMap>,
+    observer: Option<Observer>,
+    program: Program,
+    desired: controller::desired::Desired,
+    options: &'a Options,
+    rows: Vec<Row>,
+    /// How the first run took SIGINT (the rerun stops it that way, as Ctrl-C).
+    sigint: Option<Stopped>,
+    /// The current run exited while it should have been running.
+    exited: Option<ExitStatus>,
+}
+
+/// How a wait for my-config ended.
+enum Until {
+    Reached { after: Duration },
+    TimedOut { last: String },
+    Exited(ExitStatus),
+}
+
+impl<'a> Grading<'a> {
+    pub(super) fn new(
+        lab: &Lab,
+        observer: Observer,
+        program: Program,
+        desired: controller::desired::Desired,
+        options: &'a Options,
+    ) -> Grading<'a> {
+        Grading {
+            api: Api::namespaced(lab.client(), desired.namespace()),
+            observer: Some(observer),
+            program,
+            desired,
+            options,
+            rows: Vec::new(),
+            sigint: None,
+            exited: None,
+        }
+    }
+
+    fn observer(&self) -> &Observer {
+        self.observer.as_ref().expect("the observer lives until finish")
+    }
+
+    /// Every row, in order. An `Err` is a program that cannot be graded
+    /// ([`Refused`]) or a lab that failed the grader.
+    pub(super) async fn all(&mut self) -> anyhow::Result<()> {
+        self.ensure_absent().await?;
+        let before = self.observer().counts().await?;
+        let started = Instant::now();
+        self.program.start().map_err(|e| self.refused(Reason::CannotStart(format!("{e:#}"))))?;
+        match self.connect(before, self.options.connect_within).await? {
+            Ok(_) => {}
+            Err(Some(status)) => {
+                return Err(self.refused(Reason::ExitedAtOnce(exit_status(status))).into());
+            }
+            Err(None) => {
+                let within = secs(self.options.connect_within);
+                return Err(self.refused(Reason::NeverConnected(within)).into());
+            }
+        }
+        self.starts(before, started).await?;
+        self.self_heal().await?;
+        self.correction().await?;
+        self.failed_write().await?;
+        self.rerun_and_hot_loop().await?;
+        self.clean_exit().await?;
+        self.diagnose();
+        Ok(())
+    }
+
+    fn refused(&self, reason: Reason) -> Refused {
+        Refused { command: self.program.command(), reason, detail: self.program.tail(10) }
+    }
+
+    /// Stops the program (killed if need be) and removes its identity.
+    pub(super) async fn finish(&mut self) -> (Vec<Row>, String, anyhow::Result<()>) {
+        self.program.kill().await;
+        let observer = self.observer.take().expect("finish runs once");
+        let user = observer.user();
+        let removed = observer.remove().await;
+        (std::mem::take(&mut self.rows), user, removed)
+    }
+
+    fn push(&mut self, id: RowId, passed: bool, seen: &str, values: &[(&str, String)]) {
+        let values = values.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        self.push_values(id, passed, seen, values);
+    }
+
+    fn push_values(
+        &mut self,
+        id: RowId,
+        passed: bool,
+        seen: &str,
+        values: BTreeMap<String, String>,
+    ) {
+        let row = Row { id, passed, seen: seen.to_string(), values, hint: None };
+        self.options.progress.tell(Step::Row(&row));
+        self.rows.push(row);
+    }
+
+    /// The row failed because the program exited; the first run is over.
+    fn push_exited(&mut self, id: RowId, status: ExitStatus) {
+        self.exited = Some(status);
+        let last_line = self.program.last_line();
+        self.push(
+            id,
+            false,
+            "exited",
+            &[("status", exit_status(status)), ("last_line", last_line)],
+        );
+    }
+
+    fn push_not_run(&mut self, id: RowId) {
+        self.push(id, false, "not_run", &[]);
+    }
+
+    /// Waits until the program has made a request, it exits (`Err(Some)`),
+    /// or `within` passes (`Err(None)`). Ok: how long it took.
+    /// `before`: the counts from before the start (a fast program has asked
+    /// all it needs to by the time a count taken after its start comes back).
+    async fn connect(
+        &mut self,
+        before: Counts,
+        within: Duration,
+    ) -> anyhow::Result<Result<Duration, Option<ExitStatus>>> {
+        let started = Instant::now();
+        let (program, observer) = (&mut self.program, self.observer.as_ref().expect("alive"));
+        let what = "the program's first request to the API server";
+        let waited = poll(what, within, self.options.shown, || {
+            let exited = program.exited();
+            async move {
+                if exited.is_some() {
+                    return Ok(Check::Stop(anyhow::anyhow!("it exited")));
+                }
+                let made = observer.counts().await?.since(&before).all();
+                Ok(if made >= 1.0 {
+                    Check::Done(())
+                } else {
+                    Check::NotYet("no request yet".into())
+                })
+            }
+        })
+        .await;
+        Ok(match waited {
+            Ok(()) => Ok(started.elapsed()),
+            Err(_) => Err(self.program.exited()),
+        })
+    }
+
+    /// Polls my-config until it holds the desired data (and is not being
+    /// deleted), the program exits, or `within` passes.
+    async fn until_desired(&mut self, within: Duration) -> anyhow::Result<Until> {
+        let started = Instant::now();
+        let last = Arc::new(Mutex::new(String::from("not looked at yet")));
+        let (program, api, desired) = (&mut self.program, &self.api, &self.desired);
+        let what = format!("{desired} to hold the desired data");
+        let waited = poll(&what, within, false, || {
+            let exited = program.exited();
+            let last = last.clone();
+            async move {
+                if let Some(status) = exited {
+                    return Ok(Check::Stop(anyhow::anyhow!("exited {status}")));
+                }
+                let cm = api.get_opt(desired.name()).await?;
+                let seen = describe(cm.as_ref());
+                *last.lock().expect("not poisoned") = seen.clone();
+                Ok(match cm {
+                    Some(cm)
+                        if desired.is_satisfied_by(&cm)
+                            && cm.metadata.deletion_timestamp.is_none() =>
+                    {
+                        Check::Done(())
+                    }
+                    _ => Check::NotYet(seen),
+                })
+            }
+        })
+        .await;
+        if waited.is_ok() {
+            return Ok(Until::Reached { after: started.elapsed() });
+        }
+        if let Some(status) = self.program.exited() {
+            return Ok(Until::Exited(status));
+        }
+        let last = last.lock().expect("not poisoned").clone();
+        Ok(Until::TimedOut { last })
+    }
+
+    /// Watches the running program for `window`: it must not exit.
+    async fn observe(&mut self, window: Duration) -> Option<ExitStatus> {
+        let end = Instant::now() + window;
+        let mut every = tokio::time::interval(SAMPLE_EVERY);
+        while Instant::now() < end {
+            if let Some(status) = self.program.exited() {
+                return Some(status);
+            }
+            every.tick().await;
+        }
+        self.program.exited()
+    }
+
+    async fn ensure_absent(&self) -> anyhow::Result<()> {
+        let name = self.desired.name();
+        if self.api.get_opt(name).await?.is_some() {
+            self.api.delete(name, &DeleteParams::default()).await?;
+        }
+        crate::eventually::eventually(&format!("{name} to be gone"), HEAL_WITHIN, || async {
+            Ok(match self.api.get_opt(name).await? {
+                None => Check::Done(()),
+                Some(_) => Check::NotYet("still there".into()),
+            })
+        })
+        .await
+    }
+
+    /// Sets the scene "my-config is right", as admin, when the program did
+    /// not leave it so (after a failed row).
+    async fn ensure_desired(&self) -> anyhow::Result<()> {
+        let name = self.desired.name();
+        match self.api.get_opt(name).await? {
+            Some(cm) if self.desired.is_satisfied_by(&cm) && cm.immutable != Some(true) => {
+                return Ok(());
+            }
+            Some(cm) if cm.immutable != Some(true) => {
+                let fixed = self.desired.corrected(&cm);
+                self.api.replace(name, &PostParams::default(), &fixed).await?;
+                return Ok(());
+            }
+            Some(_) => self.ensure_absent().await?,
+            None => {}
+        }
+        match self.api.create(&PostParams::default(), &self.desired.to_config_map()).await {
+            // The program created it meanwhile: fine if right, checked next time.
+            Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn first_key(&self) -> String {
+        self.desired.data().keys().next().cloned().unwrap_or_default()
+    }
+
+    /// Row 1, the course's experiment 1: my-config absent, the program starts → it appears.
+    async fn starts(&mut self, before: Counts, started: Instant) -> anyhow::Result<()> {
+        let until = self.until_desired(HEAL_WITHIN).await?;
+        let creates = self.observer().counts().await?.since(&before).creates;
+        match until {
+            Until::Reached { .. } => self.push(
+                RowId::Starts,
+                true,
+                "starts.pass",
+                &[("after", ms(started.elapsed())), ("creates", count(creates))],
+            ),
+            Until::TimedOut { last } => {
+                let (seen, detail) = if last == ABSENT {
+                    ("starts.absent", ("within", secs(HEAL_WITHIN)))
+                } else {
+                    ("starts.wrong_data", ("last", last))
+                };
+                let values = [("creates", count(creates)), detail];
+                self.push(RowId::Starts, false, seen, &values);
+            }
+            Until::Exited(status) => self.push_exited(RowId::Starts, status),
+        }
+        Ok(())
+    }
+
+    /// Row 2, experiment 2: delete my-config → it is back.
+    async fn self_heal(&mut self) -> anyhow::Result<()> {
+        if self.exited.is_some() {
+            self.push_not_run(RowId::SelfHeal);
+            return Ok(());
+        }
+        self.ensure_desired().await?;
+        let before = self.observer().counts().await?;
+        self.api.delete(self.desired.name(), &DeleteParams::default()).await?;
+        let until = self.until_desired(HEAL_WITHIN).await?;
+        let creates = self.observer().counts().await?.since(&before).creates;
+        match until {
+            Until::Reached { after } => self.push(
+                RowId::SelfHeal,
+                true,
+                "self_heal.pass",
+                &[("after", ms(after)), ("creates", count(creates))],
+            ),
+            Until::TimedOut { last } => {
+                let (seen, detail) = if last == ABSENT {
+                    ("self_heal.absent", ("within", secs(HEAL_WITHIN)))
+                } else {
+                    ("self_heal.wrong_data", ("last", last))
+                };
+                let values = [("creates", count(creates)), detail];
+                self.push(RowId::SelfHeal, false, seen, &values);
+            }
+            Until::Exited(status) => self.push_exited(RowId::SelfHeal, status),
+        }
+        Ok(())
+    }
+
+    /// Row 3, experiment 3: `kubectl patch` the first key to `env=dev` → put back.
+    async fn correction(&mut self) -> anyhow::Result<()> {
+        if self.exited.is_some() {
+            self.push_not_run(RowId::Correction);
+            return Ok(());
+        }
+        self.ensure_desired().await?;
+        let key = self.first_key();
+        let before = self.observer().counts().await?;
+        let drift = json!({"data": {key.clone(): DRIFTED}});
+        self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&drift)).await?;
+        let until = self.until_desired(HEAL_WITHIN).await?;
+        let updates = self.observer().counts().await?.since(&before).updates;
+        match until {
+            Until::Reached { after } => self.push(
+                RowId::Correction,
+                true,
+                "correction.pass",
+                &[("key", key), ("after", ms(after)), ("updates", count(updates))],
+            ),
+            Until::TimedOut { last } => self.push(
+                RowId::Correction,
+                false,
+                "correction.not_back",
+                &[
+                    ("key", key),
+                    ("within", secs(HEAL_WITHIN)),
+                    ("updates", count(updates)),
+                    ("last", last),
+                ],
+            ),
+            Until::Exited(status) => self.push_exited(RowId::Correction, status),
+        }
+        Ok(())
+    }
+
+    /// Row 4: a write the API server refuses (my-config made immutable with
+    /// other data) → the program keeps running; deleted → recreated.
+    async fn failed_write(&mut self) -> anyhow::Result<()> {
+        if self.exited.is_some() {
+            self.push_not_run(RowId::FailedWrite);
+            return Ok(());
+        }
+        self.ensure_desired().await?;
+        let before = self.observer().counts().await?;
+        let frozen = json!({"immutable": true, "data": {self.first_key(): DRIFTED}});
+        self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&frozen)).await?;
+        // Until it has tried (and been refused), or had the time to.
+        let (program, observer) = (&mut self.program, self.observer.as_ref().expect("alive"));
+        let _ = poll("an update of the immutable object", REFUSAL_WITHIN, false, || {
+            let exited = program.exited().is_some();
+            async move {
+                let tried = observer.counts().await?.since(&before).updates >= 1.0;
+                Ok(if tried || exited {
+                    Check::Done(())
+                } else {
+                    Check::NotYet("no update yet".into())
+                })
+            }
+        })
+        .await;
+        self.api.delete(self.desired.name(), &DeleteParams::default()).await?;
+        let until = self.until_desired(HEAL_WITHIN).await?;
+        let updates = count(self.observer().counts().await?.since(&before).updates);
+        match until {
+            Until::Reached { after } => self.push(
+                RowId::FailedWrite,
+                true,
+                "failed_write.pass",
+                &[("updates", updates), ("after", ms(after))],
+            ),
+            Until::TimedOut { last } => self.push(
+                RowId::FailedWrite,
+                false,
+                "failed_write.not_recreated",
+                &[("updates", updates), ("within", secs(HEAL_WITHIN)), ("last", last)],
+            ),
+            Until::Exited(status) => self.push_exited(RowId::FailedWrite, status),
+        }
+        Ok(())
+    }
+
+    /// Rows 5 and 6, experiment 4: stopped with SIGINT (Ctrl-C) and started
+    /// again while my-config is right → no write within the quiet window;
+    /// then none through a resync either.
+    async fn rerun_and_hot_loop(&mut self) -> anyhow::Result<()> {
+        self.ensure_desired().await?;
+        let first = self.program.stop(libc::SIGINT, self.options.exit_within).await?;
+        self.sigint = Some(first);
+        self.exited = None;
+        let version_before = self.version().await?;
+        let before = self.observer().counts().await?;
+        self.program.start()?;
+        let connected = match self.connect(before, self.options.connect_within).await? {
+            Ok(after) => after,
+            Err(Some(status)) => {
+                self.push_exited(RowId::Rerun, status);
+                self.push_not_run(RowId::HotLoop);
+                return Ok(());
+            }
+            Err(None) => {
+                let within = secs(self.options.connect_within);
+                self.push(RowId::Rerun, false, "rerun.never_connected", &[("within", within)]);
+                self.push_not_run(RowId::HotLoop);
+                return Ok(());
+            }
+        };
+        if let Some(status) = self.observe(self.options.quiet).await {
+            self.push_exited(RowId::Rerun, status);
+            self.push_not_run(RowId::HotLoop);
+            return Ok(());
+        }
+        let quiet = self.observer().counts().await?.since(&before);
+        let version_quiet = self.version().await?;
+        if quiet.writes() == 0.0 && version_quiet == version_before {
+            let mut values: BTreeMap<String, String> = [
+                ("connected", ms(connected)),
+                ("quiet", secs(self.options.quiet)),
+                ("version", version_quiet.clone()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            values.extend(stop_values("stopped", self.sigint.as_ref()));
+            self.push_values(RowId::Rerun, true, "rerun.pass", values);
+        } else {
+            self.push(
+                RowId::Rerun,
+                false,
+                "rerun.wrote",
+                &[
+                    ("quiet", secs(self.options.quiet)),
+                    ("creates", count(quiet.creates)),
+                    ("updates", count(quiet.updates)),
+                    ("deletes", count(quiet.deletes)),
+                    ("before", version_before),
+                    ("now", version_quiet.clone()),
+                ],
+            );
+        }
+
+        // Through the first resync after the quiet window, and a margin.
+        let window = hot_loop_window(self.options.resync, self.options.quiet);
+        let rest = window.saturating_sub(self.options.quiet);
+        self.options.progress.tell(Step::Watching { window });
+        let after_quiet = self.observer().counts().await?;
+        if let Some(status) = self.observe(rest).await {
+            self.push_exited(RowId::HotLoop, status);
+            return Ok(());
+        }
+        let writes = self.observer().counts().await?.since(&after_quiet).writes();
+        let version_end = self.version().await?;
+        let values = [("window", secs(window)), ("resync", secs(self.options.resync))];
+        if writes == 0.0 && version_end == version_quiet {
+            self.push(RowId::HotLoop, true, "hot_loop.pass", &values);
+        } else {
+            let mut values = values.to_vec();
+            values.extend([
+                ("writes", count(writes)),
+                ("before", version_quiet),
+                ("now", version_end),
+            ]);
+            self.push(RowId::HotLoop, false, "hot_loop.wrote", &values);
+        }
+        Ok(())
+    }
+
+    /// Row 7: SIGTERM → exit 0 promptly (and SIGINT did the same, when measured).
+    async fn clean_exit(&mut self) -> anyhow::Result<()> {
+        let sigterm = self.program.stop(libc::SIGTERM, self.options.exit_within).await?;
+        if matches!(sigterm, Stopped::AlreadyGone { .. }) && self.exited.is_some() {
+            self.push_not_run(RowId::CleanExit);
+            return Ok(());
+        }
+        // SIGINT counts when the first run was still there to take it.
+        let sigint_clean = match &self.sigint {
+            Some(Stopped::AlreadyGone { .. }) | None => true,
+            Some(stop) => stop.is_clean(),
+        };
+        let passed = sigterm.is_clean() && sigint_clean;
+        let values = stop_values("sigint", self.sigint.as_ref())
+            .into_iter()
+            .chain(stop_values("sigterm", Some(&sigterm)))
+            .collect();
+        let seen = if passed { "clean_exit.pass" } else { "clean_exit.fail" };
+        self.push_values(RowId::CleanExit, passed, seen, values);
+        Ok(())
+    }
+
+    async fn version(&self) -> anyhow::Result<String> {
+        Ok(self
+            .api
+            .get_opt(self.desired.name())
+            .await?
+            .and_then(|cm| cm.metadata.resource_version)
+            .unwrap_or_else(|| ABSENT.to_string()))
+    }
+
+    /// What to re-read for each failed row, from what all the rows saw.
+    fn diagnose(&mut self) {
+        let passed = |rows: &[Row], id| rows.iter().any(|r| r.id == id && r.passed);
+        let value = |row: &Row, key: &str| -> f64 {
+            row.values.get(key).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        };
+        let self_heal_passed = passed(&self.rows, RowId::SelfHeal);
+        for row in self.rows.iter_mut().filter(|r| !r.passed) {
+            let hint = match (row.id, row.seen.as_str()) {
+                (RowId::FailedWrite, "exited") => Hint::KeepRunning,
+                (_, "exited" | "not_run") | (RowId::Rerun, "rerun.never_connected") => Hint::Exited,
+                (RowId::Starts, "starts.absent") if value(row, "creates") == 0.0 => {
+                    // It creates when an event comes, so what is missing is the kick.
+                    if self_heal_passed { Hint::Kick } else { Hint::NotFound }
+                }
+                (RowId::SelfHeal, "self_heal.absent") if value(row, "creates") == 0.0 => {
+                    Hint::NotFound
+                }
+                (RowId::Starts | RowId::SelfHeal, _) => Hint::DesiredData,
+                (RowId::Correction, _) if value(row, "updates") == 0.0 => Hint::Correct,
+                (RowId::Correction, _) => Hint::UpdateRefused,
+                (RowId::FailedWrite, _) => Hint::NotFound,
+                (RowId::Rerun | RowId::HotLoop, _) => Hint::NoWriteWhenRight,
+                (RowId::CleanExit, _) => Hint::Signals,
+            };
+            row.hint = Some(hint);
+        }
+    }
+}
+
+/// How long "no hot loop" watches the restarted program, from its first
+/// request: up to its first resync after the quiet window (resyncs come
+/// every `resync` from the start), and a margin.
+fn hot_loop_window(resync: Duration, quiet: Duration) -> Duration {
+    if resync.is_zero() {
+        return quiet + RESYNC_MARGIN;
+    }
+    let before_end = (quiet.as_secs_f64() / resync.as_secs_f64()).floor();
+    resync.mul_f64(before_end + 1.0) + RESYNC_MARGIN
+}
+
+/// What my-config looked like, in one line.
+const ABSENT: &str = "absent";
+
+fn describe(cm: Option<&ConfigMap>) -> String {
+    match cm {
+        None => ABSENT.into(),
+        Some(cm) => {
+            let data =
+                serde_json::to_string(&cm.data.clone().unwrap_or_default()).unwrap_or_default();
+            match (&cm.metadata.deletion_timestamp, cm.immutable) {
+                (Some(_), _) => format!("being deleted, data {data}"),
+                (None, Some(true)) => format!("immutable, data {data}"),
+                _ => format!("data {data}"),
+            }
+        }
+    }
+}
+
+/// How a stop went, as values `<name>.kind` (`exited`, `killed`, `gone`,
+/// `not_measured`) and `<name>.status`, `.after`, `.within` as they apply;
+/// the texts make one phrase of them, in the reader's language.
+fn stop_values(name: &str, stop: Option<&Stopped>) -> Vec<(String, String)> {
+    let (kind, details) = match stop {
+        None => ("not_measured", vec![]),
+        Some(Stopped::Exited { status, after }) => {
+            ("exited", vec![("status", exit_status(*status)), ("after", ms(*after))])
+        }
+        Some(Stopped::Killed { within }) => ("killed", vec![("within", secs(*within))]),
+        Some(Stopped::AlreadyGone { status }) => ("gone", vec![("status", exit_status(*status))]),
+    };
+    std::iter::once(("kind", kind.to_string()))
+        .chain(details)
+        .map(|(key, value)| (format!("{name}.{key}"), value))
+        .collect()
+}
+
+/// The grader's own writes, under kubectl's field manager (a person's kubectl patch).
+fn kubectl() -> PatchParams {
+    PatchParams { field_manager: Some("kubectl-patch".into()), ..PatchParams::default() }
+}
+
+/// `exit 0`, `exit 255`, `killed by SIGKILL`: as a shell would say it.
+fn exit_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => {
+            let name = match signal {
+                libc::SIGINT => "SIGINT".to_string(),
+                libc::SIGKILL => "SIGKILL".to_string(),
+                libc::SIGTERM => "SIGTERM".to_string(),
+                libc::SIGABRT => "SIGABRT".to_string(),
+                libc::SIGSEGV => "SIGSEGV".to_string(),
+                other => format!("signal {other}"),
+            };
+            format!("killed by {name}")
+        }
+        (None, None) => status.to_string(),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 { format!("{s:.0} s") } else { format!("{s:.1} s") }
+}
+
+fn count(n: f64) -> String {
+    format!("{n:.0}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hot_loop_window_ends_past_a_resync_after_the_quiet_one() {
+        let s = Duration::from_secs;
+        // The course: the first resync (30 s) comes after 5 s of quiet.
+        assert_eq!(hot_loop_window(s(30), s(5)), s(33));
+        // Resyncs at 2, 4, 6 s: 6 s is the first after the quiet window.
+        assert_eq!(hot_loop_window(s(2), s(5)), s(9));
+        assert_eq!(hot_loop_window(s(5), s(5)), s(13));
+    }
+}

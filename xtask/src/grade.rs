@@ -1,0 +1,693 @@
+//! `cargo xtask grade -- <command…>`: grades a controller program a learner
+//! typed (any language) against the current lab, the rows of `e2e::grade`,
+//! as a table in the reader's language (`xtask/grade/*.toml`) and, with
+//! `--json`, as a file an instructor collects (`--collect DIR`: the room).
+//!
+//! The lab's own controller is stopped for the grade and started again
+//! afterwards, whatever happens: a failure, Ctrl-C or SIGTERM (a second one
+//! gives up at once and says how to repair the lab).
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write as _,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::OnceLock,
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, bail};
+use controller::cli::parse_duration;
+use e2e::{
+    grade::{self, Hint, Options, Refused, Report, RowId},
+    lab::Lab,
+};
+use serde::{Deserialize, Serialize};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{
+    lab::LabName,
+    locale::{self, Lang},
+};
+
+#[derive(clap::Args)]
+pub struct GradeArgs {
+    #[command(flatten)]
+    lab: LabName,
+    /// The table's language [default: the locale's, from LC_ALL, LC_MESSAGES or LANG].
+    #[arg(long, value_enum)]
+    lang: Option<Lang>,
+    /// Also write the result as JSON to PATH, for the instructor to collect.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Who is graded, in the JSON [default: $USER].
+    #[arg(long)]
+    attendee: Option<String>,
+    /// Desired data entry KEY=VALUE, for a variant of the course's program;
+    /// repeat for several keys [default: the course's app.conf].
+    #[arg(long = "data", value_name = "KEY=VALUE")]
+    data: Vec<String>,
+    /// The program's resync period: "no hot loop" watches one, and 3 s more.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    resync: Duration,
+    /// How long the program (and its restart) gets to make its first request.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    connect_within: Duration,
+    /// How long it gets to exit after SIGINT or SIGTERM.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    exit_within: Duration,
+    /// Print the room's table from the JSON results in DIR instead of grading.
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    collect: Option<PathBuf>,
+    /// The program and its arguments; {kubeconfig} becomes the path of its kubeconfig.
+    #[arg(last = true, value_name = "COMMAND", required_unless_present = "collect")]
+    command: Vec<String>,
+}
+
+/// One language's words (`xtask/grade/<lang>.toml`; its header says what each table holds).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Texts {
+    rows: BTreeMap<String, String>,
+    seen: BTreeMap<String, String>,
+    hints: BTreeMap<String, String>,
+    texts: BTreeMap<String, String>,
+    refused: BTreeMap<String, String>,
+    /// How a stop went, by kind: one phrase from a row's `<name>.kind` values.
+    stops: BTreeMap<String, String>,
+}
+
+impl Texts {
+    fn of(lang: Lang) -> &'static Texts {
+        static EN: OnceLock<Texts> = OnceLock::new();
+        static ZH: OnceLock<Texts> = OnceLock::new();
+        let (cell, text) = match lang {
+            Lang::En => (&EN, include_str!("../grade/en.toml")),
+            Lang::Zh => (&ZH, include_str!("../grade/zh-CN.toml")),
+        };
+        cell.get_or_init(|| {
+            toml::from_str(text).unwrap_or_else(|e| {
+                panic!("xtask/grade/{}.toml (unit-tested): {e}", lang.file_stem())
+            })
+        })
+    }
+
+    fn get<'a>(table: &'a BTreeMap<String, String>, key: &str) -> &'a str {
+        table.get(key).map_or_else(|| panic!("no text {key} (unit-tested)"), String::as_str)
+    }
+
+    fn text(&self, key: &str, values: &[(&str, &str)]) -> String {
+        locale::fill(Self::get(&self.texts, key), values)
+    }
+}
+
+/// The JSON an instructor collects: who, what, where, and every row.
+#[derive(Serialize, Deserialize)]
+struct GradeFile {
+    format: u32,
+    attendee: String,
+    host: String,
+    graded_at: String,
+    command: String,
+    lab: String,
+    provider: String,
+    kubernetes_version: String,
+    target: String,
+    passed: bool,
+    /// Why it could not be graded at all, in the file's language.
+    refused: Option<String>,
+    lang: String,
+    rows: Vec<GradedRow>,
+}
+
+/// A row as the table shows it, and as `e2e::grade` reported it.
+#[derive(Serialize, Deserialize)]
+struct GradedRow {
+    id: RowId,
+    title: String,
+    passed: bool,
+    seen: String,
+    reread: Option<String>,
+    seen_key: String,
+    values: BTreeMap<String, String>,
+    hint: Option<Hint>,
+}
+
+const FORMAT: u32 = 1;
+
+pub async fn run(args: GradeArgs) -> Result<ExitCode> {
+    let lang = Lang::or_locale(args.lang);
+    let texts = Texts::of(lang);
+    if let Some(dir) = &args.collect {
+        print!("{}", collect(dir, texts)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Bad input is refused before anything in the lab is touched.
+    if let Some(why) = not_a_program(&args.command[0]) {
+        let reason = locale::fill(
+            Texts::get(&texts.refused, "not_a_program"),
+            &[("program", &args.command[0]), ("why", &why)],
+        );
+        eprintln!("{}", texts.text("refused", &[("reason", &reason)]));
+        return Ok(ExitCode::from(2));
+    }
+    let mut data =
+        controller::desired::parse_pairs(&args.data).map_err(|e| anyhow::anyhow!("--data: {e}"))?;
+    if data.is_empty() {
+        data = controller::desired::default_data();
+    }
+    let mut signals = Signals::new()?;
+    let mut lab = Lab::find_named(&args.lab.name).await?;
+    let options = Options {
+        data,
+        resync: args.resync,
+        connect_within: args.connect_within,
+        exit_within: args.exit_within,
+        shown: true,
+        progress: progress(texts),
+        ..Options::new(args.command.clone())
+    };
+    let command = e2e::command::Cmd::argv(&args.command).to_string();
+    let target = lab.desired().to_string();
+    let file = lab.file().clone();
+    eprintln!(
+        "{}",
+        texts.text(
+            "header",
+            &[
+                ("command", &command),
+                ("lab", &file.name),
+                ("provider", &file.provider.to_string()),
+                ("version", &file.kubernetes_version),
+            ]
+        )
+    );
+    let data_json = serde_json::to_string(&options.data)?;
+    let user = format!("system:serviceaccount:{}:{}", lab.desired().namespace(), grade::IDENTITY);
+    eprintln!(
+        "{}",
+        texts.text("keeps", &[("target", &target), ("data", &data_json), ("user", &user)])
+    );
+    eprintln!("{}", texts.text("controller_stopped", &[]));
+
+    lab.stop_controller().await?;
+    let result = grade::run(&lab, &options, signals.first()).await;
+    eprintln!("== {}", texts.text("restoring", &[]));
+    let restored = restore(&mut lab).await;
+    let interrupted = signals.seen;
+
+    let outcome = match result {
+        Ok(report) => Outcome::Graded(report),
+        Err(error) => match error.downcast::<Refused>() {
+            Ok(refused) => Outcome::Refused(refused),
+            Err(error) => {
+                restored.context("could not put the lab's controller back")?;
+                return Err(error);
+            }
+        },
+    };
+    if let Err(e) = restored {
+        eprintln!(
+            "error: could not put the lab's controller back: {e:#}\n\
+             `cargo xtask lab reset --name {}` starts it anew",
+            file.name
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if interrupted {
+        bail!("interrupted: the program was stopped and the lab put back as it was");
+    }
+    let graded = GradeFile::new(&args, &outcome, texts, lang, &file, &command, &target)?;
+    match &outcome {
+        Outcome::Graded(report) => {
+            print!("{}", table(&graded, texts));
+            eprintln!(
+                "{}",
+                texts.text("program_log", &[("log", &e2e::project::shown(&report.log))])
+            );
+        }
+        Outcome::Refused(_) => {
+            eprintln!("{}", graded.refused.as_deref().unwrap_or_default());
+        }
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &graded)?;
+        eprintln!("{}", texts.text("json_written", &[("path", &path.display().to_string())]));
+    }
+    Ok(match &outcome {
+        Outcome::Graded(report) if report.passed() => ExitCode::SUCCESS,
+        Outcome::Graded(_) => ExitCode::FAILURE,
+        Outcome::Refused(_) => ExitCode::from(2),
+    })
+}
+
+enum Outcome {
+    Graded(Report),
+    Refused(Refused),
+}
+
+/// A line per finished row, and one before the long watch for writes.
+fn progress(texts: &'static Texts) -> grade::Progress {
+    grade::Progress::new(move |step| match step {
+        grade::Step::Row(row) => {
+            let result = if row.passed { "pass" } else { "fail" };
+            let row_title = Texts::get(&texts.rows, row.id.key());
+            eprintln!(
+                "{}",
+                texts.text("row_done", &[("result", &texts.text(result, &[])), ("row", row_title)])
+            );
+        }
+        grade::Step::Watching { window } => {
+            let window = format!("{:.0} s", window.as_secs_f64());
+            eprintln!("{}", texts.text("watching", &[("window", &window)]));
+        }
+    })
+}
+
+/// The lab's controller with its own flags, ready, and its ConfigMap right.
+async fn restore(lab: &mut Lab) -> Result<()> {
+    lab.restore_controller().await?;
+    e2e::converge::wait_desired(lab).await?;
+    Ok(())
+}
+
+/// Why `program` cannot be started, if it cannot: neither a file (a path
+/// with a `/`) nor a program on PATH.
+fn not_a_program(program: &str) -> Option<String> {
+    if program.contains('/') {
+        let path = Path::new(program);
+        return (!path.is_file()).then(|| "no such file".to_string());
+    }
+    e2e::tools::on_path(program).is_none().then(|| "no such program on PATH".to_string())
+}
+
+/// SIGINT and SIGTERM, caught from the start (so none kills xtask half-way):
+/// the first cancels the grade, a second exits at once.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    seen: bool,
+}
+
+impl Signals {
+    fn new() -> Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            seen: false,
+        })
+    }
+
+    /// Resolves on the first signal; from then on, another one exits.
+    async fn first(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        self.seen = true;
+        eprintln!("interrupted: stopping the program and putting the lab back (again to give up)");
+        let (mut interrupt, mut terminate) =
+            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
+        tokio::spawn(async move {
+            if let (Ok(interrupt), Ok(terminate)) = (&mut interrupt, &mut terminate) {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            eprintln!(
+                "given up: the lab's controller may be stopped; `cargo xtask lab reset` starts it anew"
+            );
+            std::process::exit(130);
+        });
+    }
+}
+
+impl GradeFile {
+    fn new(
+        args: &GradeArgs,
+        outcome: &Outcome,
+        texts: &Texts,
+        lang: Lang,
+        lab: &e2e::lab_file::LabFile,
+        command: &str,
+        target: &str,
+    ) -> Result<GradeFile> {
+        let (rows, refused) = match outcome {
+            Outcome::Graded(report) => {
+                (report.rows.iter().map(|r| GradedRow::new(r, texts)).collect(), None)
+            }
+            Outcome::Refused(refused) => (Vec::new(), Some(refused_text(refused, texts))),
+        };
+        let passed = matches!(outcome, Outcome::Graded(r) if r.passed());
+        Ok(GradeFile {
+            format: FORMAT,
+            attendee: args
+                .attendee
+                .clone()
+                .or_else(|| std::env::var("USER").ok())
+                .unwrap_or_else(|| "unknown".into()),
+            host: host_name(),
+            graded_at: k8s_openapi::jiff::Timestamp::now().to_string(),
+            command: command.to_string(),
+            lab: lab.name.clone(),
+            provider: lab.provider.to_string(),
+            kubernetes_version: lab.kubernetes_version.clone(),
+            target: target.to_string(),
+            passed,
+            refused,
+            lang: lang.file_stem().to_string(),
+            rows,
+        })
+    }
+}
+
+/// A row's values as its text takes them: each group `<name>.kind`,
+/// `<name>.status`, … made into one phrase `<name>` ([`Texts::stops`]).
+fn phrases(values: &BTreeMap<String, String>, texts: &Texts) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = values
+        .iter()
+        .filter(|(k, _)| !k.contains('.'))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (key, kind) in values.iter().filter(|(k, _)| k.ends_with(".kind")) {
+        let name = key.trim_end_matches(".kind");
+        let parts: Vec<(&str, &str)> = values
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(name)?.strip_prefix('.')?, v.as_str())))
+            .collect();
+        out.push((name.to_string(), locale::fill(Texts::get(&texts.stops, kind), &parts)));
+    }
+    out
+}
+
+impl GradedRow {
+    fn new(row: &grade::Row, texts: &Texts) -> GradedRow {
+        let phrases = phrases(&row.values, texts);
+        let values: Vec<(&str, &str)> =
+            phrases.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        GradedRow {
+            id: row.id,
+            title: Texts::get(&texts.rows, row.id.key()).to_string(),
+            passed: row.passed,
+            seen: locale::fill(Texts::get(&texts.seen, &row.seen), &values),
+            reread: row.hint.map(|h| Texts::get(&texts.hints, h.key()).to_string()),
+            seen_key: row.seen.clone(),
+            values: row.values.clone(),
+            hint: row.hint,
+        }
+    }
+}
+
+fn refused_text(refused: &Refused, texts: &Texts) -> String {
+    let reason = locale::fill(
+        Texts::get(&texts.refused, refused.reason.key()),
+        &[("why", refused.reason.value()), ("kubeconfig", grade::KUBECONFIG_WORD)],
+    );
+    format!("{}\n{}", texts.text("refused", &[("reason", &reason)]), refused.detail)
+}
+
+/// The table a person reads: one line per row, then what to re-read.
+fn table(graded: &GradeFile, texts: &Texts) -> String {
+    let t = |key: &str| texts.text(key, &[]);
+    let mut out = format!(
+        "\n| {} | {} | {} |\n|---|---|---|\n",
+        t("col_row"),
+        t("col_result"),
+        t("col_seen")
+    );
+    for (n, row) in graded.rows.iter().enumerate() {
+        let result = if row.passed { t("pass") } else { t("fail") };
+        let _ = writeln!(out, "| {} {} | {result} | {} |", n + 1, row.title, row.seen);
+    }
+    let rereads: Vec<String> = graded
+        .rows
+        .iter()
+        .enumerate()
+        .filter_map(|(n, row)| Some(format!("  {} {}: {}", n + 1, row.title, row.reread.as_ref()?)))
+        .collect();
+    if !rereads.is_empty() {
+        let _ = writeln!(out, "\n{}", t("reread"));
+        for line in rereads {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let passed = graded.rows.iter().filter(|r| r.passed).count().to_string();
+    let total = RowId::ALL.len().to_string();
+    let summary = if graded.passed { "summary_pass" } else { "summary_fail" };
+    let _ = writeln!(out, "\n{}", texts.text(summary, &[("passed", &passed), ("total", &total)]));
+    out
+}
+
+/// Written whole or not at all: a collected folder never holds half a file.
+fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
+    let text = serde_json::to_string_pretty(graded)?;
+    let partial = path.with_extension("json.partial");
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(&partial, text)
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// The room's table: one line per attendee (their newest result), what
+/// passed and what did not.
+fn collect(dir: &Path, texts: &Texts) -> Result<String> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read the folder {}", dir.display()))?;
+    let mut newest: BTreeMap<String, GradeFile> = BTreeMap::new();
+    let mut files = 0;
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let graded: GradeFile = serde_json::from_str(&text).with_context(|| {
+            format!("{} is not a result of `cargo xtask grade --json`", path.display())
+        })?;
+        files += 1;
+        let keep = newest.get(&graded.attendee).is_none_or(|old| old.graded_at < graded.graded_at);
+        if keep {
+            newest.insert(graded.attendee.clone(), graded);
+        }
+    }
+    let dir_shown = dir.display().to_string();
+    if files == 0 {
+        return Ok(format!("{}\n", texts.text("collect_none", &[("dir", &dir_shown)])));
+    }
+    let t = |key: &str| texts.text(key, &[]);
+    let mut out = format!(
+        "{}\n\n| {} | {} | {} |\n|---|---|---|\n",
+        texts.text("collect_head", &[("files", &files.to_string()), ("dir", &dir_shown)]),
+        t("collect_attendee"),
+        t("collect_passed"),
+        t("collect_failing"),
+    );
+    for (attendee, graded) in &newest {
+        let passed = graded.rows.iter().filter(|r| r.passed).count();
+        let failing: Vec<String> = match &graded.refused {
+            Some(refused) => vec![refused.lines().next().unwrap_or_default().to_string()],
+            None => graded
+                .rows
+                .iter()
+                .filter(|r| !r.passed)
+                .map(|r| Texts::get(&texts.rows, r.id.key()).to_string())
+                .collect(),
+        };
+        let _ = writeln!(
+            out,
+            "| {attendee} | {passed}/{} | {} |",
+            RowId::ALL.len(),
+            if failing.is_empty() { "—".to_string() } else { failing.join(", ") }
+        );
+    }
+    Ok(out)
+}
+
+fn host_name() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: gethostname writes at most buffer.len() bytes into the buffer we own.
+    let ok = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
+    let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
+    if ok { String::from_utf8_lossy(&buffer[..end]).into_owned() } else { "unknown".into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn keys(table: &BTreeMap<String, String>) -> BTreeSet<&str> {
+        table.keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn every_language_has_every_text_with_the_same_placeholders() {
+        let (en, zh) = (Texts::of(Lang::En), Texts::of(Lang::Zh));
+        for (name, a, b) in [
+            ("rows", &en.rows, &zh.rows),
+            ("seen", &en.seen, &zh.seen),
+            ("hints", &en.hints, &zh.hints),
+            ("texts", &en.texts, &zh.texts),
+            ("refused", &en.refused, &zh.refused),
+            ("stops", &en.stops, &zh.stops),
+        ] {
+            assert_eq!(keys(a), keys(b), "[{name}] differs between en.toml and zh-CN.toml");
+            for (key, text) in a {
+                assert_eq!(
+                    locale::placeholders(text),
+                    locale::placeholders(&b[key]),
+                    "[{name}] {key}: the placeholders differ"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_texts_cover_every_row_outcome_and_hint_the_grade_reports() {
+        let en = Texts::of(Lang::En);
+        let rows: BTreeSet<&str> = RowId::ALL.iter().map(|r| r.key()).collect();
+        assert_eq!(keys(&en.rows), rows);
+        let seen: BTreeSet<&str> = grade::SEEN.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys(&en.seen), seen);
+        for (key, values) in grade::SEEN {
+            let mut values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+            values.sort();
+            assert_eq!(locale::placeholders(&en.seen[*key]), values, "[seen] {key}");
+        }
+        let hints: BTreeSet<&str> = Hint::ALL.iter().map(|h| h.key()).collect();
+        assert_eq!(keys(&en.hints), hints);
+    }
+
+    #[test]
+    fn a_stop_is_one_phrase_in_the_readers_language() {
+        let values: BTreeMap<String, String> = [
+            ("quiet", "5 s"),
+            ("sigterm.kind", "exited"),
+            ("sigterm.status", "exit 0"),
+            ("sigterm.after", "3 ms"),
+            ("sigint.kind", "killed"),
+            ("sigint.within", "5 s"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let en: BTreeMap<String, String> =
+            phrases(&values, Texts::of(Lang::En)).into_iter().collect();
+        assert_eq!(en["sigterm"], "exit 0 after 3 ms");
+        assert_eq!(en["sigint"], "still running after 5 s, killed");
+        assert_eq!(en["quiet"], "5 s");
+        assert_eq!(en.len(), 3);
+        let zh: BTreeMap<String, String> =
+            phrases(&values, Texts::of(Lang::Zh)).into_iter().collect();
+        assert_eq!(zh["sigterm"], "3 ms 后 exit 0");
+    }
+
+    #[test]
+    fn chinese_texts_are_chinese() {
+        let zh = Texts::of(Lang::Zh);
+        for (key, text) in zh.rows.iter().chain(&zh.hints).chain(&zh.refused) {
+            assert!(text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "{key}: {text}");
+        }
+    }
+
+    #[test]
+    fn bad_programs_are_named_before_anything_runs() {
+        assert!(not_a_program("sh").is_none());
+        assert!(not_a_program("/bin/sh").is_none());
+        assert!(not_a_program("no-such-program-here").is_some());
+        assert!(not_a_program("./target/no/such/file").unwrap().contains("no such file"));
+    }
+
+    fn row(
+        id: RowId,
+        passed: bool,
+        seen: &str,
+        values: &[(&str, &str)],
+        hint: Option<Hint>,
+    ) -> grade::Row {
+        grade::Row {
+            id,
+            passed,
+            seen: seen.into(),
+            values: values.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            hint,
+        }
+    }
+
+    fn graded(rows: &[grade::Row], attendee: &str, at: &str, lang: Lang) -> GradeFile {
+        let texts = Texts::of(lang);
+        GradeFile {
+            format: FORMAT,
+            attendee: attendee.into(),
+            host: "h".into(),
+            graded_at: at.into(),
+            command: "prog".into(),
+            lab: "lab".into(),
+            provider: "envtest".into(),
+            kubernetes_version: "v1.36.3".into(),
+            target: "default/my-config".into(),
+            passed: rows.len() == RowId::ALL.len() && rows.iter().all(|r| r.passed),
+            refused: None,
+            lang: lang.file_stem().into(),
+            rows: rows.iter().map(|r| GradedRow::new(r, texts)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_failed_row_says_what_it_saw_and_what_to_reread() {
+        let rows = [row(
+            RowId::Starts,
+            false,
+            "starts.absent",
+            &[("within", "20 s"), ("creates", "0"), ("last", "absent")],
+            Some(Hint::Kick),
+        )];
+        for lang in [Lang::En, Lang::Zh] {
+            let texts = Texts::of(lang);
+            let text = table(&graded(&rows, "a", "t", lang), texts);
+            assert!(text.contains(&locale::fill(
+                &texts.seen["starts.absent"],
+                &[("within", "20 s"), ("creates", "0")]
+            )));
+            assert!(text.contains(&texts.hints["kick"]), "{text}");
+            assert!(text.contains(&texts.text("fail", &[])));
+        }
+    }
+
+    #[test]
+    fn the_room_table_keeps_each_attendees_newest_result() {
+        let dir = std::env::temp_dir().join(format!("grade-collect-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let all_pass: Vec<grade::Row> =
+            RowId::ALL.iter().map(|id| row(*id, true, "not_run", &[], None)).collect();
+        let mut one_fails = all_pass.clone();
+        one_fails[0] = row(RowId::Starts, false, "not_run", &[], Some(Hint::Exited));
+        write_json(
+            &dir.join("ann-1.json"),
+            &graded(&one_fails, "ann", "2026-12-01T10:00:00Z", Lang::En),
+        )
+        .unwrap();
+        write_json(
+            &dir.join("ann-2.json"),
+            &graded(&all_pass, "ann", "2026-12-01T11:00:00Z", Lang::En),
+        )
+        .unwrap();
+        write_json(
+            &dir.join("bo.json"),
+            &graded(&one_fails, "bo", "2026-12-01T10:30:00Z", Lang::Zh),
+        )
+        .unwrap();
+        let text = collect(&dir, Texts::of(Lang::En)).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(text.contains("| ann | 7/7 | — |"), "{text}");
+        assert!(text.contains("| bo | 6/7 | starts and creates (experiment 1) |"), "{text}");
+        assert!(text.contains("3 results"), "{text}");
+    }
+}

@@ -1,0 +1,287 @@
+//! `cargo xtask grade` against the lab `cargo xtask test` made (`LAB_NAME`),
+//! run as a person runs it: the course's own step-4 program (verbatim), the
+//! kit's step 4 and `my-controller` pass every row; each broken variant of the
+//! course's program (`grade/*.patch`) fails the row it should, with the hint
+//! it should; bad programs are refused in one line; Ctrl-C puts the lab back.
+
+mod common;
+
+use std::{path::PathBuf, time::Duration};
+
+use common::{lab, xtask};
+use e2e::{
+    command::{Cmd, cargo},
+    eventually::{Check, eventually},
+    go_build, project,
+};
+use serde_json::Value;
+use serial_test::serial;
+
+/// The course's step-4 program, kept verbatim.
+const COURSE: &str = "e2e/peers/course-verbatim";
+/// The variants' resync (their patches set it).
+const VARIANT_RESYNC: &str = "2s";
+
+/// One `cargo xtask grade` run: its exit code, what it printed, its JSON.
+struct Graded {
+    code: Option<i32>,
+    printed: String,
+    json: Value,
+}
+
+impl Graded {
+    fn row(&self, id: &str) -> &Value {
+        self.json["rows"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["id"] == id))
+            .unwrap_or_else(|| panic!("no row {id}: {}", self.printed))
+    }
+
+    /// The ids of the rows that failed, in order.
+    fn failed(&self) -> Vec<String> {
+        let rows = self.json["rows"].as_array().cloned().unwrap_or_default();
+        rows.iter()
+            .filter(|r| r["passed"] == false)
+            .map(|r| r["id"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    fn assert_passes(&self) {
+        assert_eq!(self.code, Some(0), "the grade did not pass:\n{}", self.printed);
+        assert_eq!(self.json["rows"].as_array().map(Vec::len), Some(7), "{}", self.printed);
+        assert!(self.failed().is_empty(), "{}", self.printed);
+    }
+
+    /// Exactly `rows` failed, each with `hint`.
+    fn assert_fails(&self, rows: &[&str], hint: &str) {
+        assert_eq!(self.code, Some(1), "{}", self.printed);
+        assert_eq!(self.failed(), rows, "{}", self.printed);
+        for id in rows {
+            assert_eq!(self.row(id)["hint"], hint, "row {id}:\n{}", self.printed);
+        }
+    }
+}
+
+/// `cargo xtask grade --name LAB --json … ARGS -- COMMAND`.
+async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
+    let name = lab().await.file().name.clone();
+    let json = project::target_dir().join("grade-tests").join(format!("{test}.json"));
+    let _ = std::fs::remove_file(&json);
+    let cmd = xtask(&["grade", "--name", &name, "--lang", "en"])
+        .arg("--json")
+        .path(&json)
+        .args(args)
+        .arg("--")
+        .args(command);
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run `{cmd}`: {e:#}"));
+    let printed = format!(
+        "`{cmd}` printed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{printed}");
+    let json = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
+    let graded = Graded { code: out.status.code(), printed, json };
+    assert_lab_as_it_was().await;
+    graded
+}
+
+/// After any grade: the lab's controller runs with its own flags and keeps
+/// its ConfigMap, and nothing of the grade's identity is left.
+async fn assert_lab_as_it_was() {
+    let lab = lab().await;
+    assert!(lab.controller_running().await.unwrap(), "the lab's controller is not running");
+    e2e::converge::wait_desired(&lab).await.unwrap();
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(lab.client(), lab.desired().namespace());
+    let left = accounts.get_opt(e2e::grade::IDENTITY).await.unwrap();
+    assert!(left.is_none(), "the grade's ServiceAccount is still there");
+    let schemas: kube::Api<k8s_openapi::api::flowcontrol::v1::FlowSchema> =
+        kube::Api::all(lab.client());
+    let names: Vec<String> = schemas
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .filter(|n| n.starts_with(e2e::grade::IDENTITY))
+        .collect();
+    assert!(names.is_empty(), "the grade's FlowSchemas are still there: {names:?}");
+}
+
+fn course(patch: Option<&str>) -> String {
+    let patch = patch.map(|p| project::root().join("xtask/tests/grade").join(format!("{p}.patch")));
+    let name = match &patch {
+        Some(p) => format!("course-{}", p.file_stem().unwrap().to_string_lossy()),
+        None => "course-verbatim".into(),
+    };
+    go_build::build(&name, COURSE, patch.as_deref())
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .display()
+        .to_string()
+}
+
+/// A binary of this workspace, built first.
+fn built(args: &[&str], path: &str) -> String {
+    cargo(["build"]).args(args).run().unwrap_or_else(|e| panic!("{e:#}"));
+    project::target_dir().join(path).display().to_string()
+}
+
+#[tokio::test]
+#[serial]
+async fn the_course_program_verbatim_passes_every_row() {
+    let program = course(None);
+    // It takes -kubeconfig: BuildConfigFromFlags("", "") reads no KUBECONFIG.
+    grade("course", &[], &[&program, "-kubeconfig", "{kubeconfig}"]).await.assert_passes();
+}
+
+#[tokio::test]
+#[serial]
+async fn the_kits_step4_example_passes_every_row() {
+    let program = built(
+        &["-p", "controller", "--example", "step4_controller"],
+        "debug/examples/step4_controller",
+    );
+    let graded = grade("step4", &[], &[&program]).await;
+    graded.assert_passes();
+    let log = std::fs::read_to_string(lab_grade_log().await).unwrap();
+    common::write_sample("step4_controller.txt", &without_timestamps(&log));
+}
+
+#[tokio::test]
+#[serial]
+async fn my_controller_passes_every_row() {
+    let program = built(&["-p", "controller", "--bin", "my-controller"], "debug/my-controller");
+    let args = ["--kubeconfig", "{kubeconfig}", "--resync", "1s", "--listen", "127.0.0.1:0"];
+    let command: Vec<&str> = std::iter::once(program.as_str()).chain(args).collect();
+    grade("my-controller", &["--resync", "1s"], &command).await.assert_passes();
+}
+
+/// A variant of the course's program, graded with its 2 s resync.
+async fn variant(patch: &str) -> Graded {
+    let program = course(Some(patch));
+    grade(patch, &["--resync", VARIANT_RESYNC], &[&program, "-kubeconfig", "{kubeconfig}"]).await
+}
+
+#[tokio::test]
+#[serial]
+async fn without_the_kick_only_starts_fails_and_points_at_the_kick() {
+    variant("no-kick").await.assert_fails(&["starts"], "kick");
+}
+
+#[tokio::test]
+#[serial]
+async fn writing_when_right_fails_rerun_and_hot_loop() {
+    variant("writes-when-right").await.assert_fails(&["rerun", "hot_loop"], "no_write_when_right");
+}
+
+#[tokio::test]
+#[serial]
+async fn notfound_as_an_error_fails_every_create_and_points_at_notfound() {
+    variant("not-found-is-an-error")
+        .await
+        .assert_fails(&["starts", "self_heal", "failed_write"], "not_found");
+}
+
+#[tokio::test]
+#[serial]
+async fn exiting_on_the_first_error_fails_the_failed_write() {
+    let graded = variant("exits-on-first-error").await;
+    graded.assert_fails(&["failed_write"], "keep_running");
+    assert_eq!(graded.row("failed_write")["seen_key"], "exited", "{}", graded.printed);
+}
+
+#[tokio::test]
+#[serial]
+async fn ignoring_sigterm_fails_the_clean_exit() {
+    let graded = variant("ignores-sigterm").await;
+    graded.assert_fails(&["clean_exit"], "signals");
+    let seen = graded.row("clean_exit")["seen"].as_str().unwrap_or_default().to_string();
+    assert!(seen.contains("killed"), "{seen}");
+}
+
+#[tokio::test]
+#[serial]
+async fn a_program_that_is_not_there_is_refused_before_the_lab_is_touched() {
+    let graded = grade("missing", &[], &["./no/such/program"]).await;
+    assert_eq!(graded.code, Some(2), "{}", graded.printed);
+    assert!(graded.printed.contains("./no/such/program: no such file"), "{}", graded.printed);
+    assert!(!graded.printed.contains("$ "), "nothing may run: {}", graded.printed);
+}
+
+#[tokio::test]
+#[serial]
+async fn a_program_that_exits_at_once_is_refused_with_what_it_printed() {
+    let graded =
+        grade("exits-at-once", &[], &["sh", "-c", "echo cannot find my kubeconfig; exit 3"]).await;
+    assert_eq!(graded.code, Some(2), "{}", graded.printed);
+    assert!(graded.printed.contains("exited at once (exit 3)"), "{}", graded.printed);
+    assert!(graded.printed.contains("cannot find my kubeconfig"), "{}", graded.printed);
+    assert!(graded.json["refused"].is_string(), "the JSON says why: {}", graded.json);
+}
+
+#[tokio::test]
+#[serial]
+async fn a_program_that_never_connects_is_refused_and_stopped() {
+    let graded = grade(
+        "never-connects",
+        &["--connect-within", "3s"],
+        &["sh", "-c", "echo waiting for nothing; exec sleep 600"],
+    )
+    .await;
+    assert_eq!(graded.code, Some(2), "{}", graded.printed);
+    assert!(graded.printed.contains("nothing within 3 s"), "{}", graded.printed);
+    assert!(graded.printed.contains("waiting for nothing"), "{}", graded.printed);
+    assert!(!Cmd::argv(["pgrep", "-f", "sleep 600"]).succeeds(), "the program was left running");
+}
+
+#[tokio::test]
+#[serial]
+async fn ctrl_c_stops_the_program_and_puts_the_lab_back() {
+    let program = course(Some("ignores-sigterm"));
+    let name = lab().await.file().name.clone();
+    let xtask_binary = project::target_dir().join("debug/xtask");
+    let cmd = Cmd::new(xtask_binary.display().to_string())
+        .args(["grade", "--name", &name, "--resync", VARIANT_RESYNC, "--"])
+        .args([program.as_str(), "-kubeconfig", "{kubeconfig}"]);
+    let log = project::target_dir().join("grade-tests/interrupted.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let mut child = cmd.spawn_to_log(&log).unwrap();
+    // Interrupted once the rows are under way: the program has made my-config.
+    let lab = lab().await;
+    let program_log = lab_grade_log().await;
+    eventually("the grade to be under way", Duration::from_secs(120), || async {
+        let text = std::fs::read_to_string(&program_log).unwrap_or_default();
+        Ok(if text.contains("创建中") { Check::Done(()) } else { Check::NotYet(text) })
+    })
+    .await
+    .unwrap();
+    // SAFETY: kill with a pid we own.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = eventually("xtask to exit", Duration::from_secs(120), || {
+        let status = child.try_wait().unwrap();
+        async move { Ok(status.map_or(Check::NotYet("running".into()), Check::Done)) }
+    })
+    .await
+    .unwrap();
+    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!status.success(), "an interrupted grade must not pass:\n{printed}");
+    assert!(printed.contains("interrupted"), "{printed}");
+    assert!(!Cmd::argv(["pgrep", "-f", &program]).succeeds(), "the program was left running");
+    drop(lab);
+    assert_lab_as_it_was().await;
+}
+
+async fn lab_grade_log() -> PathBuf {
+    lab().await.file().state_dir.join("grade/program.log")
+}
+
+/// The log without its timestamps, as docs/samples shows logs.
+fn without_timestamps(log: &str) -> String {
+    log.lines().map(|line| format!("{}\n", e2e::examples::without_timestamp(line))).collect()
+}
