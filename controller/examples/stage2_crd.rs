@@ -6,7 +6,8 @@
 //! reflectors (`Controller::new` for templates, `.owns()` for ConfigMaps,
 //! which maps a ConfigMap's event to its owner's key through the
 //! ownerReference); the queue, its dedup and the workers are its scheduler
-//! and `run`; `handleErr` is `error_policy`; the resync is `Action::requeue`.
+//! and `run`; the failure branches of `process_next_item` are `error_policy`;
+//! the resync is `Action::requeue`.
 //! There is no kick: a template's creation is itself an event.
 //!
 //!     cargo run -p controller --example stage2_crd
@@ -178,7 +179,7 @@ async fn set_ready(
     Ok(())
 }
 
-/// Step 4's `handleErr`: log it, try again later (the scheduler keeps one
+/// Step 4's failure branch of `process_next_item`: log it, try again later (the scheduler keeps one
 /// pending retry per template).
 fn error_policy(template: Arc<ConfigMapTemplate>, error: &Error, _: Arc<Context>) -> Action {
     warn!("reconcile failed, retrying in 5 s ({}): {error}", template.name_any());

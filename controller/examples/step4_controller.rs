@@ -145,11 +145,11 @@ impl Controller {
         match result {
             Ok(()) => self.queue.forget(&key),
             Err(e) if self.queue.num_requeues(&key) < 5 => {
-                info!("reconcile failed, retrying later ({key}): {e:#}");
+                info!("reconcile failed, retrying later ({key}): {e}");
                 self.queue.add_rate_limited(key.clone());
             }
             Err(e) => {
-                error!("reconcile failed 5 times, giving up ({key}): {e:#}");
+                error!("reconcile failed 5 times, giving up ({key}): {e}");
                 self.queue.forget(&key);
             }
         }

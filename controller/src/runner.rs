@@ -324,7 +324,7 @@ impl Drop for Release<'_> {
     }
 }
 
-/// One reconcile of `key` and the course's failure policy (`handleErr`):
+/// One reconcile of `key` and the course's failure policy (the switch in its `processNextItem`):
 /// forget on success; on failure retry with backoff while
 /// `NumRequeues(key) < max_retries`; then give up with one error line.
 /// A conflict is the exception: see [`LOG_CONFLICT`].

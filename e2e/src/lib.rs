@@ -23,6 +23,7 @@ pub mod lab;
 pub mod lab_file;
 pub mod metrics;
 pub mod node;
+pub mod pages;
 pub mod process;
 pub mod project;
 pub mod results;

@@ -17,6 +17,9 @@ pub struct Measured {
     pub detail: String,
     /// Things worth a warning that do not fail the experiment.
     pub warnings: Vec<String>,
+    /// The numbers in `detail`, by name, for a narration that says it in
+    /// another language (`cargo xtask exp --lang zh`).
+    pub values: Vec<(&'static str, String)>,
 }
 
 /// One experiment: its test name, the short names `--exp` accepts, what it

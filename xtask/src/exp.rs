@@ -51,6 +51,9 @@ struct Narrated {
     /// The suite's name: the function in `e2e::experiments` and its test.
     test_name: String,
     course: String,
+    /// What the suite measured, in this language: `{name}`s are the
+    /// experiment's `Measured::values`.
+    measured: String,
     about_to: String,
     #[serde(flatten)]
     reaction: Reaction,
@@ -573,7 +576,9 @@ fn after(
                 (Reaction::Timed(span), None) => t("not_reported").replace("{span}", span),
             };
             lines.push(labelled(l("reaction_time"), &reaction));
-            lines.push(labelled(l("measured"), &measured.detail));
+            let values: Vec<(&str, &str)> =
+                measured.values.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            lines.push(labelled(l("measured"), &crate::locale::fill(&exp.measured, &values)));
             lines.extend(measured.warnings.iter().map(|w| labelled(l("warning"), w)));
             lines.extend(exp.notice.iter().map(|n| labelled(l("notice"), n)));
             lines.push(labelled(l("result"), t("pass")));
@@ -639,7 +644,12 @@ mod tests {
     }
 
     fn measured(latency: Option<Duration>) -> Measured {
-        Measured { latency, detail: "what the suite measured".into(), warnings: Vec::new() }
+        Measured {
+            latency,
+            detail: "what the suite measured".into(),
+            values: vec![("reconciles", "3".into()), ("version", "42".into())],
+            ..Measured::default()
+        }
     }
 
     fn narration(short: &str) -> &'static Narrated {
@@ -752,6 +762,12 @@ mod tests {
             };
             assert_eq!(steps(e), steps(z), "{}: the same commands in both", e.short);
             assert_eq!(e.notice.len(), z.notice.len(), "{}: one notice for each", e.short);
+            assert_eq!(
+                crate::locale::placeholders(&e.measured),
+                crate::locale::placeholders(&z.measured),
+                "{}: what was measured takes the same values in both",
+                e.short
+            );
         }
         let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
         assert_eq!(keys(&en.labels), keys(&zh.labels), "the same labels in both");
@@ -760,6 +776,20 @@ mod tests {
         assert!(key_lines.iter().all(|l| !l.is_ascii()), "{key_lines:?}");
         for key in ["warning", "error"].iter().chain(&KEY_LABELS) {
             assert!(!en.label(key).is_empty() && !zh.label(key).is_empty(), "{key}");
+        }
+    }
+
+    #[test]
+    fn what_was_measured_is_said_in_the_narrations_language() {
+        for (lang, expected) in [
+            (Lang::En, "2 restarts, 3 reconciles, 0 writes, resourceVersion 42 unchanged"),
+            (Lang::Zh, "重启 2 次，对账 3 次，写 0 次，resourceVersion 42 没变"),
+        ] {
+            let words = lang.narrations();
+            let rerun = in_language(narration("rerun"), words);
+            let text = after(rerun, &Ok(measured(None)), None, words).join("\n");
+            let line = text.lines().find(|l| l.starts_with(words.label("measured"))).unwrap();
+            assert!(line.ends_with(expected), "{line}");
         }
     }
 

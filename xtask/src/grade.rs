@@ -424,7 +424,10 @@ fn table(graded: &GradeFile, texts: &Texts) -> String {
         .rows
         .iter()
         .enumerate()
-        .filter_map(|(n, row)| Some(format!("  {} {}: {}", n + 1, row.title, row.reread.as_ref()?)))
+        .filter_map(|(n, row)| {
+            let (n, hint) = ((n + 1).to_string(), row.reread.as_ref()?);
+            Some(texts.text("reread_row", &[("n", &n), ("row", &row.title), ("hint", hint)]))
+        })
         .collect();
     if !rereads.is_empty() {
         let _ = writeln!(out, "\n{}", t("reread"));

@@ -1,6 +1,7 @@
 //! `cargo xtask test`, the README's test command: the unit tests; then fresh
 //! labs, each made as a person makes one, with the e2e suite and the lab's
-//! own tests (`xtask/tests/<provider>_lab.rs`) against it, and taken down
+//! own tests (`xtask/tests/<provider>_lab.rs`) and the grader's (`xtask/tests/grade.rs`,
+//! not on the container lab: the grade stops its controller anyway) against it, and taken down
 //! whatever happened: envtest with the controller as a process, envtest with
 //! the controller in its image, and kind.
 
@@ -36,7 +37,7 @@ pub async fn run() -> Result<ExitCode> {
         }
     });
     let envtest = |host| UpOptions::envtest(host);
-    let code = on_fresh_lab(&envtest(ControllerChoice::Process), Some("envtest_lab")).await?;
+    let code = on_fresh_lab(&envtest(ControllerChoice::Process), &["envtest_lab", "grade"]).await?;
     if code != ExitCode::SUCCESS {
         return Ok(code);
     }
@@ -58,7 +59,7 @@ pub async fn run() -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let code = on_fresh_lab(&envtest(ControllerChoice::Container), None).await?;
+    let code = on_fresh_lab(&envtest(ControllerChoice::Container), &[]).await?;
     if code != ExitCode::SUCCESS {
         return Ok(code);
     }
@@ -68,7 +69,7 @@ pub async fn run() -> Result<ExitCode> {
         ..envtest(ControllerChoice::Process)
     };
     let kubeconfig_before = user_kubeconfig();
-    let code = on_fresh_lab(&kind, Some("kind_lab")).await?;
+    let code = on_fresh_lab(&kind, &["kind_lab", "grade"]).await?;
     ensure!(
         user_kubeconfig() == kubeconfig_before,
         "the kind lab changed {}",
@@ -78,9 +79,9 @@ pub async fn run() -> Result<ExitCode> {
 }
 
 /// A fresh lab made with `options`, the e2e suite against it, then the lab
-/// tests `tests` (`cargo test -p xtask --test NAME`), the lab down whatever
-/// happened.
-async fn on_fresh_lab(options: &UpOptions, tests: Option<&str>) -> Result<ExitCode> {
+/// tests `tests` (`cargo test -p xtask --test NAME`: the lab's own, and the
+/// grader's), the lab down whatever happened.
+async fn on_fresh_lab(options: &UpOptions, tests: &[&str]) -> Result<ExitCode> {
     let what = match (options.provider, options.controller) {
         (ProviderChoice::Kind, _) => "a kind lab".to_string(),
         (_, host) => format!("an envtest lab, controller as a {host:?}"),
@@ -93,9 +94,12 @@ async fn on_fresh_lab(options: &UpOptions, tests: Option<&str>) -> Result<ExitCo
     eprintln!("lab up in {:.0} s", started.elapsed().as_secs_f64());
     eprintln!("== e2e suite on {what}");
     let mut code = crate::e2e::run(LAB_NAME, None)?;
-    if let (ExitCode::SUCCESS, Some(tests)) = (code, tests) {
-        eprintln!("== the lab's own tests on {what}");
-        let run = cargo::cargo(["test", "-p", "xtask", "--test", tests, "--", "--test-threads=1"])
+    for test in tests {
+        if code != ExitCode::SUCCESS {
+            break;
+        }
+        eprintln!("== xtask/tests/{test}.rs on {what}");
+        let run = cargo::cargo(["test", "-p", "xtask", "--test", test, "--", "--test-threads=1"])
             .env(NAME_ENV, LAB_NAME)
             .run();
         if run.is_err() {

@@ -12,7 +12,7 @@ use common::{lab, xtask};
 use e2e::{
     command::{Cmd, cargo},
     eventually::{Check, eventually},
-    go_build, project,
+    go_build, pages, project,
 };
 use serde_json::Value;
 use serial_test::serial;
@@ -26,6 +26,8 @@ const VARIANT_RESYNC: &str = "2s";
 struct Graded {
     code: Option<i32>,
     printed: String,
+    /// What a person sees in the terminal (cargo's own lines left out): a sample.
+    shown: String,
     json: Value,
 }
 
@@ -67,7 +69,9 @@ async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
     let name = lab().await.file().name.clone();
     let json = project::target_dir().join("grade-tests").join(format!("{test}.json"));
     let _ = std::fs::remove_file(&json);
-    let cmd = xtask(&["grade", "--name", &name, "--lang", "en"])
+    let lang = if args.contains(&"--lang") { &[][..] } else { &["--lang", "en"][..] };
+    let cmd = xtask(&["grade", "--name", &name])
+        .args(lang)
         .arg("--json")
         .path(&json)
         .args(args)
@@ -84,7 +88,16 @@ async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or(Value::Null);
-    let graded = Graded { code: out.status.code(), printed, json };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shown: String = stderr
+        .lines()
+        .filter(|l| {
+            !l.trim_start().starts_with("Finished") && !l.trim_start().starts_with("Running")
+        })
+        .map(|l| format!("{l}\n"))
+        .chain(std::iter::once(String::from_utf8_lossy(&out.stdout).into_owned()))
+        .collect();
+    let graded = Graded { code: out.status.code(), printed, shown, json };
     assert_lab_as_it_was().await;
     graded
 }
@@ -136,7 +149,9 @@ fn built(args: &[&str], path: &str) -> String {
 async fn the_course_program_verbatim_passes_every_row() {
     let program = course(None);
     // It takes -kubeconfig: BuildConfigFromFlags("", "") reads no KUBECONFIG.
-    grade("course", &[], &[&program, "-kubeconfig", "{kubeconfig}"]).await.assert_passes();
+    let graded = grade("course", &[], &[&program, "-kubeconfig", "{kubeconfig}"]).await;
+    graded.assert_passes();
+    common::write_sample("grade-course.txt", &graded.shown);
 }
 
 #[tokio::test]
@@ -161,28 +176,33 @@ async fn my_controller_passes_every_row() {
     grade("my-controller", &["--resync", "1s"], &command).await.assert_passes();
 }
 
-/// A variant of the course's program, graded with its 2 s resync.
-async fn variant(patch: &str) -> Graded {
+/// A variant of the course's program, graded with its 2 s resync, in `lang`.
+async fn variant(patch: &str, lang: &str) -> Graded {
     let program = course(Some(patch));
-    grade(patch, &["--resync", VARIANT_RESYNC], &[&program, "-kubeconfig", "{kubeconfig}"]).await
+    let args = ["--resync", VARIANT_RESYNC, "--lang", lang];
+    grade(patch, &args, &[&program, "-kubeconfig", "{kubeconfig}"]).await
 }
 
 #[tokio::test]
 #[serial]
 async fn without_the_kick_only_starts_fails_and_points_at_the_kick() {
-    variant("no-kick").await.assert_fails(&["starts"], "kick");
+    let graded = variant("no-kick", "zh").await;
+    graded.assert_fails(&["starts"], "kick");
+    common::write_sample("grade-no-kick.zh-CN.txt", &graded.shown);
 }
 
 #[tokio::test]
 #[serial]
 async fn writing_when_right_fails_rerun_and_hot_loop() {
-    variant("writes-when-right").await.assert_fails(&["rerun", "hot_loop"], "no_write_when_right");
+    variant("writes-when-right", "en")
+        .await
+        .assert_fails(&["rerun", "hot_loop"], "no_write_when_right");
 }
 
 #[tokio::test]
 #[serial]
 async fn notfound_as_an_error_fails_every_create_and_points_at_notfound() {
-    variant("not-found-is-an-error")
+    variant("not-found-is-an-error", "en")
         .await
         .assert_fails(&["starts", "self_heal", "failed_write"], "not_found");
 }
@@ -190,7 +210,7 @@ async fn notfound_as_an_error_fails_every_create_and_points_at_notfound() {
 #[tokio::test]
 #[serial]
 async fn exiting_on_the_first_error_fails_the_failed_write() {
-    let graded = variant("exits-on-first-error").await;
+    let graded = variant("exits-on-first-error", "en").await;
     graded.assert_fails(&["failed_write"], "keep_running");
     assert_eq!(graded.row("failed_write")["seen_key"], "exited", "{}", graded.printed);
 }
@@ -198,10 +218,58 @@ async fn exiting_on_the_first_error_fails_the_failed_write() {
 #[tokio::test]
 #[serial]
 async fn ignoring_sigterm_fails_the_clean_exit() {
-    let graded = variant("ignores-sigterm").await;
+    let graded = variant("ignores-sigterm", "en").await;
     graded.assert_fails(&["clean_exit"], "signals");
     let seen = graded.row("clean_exit")["seen"].as_str().unwrap_or_default().to_string();
     assert!(seen.contains("killed"), "{seen}");
+}
+
+/// The pages as a learner follows them: page 00's `cargo new` and `cargo
+/// add` lines (offline, from the cargo cache), each step's `src/main.rs`
+/// built from its ```rust blocks, in every language; step 4 graded. Outside
+/// the repository (a new project inside the kit's workspace would be taken
+/// for a member), with a build directory of its own that outlives the run.
+#[tokio::test]
+#[serial]
+async fn the_pages_typed_into_a_fresh_project_pass() {
+    let target = project::target_dir().join("pages-target");
+    let mut step4 = None;
+    for language in pages::LANGUAGES {
+        let parent = std::env::temp_dir().join("lab-kit-pages").join(language);
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent).unwrap();
+        let mut project = parent.clone();
+        for command in pages::project_commands(language).unwrap() {
+            let name = command.strip_prefix("cargo new ").map(str::trim);
+            let dir = if name.is_some() { parent.clone() } else { project.clone() };
+            Cmd::argv(["sh", "-c", &command])
+                .env("KIT", project::root().display().to_string())
+                .env("CARGO_NET_OFFLINE", "true")
+                .dir(&dir)
+                .run()
+                .unwrap_or_else(|e| panic!("docs/{language}/00-prepare.md: {e:#}"));
+            if let Some(name) = name {
+                project = parent.join(name);
+                // The versions the cargo cache holds: the kit's own lock.
+                std::fs::copy(project::root().join("Cargo.lock"), project.join("Cargo.lock"))
+                    .unwrap();
+            }
+        }
+        for (page, _) in pages::STEPS {
+            let main_rs = pages::main_rs(language, page).unwrap();
+            std::fs::write(project.join("src/main.rs"), main_rs).unwrap();
+            Cmd::argv(["cargo", "build", "--offline"])
+                .env("CARGO_TARGET_DIR", target.display().to_string())
+                .dir(&project)
+                .run()
+                .unwrap_or_else(|e| panic!("docs/{language}/{page}: {e:#}"));
+        }
+        let binary = project.file_name().unwrap().to_string_lossy().into_owned();
+        step4.get_or_insert(target.join("debug").join(binary));
+    }
+    // Every language shows the same code (a tidy test): one grade is all of them.
+    let program = step4.unwrap().display().to_string();
+    grade("pages", &[], &[&program]).await.assert_passes();
 }
 
 #[tokio::test]

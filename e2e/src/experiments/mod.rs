@@ -224,12 +224,13 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
         before.metadata.managed_fields,
         after.metadata.managed_fields
     );
+    let version = after.metadata.resource_version.unwrap_or_default();
     Ok(Measured {
         latency: None,
         detail: format!(
-            "2 restarts, {reconciles} reconciles, 0 writes, resourceVersion {} unchanged",
-            after.metadata.resource_version.unwrap_or_default()
+            "2 restarts, {reconciles} reconciles, 0 writes, resourceVersion {version} unchanged"
         ),
+        values: vec![("reconciles", reconciles.to_string()), ("version", version)],
         ..Measured::default()
     })
 }
@@ -295,6 +296,7 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
         latency: None,
         detail: format!("server {} ↔ built for {} ↔ {node}", info.git_version, version::target()),
         warnings,
+        values: Vec::new(),
     })
 }
 
@@ -339,6 +341,7 @@ async fn dedup_with_slow_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
     Ok(Measured {
         latency: None,
         detail: format!("5 changes → {reconciles} reconciles"),
+        values: vec![("reconciles", reconciles.to_string())],
         ..Measured::default()
     })
 }

@@ -61,9 +61,12 @@ pub enum Step<'a> {
     Watching { window: Duration },
 }
 
+/// Told each [`Step`].
+type Tell = dyn Fn(Step<'_>) + Send + Sync;
+
 /// A callback for each [`Step`] (none: silent).
 #[derive(Clone, Default)]
-pub struct Progress(Option<std::sync::Arc<dyn Fn(Step<'_>) + Send + Sync>>);
+pub struct Progress(Option<std::sync::Arc<Tell>>);
 
 impl Progress {
     pub fn new(tell: impl Fn(Step<'_>) + Send + Sync + 'static) -> Progress {

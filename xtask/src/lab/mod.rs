@@ -64,6 +64,13 @@ pub enum LabCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Stop the lab's own controller (so that yours is the only writer), or start it again.
+    Controller {
+        #[arg(value_enum)]
+        action: ControllerAction,
+        #[command(flatten)]
+        lab: LabName,
+    },
     /// `down`, then `up` with the same options: a clean lab.
     Reset {
         #[command(flatten)]
@@ -148,6 +155,14 @@ impl UpOptions {
     }
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum ControllerAction {
+    /// Stop it (envtest: its process; kind: the Deployment scaled to 0).
+    Stop,
+    /// Start it again with the lab's own flags, and wait until it is ready.
+    Start,
+}
+
 #[derive(Args)]
 pub struct LabName {
     /// The lab's name: lowercase letters, digits and '-' (it names a directory and a kind cluster).
@@ -168,6 +183,22 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Reset { options, lab } => {
             down::run(&lab.name, options.dry_run).await?;
             up::run(&lab.name, &options).await
+        }
+        LabCommand::Controller { action, lab } => {
+            let mut lab = e2e::lab::Lab::find_named(&lab.name).await?;
+            match action {
+                ControllerAction::Stop => {
+                    lab.stop_controller().await?;
+                    eprintln!(
+                        "the lab's controller is stopped: `cargo xtask lab controller start` brings it back"
+                    );
+                }
+                ControllerAction::Start => {
+                    lab.restore_controller().await?;
+                    eprintln!("the lab's controller runs with its own flags and is ready");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         LabCommand::Status { lab } => status::run(&lab.name).await,
         LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow).await,

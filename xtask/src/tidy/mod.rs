@@ -8,6 +8,7 @@
 
 mod docs;
 mod modules;
+mod pages;
 
 use std::path::Path;
 
