@@ -43,7 +43,7 @@
 //! |-------------|-------------------------------------------------------------------|
 //! | [`run`]     | one run: the phases above, in order                               |
 //! | [`subject`] | a controller under test, a process group the bench owns           |
-//! | [`peers`]   | the course's Go controller, built from `e2e/peers/course-go/`     |
+//! | [`peers`]   | the course's Go controller: course-verbatim + course-go.patch     |
 //! | [`rounds`]  | one self-heal or correction round (through [`measure_until_desired`]) |
 //! | [`floor`]   | the harness's own minimal loop, standing in for the controller    |
 //! | [`quiet`]   | steady state (writes while right) and a burst of events           |

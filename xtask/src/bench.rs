@@ -47,7 +47,7 @@ pub struct BenchArgs {
     /// Which build of my-controller to measure (built first).
     #[arg(long, value_enum, default_value_t = Build::Release)]
     build: Build,
-    /// Measure a peer in the same run: `go` (the course's controller, built from e2e/peers/course-go), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig. Repeatable.
+    /// Measure a peer in the same run: `go` (the course's controller, the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig. Repeatable.
     #[arg(long, value_name = "go|COMMAND")]
     peer: Vec<String>,
     #[command(flatten)]

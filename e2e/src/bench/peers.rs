@@ -1,6 +1,7 @@
-//! The course's own controller in Go (`e2e/peers/course-go/`: client-go
-//! informer, typed work queue, the kick, 30 s resync), the peer of
-//! `cargo xtask bench --peer go`, built by [`crate::go_build`].
+//! The course's own controller in Go (client-go informer, typed work queue,
+//! the kick, 30 s resync), the peer of `cargo xtask bench --peer go`: the
+//! course's program as it prints it (`e2e/peers/course-verbatim/`) with the
+//! two changes of `e2e/peers/course-go.patch`, built by [`crate::go_build`].
 //!
 //! Peers run as the lab's controller ServiceAccount, like my-controller. The
 //! course's informer lists and watches every ConfigMap of the namespace,
@@ -64,13 +65,16 @@ impl CourseRole {
     }
 }
 
-/// The module, relative to the repository.
-pub const COURSE_GO: &str = "e2e/peers/course-go";
+/// The course's program as it prints it: a Go module, relative to the repository.
+pub const COURSE_VERBATIM: &str = "e2e/peers/course-verbatim";
+/// The bench's changes to it, each said in its header.
+pub const COURSE_GO_PATCH: &str = "e2e/peers/course-go.patch";
 
 /// The Go peer, built if its sources changed since the last build.
 pub fn course_go() -> Result<Spec> {
-    let binary = crate::go_build::build("course-go", COURSE_GO, None)?;
-    let go_mod = project::root().join(COURSE_GO).join("go.mod");
+    let patch = project::root().join(COURSE_GO_PATCH);
+    let binary = crate::go_build::build("course-go", COURSE_VERBATIM, Some(&patch))?;
+    let go_mod = project::root().join(COURSE_VERBATIM).join("go.mod");
     let version = client_go_version(
         &std::fs::read_to_string(&go_mod)
             .with_context(|| format!("cannot read {}", go_mod.display()))?,
@@ -93,9 +97,10 @@ fn client_go_version(go_mod: &str) -> String {
 mod tests {
     #[test]
     fn the_peer_pins_the_kits_client_go_minor() {
-        let go_mod =
-            std::fs::read_to_string(crate::project::root().join(super::COURSE_GO).join("go.mod"))
-                .unwrap();
+        let go_mod = std::fs::read_to_string(
+            crate::project::root().join(super::COURSE_VERBATIM).join("go.mod"),
+        )
+        .unwrap();
         let version = super::client_go_version(&go_mod);
         let minor = controller::version::target_minor();
         assert!(version.starts_with(&format!("v0.{minor}.")), "client-go {version}, kit 1.{minor}");

@@ -278,74 +278,70 @@ impl<'a> Grading<'a> {
         }
     }
 
+    /// A row of the first run starts with my-config right; false (and the
+    /// row "not run") once the first run has exited.
+    async fn scene_is_set(&mut self, id: RowId) -> anyhow::Result<bool> {
+        if self.exited.is_some() {
+            self.push_not_run(id);
+            return Ok(false);
+        }
+        self.ensure_desired().await?;
+        Ok(true)
+    }
+
     fn first_key(&self) -> String {
         self.desired.data().keys().next().cloned().unwrap_or_default()
     }
 
     /// Row 1, the course's experiment 1: my-config absent, the program starts → it appears.
     async fn starts(&mut self, before: Counts, started: Instant) -> anyhow::Result<()> {
-        let until = self.until_desired(HEAL_WITHIN).await?;
-        let creates = self.observer().counts().await?.since(&before).creates;
-        match until {
-            Until::Reached { .. } => self.push(
-                RowId::Starts,
-                true,
-                "starts.pass",
-                &[("after", ms(started.elapsed())), ("creates", count(creates))],
-            ),
-            Until::TimedOut { last } => {
-                let (seen, detail) = if last == ABSENT {
-                    ("starts.absent", ("within", secs(HEAL_WITHIN)))
-                } else {
-                    ("starts.wrong_data", ("last", last))
-                };
-                let values = [("creates", count(creates)), detail];
-                self.push(RowId::Starts, false, seen, &values);
-            }
-            Until::Exited(status) => self.push_exited(RowId::Starts, status),
-        }
-        Ok(())
+        self.until_created(RowId::Starts, before, Some(started)).await
     }
 
     /// Row 2, experiment 2: delete my-config → it is back.
     async fn self_heal(&mut self) -> anyhow::Result<()> {
-        if self.exited.is_some() {
-            self.push_not_run(RowId::SelfHeal);
+        if !self.scene_is_set(RowId::SelfHeal).await? {
             return Ok(());
         }
-        self.ensure_desired().await?;
         let before = self.observer().counts().await?;
         self.api.delete(self.desired.name(), &DeleteParams::default()).await?;
+        self.until_created(RowId::SelfHeal, before, None).await
+    }
+
+    /// Rows 1 and 2: my-config is absent; the row passes when it is there
+    /// with the desired data. `started`: time it from the program's start.
+    async fn until_created(
+        &mut self,
+        id: RowId,
+        before: Counts,
+        started: Option<Instant>,
+    ) -> anyhow::Result<()> {
         let until = self.until_desired(HEAL_WITHIN).await?;
-        let creates = self.observer().counts().await?.since(&before).creates;
+        let creates = count(self.observer().counts().await?.since(&before).creates);
+        let seen = |outcome: &str| format!("{}.{outcome}", id.key());
         match until {
-            Until::Reached { after } => self.push(
-                RowId::SelfHeal,
-                true,
-                "self_heal.pass",
-                &[("after", ms(after)), ("creates", count(creates))],
-            ),
-            Until::TimedOut { last } => {
-                let (seen, detail) = if last == ABSENT {
-                    ("self_heal.absent", ("within", secs(HEAL_WITHIN)))
-                } else {
-                    ("self_heal.wrong_data", ("last", last))
-                };
-                let values = [("creates", count(creates)), detail];
-                self.push(RowId::SelfHeal, false, seen, &values);
+            Until::Reached { after } => {
+                let after = started.map_or(after, |s| s.elapsed());
+                let values = [("after", ms(after)), ("creates", creates)];
+                self.push(id, true, &seen("pass"), &values);
             }
-            Until::Exited(status) => self.push_exited(RowId::SelfHeal, status),
+            Until::TimedOut { last } if last == ABSENT => {
+                let values = [("creates", creates), ("within", secs(HEAL_WITHIN))];
+                self.push(id, false, &seen("absent"), &values);
+            }
+            Until::TimedOut { last } => {
+                self.push(id, false, &seen("wrong_data"), &[("creates", creates), ("last", last)]);
+            }
+            Until::Exited(status) => self.push_exited(id, status),
         }
         Ok(())
     }
 
     /// Row 3, experiment 3: `kubectl patch` the first key to `env=dev` → put back.
     async fn correction(&mut self) -> anyhow::Result<()> {
-        if self.exited.is_some() {
-            self.push_not_run(RowId::Correction);
+        if !self.scene_is_set(RowId::Correction).await? {
             return Ok(());
         }
-        self.ensure_desired().await?;
         let key = self.first_key();
         let before = self.observer().counts().await?;
         let drift = json!({"data": {key.clone(): DRIFTED}});
@@ -378,11 +374,9 @@ impl<'a> Grading<'a> {
     /// Row 4: a write the API server refuses (my-config made immutable with
     /// other data) → the program keeps running; deleted → recreated.
     async fn failed_write(&mut self) -> anyhow::Result<()> {
-        if self.exited.is_some() {
-            self.push_not_run(RowId::FailedWrite);
+        if !self.scene_is_set(RowId::FailedWrite).await? {
             return Ok(());
         }
-        self.ensure_desired().await?;
         let before = self.observer().counts().await?;
         let frozen = json!({"immutable": true, "data": {self.first_key(): DRIFTED}});
         self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&frozen)).await?;
