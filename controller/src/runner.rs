@@ -404,19 +404,6 @@ async fn log_server_version(client: Client) {
     }
 }
 
-/// Completes on the first SIGINT (Ctrl-C) or SIGTERM (the course's examples).
-pub async fn shutdown_signal() {
-    match signals() {
-        Ok(mut signals) => {
-            signals.next().await;
-        }
-        // No handlers: Ctrl-C only.
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
 /// One item per SIGINT (Ctrl-C) or SIGTERM: the first asks for a graceful
 /// shutdown, the second for an immediate one.
 pub fn signals() -> std::io::Result<impl Stream<Item = ()> + Unpin> {
