@@ -11,6 +11,7 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use tokio::signal::unix::{SignalKind, signal};
+use workqueue::WatchBackoff;
 
 /// `namespace/name`: the course's keyOf.
 fn key_of(pod: &Pod) -> String {
@@ -28,8 +29,9 @@ async fn main() -> anyhow::Result<()> {
 
     // The informer: LIST once (Init, one InitApply per Pod, InitDone), then
     // WATCH (Apply for an added or changed Pod, Delete). After a lost watch it
-    // lists again; the backoff spaces out the retries.
-    let events = watcher(pods, watcher::Config::default()).default_backoff();
+    // lists again. WatchBackoff spaces out the retries as client-go does:
+    // 0.8 s doubling to 30 s (kube's `.default_backoff()` never grows them).
+    let events = watcher(pods, watcher::Config::default()).backoff(WatchBackoff::default());
     tokio::pin!(events);
 
     // key → resourceVersion: what we have seen, to tell ADD from UPDATE.

@@ -17,7 +17,7 @@ use kube::{
     },
 };
 use tokio::signal::unix::{SignalKind, signal};
-use workqueue::{RateLimit, WorkQueue};
+use workqueue::{RateLimit, WatchBackoff, WorkQueue};
 
 fn key_of(pod: &Pod) -> String {
     format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
@@ -37,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
     // only put the key on the queue.
     let (cache, writer) = reflector::store();
     let events = reflector::reflector(writer, watcher(pods, watcher::Config::default()))
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .touched_objects();
     let informer = tokio::spawn({
         let queue = queue.clone();

@@ -22,7 +22,7 @@ use kube::{
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, error, info, warn};
 use tracing_subscriber::EnvFilter;
-use workqueue::{RateLimit, WorkQueue};
+use workqueue::{RateLimit, WatchBackoff, WorkQueue};
 
 // ========== The desired state: this controller's only business knowledge ==========
 const TARGET_NAMESPACE: &str = "default";
@@ -61,15 +61,25 @@ async fn main() -> anyhow::Result<()> {
 
     // Fixed move ①: the event handlers only put keys on the queue.
     let events = reflector::reflector(writer, watcher(config_maps, watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
+        .backoff(WatchBackoff::default());
     let informer = tokio::spawn({
         let queue = c.queue.clone();
         async move {
             tokio::pin!(events);
             while let Some(event) = events.next().await {
                 match event {
-                    Ok(cm) => enqueue(&queue, &cm),
+                    Ok(
+                        watcher::Event::InitApply(cm)
+                        | watcher::Event::Apply(cm)
+                        | watcher::Event::Delete(cm),
+                    ) => enqueue(&queue, &cm),
+                    // A list again after a lost watch: kick again. A ConfigMap
+                    // deleted meanwhile has no Delete event (client-go's
+                    // informer hands out a tombstone; kube's watcher does not).
+                    Ok(watcher::Event::InitDone) => {
+                        queue.add(format!("{TARGET_NAMESPACE}/{TARGET_NAME}"));
+                    }
+                    Ok(watcher::Event::Init) => {}
                     Err(e) => warn!("watch error, retrying: {e}"),
                 }
             }

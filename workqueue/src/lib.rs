@@ -19,6 +19,13 @@
 //! once and keys still queued are dropped; client-go's `Get` hands them out
 //! until the queue is empty. A controller that is stopping has no use for
 //! them: the next start lists everything again.
+//!
+//! Also here, because kube has no equivalent: [`WatchBackoff`], client-go's
+//! backoff for a watch that keeps failing.
+
+mod watch_backoff;
+
+pub use watch_backoff::WatchBackoff;
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -76,8 +83,17 @@ impl<K> Clone for WorkQueue<K> {
     }
 }
 
+/// How deep the queue is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Depth {
+    /// Keys waiting to be taken now (client-go's depth).
+    pub queued: usize,
+    /// Keys waiting for a delayed add (a retry's backoff).
+    pub delayed: usize,
+}
+
 /// Told the queue's depth after every change (a metrics gauge, say).
-type DepthObserver = Box<dyn Fn(usize) + Send + Sync>;
+type DepthObserver = Box<dyn Fn(Depth) + Send + Sync>;
 
 struct Shared<K> {
     state: Mutex<State<K>>,
@@ -128,10 +144,9 @@ where
         }
     }
 
-    /// Calls `observer` with the queue's depth after every change: keys
-    /// queued, keys added again while being processed, and delayed adds.
+    /// Calls `observer` with the queue's [`Depth`] after every change.
     /// Panics if the queue was cloned already (set it up first).
-    pub fn on_depth(self, observer: impl Fn(usize) + Send + Sync + 'static) -> Self {
+    pub fn on_depth(self, observer: impl Fn(Depth) + Send + Sync + 'static) -> Self {
         let mut shared = Arc::try_unwrap(self.shared)
             .unwrap_or_else(|_| panic!("on_depth is for a queue not yet shared"));
         shared.on_depth = Some(Box::new(observer));
@@ -321,7 +336,7 @@ impl<K> std::ops::DerefMut for Guard<'_, K> {
 impl<K> Drop for Guard<'_, K> {
     fn drop(&mut self) {
         if let Some(observer) = self.on_depth {
-            observer(self.state.dirty.len() + self.state.waiting.len());
+            observer(Depth { queued: self.state.queue.len(), delayed: self.state.waiting.len() });
         }
     }
 }

@@ -1,5 +1,3 @@
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use super::*;
 
 /// backon computes delays in f32: 40 ms comes out as 39.999999 ms.
@@ -119,27 +117,29 @@ async fn forget_cancels_a_pending_retry() {
 
 #[tokio::test(start_paused = true)]
 async fn the_depth_observer_follows_queued_and_delayed_keys() {
-    let depth = Arc::new(AtomicUsize::new(0));
+    let depth = Arc::new(Mutex::new(Depth::default()));
     let q = queue().on_depth({
         let depth = depth.clone();
-        move |n| depth.store(n, Ordering::Relaxed)
+        move |d| *depth.lock().unwrap() = d
     });
-    let depth = || depth.load(Ordering::Relaxed);
+    let depth = || *depth.lock().unwrap();
+    let at = |queued, delayed| Depth { queued, delayed };
     q.add("a");
     q.add("b");
-    assert_eq!(depth(), 2);
+    assert_eq!(depth(), at(2, 0));
     let a = q.get().await.unwrap();
-    assert_eq!(depth(), 1);
+    assert_eq!(depth(), at(1, 0));
     q.add(a);
-    assert_eq!(depth(), 2, "added again while processing counts");
+    assert_eq!(depth(), at(1, 0), "added again while processing: not queued until done");
     q.done(&a);
+    assert_eq!(depth(), at(2, 0));
     let a = q.get().await.unwrap();
     q.add_rate_limited(a);
-    assert_eq!(depth(), 2, "a retry waiting for its delay counts");
+    assert_eq!(depth(), at(1, 1), "a retry waiting for its delay is delayed, not queued");
     q.done(&a);
     let _b = q.get().await.unwrap();
     let _a = q.get().await.unwrap();
-    assert_eq!(depth(), 0);
+    assert_eq!(depth(), at(0, 0));
 }
 
 #[tokio::test]

@@ -1,0 +1,168 @@
+//! Faults of the watch itself: the Role loses `list`, or `watch`, and the
+//! API server restarts, so that the controller's next LIST or WATCH is
+//! refused (as after a token expires: 401, or a Role edit: 403). It must
+//! retry at growing gaps (client-go's 0.8 s doubling to 30 s), say not ready
+//! meanwhile, list again rather than trust a frozen cache, and recover once
+//! the Role is back.
+
+use std::time::Duration;
+
+use anyhow::ensure;
+use controller::runner::{LOG_RELISTED, LOG_WATCH_FAILED};
+use kube::api::PostParams;
+use tokio::time::Instant;
+
+use super::{
+    controller_status, ensure_not_restarted, heal_after_delete, lines_with, ms, rbac, secs,
+    then_restore,
+};
+use crate::{
+    converge::{HEAL_WITHIN, wait_desired},
+    eventually::{Check, eventually},
+    lab::Lab,
+    suite::Measured,
+};
+
+/// The first delay of the watch's backoff; each next one is at least twice.
+const FIRST_DELAY_MS: f64 = 800.0;
+
+/// `list` refused: the LIST fails again and again → retried at growing
+/// gaps, not ready; `list` back → ready within the last gap, heals.
+pub async fn list_refused_backs_off(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let result = refused(lab, "list", 3).await;
+    then_restore(lab, result).await
+}
+
+/// `watch` refused: the LIST works, the WATCH cannot start → not ready (not a
+/// frozen cache that looks ready), and each failure is followed by a new
+/// LIST; `watch` back → ready, heals.
+pub async fn watch_refused_not_ready(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let result = refused(lab, "watch", 3).await;
+    then_restore(lab, result).await
+}
+
+/// Takes `verb` on my-config out of the controller's Role, restarts the API
+/// server (every connection starts anew), waits for `failures` refused
+/// attempts, then gives the verb back.
+async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<Measured> {
+    // A fresh controller: its backoff starts at the first delay (an earlier
+    // fault's failures would otherwise still count for 2 minutes).
+    lab.restart_controller(&[]).await?;
+    wait_desired(lab).await?;
+    let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
+    let (roles, name) = rbac::controller_role(lab)?;
+    let original = roles.get(&name).await?;
+    let mut narrowed = original.clone();
+    for rule in narrowed.rules.iter_mut().flatten().filter(|r| r.resource_names.is_some()) {
+        rule.verbs.retain(|v| v != verb);
+    }
+    roles.replace(&name, &PostParams::default(), &narrowed).await?;
+    let target = lab.desired().name().to_string();
+    rbac::wait_until_allowed(lab, verb, Some(&target), false).await?;
+    let result = observe(lab, verb, failures, &mark).await;
+    let mut current = roles.get(&name).await?;
+    current.rules = original.rules;
+    roles.replace(&name, &PostParams::default(), &current).await?;
+    rbac::wait_until_allowed(lab, verb, Some(&target), true).await?;
+    let (gaps, not_ready_after, relists) = result?;
+    let back = Instant::now();
+    eventually(
+        "the controller to be ready again",
+        HEAL_WITHIN + Duration::from_secs(30),
+        || async {
+            let status = controller_status(lab, "/readyz").await?;
+            Ok(if status == 200 {
+                Check::Done(())
+            } else {
+                Check::NotYet(format!("/readyz {status}"))
+            })
+        },
+    )
+    .await?;
+    let ready_after = back.elapsed();
+    let last_gap = Duration::from_secs_f64(gaps.last().copied().unwrap_or_default() / 1000.0);
+    ensure!(
+        ready_after <= last_gap.mul_f64(2.0) + Duration::from_secs(3),
+        "ready {} after {verb} was given back: more than the controller's next retry ({}, jitter up to twice)",
+        secs(ready_after),
+        ms(last_gap)
+    );
+    let healed = heal_after_delete(lab).await?;
+    ensure_not_restarted(lab, &was, &mark).await?;
+    let gaps: Vec<String> = gaps.iter().map(|g| format!("{:.1}", g / 1000.0)).collect();
+    Ok(Measured {
+        latency: Some(ready_after),
+        detail: format!(
+            "{verb} refused: retries {} s apart, /readyz 503 {} after the API server was back{}; \
+             {verb} given back → ready in {}; delete → healed in {}",
+            gaps.join(", "),
+            secs(not_ready_after),
+            if relists > 0 { format!(", {relists} LISTs in between") } else { String::new() },
+            secs(ready_after),
+            ms(healed)
+        ),
+        ..Measured::default()
+    })
+}
+
+/// Restarts the API server and watches the controller fail `failures`
+/// times: the retry delays it logged (they must grow), how soon it said not
+/// ready, and how many times it listed again meanwhile.
+async fn observe(
+    lab: &mut Lab,
+    verb: &str,
+    failures: usize,
+    mark: &crate::lab::ControllerRun,
+) -> anyhow::Result<(Vec<f64>, Duration, usize)> {
+    lab.restart_api_server(&[]).await?;
+    let back = Instant::now();
+    let not_ready = eventually("the controller to say not ready", HEAL_WITHIN, || async {
+        let status = controller_status(lab, "/readyz").await?;
+        Ok(if status == 503 {
+            Check::Done(back.elapsed())
+        } else {
+            Check::NotYet(format!("/readyz {status}"))
+        })
+    })
+    .await?;
+    // The backoff's delays add up to 0.8 + 1.6 + 3.2 + … (up to twice with jitter).
+    let within = Duration::from_secs(60);
+    let log = eventually(&format!("{failures} refused attempts"), within, || async {
+        let log = lab.controller_log(mark).await?;
+        let refused = refused_attempts(&log, verb);
+        Ok(if refused >= failures {
+            Check::Done(log)
+        } else {
+            Check::NotYet(format!("{refused} refused so far"))
+        })
+    })
+    .await?;
+    let gaps: Vec<f64> = lines_with(&log, LOG_WATCH_FAILED)
+        .into_iter()
+        .filter(|l| is_refusal(l, verb))
+        .filter_map(rbac::retry_delay_ms)
+        .collect();
+    for (i, gap) in gaps.iter().enumerate() {
+        let floor = FIRST_DELAY_MS * f64::from(1u32 << i.min(5));
+        ensure!(*gap >= floor.min(30_000.0) * 0.999, "the retry gaps do not grow: {gaps:?} ms");
+    }
+    ensure!(gaps.len() >= failures, "{} retries logged with a delay: {gaps:?}", gaps.len());
+    // Every failure is followed by a new LIST: after a refused WATCH, the LIST works.
+    let relists = if verb == "watch" {
+        let relists = lines_with(&log, LOG_RELISTED).len();
+        ensure!(relists + 1 >= failures, "{failures} watches refused but only {relists} re-lists");
+        relists
+    } else {
+        0
+    };
+    Ok((gaps, not_ready, relists))
+}
+
+fn refused_attempts(log: &str, verb: &str) -> usize {
+    lines_with(log, LOG_WATCH_FAILED).into_iter().filter(|l| is_refusal(l, verb)).count()
+}
+
+/// A watch failure line that is RBAC refusing `verb` (403 Forbidden).
+fn is_refusal(line: &str, verb: &str) -> bool {
+    line.contains("forbidden") && line.contains(&format!("cannot {verb}"))
+}
