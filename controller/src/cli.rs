@@ -60,6 +60,11 @@ pub struct Cli {
     #[arg(long, env = "MY_CONTROLLER_RECONCILE_DELAY", default_value = "0s", value_parser = reconcile_delay)]
     pub reconcile_delay: Duration,
 
+    /// How long one reconcile's requests may take (after --reconcile-delay), 1s to 5m: a
+    /// request the API server never answers is abandoned, counted as a failure and retried.
+    #[arg(long, env = "MY_CONTROLLER_RECONCILE_TIMEOUT", default_value = "30s", value_parser = reconcile_timeout)]
+    pub reconcile_timeout: Duration,
+
     /// On SIGTERM/SIGINT, how long a running reconcile and pending Events get to finish,
     /// up to 5m (keep it below the pod's terminationGracePeriodSeconds, 30s); 0 waits for
     /// nothing. Whatever is cut off is named, and the exit status is then 1.
@@ -89,6 +94,7 @@ pub struct Settings {
     pub resync: Option<Duration>,
     pub max_retries: u32,
     pub reconcile_delay: Duration,
+    pub reconcile_timeout: Duration,
     pub shutdown_grace: Duration,
     pub listen: SocketAddr,
     pub rate_limit: RateLimit,
@@ -112,6 +118,7 @@ impl Cli {
             resync: (!self.resync.is_zero()).then_some(self.resync),
             max_retries: self.max_retries,
             reconcile_delay: self.reconcile_delay,
+            reconcile_timeout: self.reconcile_timeout,
             shutdown_grace: self.shutdown_grace,
             listen: self.listen,
             rate_limit: RateLimit::default(),
@@ -137,25 +144,52 @@ fn reconcile_delay(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::ZERO, Duration::from_secs(300))
 }
 
+fn reconcile_timeout(s: &str) -> Result<Duration, String> {
+    let d = bounded(s, Duration::from_secs(1), Duration::from_secs(300))?;
+    if d.is_zero() {
+        return Err(format!("{s}: a reconcile needs at least 1s"));
+    }
+    Ok(d)
+}
+
 fn shutdown_grace(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::ZERO, Duration::from_secs(300))
 }
 
-/// Parses `250ms`, `30s`, `5m`, `1h` (a bare number means seconds).
+/// Parses a duration as kubectl and Go write them — `250ms`, `30s`, `5m`,
+/// `1h`, `1m30s`, `1.5h` — and a bare number as seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let number: f64 =
-        number.parse().map_err(|_| format!("{s:?} is not a duration: use e.g. 500ms, 30s, 5m"))?;
-    let seconds = match unit {
-        "ms" => number / 1000.0,
-        "" | "s" => number,
-        "m" => number * 60.0,
-        "h" => number * 3600.0,
-        _ => return Err(format!("unknown unit {unit:?} in {s:?}: use ms, s, m or h")),
+    let text = s.trim();
+    let unknown = |unit: &str| {
+        format!("unknown unit {unit:?} in {text:?}: use ms, s, m or h, e.g. 500ms, 30s, 1m30s")
     };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{s:?}: {e}"))
+    if text.is_empty() {
+        return Err("an empty duration: use e.g. 500ms, 30s, 1m30s".into());
+    }
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"));
+    }
+    let mut rest = text;
+    let mut seconds = 0.0;
+    while !rest.is_empty() {
+        let split = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (number, after) = rest.split_at(split);
+        let number: f64 = number
+            .parse()
+            .map_err(|_| format!("{text:?} is not a duration: use e.g. 500ms, 30s, 1m30s"))?;
+        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        seconds += number
+            * match unit {
+                "ms" => 0.001,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                other => return Err(unknown(other)),
+            };
+        rest = next;
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
 }
 
 #[cfg(test)]
@@ -233,6 +267,12 @@ mod tests {
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        // kubectl's and Go's form.
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h2m3s"), Ok(Duration::from_secs(3723)));
+        assert_eq!(parse_duration("2s500ms"), Ok(Duration::from_millis(2500)));
+        assert!(parse_duration("1m30").is_err());
+        assert!(parse_duration("1x").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("1d").is_err());
         assert!(parse_duration("").is_err());
     }

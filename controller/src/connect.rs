@@ -122,9 +122,10 @@ fn in_cidr(ip: std::net::IpAddr, net: &str, bits: &str) -> bool {
 ///
 /// Kept from kube's stack: the base URI, the authentication layer, extra and
 /// impersonation headers, the retry of 429/503/504, the connect/read/write
-/// timeouts. Left out: kube's HTTP trace spans. An exec plugin that hands out
-/// expiring client certificates needs kube's own bookkeeping of the expiry
-/// (not public), so such a kubeconfig keeps kube's default stack.
+/// timeouts, a debug span per request ([`trace_layer`]). An exec plugin that
+/// hands out expiring client certificates needs kube's own bookkeeping of the
+/// expiry (`Client::valid_until`), so such a kubeconfig keeps kube's default
+/// stack.
 pub fn build(config: Config) -> kube::Result<Client> {
     use kube::client::ConfigExt as _;
 
@@ -148,9 +149,56 @@ pub fn build(config: Config) -> kube::Result<Client> {
         .option_layer(retry)
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        .layer(trace_layer())
         .map_err(tower::BoxError::from)
         .service(hyper);
     Ok(Client::new(service, config.default_namespace))
+}
+
+/// A debug span per request and a line per answer, under the target
+/// `kube::client` — as kube's own stack traces its requests, so that
+/// `RUST_LOG=kube=debug` shows them here too.
+type Trace = tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    RequestSpan,
+    (),
+    Answered,
+    (),
+    (),
+    (),
+>;
+
+fn trace_layer() -> Trace {
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(RequestSpan)
+        .on_request(())
+        .on_response(Answered)
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(())
+}
+
+#[derive(Clone, Copy)]
+struct RequestSpan;
+
+impl<B> tower_http::trace::MakeSpan<B> for RequestSpan {
+    fn make_span(&mut self, request: &http::Request<B>) -> tracing::Span {
+        tracing::debug_span!(target: "kube::client", "HTTP", method = %request.method(), url = %request.uri())
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Answered;
+
+impl<B> tower_http::trace::OnResponse<B> for Answered {
+    fn on_response(
+        self,
+        response: &http::Response<B>,
+        took: std::time::Duration,
+        _: &tracing::Span,
+    ) {
+        tracing::debug!(target: "kube::client", status = response.status().as_u16(), ?took, "answered");
+    }
 }
 
 /// The TCP connector of the stack: `TCP_NODELAY` (see [`build`]), and TCP
@@ -169,6 +217,23 @@ pub fn tcp_connector() -> hyper_util::client::legacy::connect::HttpConnector {
 
 /// Go's `net.Dialer` keepalive idle time and probe interval.
 const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// When the controller must stop because its credentials expire: kube runs
+/// a kubeconfig's exec plugin once, and a client certificate it hands out is
+/// never renewed (`Client::valid_until`, which kube leaves to its user), so
+/// every request would fail after it. Stopping shortly before — a tenth of
+/// the time left, at least 1 s, at most a minute — lets a restart (the pod's,
+/// or a supervisor's) run the plugin again. `None`: nothing expires.
+pub fn stop_before_expiry(
+    valid_until: Option<&k8s_openapi::jiff::Timestamp>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Option<std::time::Duration> {
+    let left = valid_until?.duration_since(now);
+    let left = std::time::Duration::try_from(left).unwrap_or_default();
+    let margin =
+        (left / 10).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(60));
+    Some(left.saturating_sub(margin))
+}
 
 /// An error and its causes on one line.
 pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
@@ -230,6 +295,19 @@ mod tests {
         for local in ["https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"] {
             assert!(refuse_proxy(&config(local, None), env(&[proxy])).is_ok(), "{local}");
         }
+    }
+
+    #[test]
+    fn expiring_credentials_stop_the_controller_a_tenth_before_at_most_a_minute() {
+        use k8s_openapi::jiff::{SignedDuration, Timestamp};
+        let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+        let at = |secs: i64| now.checked_add(SignedDuration::from_secs(secs)).unwrap();
+        let s = std::time::Duration::from_secs;
+        assert_eq!(stop_before_expiry(None, now), None);
+        assert_eq!(stop_before_expiry(Some(&at(100)), now), Some(s(90)));
+        assert_eq!(stop_before_expiry(Some(&at(3600)), now), Some(s(3540)));
+        assert_eq!(stop_before_expiry(Some(&at(5)), now), Some(s(4)));
+        assert_eq!(stop_before_expiry(Some(&at(-5)), now), Some(s(0)), "expired: at once");
     }
 
     #[tokio::test]

@@ -114,13 +114,17 @@ impl Desired {
         &self.data
     }
 
-    /// True when `live` already holds exactly the desired data. ConfigMaps have
-    /// no `metadata.generation`, so the data itself is what is compared.
+    /// True when `live` already holds exactly the desired data, and no
+    /// `binaryData` (the same key space, which [`Desired::corrected`] clears):
+    /// what this checks is exactly what a correction would change, so "right"
+    /// and "corrected" cannot disagree. ConfigMaps have no
+    /// `metadata.generation`, so the data itself is what is compared.
     pub fn is_satisfied_by(&self, live: &ConfigMap) -> bool {
-        match &live.data {
+        let data = match &live.data {
             Some(data) => data == &self.data,
             None => self.data.is_empty(),
-        }
+        };
+        data && live.binary_data.as_ref().is_none_or(BTreeMap::is_empty)
     }
 
     /// A fresh object to create when none exists.
@@ -327,6 +331,39 @@ mod tests {
         let err = read_data_file(&missing).unwrap_err().to_string();
         assert!(err.contains("missing.yaml") && err.contains("cannot read"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Every live object a correction meets: "right" holds exactly when the
+    /// correction would change nothing it looks at, and a corrected object is
+    /// right.
+    #[test]
+    fn right_and_corrected_agree_on_every_field() {
+        let d = Desired::default();
+        let binary = |k: &str| {
+            Some(BTreeMap::from([(k.to_string(), k8s_openapi::ByteString(b"x".to_vec()))]))
+        };
+        let mut cases = Vec::new();
+        for data in [
+            None,
+            Some(BTreeMap::new()),
+            Some(default_data()),
+            Some(parse_pairs(&["app.conf=env=dev"]).unwrap()),
+        ] {
+            for binary_data in [None, Some(BTreeMap::new()), binary("blob")] {
+                let mut live = d.to_config_map();
+                live.data = data.clone();
+                live.binary_data = binary_data;
+                cases.push(live);
+            }
+        }
+        for live in cases {
+            let fixed = d.corrected(&live);
+            assert!(d.is_satisfied_by(&fixed), "a corrected object is right: {fixed:?}");
+            let would_change = fixed.data != live.data
+                || fixed.binary_data.unwrap_or_default()
+                    != live.binary_data.clone().unwrap_or_default();
+            assert_eq!(d.is_satisfied_by(&live), !would_change, "{live:?}");
+        }
     }
 
     #[test]

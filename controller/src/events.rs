@@ -98,11 +98,13 @@ impl Recorder {
         // One series per object, whatever version of it the Event was about.
         let reference = ObjectReference { resource_version: None, ..reference.clone() };
         let command = Command::Publish(Box::new((copy(event), reference)));
+        // Counted before it is handed over: the publisher may take it (and
+        // count it off) before `try_send` even returns.
+        self.pending.fetch_add(1, Ordering::AcqRel);
         match self.queue.try_send(command) {
-            Ok(()) => {
-                self.pending.fetch_add(1, Ordering::AcqRel);
-            }
+            Ok(()) => {}
             Err(_) => {
+                self.pending.fetch_sub(1, Ordering::AcqRel);
                 self.dropped.inc();
                 debug!(reason = %event.reason, "Event dropped: the publisher's queue is full");
             }
@@ -219,7 +221,7 @@ async fn publish_all(
 ) {
     for (event, reference) in pending.drain(..) {
         if let Err(e) = recorder.publish(&event, &reference).await {
-            warn!(error = %e, reason = %event.reason, "could not record the Event");
+            warn!(error = %crate::connect::one_line(&e), reason = %event.reason, "could not record the Event");
         }
         count.fetch_sub(1, Ordering::AcqRel);
     }

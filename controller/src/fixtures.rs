@@ -150,6 +150,62 @@ impl MockApi {
     }
 }
 
+/// What a mock API server answers to the informer's requests.
+#[derive(Clone, Copy, Debug)]
+pub enum Informer {
+    /// Every LIST is refused with this code (an expired token: 401).
+    ListRefused(u16),
+    /// LISTs succeed (empty); every WATCH is refused with this code (`watch`
+    /// revoked: 403).
+    WatchRefused(u16),
+}
+
+impl MockApi {
+    /// A mock API server for the informer alone, playing `informer`; every
+    /// request is recorded (`seen`), nothing else is served.
+    pub fn informer(informer: Informer) -> (Client, MockApi) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let task = tokio::spawn(async move {
+            while let Some((request, reply)) = handle.next_request().await {
+                let seen = Seen {
+                    method: request.method().clone(),
+                    uri: request.uri().to_string(),
+                    body: Value::Null,
+                    at: Instant::now(),
+                };
+                let watch = seen.uri.contains("watch=true");
+                log.lock().unwrap().push(seen);
+                let (code, answer) = match (informer, watch) {
+                    (Informer::ListRefused(code), false) | (Informer::WatchRefused(code), true) => {
+                        status(code, "Refused", "refused by the mock API server")
+                    }
+                    (Informer::WatchRefused(_), false) => (
+                        StatusCode::OK,
+                        json!({"kind": "ConfigMapList", "apiVersion": "v1",
+                               "metadata": {"resourceVersion": "1"}, "items": []}),
+                    ),
+                    (Informer::ListRefused(_), true) => unreachable!("no list, no watch"),
+                };
+                let response = Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                    .unwrap();
+                reply.send_response(response);
+            }
+        });
+        (Client::new(service, "default"), MockApi { seen, task })
+    }
+
+    /// The informer's requests so far: whether each was a WATCH, and when.
+    pub fn informer_requests(&self) -> Vec<(bool, Instant)> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().map(|s| (s.uri.contains("watch=true"), s.at)).collect()
+    }
+}
+
 fn answer(scenario: Scenario, nth: usize, seen: &Seen) -> (StatusCode, Value) {
     match scenario {
         Scenario::Forbidden => status(
@@ -207,6 +263,8 @@ pub fn context(client: Client, cached: Option<ConfigMap>) -> (Context, Writer<Co
         recorder: crate::events::Recorder::new(client, reporter, metrics.events_dropped_counter()),
         metrics,
         reconcile_delay: Duration::ZERO,
+        reconcile_timeout: Duration::from_secs(30),
+        pace: Default::default(),
     };
     (ctx, writer)
 }

@@ -21,6 +21,7 @@ pub mod events;
 mod fixtures;
 pub mod http;
 pub mod metrics;
+pub mod pace;
 pub mod reconcile;
 pub mod runner;
 pub mod stage2;

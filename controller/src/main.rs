@@ -1,14 +1,23 @@
 //! `my-controller`: flags → run; nothing else lives here.
 
-use std::process::ExitCode;
+use std::{
+    process::ExitCode,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
 use clap::Parser;
 use controller::{cli::Cli, connect, runner, telemetry};
+use k8s_openapi::jiff::Timestamp;
 
 /// Exit status for bad input (flags, kubeconfig, desired data).
 const BAD_INPUT: u8 = 2;
 /// Exit status after a second signal (as a shell reports SIGINT: 128 + 2).
 const INTERRUPTED: u8 = 130;
+/// Exit status when the credentials are about to expire (a restart renews them).
+const CREDENTIALS_EXPIRE: u8 = 3;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -34,6 +43,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(BAD_INPUT);
         }
     };
+    if let Err(e) = telemetry::init(cli.log_format) {
+        eprintln!("my-controller: {e}");
+        return ExitCode::from(BAD_INPUT);
+    }
     let client = match connect::client(cli.kubeconfig.as_deref()).await {
         Ok(client) => client,
         Err(e) => {
@@ -41,7 +54,6 @@ async fn main() -> ExitCode {
             return ExitCode::from(BAD_INPUT);
         }
     };
-    telemetry::init(cli.log_format);
     let signals = match runner::signals() {
         Ok(signals) => signals,
         Err(e) => {
@@ -49,7 +61,22 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Expiring credentials stop it like a signal, then it exits non-zero.
+    let expiry = Arc::new(AtomicBool::new(false));
+    let stop_in = connect::stop_before_expiry(client.valid_until().as_ref(), Timestamp::now());
+    let expiring = futures::stream::once({
+        let (expiry, until) = (expiry.clone(), *client.valid_until());
+        async move {
+            let Some(stop_in) = stop_in else { return std::future::pending().await };
+            tracing::info!(expires = ?until, stop_in = %telemetry::rounded(stop_in), "the exec plugin's client certificate expires");
+            tokio::time::sleep(stop_in).await;
+            tracing::error!(expires = ?until, "{}", runner::LOG_CREDENTIALS_EXPIRE);
+            expiry.store(true, Ordering::Release);
+        }
+    });
+    let signals = futures::stream::select(signals, Box::pin(expiring));
     match runner::run(client, settings, signals).await {
+        Ok(()) if expiry.load(Ordering::Acquire) => ExitCode::from(CREDENTIALS_EXPIRE),
         Ok(()) => ExitCode::SUCCESS,
         // One line each, naming what was cut off.
         Err(e @ runner::Stopped::Interrupted { .. }) => {

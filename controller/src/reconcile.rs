@@ -3,7 +3,10 @@
 //! Course, stage 1, step 4 (`syncHandler`): level-triggered, so it does not care
 //! which event woke it up; it looks at what is there now and makes it right.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
@@ -14,6 +17,7 @@ use kube::{
         reflector::{ObjectRef, Store},
     },
 };
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::{
@@ -30,6 +34,13 @@ pub const LOG_IMMUTABLE: &str =
     "immutable with other data: not updated, not retried (delete it to have it recreated)";
 /// The reason of the Warning Event for an immutable, drifted object.
 pub const REASON_IMMUTABLE: &str = "Immutable";
+/// The log line when another controller owns the object; the e2e suite looks for it.
+pub const LOG_OWNED: &str =
+    "controlled by another owner with other data: not updated (it is theirs to keep)";
+/// The log line when corrections come too often in a row; the e2e suite looks for it.
+pub const LOG_PACED: &str = "corrected again and again: another writer? the next correction waits";
+/// The reason of the Warning Event for both: someone else keeps other data there.
+pub const REASON_CONTENDED: &str = "Contended";
 
 /// The field manager recorded in `managedFields` for this controller's writes.
 pub const FIELD_MANAGER: &str = "my-controller";
@@ -46,6 +57,10 @@ pub struct Context {
     /// A pause at the start of each reconcile, for the course's step 3
     /// experiment (events arriving while a reconcile runs). Zero normally.
     pub reconcile_delay: Duration,
+    /// How long a reconcile's requests may take (`--reconcile-timeout`).
+    pub reconcile_timeout: Duration,
+    /// The pace of corrections (one key: one pace).
+    pub pace: Mutex<crate::pace::Pace>,
 }
 
 /// What a successful reconcile did.
@@ -64,6 +79,13 @@ pub enum Outcome {
     /// Role; whoever froze it decides instead — deleting it is enough, the
     /// controller then recreates it. The next event or resync looks again.
     Immutable,
+    /// Another controller owns it (an ownerReference with `controller: true`)
+    /// and keeps other data there: not written, reported. Whatever owns it
+    /// decides; the controller does not fight over it.
+    OwnedElsewhere,
+    /// Corrected too often in a row (another writer puts other data back):
+    /// the next correction waits this long ([`crate::pace`]).
+    Paced(Duration),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +107,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The API server did not answer within `--reconcile-timeout`.
+    #[error("no answer from the API server within {after:?}: the reconcile of {key} was abandoned")]
+    TimedOut { key: String, after: Duration },
     #[error("cannot {verb} ConfigMap {key}: {source}")]
     Write {
         verb: &'static str,
@@ -163,9 +188,14 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
             debug!(key = %show(key), "in sync, nothing to do");
             Ok(Outcome::Unchanged)
         }
+        Some(live) if controller_owner(&live).is_some() => Ok(report_owned(ctx, key, &live).await),
         // Checked before writing, so the 422 is not even provoked.
         Some(live) if live.immutable == Some(true) => Ok(report_immutable(ctx, key, &live).await),
         Some(live) => {
+            let wait = ctx.pace.lock().unwrap_or_else(|p| p.into_inner()).wait(Instant::now());
+            if let Some(wait) = wait {
+                return Ok(report_paced(ctx, key, &live, wait).await);
+            }
             // `live` is an `Arc` shared with the cache: `corrected` works on an
             // owned clone (the course's DeepCopy). Replace sends the cached
             // resourceVersion, so a concurrent change yields 409 and a retry
@@ -181,6 +211,7 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
                     Err(e) => return Err(Error::from_write("update", key, e)),
                 };
             ctx.metrics.wrote(WriteVerb::update);
+            ctx.pace.lock().unwrap_or_else(|p| p.into_inner()).corrected(Instant::now());
             info!(key = %show(key), "{LOG_CORRECTED}");
             publish(
                 ctx,
@@ -220,6 +251,53 @@ async fn report_immutable(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &Conf
     Outcome::Immutable
 }
 
+/// The owner with `controller: true`, if another controller owns `live`
+/// (this one never sets ownerReferences on what it keeps).
+fn controller_owner(live: &ConfigMap) -> Option<String> {
+    let owners = live.metadata.owner_references.as_ref()?;
+    let owner = owners.iter().find(|o| o.controller == Some(true))?;
+    Some(format!("{}/{}", owner.kind, owner.name))
+}
+
+/// The field manager that last wrote `data`, from managedFields: who keeps
+/// putting other data back.
+fn last_data_writer(live: &ConfigMap) -> String {
+    let fields = live.metadata.managed_fields.iter().flatten();
+    fields
+        .filter(|f| f.manager.as_deref() != Some(FIELD_MANAGER))
+        .filter(|f| f.fields_v1.as_ref().is_some_and(|v| v.0.get("f:data").is_some()))
+        .max_by_key(|f| f.time.as_ref().map(|t| t.0))
+        .and_then(|f| f.manager.clone())
+        .unwrap_or_else(|| "someone".into())
+}
+
+/// One warning line and one Warning Event; no write, no retry.
+async fn report_owned(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> Outcome {
+    let owner = controller_owner(live).unwrap_or_default();
+    warn!(key = %show(key), %owner, "{LOG_OWNED}");
+    let note = format!("controlled by {owner} with other data: not updated");
+    publish(ctx, live, EventType::Warning, REASON_CONTENDED, "Update", &note).await;
+    Outcome::OwnedElsewhere
+}
+
+/// One warning line and one Warning Event; the correction comes after `wait`.
+async fn report_paced(
+    ctx: &Context,
+    key: &ObjectRef<ConfigMap>,
+    live: &ConfigMap,
+    wait: Duration,
+) -> Outcome {
+    let row = ctx.pace.lock().unwrap_or_else(|p| p.into_inner()).row();
+    let writer = last_data_writer(live);
+    let retry_in = crate::telemetry::rounded(wait);
+    warn!(key = %show(key), corrections_in_a_row = row, %writer, %retry_in, "{LOG_PACED}");
+    let note = format!(
+        "corrected {row} times in a row, {writer} changed it again: next correction in {retry_in}"
+    );
+    publish(ctx, live, EventType::Warning, REASON_CONTENDED, "Update", &note).await;
+    Outcome::Paced(wait)
+}
+
 /// The metric label of a reconcile's result.
 pub fn result_label(result: &Result<Outcome, Error>) -> ReconcileResult {
     match result {
@@ -228,6 +306,8 @@ pub fn result_label(result: &Result<Outcome, Error>) -> ReconcileResult {
         Ok(Outcome::Unchanged) => ReconcileResult::unchanged,
         Ok(Outcome::Deleting) => ReconcileResult::deleting,
         Ok(Outcome::Immutable) => ReconcileResult::immutable,
+        Ok(Outcome::OwnedElsewhere | Outcome::Paced(_)) => ReconcileResult::contended,
+        Err(Error::TimedOut { .. }) => ReconcileResult::timeout,
         Err(e) if e.is_conflict() => ReconcileResult::conflict,
         Err(Error::AlreadyExists { .. }) => ReconcileResult::behind,
         Err(_) => ReconcileResult::error,
@@ -252,7 +332,7 @@ async fn publish(
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
-        warn!(error = %e, reason, "could not record the Event");
+        warn!(error = %crate::connect::one_line(&e), reason, "could not record the Event");
     }
 }
 
@@ -310,6 +390,53 @@ mod tests {
         let events: Vec<_> = seen.iter().filter(|s| s.is_event()).collect();
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].body["reason"], "Corrected");
+    }
+
+    /// Another controller's object (a controller ownerReference) with other
+    /// data: reported once as a Warning Event, never written.
+    #[tokio::test]
+    async fn another_controllers_object_is_not_fought_over() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let mut owned = drifted();
+        owned.metadata.owner_references =
+            Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: "theirs".into(),
+                uid: "1".into(),
+                controller: Some(true),
+                ..Default::default()
+            }]);
+        let (ctx, _writer) = context(client, Some(owned));
+        let key = key_of(&ctx.desired);
+        for _ in 0..3 {
+            assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::OwnedElsewhere);
+        }
+        drop(ctx);
+        let seen = api.finish().await;
+        assert!(seen.iter().all(|s| s.is_event()), "no ConfigMap write: {seen:#?}");
+        assert!(seen.iter().all(|s| s.body["reason"] == REASON_CONTENDED), "{seen:#?}");
+    }
+
+    /// A writer that undoes every correction (the cache keeps showing other
+    /// data): three corrections at once, then the next one waits.
+    #[tokio::test(start_paused = true)]
+    async fn corrections_in_a_row_are_paced() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let (ctx, _writer) = context(client, Some(drifted()));
+        let key = key_of(&ctx.desired);
+        let mut outcomes = Vec::new();
+        for _ in 0..5 {
+            outcomes.push(reconcile(&ctx, &key).await.unwrap());
+        }
+        let wait = Duration::from_secs(1);
+        assert_eq!(outcomes[..3], [Outcome::Corrected; 3]);
+        assert_eq!(outcomes[3..], [Outcome::Paced(wait); 2]);
+        tokio::time::advance(wait).await;
+        assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Corrected);
+        drop(ctx);
+        let puts = api.finish().await.iter().filter(|s| s.method == Method::PUT).count();
+        assert_eq!(puts, 4);
     }
 
     #[tokio::test]

@@ -29,7 +29,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Client,
     runtime::{
-        WatchStreamExt,
         events::Reporter,
         reflector::{self, ObjectRef, store::Writer},
         watcher,
@@ -37,13 +36,15 @@ use kube::{
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tracing::{debug, error, info, warn};
-use workqueue::WorkQueue;
+use workqueue::{WatchBackoff, WorkQueue};
 
 use crate::{
     cli::Settings,
+    connect,
     http::{self, Workers},
     metrics::{Metrics, ReconcileResult},
     reconcile::{self, Context, Error, key_of, result_label, show},
+    telemetry,
     version::{self, Skew},
 };
 
@@ -59,7 +60,7 @@ pub const LOG_SYNCED: &str = "cache synced";
 /// The watch had to list again (e.g. after a 410 Gone: its resourceVersion
 /// was too old for the API server).
 pub const LOG_RELISTED: &str = "watch re-listed; cache in sync again";
-pub const LOG_WATCH_FAILED: &str = "watch failed; retrying with backoff";
+pub const LOG_WATCH_FAILED: &str = "watch failed; not ready; listing again after a pause";
 pub const LOG_UNREACHABLE: &str = "API server not reachable yet";
 /// A 409 on an update: the newer version's watch event brings the key back.
 pub const LOG_CONFLICT: &str = "conflict; the newer version's event brings the key back";
@@ -67,6 +68,8 @@ pub const LOG_CONFLICT: &str = "conflict; the newer version's event brings the k
 pub const LOG_BEHIND: &str = "create found it there already: the cache is behind; retrying";
 pub const LOG_PANICKED: &str = "reconcile panicked; key released, retried with backoff";
 pub const LOG_SHUTTING_DOWN: &str = "shutting down: no new work; running reconciles finish first";
+/// Before the exec plugin's client certificate expires (kube does not renew it).
+pub const LOG_CREDENTIALS_EXPIRE: &str = "the kubeconfig's exec plugin handed out a client certificate that is about to expire: stopping, so that a restart runs the plugin again";
 
 pub type Key = ObjectRef<ConfigMap>;
 
@@ -94,12 +97,7 @@ pub async fn run(
     let listener = TcpListener::bind(settings.listen).await.with_context(|| {
         format!("cannot listen on {}: choose another address with --listen", settings.listen)
     })?;
-    info!(
-        target = %settings.desired,
-        listen = %settings.listen,
-        built_for = %version::target(),
-        "{LOG_STARTING}"
-    );
+    log_starting(&settings);
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
     let workers = Workers::new();
@@ -120,12 +118,12 @@ pub async fn run(
         ),
         metrics: metrics.clone(),
         reconcile_delay: settings.reconcile_delay,
+        reconcile_timeout: settings.reconcile_timeout,
+        pace: Default::default(),
     });
     let queue = {
-        let depth = metrics.queue_depth_gauge();
-        WorkQueue::new(settings.rate_limit.clone()).on_depth(move |n| {
-            depth.set(i64::try_from(n).unwrap_or(i64::MAX));
-        })
+        let metrics = metrics.clone();
+        WorkQueue::new(settings.rate_limit.clone()).on_depth(move |d| metrics.set_queue_depth(d))
     };
     let key = key_of(&settings.desired);
 
@@ -195,6 +193,17 @@ pub async fn run(
     Ok(())
 }
 
+/// The first line: what it keeps, where it listens, what it was built for.
+/// (`configmap`, not `target`: a JSON log has a `target` key of its own.)
+fn log_starting(settings: &Settings) {
+    info!(
+        configmap = %settings.desired,
+        listen = %settings.listen,
+        built_for = %version::target(),
+        "{LOG_STARTING}"
+    );
+}
+
 /// What a shutdown cut short: the reconciles still running, the Events not sent.
 fn cut_off(queue: &WorkQueue<Key>, ctx: &Context) -> String {
     let mut parts: Vec<String> =
@@ -209,10 +218,17 @@ fn cut_off(queue: &WorkQueue<Key>, ctx: &Context) -> String {
 /// The informer (course step 2): list, then watch, the one object we care
 /// about. The field selector keeps the cache at one object however many
 /// ConfigMaps the namespace holds. Every event only enqueues the key.
+///
+/// A failed LIST or WATCH makes the controller not ready, waits (client-go's
+/// growing delays: [`WatchBackoff`]) and lists again from scratch, as
+/// client-go's reflector does when a watch cannot be established: a 403
+/// once `watch` is revoked, or a 401 once a token has expired, would
+/// otherwise be retried against a cache that no longer changes, while the
+/// resync reconciles that stale copy. Ready again once a list has completed.
 async fn inform(
     api: Api<ConfigMap>,
     name: String,
-    writer: Writer<ConfigMap>,
+    mut writer: Writer<ConfigMap>,
     queue: WorkQueue<Key>,
     key: Key,
     ready: Arc<AtomicBool>,
@@ -220,46 +236,50 @@ async fn inform(
 ) {
     let mut synced = Some(synced);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    // Quicker than kube's default (0.8 s doubling to 30 s): one watch of one
-    // object costs the API server little, and healing fast after an API server
-    // restart is the point of this controller. Capped at 1 s (2 s with
-    // jitter) so that, however long the outage was, the watch is back within
-    // 2 s of the API server's return: a delete made then heals within 5 s.
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(200))
-        .with_max_delay(Duration::from_secs(1))
-        .with_jitter()
-        .without_max_times();
-    let events = reflector::reflector(
-        writer,
-        watcher(api, config).backoff(watcher::ExponentialBackoff::from(backoff)),
-    );
-    futures::pin_mut!(events);
-    while let Some(event) = events.next().await {
-        match event {
-            // The initial list (or a relist after the watch expired) is complete.
-            // Always enqueue here: this is the startup kick, and after a
-            // relist it covers an object deleted while the watch was down,
-            // for which no Delete event ever arrives.
-            Ok(watcher::Event::InitDone) => {
-                // Enqueue before reporting ready: a ready controller has its
-                // startup reconcile queued already.
-                queue.add(key.clone());
-                if ready.swap(true, Ordering::AcqRel) {
-                    info!("{LOG_RELISTED}");
-                } else {
-                    info!("{LOG_SYNCED}");
+    let mut backoff = WatchBackoff::default();
+    loop {
+        let events = watcher(api.clone(), config.clone());
+        futures::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    ready.store(false, Ordering::Release);
+                    let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+                    warn!(
+                        error = %connect::one_line(&e),
+                        retry_in = %telemetry::rounded(delay),
+                        "{LOG_WATCH_FAILED}"
+                    );
+                    tokio::time::sleep(delay).await;
+                    break;
                 }
-                if let Some(synced) = synced.take() {
-                    let _ = synced.send(());
+            };
+            writer.apply_watcher_event(&event);
+            match event {
+                // The initial list (or a relist) is complete. Always enqueue
+                // here: this is the startup kick, and after a relist it covers
+                // an object deleted while the watch was down, for which no
+                // Delete event ever arrives. Enqueued before reporting ready: a
+                // ready controller has its reconcile queued already.
+                watcher::Event::InitDone => {
+                    queue.add(key.clone());
+                    if synced.is_none() {
+                        info!("{LOG_RELISTED}");
+                    } else {
+                        info!("{LOG_SYNCED}");
+                    }
+                    ready.store(true, Ordering::Release);
+                    if let Some(synced) = synced.take() {
+                        let _ = synced.send(());
+                    }
                 }
+                // The field selector means every object here is ours: one key.
+                watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
+                    queue.add(key.clone());
+                }
+                watcher::Event::Init | watcher::Event::InitApply(_) => {}
             }
-            // The field selector means every object here is ours: one key.
-            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
-                queue.add(key.clone());
-            }
-            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-            Err(e) => warn!(error = %e, "{LOG_WATCH_FAILED}"),
         }
     }
 }
@@ -304,7 +324,7 @@ where
         let release = Release { queue, key: &key };
         if AssertUnwindSafe(each(key.clone())).catch_unwind().await.is_err() {
             metrics.panicked();
-            metrics.reconciled(ReconcileResult::panicked, Duration::ZERO);
+            metrics.reconciled(ReconcileResult::panicked, None);
             error!(key = %show(&key), "{LOG_PANICKED}");
             queue.add_rate_limited(key.clone());
         }
@@ -332,12 +352,24 @@ pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retri
     let started = Instant::now();
     let result = {
         let _running = ctx.metrics.in_flight();
-        reconcile::reconcile(ctx, key).await
+        // Bounded: kube's client has no read timeout, and a request an API
+        // server never answers would hold the key for ever.
+        let bound = ctx.reconcile_delay + ctx.reconcile_timeout;
+        match tokio::time::timeout(bound, reconcile::reconcile(ctx, key)).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::TimedOut { key: show(key), after: ctx.reconcile_timeout }),
+        }
     };
-    ctx.metrics.reconciled(result_label(&result), started.elapsed());
-    let Err(err) = result else {
-        queue.forget(key);
-        return;
+    ctx.metrics.reconciled(result_label(&result), Some(started.elapsed()));
+    let err = match result {
+        Ok(outcome) => {
+            queue.forget(key);
+            if let reconcile::Outcome::Paced(wait) = outcome {
+                queue.add_after(key.clone(), wait);
+            }
+            return;
+        }
+        Err(err) => err,
     };
     if err.is_conflict() {
         // Someone wrote between our cache's version and our write. Their write
@@ -358,9 +390,10 @@ pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retri
         let attempt = requeues + 1;
         if matches!(err, Error::AlreadyExists { .. }) {
             // No event is sure to come (the watch may be what lags): a timed retry.
-            info!(key = %show(key), attempt, retry_in = ?delay, "{LOG_BEHIND}");
+            info!(key = %show(key), attempt, retry_in = %telemetry::rounded(delay), "{LOG_BEHIND}");
         } else {
-            warn!(key = %show(key), attempt, retry_in = ?delay, error = %err, "reconcile failed; retrying");
+            let (retry_in, error) = (telemetry::rounded(delay), connect::one_line(&err));
+            warn!(key = %show(key), attempt, %retry_in, %error, "reconcile failed; retrying");
         }
     } else {
         queue.forget(key);
@@ -368,7 +401,7 @@ pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retri
         error!(
             key = %show(key),
             attempts = requeues + 1,
-            error = %err,
+            error = %connect::one_line(&err),
             "giving up on this key; the next change or resync tries again"
         );
     }
@@ -386,7 +419,9 @@ async fn log_server_version(client: Client) {
                 .with_max_delay(Duration::from_secs(10))
                 .without_max_times(),
         )
-        .notify(|e, next| warn!(error = %e, retry_in = ?next, "{LOG_UNREACHABLE}"))
+        .notify(|e, next| {
+            warn!(error = %connect::one_line(e), retry_in = %telemetry::rounded(next), "{LOG_UNREACHABLE}")
+        })
         .await;
     let Ok(info) = info else { return };
     let client_minor = version::target_minor();
@@ -588,6 +623,7 @@ mod tests {
             resync,
             max_retries: 5,
             reconcile_delay: Duration::ZERO,
+            reconcile_timeout: Duration::from_secs(30),
             shutdown_grace: grace,
             listen: "127.0.0.1:0".parse().unwrap(),
             rate_limit: RateLimit::default(),
@@ -687,5 +723,129 @@ mod tests {
         assert_eq!(ctx.metrics.reconciles(ReconcileResult::created), 1);
         assert_eq!(ctx.metrics.running(), 0);
         assert_eq!(api.config_map_requests().len(), 1);
+    }
+
+    /// `inform` against `informer` for `run` of paused time: the informer's
+    /// requests (watch?, when) and whether it ended ready.
+    async fn inform_against(
+        informer: crate::fixtures::Informer,
+        run: Duration,
+    ) -> (Vec<(bool, tokio::time::Instant)>, bool) {
+        let (client, mock) = MockApi::informer(informer);
+        let (_cache, writer) = reflector::store();
+        let ready = Arc::new(AtomicBool::new(false));
+        let (synced, _first_sync) = oneshot::channel();
+        let desired = crate::desired::Desired::default();
+        let task = tokio::spawn(inform(
+            Api::namespaced(client, "default"),
+            "my-config".into(),
+            writer,
+            WorkQueue::new(RateLimit::default()),
+            key_of(&desired),
+            ready.clone(),
+            synced,
+        ));
+        tokio::time::sleep(run).await;
+        task.abort();
+        (mock.informer_requests(), ready.load(Ordering::Acquire))
+    }
+
+    fn gaps(times: &[tokio::time::Instant]) -> Vec<f64> {
+        times.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect()
+    }
+
+    /// client-go's reflector: 0.8 s doubling to 30 s; kube's stream backoff
+    /// would restart at every re-list and retry every second or so for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_list_that_keeps_failing_is_retried_at_growing_gaps_and_never_ready() {
+        let (requests, ready) =
+            inform_against(crate::fixtures::Informer::ListRefused(401), Duration::from_secs(120))
+                .await;
+        assert!(!ready);
+        let lists: Vec<_> = requests.iter().map(|(_, at)| *at).collect();
+        let gaps = gaps(&lists);
+        assert!(lists.len() <= 9, "{} LISTs in 2 minutes: {gaps:?}", lists.len());
+        for (gap, floor) in gaps.iter().zip([0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0]) {
+            assert!(*gap >= floor * 0.999, "gaps {gaps:?}");
+        }
+    }
+
+    /// A watch that cannot be established (403 once `watch` is revoked): not
+    /// ready, and each failure is followed by a new LIST after a growing
+    /// pause, never by a retried watch on the old cache.
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_that_cannot_start_is_not_ready_and_lists_again() {
+        let (requests, ready) =
+            inform_against(crate::fixtures::Informer::WatchRefused(403), Duration::from_secs(60))
+                .await;
+        assert!(!ready, "not ready while no watch can be established");
+        let kinds: Vec<bool> = requests.iter().map(|(watch, _)| *watch).collect();
+        assert!(kinds.len() >= 6, "{kinds:?}");
+        for (i, watch) in kinds.iter().enumerate() {
+            assert_eq!(*watch, i % 2 == 1, "LIST, WATCH, LIST, WATCH, …: {kinds:?}");
+        }
+        let relists: Vec<_> = requests.iter().filter(|(w, _)| !w).map(|(_, at)| *at).collect();
+        let gaps = gaps(&relists);
+        for (gap, floor) in gaps.iter().zip([0.8, 1.6, 3.2, 6.4]) {
+            assert!(*gap >= floor * 0.999, "gaps {gaps:?}");
+        }
+    }
+
+    /// An API server that never answers the write (a stopped process whose
+    /// kernel still holds the connection): the reconcile is abandoned after
+    /// `--reconcile-timeout`, counted, and retried with backoff.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_that_is_never_answered_times_out_and_is_retried() {
+        let (client, _api) = MockApi::start(Scenario::Unanswered);
+        let (mut ctx, _writer) = context(client, Some(drifted()));
+        ctx.reconcile_timeout = Duration::from_secs(5);
+        let queue = WorkQueue::new(RateLimit::default());
+        let key = key_of(&ctx.desired);
+        let started = tokio::time::Instant::now();
+        let processed =
+            tokio::time::timeout(Duration::from_secs(600), process(&ctx, &queue, &key, 5)).await;
+        assert!(processed.is_ok(), "the reconcile hung");
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        assert_eq!(ctx.metrics.reconciles(ReconcileResult::timeout), 1);
+        assert_eq!(queue.num_requeues(&key), 1, "retried with backoff");
+    }
+
+    /// A JSON log line is one object with each key once: a reader that keeps
+    /// the last of two `target` keys would lose the ConfigMap.
+    #[test]
+    fn the_json_starting_line_has_each_key_once() {
+        let buffer = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let writer = {
+            let buffer = buffer.clone();
+            move || Writer(buffer.clone())
+        };
+        let subscriber =
+            tracing_subscriber::fmt().json().flatten_event(true).with_writer(writer).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            log_starting(&settings(Duration::from_secs(1), None));
+        });
+        let line = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
+        let keys: Vec<&str> = line
+            .trim_matches(['{', '}', '\n'])
+            .split(",\"")
+            .filter_map(|pair| pair.trim_start_matches('"').split_once("\":").map(|(k, _)| k))
+            .collect();
+        let mut unique = keys.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(keys.len(), unique.len(), "a key twice in {line}");
+        assert!(line.contains("\"configmap\":\"default/my-config\""), "{line}");
+    }
+
+    struct Writer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Writer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 }

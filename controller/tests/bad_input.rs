@@ -1,4 +1,5 @@
-//! Bad input to the `my-controller` binary: one line naming the problem, exit
+//! Bad input to the `my-controller` binary (flags, `RUST_LOG`, kubeconfig,
+//! desired data): one line naming the problem, exit
 //! status 2, no panic — and no request, since it fails before connecting
 //! (the kubeconfig used points at a port nothing listens on).
 
@@ -25,9 +26,16 @@ fn unreachable_kubeconfig(dir: &std::path::Path) -> PathBuf {
 
 /// Runs the binary and returns its stderr, checking the bad-input contract.
 fn refused(args: &[&str]) -> String {
+    refused_with(args, &[])
+}
+
+/// [`refused`] with extra environment.
+fn refused_with(args: &[&str], env: &[(&str, &str)]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_my-controller"))
         .args(args)
         .env_remove("KUBECONFIG")
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
         .output()
         .expect("the binary runs");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -36,6 +44,15 @@ fn refused(args: &[&str]) -> String {
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
     assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
     stderr
+}
+
+#[test]
+fn an_invalid_rust_log() {
+    let dir = scratch();
+    let kubeconfig = unreachable_kubeconfig(&dir);
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let stderr = refused_with(&["--kubeconfig", kubeconfig], &[("RUST_LOG", "info,kube=deebug")]);
+    assert!(stderr.contains("RUST_LOG") && stderr.contains("not a log filter"), "{stderr}");
 }
 
 #[test]
