@@ -30,7 +30,12 @@ use k8s_openapi::{
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::{Patch, PatchParams, PostParams},
-    runtime::{Controller, controller::Action, watcher},
+    runtime::{
+        Controller,
+        controller::Action,
+        events::{Event, EventType, Recorder, Reporter},
+        watcher,
+    },
 };
 use serde_json::json;
 use tracing::{debug, info, warn};
@@ -64,6 +69,7 @@ enum Error {
 struct Context {
     client: Client,
     resync: Duration,
+    recorder: Recorder,
 }
 
 #[tokio::main]
@@ -78,7 +84,9 @@ async fn main() -> anyhow::Result<()> {
     let client = connect::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
     let templates: Api<ConfigMapTemplate> = Api::default_namespaced(client.clone());
     let config_maps: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let context = Arc::new(Context { client, resync: args.resync });
+    let reporter = Reporter { controller: "my-controller-stage2".into(), instance: None };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let context = Arc::new(Context { client, resync: args.resync, recorder });
     info!("watching ConfigMapTemplates and the ConfigMaps they own");
     Controller::new(templates, watcher::Config::default())
         .owns(config_maps, watcher::Config::default())
@@ -94,19 +102,59 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One template: its ConfigMap made to hold the data, then the status.
+/// What a reconcile found and did to a template's ConfigMap.
+enum Kept {
+    Created,
+    Corrected,
+    InSync,
+    /// It exists and this template does not own it (a person's, or another
+    /// controller's): nothing is written — taking it would hand its data to
+    /// the template, and deleting the template would delete it.
+    NotOurs,
+    /// The template is being deleted: nothing is (re)created.
+    Deleting,
+}
+
+/// One template: its ConfigMap made to hold the data, then the status
+/// (Ready=False with the reason on anything but success).
 async fn reconcile(template: Arc<ConfigMapTemplate>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = template.namespace().ok_or(Error::NoNamespace)?;
+    let kept = keep(&template, &ctx, &namespace).await;
+    let name = &template.spec.config_map_name;
+    let (status, reason, message) = match &kept {
+        Ok(Kept::Deleting) => return Ok(Action::await_change()),
+        Ok(Kept::NotOurs) => (
+            "False",
+            "NotOwned",
+            format!("ConfigMap {name} exists and is not this template's: left alone"),
+        ),
+        Ok(_) => ("True", "InSync", format!("ConfigMap {name} holds the template's data")),
+        Err(e) => ("False", "Error", e.to_string()),
+    };
+    set_status(&template, &ctx.client, &namespace, status, reason, message).await?;
+    kept.map(|kept| match kept {
+        // Its ConfigMap's events do not come here (it has no ownerReference
+        // to this template): look again soon, as after an error.
+        Kept::NotOurs => Action::requeue(Duration::from_secs(5)),
+        _ => Action::requeue(ctx.resync),
+    })
+}
+
+/// Makes the template's ConfigMap hold its data, when it may.
+async fn keep(template: &ConfigMapTemplate, ctx: &Context, namespace: &str) -> Result<Kept, Error> {
+    if template.meta().deletion_timestamp.is_some() {
+        return Ok(Kept::Deleting);
+    }
     let name = &template.spec.config_map_name;
     let key = format!("{namespace}/{name}");
-    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let owner = template.controller_owner_ref(&()).expect("a template read from the API has a uid");
-    let message = match config_maps.get_opt(name).await? {
+    match config_maps.get_opt(name).await? {
         None => {
             let fresh = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
-                    namespace: Some(namespace.clone()),
+                    namespace: Some(namespace.into()),
                     owner_references: Some(vec![owner]),
                     ..ObjectMeta::default()
                 },
@@ -115,28 +163,37 @@ async fn reconcile(template: Arc<ConfigMapTemplate>, ctx: Arc<Context>) -> Resul
             };
             config_maps.create(&PostParams::default(), &fresh).await?;
             info!("{key} does not exist, created it for {}", template.name_any());
-            "created"
+            Ok(Kept::Created)
         }
-        Some(live) if live.data.as_ref() == Some(&template.spec.data) && owns(&live, &owner) => {
+        Some(live) if !owns(&live, &owner) => {
+            warn!("{key} is not {}'s: left alone", template.name_any());
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "NotOwned".into(),
+                note: Some(format!(
+                    "ConfigMap {name} exists and is not this template's: left alone"
+                )),
+                action: "Reconcile".into(),
+                secondary: Some(live.object_ref(&())),
+            };
+            if let Err(e) = ctx.recorder.publish(&event, &template.object_ref(&())).await {
+                warn!("could not record the Event: {e}");
+            }
+            Ok(Kept::NotOurs)
+        }
+        Some(live) if live.data.as_ref() == Some(&template.spec.data) => {
             debug!("{key} matches its template, nothing to do");
-            "in sync"
+            Ok(Kept::InSync)
         }
         Some(live) => {
-            // An owned copy, as in step 4; the ownerReference joins it, so
-            // its events come back to this template through `.owns()`.
+            // An owned copy, as in step 4.
             let mut copy = live.clone();
             copy.data = Some(template.spec.data.clone());
-            let refs = copy.metadata.owner_references.get_or_insert_with(Vec::new);
-            if !refs.iter().any(|r| r.uid == owner.uid) {
-                refs.push(owner);
-            }
             config_maps.replace(name, &PostParams::default(), &copy).await?;
             info!("{key} drifted from its template, corrected it");
-            "corrected"
+            Ok(Kept::Corrected)
         }
-    };
-    set_ready(&template, &ctx.client, &namespace, message).await?;
-    Ok(Action::requeue(ctx.resync))
+    }
 }
 
 fn owns(
@@ -146,31 +203,45 @@ fn owns(
     cm.metadata.owner_references.iter().flatten().any(|r| r.uid == owner.uid)
 }
 
-/// `Ready=True` with the generation it describes; written only when it
-/// changes, so the status's own event finds nothing to do (no hot loop).
-async fn set_ready(
+/// The `Ready` condition and `observedGeneration`, written only when they
+/// change (so the status's own event finds nothing to do: no hot loop). The
+/// other conditions are kept, and `lastTransitionTime` moves only when
+/// `Ready` changes its status.
+async fn set_status(
     template: &ConfigMapTemplate,
     client: &Client,
     namespace: &str,
-    message: &str,
+    status: &str,
+    reason: &str,
+    message: String,
 ) -> Result<(), Error> {
     let generation = template.meta().generation;
     let old = template.status.clone().unwrap_or_default();
-    let ready = old.conditions.iter().find(|c| c.type_ == READY);
-    if old.observed_generation == generation && ready.is_some_and(|c| c.status == "True") {
+    let previous = old.conditions.iter().find(|c| c.type_ == READY);
+    let same = |c: &&Condition| {
+        (c.status.as_str(), c.reason.as_str(), c.observed_generation)
+            == (status, reason, generation)
+            && c.message == message
+    };
+    if old.observed_generation == generation && previous.is_some_and(|c| same(&c)) {
         return Ok(());
     }
-    let status = ConfigMapTemplateStatus {
-        observed_generation: generation,
-        conditions: vec![Condition {
-            type_: READY.into(),
-            status: "True".into(),
-            reason: "InSync".into(),
-            message: format!("ConfigMap {} {message}", template.spec.config_map_name),
-            observed_generation: generation,
-            last_transition_time: Time(Timestamp::now()),
-        }],
+    let last_transition_time = match previous {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Time(Timestamp::now()),
     };
+    let ready = Condition {
+        type_: READY.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    };
+    let mut conditions: Vec<Condition> =
+        old.conditions.into_iter().filter(|c| c.type_ != READY).collect();
+    conditions.push(ready);
+    let status = ConfigMapTemplateStatus { observed_generation: generation, conditions };
     let templates: Api<ConfigMapTemplate> = Api::namespaced(client.clone(), namespace);
     let patch = json!({"status": status});
     templates
