@@ -25,6 +25,8 @@ pub struct Pace {
     last: Option<Instant>,
     /// Corrections in the current row.
     row: u32,
+    /// The correction whose wait was last reported (see [`Pace::news`]).
+    reported: Option<Instant>,
 }
 
 impl Pace {
@@ -50,6 +52,15 @@ impl Pace {
         }
         self.last = Some(now);
         self.row += 1;
+    }
+
+    /// Whether the wait after the last correction is news. Every event
+    /// during a wait reconciles again and finds the same wait: it is
+    /// reported once, not once per event.
+    pub fn news(&mut self) -> bool {
+        let news = self.reported != self.last;
+        self.reported = self.last;
+        news
     }
 
     /// Corrections in the current row.
@@ -84,5 +95,19 @@ mod tests {
         assert_eq!(pace.wait(Instant::now()), None);
         pace.corrected(Instant::now());
         assert_eq!(pace.row(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_is_news_once_however_often_it_is_asked_about() {
+        let mut pace = Pace::default();
+        for _ in 0..FREE {
+            pace.corrected(Instant::now());
+        }
+        assert!(pace.wait(Instant::now()).is_some());
+        let asked: Vec<bool> = (0..5).map(|_| pace.news()).collect();
+        assert_eq!(asked, [true, false, false, false, false]);
+        tokio::time::advance(FIRST_WAIT).await;
+        pace.corrected(Instant::now());
+        assert!(pace.news(), "the wait after the next correction is news again");
     }
 }

@@ -8,7 +8,9 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::{
+    api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+};
 use kube::{
     Api, Client, Resource,
     api::PostParams,
@@ -259,16 +261,23 @@ fn controller_owner(live: &ConfigMap) -> Option<String> {
     Some(format!("{}/{}", owner.kind, owner.name))
 }
 
-/// The field manager that last wrote `data`, from managedFields: who keeps
-/// putting other data back.
+/// The field manager that last wrote a key of `data`, from managedFields: who
+/// keeps putting other data back. A write moves the keys it changes to its
+/// manager, so the drifted keys belong to the writer; if that is this
+/// controller's own manager, it was another instance of it.
 fn last_data_writer(live: &ConfigMap) -> String {
+    let writes_data = |f: &&ManagedFieldsEntry| {
+        let data = f.fields_v1.as_ref().and_then(|v| v.0.get("f:data")?.as_object().cloned());
+        data.is_some_and(|keys| keys.keys().any(|k| k.starts_with("f:")))
+    };
     let fields = live.metadata.managed_fields.iter().flatten();
-    fields
-        .filter(|f| f.manager.as_deref() != Some(FIELD_MANAGER))
-        .filter(|f| f.fields_v1.as_ref().is_some_and(|v| v.0.get("f:data").is_some()))
-        .max_by_key(|f| f.time.as_ref().map(|t| t.0))
-        .and_then(|f| f.manager.clone())
-        .unwrap_or_else(|| "someone".into())
+    match fields.filter(writes_data).max_by_key(|f| f.time.as_ref().map(|t| t.0)) {
+        Some(f) if f.manager.as_deref() == Some(FIELD_MANAGER) => {
+            format!("another {FIELD_MANAGER} (same field manager)")
+        }
+        Some(f) => f.manager.clone().unwrap_or_else(|| "someone".into()),
+        None => "someone".into(),
+    }
 }
 
 /// One warning line and one Warning Event; no write, no retry.
@@ -287,9 +296,16 @@ async fn report_paced(
     live: &ConfigMap,
     wait: Duration,
 ) -> Outcome {
-    let row = ctx.pace.lock().unwrap_or_else(|p| p.into_inner()).row();
-    let writer = last_data_writer(live);
+    let (row, news) = {
+        let mut pace = ctx.pace.lock().unwrap_or_else(|p| p.into_inner());
+        (pace.row(), pace.news())
+    };
     let retry_in = crate::telemetry::rounded(wait);
+    if !news {
+        debug!(key = %show(key), %retry_in, "still waiting before the next correction");
+        return Outcome::Paced(wait);
+    }
+    let writer = last_data_writer(live);
     warn!(key = %show(key), corrections_in_a_row = row, %writer, %retry_in, "{LOG_PACED}");
     let note = format!(
         "corrected {row} times in a row, {writer} changed it again: next correction in {retry_in}"
@@ -525,5 +541,47 @@ mod tests {
         assert!(result.as_ref().unwrap_err().is_conflict(), "{result:?}");
         assert_eq!(result_label(&result), ReconcileResult::conflict);
         assert_eq!(ctx.metrics.writes(WriteVerb::update), 0);
+    }
+
+    /// managedFields as the API server writes them after an Update: the
+    /// creator keeps `f:data`'s `.`, the keys belong to whoever changed them.
+    fn written_by(entries: &[(&str, &str, serde_json::Value)]) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.managed_fields = Some(
+            entries
+                .iter()
+                .map(|(manager, time, fields)| ManagedFieldsEntry {
+                    manager: Some((*manager).into()),
+                    operation: Some("Update".into()),
+                    time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        time.parse().unwrap(),
+                    )),
+                    fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                        fields.clone(),
+                    )),
+                    ..ManagedFieldsEntry::default()
+                })
+                .collect(),
+        );
+        cm
+    }
+
+    #[test]
+    fn the_writer_named_is_the_one_owning_the_drifted_keys() {
+        let created = serde_json::json!({"f:data": {".": {}}, "f:metadata": {"f:labels": {}}});
+        let key = serde_json::json!({"f:data": {"f:app.conf": {}}});
+        let edited = written_by(&[
+            ("e2e-fault", "2026-12-01T10:00:00Z", created.clone()),
+            (FIELD_MANAGER, "2026-12-01T10:00:01Z", serde_json::json!({"f:metadata": {}})),
+            ("kubectl-edit", "2026-12-01T10:00:02Z", key.clone()),
+        ]);
+        assert_eq!(last_data_writer(&edited), "kubectl-edit");
+        // The creator holds only `f:data`'s `.`: not a writer of the data.
+        let twin = written_by(&[
+            ("e2e-fault", "2026-12-01T10:00:09Z", created),
+            (FIELD_MANAGER, "2026-12-01T10:00:01Z", key),
+        ]);
+        assert_eq!(last_data_writer(&twin), "another my-controller (same field manager)");
+        assert_eq!(last_data_writer(&ConfigMap::default()), "someone");
     }
 }

@@ -1,6 +1,7 @@
 //! Waiting for the controller to converge: the desired data in place, the
 //! work queue empty, and the time it took as a watch saw it.
 
+use controller::metrics::{IN_FLIGHT, QUEUE_DELAYED, QUEUE_DEPTH};
 use std::time::Duration;
 
 use anyhow::bail;
@@ -35,15 +36,19 @@ pub async fn wait_desired(lab: &Lab) -> anyhow::Result<ConfigMap> {
     .await
 }
 
-/// Waits until the controller is idle: nothing queued, nothing running.
+/// Waits until the controller is idle: nothing queued, no retry waiting,
+/// nothing running.
 pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::metrics::Scrape> {
     eventually("the controller to be idle", HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
-        let (depth, running) = (m.sum("workqueue_depth"), m.sum("reconciles_in_flight"));
-        Ok(if depth == 0.0 && running == 0.0 {
+        let (depth, delayed, running) =
+            (m.sum(QUEUE_DEPTH), m.sum(QUEUE_DELAYED), m.sum(IN_FLIGHT));
+        Ok(if depth + delayed + running == 0.0 {
             Check::Done(m)
         } else {
-            Check::NotYet(format!("workqueue_depth {depth}, reconciles_in_flight {running}"))
+            Check::NotYet(format!(
+                "{QUEUE_DEPTH} {depth}, {QUEUE_DELAYED} {delayed}, {IN_FLIGHT} {running}"
+            ))
         })
     })
     .await

@@ -6,14 +6,20 @@
 //!
 //! | module            | faults                                                       |
 //! |-------------------|--------------------------------------------------------------|
-//! | [`control_plane`] | API server restart, etcd compaction (410), API server down at start |
+//! | [`control_plane`] | API server restart, a delete hidden by etcd compaction, API server down at start, a frozen API server |
 //! | [`rbac`]          | the Role loses `create`; credentials private, Secrets denied |
 //! | [`writers`]       | conflict storm, `immutable: true`, a finalizer holding a delete |
 //! | [`lifecycle`]     | SIGTERM (idle and mid-reconcile), bad input writes nothing   |
+//! | [`watch`]         | the Role loses `list` or `watch`: growing gaps, not ready     |
+//! | [`others`]        | `binaryData`, another controller's object, a second writer   |
+//! | [`expiry`]        | an exec plugin's client certificate that expires             |
 
-mod control_plane;
+pub(crate) mod control_plane;
+mod expiry;
 mod lifecycle;
+mod others;
 mod rbac;
+mod watch;
 mod writers;
 
 use std::time::Duration;
@@ -24,9 +30,14 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 pub use self::{
-    control_plane::{api_server_down_at_start, api_server_restart, etcd_compaction},
+    control_plane::{
+        api_server_down_at_start, api_server_restart, etcd_compaction, reconcile_cannot_hang,
+    },
+    expiry::expiring_credentials,
     lifecycle::{bad_input_writes_nothing, sigterm_graceful},
+    others::{binary_data_removed, owned_elsewhere_left_alone, second_writer_paced},
     rbac::{credentials_private, role_loses_create},
+    watch::{list_refused_backs_off, watch_refused_not_ready},
     writers::{conflict_storm, finalizer_holds_deletion, immutable_drift},
 };
 use crate::{
@@ -49,6 +60,26 @@ pub const ALL: &[Experiment] = &[
         about: "etcd compacted past the controller's resourceVersion → watch 410 → re-list, keeps healing",
         runs_on: RunsOn::Envtest(
             "it compacts etcd through its loopback gateway and restarts kube-apiserver without its watch cache",
+        ),
+    },
+    Experiment {
+        name: "list_refused_backs_off",
+        aliases: &["list-refused"],
+        about: "the Role loses list → refused LISTs retried at growing gaps (0.8 s doubling), not ready; list back → ready, heals",
+        runs_on: RunsOn::Any,
+    },
+    Experiment {
+        name: "watch_refused_not_ready",
+        aliases: &["watch-refused"],
+        about: "the Role loses watch → not ready (no frozen cache that looks ready), a new LIST after each refusal; watch back → ready, heals",
+        runs_on: RunsOn::Any,
+    },
+    Experiment {
+        name: "reconcile_cannot_hang",
+        aliases: &["hang"],
+        about: "kube-apiserver frozen (SIGSTOP) during a write → abandoned after --reconcile-timeout, counted, retried; thawed → healed",
+        runs_on: RunsOn::Envtest(
+            "it freezes the envtest lab's kube-apiserver process with SIGSTOP",
         ),
     },
     Experiment {
@@ -90,10 +121,36 @@ pub const ALL: &[Experiment] = &[
         runs_on: RunsOn::Any,
     },
     Experiment {
+        name: "binary_data_removed",
+        aliases: &["binary-data"],
+        about: "binaryData beside the right data → removed (right and corrected look at the same fields)",
+        runs_on: RunsOn::Any,
+    },
+    Experiment {
+        name: "owned_elsewhere_left_alone",
+        aliases: &["owned"],
+        about: "another controller owns my-config (controller ownerReference) with other data → not written, Warning Event; handed back → corrected",
+        runs_on: RunsOn::Any,
+    },
+    Experiment {
+        name: "second_writer_paced",
+        aliases: &["two-writers"],
+        about: "a second my-controller with other --data → corrections paced (tens of writes in 10 s, not thousands); it stops → desired",
+        runs_on: RunsOn::Any,
+    },
+    Experiment {
         name: "finalizer_holds_deletion",
         aliases: &["finalizer"],
         about: "delete held by a finalizer → left alone while terminating; finalizer removed → recreated",
         runs_on: RunsOn::Any,
+    },
+    Experiment {
+        name: "expiring_credentials",
+        aliases: &["expiry"],
+        about: "an exec plugin's client certificate valid 15 s → the controller exits 3 before it expires, one line saying why",
+        runs_on: RunsOn::Envtest(
+            "it signs a short-lived client certificate with the envtest lab's CA key",
+        ),
     },
     Experiment {
         name: "credentials_private",
@@ -149,7 +206,7 @@ fn error_lines(log: &str) -> Vec<&str> {
 }
 
 /// How many times the controller logged its start (text format:
-/// `INFO controller::runner: starting target=…`).
+/// `INFO controller::runner: starting configmap=…`).
 fn starts(log: &str) -> usize {
     lines_with(log, &format!(": {LOG_STARTING} ")).len()
 }

@@ -419,16 +419,21 @@ impl Lab {
 
     /// One scrape of the controller's `/metrics`.
     pub async fn metrics(&self) -> anyhow::Result<Scrape> {
+        Ok(Scrape::parse(&self.metrics_text().await?))
+    }
+
+    /// The controller's `/metrics`, as served.
+    pub async fn metrics_text(&self) -> anyhow::Result<String> {
         if let Some(deployment) = self.deployment() {
             // Through the API server's pod proxy: no port-forward needed.
-            return Ok(Scrape::parse(&deployment.get("/metrics").await?));
+            return deployment.get("/metrics").await;
         }
         let reply =
             http_probe::get_url(&self.file.controller.url, "/metrics", HTTP_TIMEOUT).await?;
         if reply.status != 200 {
             bail!("/metrics answered {}: {}", reply.status, reply.body);
         }
-        Ok(Scrape::parse(&reply.body))
+        Ok(reply.body)
     }
 
     /// The current end of the controller's log: [`Lab::controller_log`] from here.

@@ -24,6 +24,7 @@ pub mod lab_file;
 pub mod metrics;
 pub mod node;
 pub mod pages;
+pub mod pki;
 pub mod process;
 pub mod project;
 pub mod results;

@@ -59,6 +59,11 @@ impl Scrape {
             .sum()
     }
 
+    /// How many series it holds.
+    pub fn series(&self) -> usize {
+        self.samples.len()
+    }
+
     /// The series called `name`, for messages.
     pub fn lines(&self, name: &str) -> String {
         let lines: Vec<String> = self
@@ -99,22 +104,24 @@ fn parse_line(line: &str) -> Option<Sample> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use controller::metrics::{GIVE_UPS, RECONCILE_DURATION, RECONCILES, WRITES};
 
     #[test]
     fn reads_the_controllers_exposition() {
         let metrics = controller::metrics::Metrics::default();
-        metrics.reconciled(controller::metrics::ReconcileResult::unchanged, Default::default());
-        metrics.reconciled(controller::metrics::ReconcileResult::unchanged, Default::default());
-        metrics.reconciled(controller::metrics::ReconcileResult::created, Default::default());
+        let took = Some(std::time::Duration::from_millis(1));
+        metrics.reconciled(controller::metrics::ReconcileResult::unchanged, took);
+        metrics.reconciled(controller::metrics::ReconcileResult::unchanged, took);
+        metrics.reconciled(controller::metrics::ReconcileResult::created, took);
         metrics.wrote(controller::metrics::WriteVerb::create);
         let scrape = Scrape::parse(&metrics.encode());
-        assert_eq!(scrape.get("reconcile_total", &[("result", "unchanged")]), 2.0);
-        assert_eq!(scrape.sum("reconcile_total"), 3.0);
-        assert_eq!(scrape.get("api_writes_total", &[("verb", "create")]), 1.0);
-        assert_eq!(scrape.get("api_writes_total", &[("verb", "update")]), 0.0);
-        assert_eq!(scrape.sum("reconcile_give_ups_total"), 0.0);
-        assert_eq!(scrape.sum("reconcile_duration_seconds_count"), 3.0);
-        assert_eq!(scrape.sum_matching("reconcile_total", &[]), 3.0);
-        assert_eq!(scrape.sum_matching("reconcile_total", &[("result", "created")]), 1.0);
+        assert_eq!(scrape.get(RECONCILES, &[("result", "unchanged")]), 2.0);
+        assert_eq!(scrape.sum(RECONCILES), 3.0);
+        assert_eq!(scrape.get(WRITES, &[("verb", "create")]), 1.0);
+        assert_eq!(scrape.get(WRITES, &[("verb", "update")]), 0.0);
+        assert_eq!(scrape.sum(GIVE_UPS), 0.0);
+        assert_eq!(scrape.sum(&format!("{RECONCILE_DURATION}_count")), 3.0);
+        assert_eq!(scrape.sum_matching(RECONCILES, &[]), 3.0);
+        assert_eq!(scrape.sum_matching(RECONCILES, &[("result", "created")]), 1.0);
     }
 }

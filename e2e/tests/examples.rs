@@ -26,6 +26,12 @@ fn step3_queue() {
 
 #[test]
 #[serial]
+fn step4_heals_across_a_relist() {
+    e2e::run_test("step4_heals_across_a_relist", examples::step4_heals_across_a_relist);
+}
+
+#[test]
+#[serial]
 fn stage2_crd() {
     e2e::run_test("stage2_crd", examples::stage2_crd);
 }

@@ -55,6 +55,12 @@ fn least_privilege() {
 
 #[test]
 #[serial]
+fn metrics_complete() {
+    e2e::run_test("metrics_complete", experiments::metrics_complete);
+}
+
+#[test]
+#[serial]
 fn pod_contract() {
     e2e::run_test("pod_contract", experiments::pod_contract);
 }

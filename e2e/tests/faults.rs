@@ -18,6 +18,48 @@ fn etcd_compaction() {
 
 #[test]
 #[serial]
+fn list_refused_backs_off() {
+    e2e::run_test("list_refused_backs_off", faults::list_refused_backs_off);
+}
+
+#[test]
+#[serial]
+fn watch_refused_not_ready() {
+    e2e::run_test("watch_refused_not_ready", faults::watch_refused_not_ready);
+}
+
+#[test]
+#[serial]
+fn binary_data_removed() {
+    e2e::run_test("binary_data_removed", faults::binary_data_removed);
+}
+
+#[test]
+#[serial]
+fn owned_elsewhere_left_alone() {
+    e2e::run_test("owned_elsewhere_left_alone", faults::owned_elsewhere_left_alone);
+}
+
+#[test]
+#[serial]
+fn second_writer_paced() {
+    e2e::run_test("second_writer_paced", faults::second_writer_paced);
+}
+
+#[test]
+#[serial]
+fn reconcile_cannot_hang() {
+    e2e::run_test("reconcile_cannot_hang", faults::reconcile_cannot_hang);
+}
+
+#[test]
+#[serial]
+fn expiring_credentials() {
+    e2e::run_test("expiring_credentials", faults::expiring_credentials);
+}
+
+#[test]
+#[serial]
 fn role_loses_create() {
     e2e::run_test("role_loses_create", faults::role_loses_create);
 }

@@ -214,46 +214,18 @@ async fn ignoring_sigterm_fails_the_clean_exit() {
 
 /// The pages as a learner follows them: page 00's `cargo new` and `cargo
 /// add` lines (offline, from the cargo cache), each step's `src/main.rs`
-/// built from its ```rust blocks, in every language; step 4 graded. Outside
-/// the repository (a new project inside the kit's workspace would be taken
-/// for a member), with a build directory of its own that outlives the run.
+/// built from its ```rust blocks, in every language; step 4 graded.
 #[tokio::test]
 #[serial]
 async fn the_pages_typed_into_a_fresh_project_pass() {
-    let target = project::target_dir().join("pages-target");
     let mut step4 = None;
     for language in pages::LANGUAGES {
-        let parent = std::env::temp_dir().join("lab-kit-pages").join(language);
-        let _ = std::fs::remove_dir_all(&parent);
-        std::fs::create_dir_all(&parent).unwrap();
-        let mut project = parent.clone();
-        for command in pages::project_commands(language).unwrap() {
-            let name = command.strip_prefix("cargo new ").map(str::trim);
-            let dir = if name.is_some() { parent.clone() } else { project.clone() };
-            Cmd::argv(["sh", "-c", &command])
-                .env("KIT", project::root().display().to_string())
-                .env("CARGO_NET_OFFLINE", "true")
-                .dir(&dir)
-                .run()
-                .unwrap_or_else(|e| panic!("docs/{language}/00-prepare.md: {e:#}"));
-            if let Some(name) = name {
-                project = parent.join(name);
-                // The versions the cargo cache holds: the kit's own lock.
-                std::fs::copy(project::root().join("Cargo.lock"), project.join("Cargo.lock"))
-                    .unwrap();
-            }
-        }
+        let project = fresh_project(language, language);
         for (page, _) in pages::STEPS {
-            let main_rs = pages::main_rs(language, page).unwrap();
-            std::fs::write(project.join("src/main.rs"), main_rs).unwrap();
-            Cmd::argv(["cargo", "build", "--offline"])
-                .env("CARGO_TARGET_DIR", target.display().to_string())
-                .dir(&project)
-                .run()
+            let binary = build_step(&project, &pages::main_rs(language, page).unwrap())
                 .unwrap_or_else(|e| panic!("docs/{language}/{page}: {e:#}"));
+            step4 = Some(binary);
         }
-        let binary = project.file_name().unwrap().to_string_lossy().into_owned();
-        step4.get_or_insert(target.join("debug").join(binary));
     }
     // Every language shows the same code, and it is controller/examples/
     // step4_controller.rs (tidy tests): this one grade is all of them.
@@ -261,6 +233,67 @@ async fn the_pages_typed_into_a_fresh_project_pass() {
     grade("pages", &[], &[&program]).await.assert_passes();
     let log = std::fs::read_to_string(lab_grade_log().await).unwrap();
     common::write_sample("step4_controller.txt", &without_timestamps(&log));
+}
+
+/// Step 4 from the pages with a reconcile that panics the first time it
+/// corrects (`grade/step4-panics-once.patch`): the panic is a failure like
+/// any other, the key reaches `done`, the retry corrects — every row passes.
+#[tokio::test]
+#[serial]
+async fn a_step4_whose_reconcile_panics_once_still_passes() {
+    let project = fresh_project("zh-CN", "panics-once");
+    let main_rs = pages::main_rs("zh-CN", "04-controller.md").unwrap();
+    std::fs::write(project.join("src/main.rs"), main_rs).unwrap();
+    let patch = project::root().join("xtask/tests/grade/step4-panics-once.patch");
+    Cmd::argv(["git", "apply"])
+        .path(&patch)
+        .dir(&project)
+        .run()
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let patched = std::fs::read_to_string(project.join("src/main.rs")).unwrap();
+    let binary = build_step(&project, &patched).unwrap_or_else(|e| panic!("{e:#}"));
+    let graded = grade("panics-once", &["--resync", "2s"], &[&binary.display().to_string()]).await;
+    graded.assert_passes();
+    let log = std::fs::read_to_string(lab_grade_log().await).unwrap();
+    assert!(log.contains("a reconcile that panics once"), "it never panicked:\n{log}");
+}
+
+/// A new project made by page 00's commands in `language`, in a folder of
+/// its own (`name`) outside the repository: a project inside the kit's
+/// workspace would be taken for a member.
+fn fresh_project(language: &str, name: &str) -> PathBuf {
+    let parent = std::env::temp_dir().join("lab-kit-pages").join(name);
+    let _ = std::fs::remove_dir_all(&parent);
+    std::fs::create_dir_all(&parent).unwrap();
+    let mut project = parent.clone();
+    for command in pages::project_commands(language).unwrap() {
+        let new = command.strip_prefix("cargo new ").map(str::trim);
+        let dir = if new.is_some() { parent.clone() } else { project.clone() };
+        Cmd::argv(["sh", "-c", &command])
+            .env("KIT", project::root().display().to_string())
+            .env("CARGO_NET_OFFLINE", "true")
+            .dir(&dir)
+            .run()
+            .unwrap_or_else(|e| panic!("docs/{language}/00-prepare.md: {e:#}"));
+        if let Some(new) = new {
+            project = parent.join(new);
+            // The versions the cargo cache holds: the kit's own lock.
+            std::fs::copy(project::root().join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
+        }
+    }
+    project
+}
+
+/// `main_rs` as the project's `src/main.rs`, built offline with a build
+/// directory that outlives the run; the binary.
+fn build_step(project: &std::path::Path, main_rs: &str) -> anyhow::Result<PathBuf> {
+    let target = project::target_dir().join("pages-target");
+    std::fs::write(project.join("src/main.rs"), main_rs)?;
+    Cmd::argv(["cargo", "build", "--offline"])
+        .env("CARGO_TARGET_DIR", target.display().to_string())
+        .dir(project)
+        .run()?;
+    Ok(target.join("debug").join(project.file_name().unwrap()))
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 //! fewer reconciles than events. Watched from both sides: the controller's
 //! `/metrics` (ours only) and a watch on my-config (any controller).
 
+use controller::metrics::{RECONCILES, WRITES};
 use std::{collections::HashSet, time::Duration};
 
 use anyhow::{Context as _, bail};
@@ -78,8 +79,8 @@ pub async fn steady(lab: &Lab, window: Duration, metrics: bool) -> anyhow::Resul
     let delta = |name: &str| Some(after.as_ref()?.sum(name) - before.as_ref()?.sum(name));
     Ok(Steady {
         seconds,
-        reconciles: delta("reconcile_total"),
-        writes: delta("api_writes_total"),
+        reconciles: delta(RECONCILES),
+        writes: delta(WRITES),
         changes_seen: changes,
     })
 }
@@ -156,8 +157,8 @@ pub async fn burst(
     Ok(Burst {
         patches,
         events,
-        reconciles: delta("reconcile_total"),
-        writes: delta("api_writes_total"),
+        reconciles: delta(RECONCILES),
+        writes: delta(WRITES),
         settled_ms: settled.as_secs_f64() * 1000.0,
     })
 }

@@ -57,9 +57,12 @@ pub async fn stage2_crd(lab: &mut Lab) -> anyhow::Result<Measured> {
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     let result = experiments(lab, &admin, &kubeconfig).await;
     let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
+    // A template a failed run left held by its finalizer would hold the CRD too.
+    let release = json!({"metadata": {"finalizers": null}});
+    let _ = templates.patch("template-d", &PatchParams::default(), &Patch::Merge(&release)).await;
     templates.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
-    for name in ["stage2-a", "stage2-b"] {
+    for name in ["stage2-a", "stage2-b", "stage2-c", "stage2-d"] {
         let _ = config_maps.delete(name, &DeleteParams::default()).await;
     }
     crds.delete(CRD, &DeleteParams::default()).await?;
@@ -126,10 +129,13 @@ async fn experiments(
     let b = templates.get("template-b").await?;
     wait_kept(&config_maps, "stage2-b", b.metadata.uid.as_deref().unwrap_or_default()).await?;
     let status = wait_ready(&templates, "template-a").await?;
+    let theirs = not_ours(admin, &templates, &config_maps).await?;
+    let held = nothing_recreated_while_deleting(&templates, &config_maps).await?;
     let second_run = rerun.terminate().await?;
-    if let Some(line) =
-        second_run.iter().find(|l| l.contains(CORRECTED) || l.contains("stage2-a does not exist"))
-    {
+    let wrote_a = |l: &&String| {
+        l.contains("default/stage2-a ") && (l.contains(CORRECTED) || l.contains(CREATED))
+    };
+    if let Some(line) = second_run.iter().find(wrote_a) {
         bail!("the rerun wrote stage2-a while it was right: {line}");
     }
     let after = config_maps.get("stage2-a").await?;
@@ -147,7 +153,7 @@ async fn experiments(
     Ok(Measured {
         detail: format!(
             "{reviews}; start → created, delete → created, patch → corrected, rerun → nothing \
-             written; template-b → its ConfigMap with no kick; {status}; {gc}"
+             written; template-b → its ConfigMap with no kick; {status}; {theirs}; {held}; {gc}"
         ),
         ..Measured::default()
     })
@@ -194,6 +200,135 @@ async fn wait_ready(api: &Api<ConfigMapTemplate>, name: &str) -> anyhow::Result<
     .await
 }
 
+/// A ConfigMap that is someone else's (no ownerReference of the template):
+/// left as it is, the template Ready=False (NotOwned) for its generation
+/// and a Warning Event; once it is gone, the template's own is made, Ready
+/// turns True with a new lastTransitionTime, and a condition someone else
+/// put in the status is still there.
+async fn not_ours(
+    admin: &Client,
+    templates: &Api<ConfigMapTemplate>,
+    config_maps: &Api<ConfigMap>,
+) -> anyhow::Result<String> {
+    let mine = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("stage2-c".into()), ..Default::default() },
+        data: Some(BTreeMap::from([("app.conf".into(), "mine".into())])),
+        ..Default::default()
+    };
+    let mine = config_maps.create(&PostParams::default(), &mine).await?;
+    templates.create(&PostParams::default(), &template("template-c", "stage2-c")).await?;
+    let refused = wait_condition(templates, "template-c", "False", "NotOwned").await?;
+    let now = config_maps.get("stage2-c").await?;
+    ensure!(
+        now.metadata.resource_version == mine.metadata.resource_version,
+        "the template wrote a ConfigMap that is not its own: {:?}",
+        now.data
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(admin.clone(), NAMESPACE);
+    eventually("a Warning Event NotOwned on template-c", WITHIN, || async {
+        let list = events.list(&ListParams::default()).await?;
+        let found = list.items.iter().any(|e| {
+            e.reason.as_deref() == Some("NotOwned")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("template-c")
+        });
+        Ok(if found {
+            Check::Done(())
+        } else {
+            Check::NotYet(format!("{} Events", list.items.len()))
+        })
+    })
+    .await?;
+    // Someone else's condition in the status (and an old transition time on
+    // Ready, so that a new one shows); then the ConfigMap goes.
+    let mut refused = refused;
+    refused["lastTransitionTime"] = json!("2026-01-01T00:00:00Z");
+    let other = json!({"status": {"conditions": [refused.clone(), {
+        "type": "Audited", "status": "True", "reason": "ByHand", "message": "kept?",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    templates.patch_status("template-c", &PatchParams::default(), &Patch::Merge(&other)).await?;
+    config_maps.delete("stage2-c", &DeleteParams::default()).await?;
+    let c = templates.get("template-c").await?;
+    wait_kept(config_maps, "stage2-c", c.metadata.uid.as_deref().unwrap_or_default()).await?;
+    let ready = wait_condition(templates, "template-c", "True", "InSync").await?;
+    ensure!(
+        ready["lastTransitionTime"] != refused["lastTransitionTime"],
+        "Ready turned True but kept its old lastTransitionTime"
+    );
+    let status = templates.get("template-c").await?.status.unwrap_or_default();
+    ensure!(
+        status.conditions.iter().any(|c| c.type_ == "Audited"),
+        "another condition was dropped: {:?}",
+        status.conditions
+    );
+    // Still Ready after a correction: the transition time stays.
+    let drift = json!({"data": {"app.conf": "env=dev"}});
+    config_maps.patch("stage2-c", &PatchParams::default(), &Patch::Merge(&drift)).await?;
+    let c = templates.get("template-c").await?;
+    wait_kept(config_maps, "stage2-c", c.metadata.uid.as_deref().unwrap_or_default()).await?;
+    let still = wait_condition(templates, "template-c", "True", "InSync").await?;
+    ensure!(
+        still["lastTransitionTime"] == ready["lastTransitionTime"],
+        "Ready stayed True but its lastTransitionTime moved"
+    );
+    Ok("someone else's ConfigMap left alone (Ready=False NotOwned, a Warning Event); gone → \
+        the template's own made, Ready=True, other conditions kept"
+        .into())
+}
+
+/// A template being deleted (a finalizer holds it) does not recreate its
+/// ConfigMap.
+async fn nothing_recreated_while_deleting(
+    templates: &Api<ConfigMapTemplate>,
+    config_maps: &Api<ConfigMap>,
+) -> anyhow::Result<String> {
+    let mut held = template("template-d", "stage2-d");
+    held.metadata.finalizers = Some(vec!["e2e.lab/hold".into()]);
+    let d = templates.create(&PostParams::default(), &held).await?;
+    wait_kept(config_maps, "stage2-d", d.metadata.uid.as_deref().unwrap_or_default()).await?;
+    templates.delete("template-d", &DeleteParams::default()).await?;
+    config_maps.delete("stage2-d", &DeleteParams::default()).await?;
+    // Its resync and any event have their chance: the ConfigMap stays gone.
+    let watched = Duration::from_secs(3);
+    let mut every = tokio::time::interval(Duration::from_millis(200));
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < watched {
+        every.tick().await;
+        if config_maps.get_opt("stage2-d").await?.is_some() {
+            bail!("a template being deleted recreated its ConfigMap");
+        }
+    }
+    let release = json!({"metadata": {"finalizers": null}});
+    templates.patch("template-d", &PatchParams::default(), &Patch::Merge(&release)).await?;
+    Ok(format!("a template being deleted recreated nothing in {} s", watched.as_secs()))
+}
+
+/// Waits until the template's `Ready` condition has `status` and `reason`
+/// for its current generation; the condition, as JSON.
+async fn wait_condition(
+    api: &Api<ConfigMapTemplate>,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> anyhow::Result<serde_json::Value> {
+    eventually(&format!("{name}: Ready={status} ({reason})"), WITHIN, || async {
+        let t = api.get(name).await?;
+        let s = t.status.clone().unwrap_or_default();
+        let ready = s.conditions.iter().find(|c| c.type_ == READY);
+        Ok(match ready {
+            Some(c)
+                if c.status == status
+                    && c.reason == reason
+                    && c.observed_generation == t.metadata.generation =>
+            {
+                Check::Done(serde_json::to_value(c)?)
+            }
+            _ => Check::NotYet(format!("{s:?}")),
+        })
+    })
+    .await
+}
+
 /// Deletes template-a: on kind the garbage collector removes stage2-a (its
 /// ownerReference); envtest runs no kube-controller-manager, so it stays.
 async fn garbage_collected(
@@ -233,6 +368,7 @@ async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
         checks.push((group, "configmaptemplates", "status", verb, verb == "patch"));
         let cm = ["get", "list", "watch", "create", "update"].contains(&verb);
         checks.push(("", "configmaps", "", verb, cm));
+        checks.push(("events.k8s.io", "events", "", verb, ["create", "patch"].contains(&verb)));
         checks.push(("", "secrets", "", verb, false));
     }
     let api: Api<SubjectAccessReview> = Api::all(admin.clone());

@@ -4,6 +4,7 @@
 //! these same functions. Each leaves the lab as it found it: my-config as
 //! desired and the controller running with the lab's own flags.
 
+use controller::metrics::{RECONCILES, WRITES};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
@@ -88,6 +89,12 @@ pub const ALL: &[Experiment] = &[
         runs_on: RunsOn::Any,
     },
     Experiment {
+        name: "metrics_complete",
+        aliases: &["metrics"],
+        about: "/metrics: every family prefixed my_controller_, every result and verb from the start, build_info",
+        runs_on: RunsOn::Any,
+    },
+    Experiment {
         name: "pod_contract",
         aliases: &["pod"],
         about: "the pod as the kubelet runs it: probes, image, user, read-only root, no capabilities, projected token",
@@ -108,9 +115,9 @@ pub async fn create_on_start(lab: &mut Lab) -> anyhow::Result<Measured> {
     let latency = started.elapsed();
     let metrics = lab.metrics().await?;
     ensure!(
-        metrics.get("api_writes_total", &[("verb", "create")]) == 1.0,
+        metrics.get(WRITES, &[("verb", "create")]) == 1.0,
         "expected exactly one create from the new controller, metrics say {}",
-        metrics.get("api_writes_total", &[("verb", "create")])
+        metrics.get(WRITES, &[("verb", "create")])
     );
     Ok(Measured {
         latency: Some(latency),
@@ -188,7 +195,7 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
         // The startup kick has run once the first reconcile is counted.
         let metrics = eventually("the startup reconcile", HEAL_WITHIN, || async {
             let m = lab.metrics().await?;
-            let n = m.sum("reconcile_total");
+            let n = m.sum(RECONCILES);
             Ok(if n >= 1.0 {
                 Check::Done(m)
             } else {
@@ -196,12 +203,12 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
             })
         })
         .await?;
-        let writes = metrics.sum("api_writes_total");
+        let writes = metrics.sum(WRITES);
         ensure!(writes == 0.0, "round {round}: the new controller wrote {writes} times");
         ensure!(
-            metrics.get("reconcile_total", &[("result", "unchanged")]) >= 1.0,
+            metrics.get(RECONCILES, &[("result", "unchanged")]) >= 1.0,
             "round {round}: the startup reconcile did not find my-config in sync: {}",
-            metrics.lines("reconcile_total")
+            metrics.lines(RECONCILES)
         );
         let log = lab.controller_log(&run).await?;
         if let Some(line) =
@@ -209,7 +216,7 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
         {
             bail!("round {round}: the controller logged a write: {line}");
         }
-        reconciles += metrics.sum("reconcile_total");
+        reconciles += metrics.sum(RECONCILES);
     }
     let after = lab.config_maps().get(lab.desired().name()).await?;
     ensure!(
@@ -320,7 +327,7 @@ pub async fn dedup(lab: &mut Lab) -> anyhow::Result<Measured> {
 
 async fn dedup_with_slow_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_idle(lab).await?;
-    let baseline = lab.metrics().await?.sum("reconcile_total");
+    let baseline = lab.metrics().await?.sum(RECONCILES);
     let api = lab.config_maps();
     let name = lab.desired().name().to_string();
     for i in 1..=5 {
@@ -329,13 +336,13 @@ async fn dedup_with_slow_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
     }
     wait_desired(lab).await?;
     let metrics = wait_idle(lab).await?;
-    let reconciles = metrics.sum("reconcile_total") - baseline;
+    let reconciles = metrics.sum(RECONCILES) - baseline;
     ensure!(
         reconciles < 5.0,
         "five changes caused {reconciles} reconciles: keys were not coalesced"
     );
     ensure!(
-        metrics.get("reconcile_total", &[("result", "updated")]) >= 1.0,
+        metrics.get(RECONCILES, &[("result", "updated")]) >= 1.0,
         "the data was put back, but not by a counted update"
     );
     Ok(Measured {
@@ -357,17 +364,17 @@ pub async fn no_hot_loop(lab: &mut Lab) -> anyhow::Result<Measured> {
 async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     let start = lab.metrics().await?;
-    let (writes0, reconciles0) = (start.sum("api_writes_total"), start.sum("reconcile_total"));
+    let (writes0, reconciles0) = (start.sum(WRITES), start.sum(RECONCILES));
     let began = Instant::now();
     let window = Duration::from_secs(5);
     let reconciles = eventually("5 s of resyncs", window + HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
-        let writes = m.sum("api_writes_total") - writes0;
+        let writes = m.sum(WRITES) - writes0;
         if writes > 0.0 {
             // A write here is a failure, not a state to wait out.
             bail!("the controller wrote {writes} times while my-config was right");
         }
-        let reconciles = m.sum("reconcile_total") - reconciles0;
+        let reconciles = m.sum(RECONCILES) - reconciles0;
         Ok(if began.elapsed() >= window && reconciles >= 4.0 {
             Check::Done(reconciles)
         } else {
@@ -376,7 +383,7 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
     .await;
     // eventually() retries errors; a write must fail at once, so re-check.
-    let writes = lab.metrics().await?.sum("api_writes_total") - writes0;
+    let writes = lab.metrics().await?.sum(WRITES) - writes0;
     ensure!(writes == 0.0, "the controller wrote {writes} times while my-config was right");
     let reconciles = reconciles?;
     Ok(Measured {
@@ -497,4 +504,59 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
         checks.len(),
         checks.len() - granted
     ))
+}
+
+/// The controller's `/metrics` as a Prometheus user finds them: every family
+/// named `my_controller_…`, every labelled series there before it first
+/// moves (a rate over a series that appears later starts wrong), and
+/// `build_info` with the Kubernetes version it was built for.
+pub async fn metrics_complete(lab: &mut Lab) -> anyhow::Result<Measured> {
+    use controller::metrics::{self as names, ReconcileResult, WriteVerb};
+    let text = lab.metrics_text().await?;
+    let scrape = crate::metrics::Scrape::parse(&text);
+    let families: Vec<&str> =
+        text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next()).collect();
+    let stray: Vec<&&str> = families.iter().filter(|f| !f.starts_with("my_controller_")).collect();
+    ensure!(stray.is_empty(), "families without the prefix: {stray:?}");
+    let mut missing = Vec::new();
+    for result in ReconcileResult::ALL {
+        let label = format!("{result:?}");
+        if !text.contains(&format!("{}{{result=\"{label}\"}}", names::RECONCILES)) {
+            missing.push(format!("{}{{result={label}}}", names::RECONCILES));
+        }
+    }
+    for verb in WriteVerb::ALL {
+        let label = format!("{verb:?}");
+        if !text.contains(&format!("{}{{verb=\"{label}\"}}", names::WRITES)) {
+            missing.push(format!("{}{{verb={label}}}", names::WRITES));
+        }
+    }
+    for name in [
+        names::GIVE_UPS,
+        names::PANICS,
+        names::EVENTS_DROPPED,
+        names::IN_FLIGHT,
+        names::QUEUE_DEPTH,
+        names::QUEUE_DELAYED,
+    ] {
+        if !text.lines().any(|l| l.starts_with(name)) {
+            missing.push(name.to_string());
+        }
+    }
+    ensure!(missing.is_empty(), "series missing before they moved: {missing:?}");
+    let built_for = version::target();
+    ensure!(
+        text.lines().any(|l| l.starts_with(names::BUILD_INFO)
+            && l.contains(&format!("kubernetes=\"{built_for}\""))),
+        "no {} naming Kubernetes {built_for}",
+        names::BUILD_INFO
+    );
+    let series = scrape.series();
+    Ok(Measured {
+        detail: format!(
+            "{} families, {series} series, all my_controller_…; every result and verb from the start; build_info kubernetes={built_for}",
+            families.len()
+        ),
+        ..Measured::default()
+    })
 }

@@ -2,6 +2,7 @@
 //! Deployment as the kubelet really runs it.
 
 use anyhow::{Context as _, ensure};
+use controller::metrics::RECONCILES;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
@@ -117,10 +118,7 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
     ensure!(mounted["readonly"] == true, "the token is mounted read-write");
 
     let metrics = lab.metrics().await?;
-    ensure!(
-        metrics.sum("reconcile_total") >= 1.0,
-        "/metrics through the pod proxy shows no reconcile"
-    );
+    ensure!(metrics.sum(RECONCILES) >= 1.0, "/metrics through the pod proxy shows no reconcile");
     Ok(Measured {
         latency: None,
         detail: format!(

@@ -4,8 +4,11 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail, ensure};
-use controller::runner::{LOG_RELISTED, LOG_UNREACHABLE, LOG_WATCH_FAILED};
+use anyhow::{bail, ensure};
+use controller::{
+    metrics::RECONCILES,
+    runner::{LOG_RELISTED, LOG_UNREACHABLE, LOG_WATCH_FAILED},
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PostParams};
 use serde_json::json;
@@ -67,21 +70,17 @@ const CHURN_WRITES: usize = 20;
 /// An etcd key outside the API server's `/registry/` prefix: no Kubernetes object sees it.
 const SCRATCH_KEY: &str = "/e2e-faults/scratch";
 
-/// etcd compacted past the controller's resourceVersion → its watch gets
-/// 410 Gone → it re-lists and keeps healing, without restarting.
+/// my-config deleted behind the API server's back and etcd compacted past
+/// the controller's resourceVersion, so no Delete event can ever reach it →
+/// it lists again when the API server is back, and recreates my-config.
 ///
-/// What exactly triggers the 410: the controller's watch must reconnect for
-/// etcd's history to matter (an open watch is not cut by a compaction), so
-/// kube-apiserver is killed. While it is down nothing else writes, so the
-/// controller's resourceVersion is at most etcd's revision then; two writes
-/// of a scratch key move past it and the compaction discards everything up
-/// to the newest. kube-apiserver comes back *without its watch cache*
-/// (`--watch-cache=false`), so the controller's watch is served by etcd
-/// itself, and etcd refuses it as compacted → 410 Expired. (With the watch
-/// cache on, a freshly started API server refuses any resourceVersion older
-/// than its cache anyway — "too old resource version" — compaction or not;
-/// `api_server_restart` usually shows that one.) The API server is put back
-/// on the lab's flags afterwards.
+/// client-go's reflector would resume its watch from the old resourceVersion
+/// and get 410 Gone (the compacted history), then list; this controller lists
+/// again after any watch failure (`runner::inform`), so it never asks for the
+/// compacted revision: no 410 is expected, and none is tolerated. The API
+/// server comes back without its watch cache (see [`compact_while_down`]), so
+/// a resumed watch *would* reach etcd's compacted history. Put back on the
+/// lab's flags afterwards.
 pub async fn etcd_compaction(lab: &mut Lab) -> anyhow::Result<Measured> {
     let result = compaction_forces_relist(lab).await;
     then_restore(lab, result).await
@@ -92,9 +91,49 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
     let etcd = Etcd::new(lab.etcd_client_addr()?);
     churn(lab, CHURN_WRITES).await?;
+    let key =
+        format!("/registry/configmaps/{}/{}", lab.desired().namespace(), lab.desired().name());
+    let (frozen, compacted) = compact_while_down(lab, &etcd, &[&key]).await?;
+    let back = Instant::now();
+    wait_desired(lab).await?;
+    let recreated = back.elapsed();
+    let log = lab.controller_log(&mark).await?;
+    ensure!(log.contains(LOG_RELISTED), "my-config is back, but the controller never re-listed");
+    let failures = lines_with(&log, LOG_WATCH_FAILED);
+    let gone: Vec<_> =
+        failures.iter().filter(|l| l.contains("410") || l.contains("Expired")).collect();
+    ensure!(gone.is_empty(), "the controller asked for a compacted revision: {gone:?}");
+    ensure_not_restarted(lab, &was, &mark).await?;
+    Ok(Measured {
+        latency: Some(recreated),
+        detail: format!(
+            "my-config deleted in etcd, history compacted at revision {compacted} (etcd: revision \
+             {frozen} compacted) while the API server was down; {} watch failures, none a 410 → \
+             re-listed and recreated {} after the API server was back; same process",
+            failures.len(),
+            ms(recreated)
+        ),
+        ..Measured::default()
+    })
+}
 
+/// Stops kube-apiserver, deletes `keys` in etcd behind its back, moves etcd's
+/// revision past anything a watch holds and compacts it, then starts
+/// kube-apiserver without its watch cache (`--watch-cache=false`): a watch
+/// that resumes from its old resourceVersion is then served by etcd itself,
+/// which refuses it as compacted → 410 Gone (see [`etcd_compaction`]).
+/// Returns etcd's revision when it stopped, and the compacted one. The lab's
+/// restore puts kube-apiserver back on its own flags.
+pub(crate) async fn compact_while_down(
+    lab: &mut Lab,
+    etcd: &Etcd,
+    keys: &[&str],
+) -> anyhow::Result<(u64, u64)> {
     lab.stop_process(API_SERVER).await?;
     let frozen = etcd.revision().await?;
+    for key in keys {
+        etcd.delete(key).await?;
+    }
     etcd.put(SCRATCH_KEY, "moves the revision").await?;
     let compacted = etcd.delete(SCRATCH_KEY).await?;
     etcd.compact(compacted).await?;
@@ -106,38 +145,8 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
         refusal.contains("compacted"),
         "etcd refused revision {frozen}, but not as compacted: {refusal}"
     );
-
     lab.start_api_server(&["--watch-cache=false"]).await?;
-    let back = Instant::now();
-    eventually("the controller to re-list", HEAL_WITHIN, || async {
-        let log = lab.controller_log(&mark).await?;
-        Ok(if log.contains(LOG_RELISTED) {
-            Check::Done(())
-        } else {
-            let last = lines_with(&log, LOG_WATCH_FAILED).pop().unwrap_or("none");
-            Check::NotYet(format!("no re-list yet; last watch failure: {last}"))
-        })
-    })
-    .await?;
-    let relisted = back.elapsed();
-    let log = lab.controller_log(&mark).await?;
-    let gone = lines_with(&log, LOG_WATCH_FAILED)
-        .into_iter()
-        .find(|l| l.contains("Expired") || l.contains("410"))
-        .context("the controller re-listed, but logged no 410 Expired")?;
-    let gone = gone.split("error=").nth(1).unwrap_or(gone).trim();
-    let healed = heal_after_delete(lab).await?;
-    ensure_not_restarted(lab, &was, &mark).await?;
-    Ok(Measured {
-        latency: Some(relisted),
-        detail: format!(
-            "compacted at revision {compacted} (etcd: revision {frozen} compacted); watch from etcd \
-             → {gone:?} → re-listed {} after the API server was back; delete → healed in {}",
-            ms(relisted),
-            ms(healed)
-        ),
-        ..Measured::default()
-    })
+    Ok((frozen, compacted))
 }
 
 /// `writes` patches of a scratch ConfigMap (created, then deleted), which the
@@ -249,4 +258,72 @@ async fn stays_alive_not_ready(lab: &Lab, window: Duration) -> anyhow::Result<us
         tokio::time::sleep(SAMPLE_EVERY).await;
     }
     Ok(looks)
+}
+
+/// The flags of [`reconcile_cannot_hang`]: each reconcile waits 1 s first
+/// (time to freeze the API server), and gives up on its requests after 2 s.
+const HANG_FLAGS: &[&str] = &["--reconcile-delay", "1s", "--reconcile-timeout", "2s"];
+
+/// kube-apiserver frozen (SIGSTOP: its connections stay open, nothing
+/// answers) while the controller writes → the reconcile is abandoned after
+/// `--reconcile-timeout`, counted as a failure, its key not held; the API
+/// server thawed → the retry heals.
+pub async fn reconcile_cannot_hang(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let result = frozen_write(lab).await;
+    // Thawed whatever happened: nothing else works while it is stopped.
+    if let Ok(pid) = lab.pid(API_SERVER) {
+        signal(pid, libc::SIGCONT);
+    }
+    lab.restart_controller(&[]).await?;
+    then_restore(lab, result).await
+}
+
+async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
+    lab.restart_controller(HANG_FLAGS).await?;
+    wait_desired(lab).await?;
+    let mark = lab.log_mark()?;
+    let before = lab.metrics().await?.get(RECONCILES, &[("result", "timeout")]);
+    let pid = lab.pid(API_SERVER)?;
+    super::drift(lab, "env=frozen").await?;
+    super::lifecycle::reconcile_running(lab).await?;
+    signal(pid, libc::SIGSTOP);
+    let frozen = Instant::now();
+    // The controller's own /metrics: it answers while the API server does not.
+    let timed_out = eventually("the reconcile to be abandoned", HEAL_WITHIN, || async {
+        let m = lab.metrics().await?;
+        let n = m.get(RECONCILES, &[("result", "timeout")]) - before;
+        Ok(if n >= 1.0 {
+            Check::Done(frozen.elapsed())
+        } else {
+            Check::NotYet(m.lines(RECONCILES))
+        })
+    })
+    .await?;
+    let healthz = controller_status(lab, "/healthz").await?;
+    ensure!(healthz == 200, "/healthz {healthz} while the API server is frozen");
+    signal(pid, libc::SIGCONT);
+    let thawed = Instant::now();
+    wait_desired(lab).await?;
+    let healed = thawed.elapsed();
+    let log = lab.controller_log(&mark).await?;
+    ensure!(
+        log.contains("no answer from the API server within"),
+        "no line says the reconcile was abandoned"
+    );
+    Ok(Measured {
+        latency: Some(healed),
+        detail: format!(
+            "API server frozen (SIGSTOP) during a write: abandoned after {} (reconcile delay 1 s + \
+             timeout 2 s), /healthz 200; thawed → healed in {}",
+            secs(timed_out),
+            ms(healed)
+        ),
+        ..Measured::default()
+    })
+}
+
+/// `signal` to the process `pid` (the lab's, from lab.json).
+fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) with a pid the lab started; no memory is involved.
+    unsafe { libc::kill(pid as libc::pid_t, signal) };
 }

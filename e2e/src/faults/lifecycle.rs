@@ -1,6 +1,7 @@
 //! Faults around the controller's own process: how it stops (SIGTERM), and
 //! how it refuses to start on bad input — without a write, even with a lab up.
 
+use controller::metrics::IN_FLIGHT;
 use std::{
     process::{ExitStatus, Stdio},
     time::Duration,
@@ -155,7 +156,7 @@ async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
 
 /// Starts a controller with the lab's flags plus `extra` as this test's
 /// child (killed if dropped before it exits), and waits until it is ready.
-async fn spawn_ready(lab: &Lab, extra: &[&str]) -> anyhow::Result<Child> {
+pub(super) async fn spawn_ready(lab: &Lab, extra: &[&str]) -> anyhow::Result<Child> {
     let mut command = tokio::process::Command::from(lab.controller_command(extra)?);
     command.kill_on_drop(true);
     let mut child = command.spawn().context("cannot start the controller")?;
@@ -263,9 +264,9 @@ async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec
 }
 
 /// Waits until the controller reports a reconcile in flight (`/metrics`).
-async fn reconcile_running(lab: &Lab) -> anyhow::Result<()> {
+pub(super) async fn reconcile_running(lab: &Lab) -> anyhow::Result<()> {
     eventually("a reconcile to be running", HEAL_WITHIN, || async {
-        let running = lab.metrics().await?.sum("reconciles_in_flight");
+        let running = lab.metrics().await?.sum(IN_FLIGHT);
         Ok(if running >= 1.0 {
             Check::Done(())
         } else {

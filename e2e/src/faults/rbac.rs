@@ -1,6 +1,7 @@
 //! RBAC faults: the Role loses `create`; and the lab's security promises —
 //! credentials private on disk, Secrets out of the controller's reach.
 
+use controller::metrics::{GIVE_UPS, RECONCILES};
 use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, ensure};
@@ -44,7 +45,7 @@ pub async fn role_loses_create(lab: &mut Lab) -> anyhow::Result<Measured> {
 }
 
 /// The controller's Role: named like its ServiceAccount (see manifests/rbac.yaml).
-fn controller_role(lab: &Lab) -> anyhow::Result<(Api<Role>, String)> {
+pub(super) fn controller_role(lab: &Lab) -> anyhow::Result<(Api<Role>, String)> {
     let (namespace, name) = lab
         .controller_service_account()
         .split_once('/')
@@ -79,19 +80,19 @@ async fn set_config_map_create(lab: &Lab, granted: bool) -> anyhow::Result<()> {
 async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measured> {
     let mark = lab.log_mark()?;
     let before = lab.metrics().await?;
-    let errors0 = before.get("reconcile_total", &[("result", "error")]);
-    let give_ups0 = before.sum("reconcile_give_ups_total");
+    let errors0 = before.get(RECONCILES, &[("result", "error")]);
+    let give_ups0 = before.sum(GIVE_UPS);
     lab.config_maps().delete(lab.desired().name(), &DeleteParams::default()).await?;
 
     eventually("the controller to give up", HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
-        let gave_up = m.sum("reconcile_give_ups_total") - give_ups0;
-        Ok(if gave_up >= 1.0 { Check::Done(()) } else { Check::NotYet(m.lines("reconcile_total")) })
+        let gave_up = m.sum(GIVE_UPS) - give_ups0;
+        Ok(if gave_up >= 1.0 { Check::Done(()) } else { Check::NotYet(m.lines(RECONCILES)) })
     })
     .await?;
     // Given up means nothing scheduled: it does not spin.
     let after = wait_idle(lab).await?;
-    let attempts = after.get("reconcile_total", &[("result", "error")]) - errors0;
+    let attempts = after.get(RECONCILES, &[("result", "error")]) - errors0;
     ensure!(
         attempts == 6.0,
         "expected 6 attempts (1 + 5 retries) before giving up, saw {attempts}"
@@ -144,7 +145,7 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
 }
 
 /// `retry_in=10.02ms` (tracing's Debug of a Duration) → 10.02.
-fn retry_delay_ms(line: &str) -> Option<f64> {
+pub(super) fn retry_delay_ms(line: &str) -> Option<f64> {
     let value = line.split("retry_in=").nth(1)?.split_whitespace().next()?;
     let (number, unit) = value.split_at(value.find(|c: char| c.is_alphabetic() || c == 'µ')?);
     let number: f64 = number.parse().ok()?;
@@ -159,6 +160,17 @@ fn retry_delay_ms(line: &str) -> Option<f64> {
 
 /// Waits until RBAC answers that the controller may (or may not) create ConfigMaps.
 async fn wait_until_create_is(lab: &Lab, allowed: bool) -> anyhow::Result<()> {
+    wait_until_allowed(lab, "create", None, allowed).await
+}
+
+/// Waits until RBAC answers that the controller may (or may not) `verb`
+/// ConfigMaps (the one called `name`, if given).
+pub(super) async fn wait_until_allowed(
+    lab: &Lab,
+    verb: &str,
+    name: Option<&str>,
+    allowed: bool,
+) -> anyhow::Result<()> {
     let api: Api<SubjectAccessReview> = Api::all(lab.client());
     let user =
         format!("system:serviceaccount:{}", lab.controller_service_account().replace('/', ":"));
@@ -167,7 +179,8 @@ async fn wait_until_create_is(lab: &Lab, allowed: bool) -> anyhow::Result<()> {
             user: Some(user),
             resource_attributes: Some(ResourceAttributes {
                 resource: Some("configmaps".into()),
-                verb: Some("create".into()),
+                verb: Some(verb.into()),
+                name: name.map(Into::into),
                 namespace: Some(lab.desired().namespace().into()),
                 ..ResourceAttributes::default()
             }),
@@ -175,7 +188,7 @@ async fn wait_until_create_is(lab: &Lab, allowed: bool) -> anyhow::Result<()> {
         },
         ..SubjectAccessReview::default()
     };
-    let what = format!("RBAC to {} create", if allowed { "allow" } else { "deny" });
+    let what = format!("RBAC to {} {verb}", if allowed { "allow" } else { "deny" });
     eventually(&what, HEAL_WITHIN, || async {
         let answer = api.create(&PostParams::default(), &review).await?;
         let now = answer.status.is_some_and(|s| s.allowed);

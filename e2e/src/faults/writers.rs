@@ -1,6 +1,7 @@
 //! Faults from other writers of my-config: a storm of them, one who freezes
 //! it (`immutable: true`), one whose finalizer holds its deletion.
 
+use controller::metrics::{GIVE_UPS, RECONCILES, WRITES};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
@@ -54,10 +55,9 @@ pub async fn conflict_storm(lab: &mut Lab) -> anyhow::Result<Measured> {
     ensure!(healthz == 200, "/healthz {healthz} after the storm");
 
     let delta = |result: &str| {
-        after.get("reconcile_total", &[("result", result)])
-            - before.get("reconcile_total", &[("result", result)])
+        after.get(RECONCILES, &[("result", result)]) - before.get(RECONCILES, &[("result", result)])
     };
-    let give_ups = after.sum("reconcile_give_ups_total") - before.sum("reconcile_give_ups_total");
+    let give_ups = after.sum(GIVE_UPS) - before.sum(GIVE_UPS);
     let log = lab.controller_log(&mark).await?;
     let errors = error_lines(&log);
     ensure!(
@@ -155,8 +155,8 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
     let reported = frozen_at.elapsed();
     let after = eventually("two more resyncs", HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
-        let reports = m.get("reconcile_total", &[("result", "immutable")])
-            - before.get("reconcile_total", &[("result", "immutable")]);
+        let reports = m.get(RECONCILES, &[("result", "immutable")])
+            - before.get(RECONCILES, &[("result", "immutable")]);
         Ok(if reports >= REPORTS {
             Check::Done(m)
         } else {
@@ -166,11 +166,11 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
     .await?;
     let window = frozen_at.elapsed();
 
-    let counted = |m: &Scrape, result: &str| m.get("reconcile_total", &[("result", result)]);
+    let counted = |m: &Scrape, result: &str| m.get(RECONCILES, &[("result", result)]);
     let delta = |result: &str| counted(&after, result) - counted(&before, result);
     let reports = delta("immutable");
-    let writes = after.sum("api_writes_total") - before.sum("api_writes_total");
-    let give_ups = after.sum("reconcile_give_ups_total") - before.sum("reconcile_give_ups_total");
+    let writes = after.sum(WRITES) - before.sum(WRITES);
+    let give_ups = after.sum(GIVE_UPS) - before.sum(GIVE_UPS);
     ensure!(
         writes == 0.0 && delta("error") == 0.0 && delta("conflict") == 0.0 && give_ups == 0.0,
         "frozen my-config: {writes} writes, {} errors, {} conflicts, {give_ups} give-ups (all should be 0)",
@@ -277,9 +277,9 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
     drift(lab, "env=terminating").await?;
     wait_deleting(lab, &before, 2.0).await?;
     let after = wait_idle(lab).await?;
-    let writes = after.sum("api_writes_total") - before.sum("api_writes_total");
-    let deleting = after.get("reconcile_total", &[("result", "deleting")])
-        - before.get("reconcile_total", &[("result", "deleting")]);
+    let writes = after.sum(WRITES) - before.sum(WRITES);
+    let deleting = after.get(RECONCILES, &[("result", "deleting")])
+        - before.get(RECONCILES, &[("result", "deleting")]);
     ensure!(writes == 0.0, "{writes} writes while my-config was terminating");
     let held = api.get(&name).await?;
     ensure!(
@@ -310,9 +310,9 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
 
 /// Waits until `reconcile_total{result="deleting"}` grew by `by` since `before`.
 async fn wait_deleting(lab: &Lab, before: &Scrape, by: f64) -> anyhow::Result<()> {
-    let base = before.get("reconcile_total", &[("result", "deleting")]);
+    let base = before.get(RECONCILES, &[("result", "deleting")]);
     eventually("a reconcile to find my-config terminating", HEAL_WITHIN, || async {
-        let now = lab.metrics().await?.get("reconcile_total", &[("result", "deleting")]);
+        let now = lab.metrics().await?.get(RECONCILES, &[("result", "deleting")]);
         Ok(if now - base >= by {
             Check::Done(())
         } else {

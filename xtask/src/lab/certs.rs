@@ -9,12 +9,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
-};
+use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose};
 
-use e2e::files::{write_private, write_public};
+use e2e::{
+    files::{write_private, write_public},
+    pki,
+};
 
 /// The admin identity: `system:masters` is bound to cluster-admin by the default RBAC policy.
 pub const ADMIN_USER: &str = "lab-admin";
@@ -52,32 +52,21 @@ pub fn generate(dir: &Path) -> Result<Pki> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
 
     let ca_key = KeyPair::generate().context("CA key")?;
-    let mut ca_params = CertificateParams::default();
-    ca_params.distinguished_name = name("lab-ca", None);
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    let ca_params = pki::ca_params();
     let ca_cert = ca_params.self_signed(&ca_key).context("CA certificate")?;
     let ca = Issuer::new(ca_params, ca_key);
 
     let serving_key = KeyPair::generate().context("serving key")?;
     let names: Vec<String> = SERVING_NAMES.iter().map(|name| name.to_string()).collect();
     let mut serving = CertificateParams::new(names).context("serving certificate names")?;
-    serving.distinguished_name = name("kube-apiserver", None);
+    serving.distinguished_name = pki::name("kube-apiserver", None);
     serving.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     serving.use_authority_key_identifier_extension = true;
     let serving_cert = serving.signed_by(&serving_key, &ca).context("serving certificate")?;
 
     let admin_key = KeyPair::generate().context("admin key")?;
-    let mut admin = CertificateParams::default();
-    admin.distinguished_name = name(ADMIN_USER, Some(ADMIN_GROUP));
-    admin.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    admin.use_authority_key_identifier_extension = true;
+    let admin = pki::client_params(ADMIN_USER, Some(ADMIN_GROUP));
     let admin_cert = admin.signed_by(&admin_key, &ca).context("admin certificate")?;
 
     let service_account = KeyPair::generate().context("service account key")?;
@@ -102,16 +91,6 @@ pub fn generate(dir: &Path) -> Result<Pki> {
     write_private(&pki.service_account_key, service_account.serialize_pem())?;
     write_public(&pki.service_account_pub, service_account.public_key_pem())?;
     Ok(pki)
-}
-
-/// CN (user name for client certificates) and O (group).
-fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
-    let mut name = DistinguishedName::new();
-    name.push(DnType::CommonName, common_name);
-    if let Some(organization) = organization {
-        name.push(DnType::OrganizationName, organization);
-    }
-    name
 }
 
 #[cfg(test)]

@@ -373,6 +373,34 @@ fn every_line_count_the_docs_give_is_the_files() {
     assert_eq!(wrong_line_counts(sample).len(), 2, "the check finds a wrong count");
 }
 
+/// docs/controller.md names every metric family `/metrics` serves and
+/// every result a reconcile is counted under.
+#[test]
+fn the_controller_page_lists_every_metric_and_result() {
+    let page = std::fs::read_to_string(project::root().join("docs/controller.md")).unwrap();
+    let text = controller::metrics::Metrics::default().encode();
+    let families: Vec<&str> =
+        text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next()).collect();
+    assert!(families.len() >= 8, "{families:?}");
+    for family in families {
+        let served = match family.strip_suffix("_info") {
+            Some(_) => family.to_string(),
+            None if text.contains(&format!("{family}_total")) => format!("{family}_total"),
+            None => family.to_string(),
+        };
+        assert!(page.contains(&served), "docs/controller.md does not name {served}");
+    }
+    for result in controller::metrics::ReconcileResult::ALL {
+        let label = format!("{result:?}");
+        assert!(
+            page.contains(&format!("|{label}|"))
+                || page.contains(&format!("\"{label}|"))
+                || page.contains(&format!("|{label}\"")),
+            "docs/controller.md does not list the result {label}"
+        );
+    }
+}
+
 #[test]
 fn the_checks_catch_what_they_are_for() {
     let words = |s: &str| commands(s).remove(0);
@@ -424,4 +452,33 @@ fn the_readme_bench_tables_are_a_saved_run() {
     };
     let said = format!("{} against {}", startup("my-controller"), startup("course-go"));
     assert!(section.contains(&said), "the README's startup figures are not the run's: {said}");
+}
+
+/// docs/e2e.md has a row for every test of the suite, marked `(envtest)` or
+/// `(kind)` exactly when it runs on that provider only.
+#[test]
+fn the_e2e_page_has_a_row_for_every_test() {
+    let page = std::fs::read_to_string(project::root().join("docs/e2e.md")).unwrap();
+    let first_cells: Vec<&str> =
+        page.lines().filter_map(|l| l.strip_prefix("| ")?.split(" | ").next()).collect();
+    for test in e2e::all() {
+        let name = format!("`{}`", test.name);
+        let Some(cell) = first_cells.iter().find(|c| c.contains(&name)) else {
+            panic!("docs/e2e.md has no row for {}", test.name);
+        };
+        let marker = match test.runs_on {
+            e2e::suite::RunsOn::Any => None,
+            e2e::suite::RunsOn::Envtest(_) => Some("(envtest)"),
+            e2e::suite::RunsOn::Kind(_) => Some("(kind)"),
+        };
+        for said in ["(envtest)", "(kind)"] {
+            assert_eq!(
+                cell.contains(said),
+                marker == Some(said),
+                "docs/e2e.md's row {cell:?} and where {} runs ({:?}) disagree",
+                test.name,
+                marker
+            );
+        }
+    }
 }

@@ -33,7 +33,13 @@ fn minor_of(version: &str) -> u32 {
 #[test]
 fn one_k8s_openapi_version_feature_everywhere() {
     let minor = target_minor();
-    for manifest in ["Cargo.toml", "controller/Cargo.toml", "e2e/Cargo.toml", "xtask/Cargo.toml"] {
+    for manifest in [
+        "Cargo.toml",
+        "controller/Cargo.toml",
+        "e2e/Cargo.toml",
+        "workqueue/Cargo.toml",
+        "xtask/Cargo.toml",
+    ] {
         let text = read(manifest);
         for (i, _) in text.match_indices("\"v1_") {
             let feature: String = text[i + 1..].chars().take_while(|c| *c != '"').collect();
