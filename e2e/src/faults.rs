@@ -241,6 +241,14 @@ async fn then_restore(lab: &mut Lab, result: anyhow::Result<Measured>) -> anyhow
     }
 }
 
+/// The host's debug my-controller (`cargo xtask e2e` builds it), for a
+/// fault that runs a controller of its own beside or instead of the lab's.
+fn host_controller() -> anyhow::Result<crate::command::Cmd> {
+    let binary = crate::project::target_dir().join("debug/my-controller");
+    ensure!(binary.is_file(), "{} is missing: `cargo build -p controller`", binary.display());
+    Ok(crate::command::Cmd::new(binary.display().to_string()))
+}
+
 /// Milliseconds, for details.
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)

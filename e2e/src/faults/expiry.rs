@@ -20,7 +20,7 @@ use kube::{
 };
 use serde_json::json;
 
-use super::{heal_after_delete, lifecycle::spawn_ready, ms, secs, then_restore};
+use super::{heal_after_delete, lifecycle::spawn_command_ready, ms, secs, then_restore};
 use crate::{files, lab::Lab, pki, suite::Measured};
 
 /// The certificate's life: long enough to start, heal and be seen running.
@@ -48,7 +48,17 @@ async fn run_until_expiry(lab: &mut Lab, bindings: &Api<RoleBinding>) -> anyhow:
     let (kubeconfig, expires) = exec_kubeconfig(lab)?;
     lab.stop_controller().await?;
     let kubeconfig = kubeconfig.display().to_string();
-    let mut child = spawn_ready(lab, &["--kubeconfig", &kubeconfig]).await?;
+    // The host's binary, even when the lab runs a container: the plugin is
+    // a shell script on this machine, and the image has no shell.
+    let listen = lab.file().controller.url.trim_start_matches("http://").to_string();
+    let log =
+        std::fs::File::options().append(true).create(true).open(&lab.file().controller.log)?;
+    let mut command = super::host_controller()?
+        .args(["--kubeconfig", &kubeconfig, "--listen", &listen])
+        .echoed()?;
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    command.stdout(log.try_clone()?).stderr(log);
+    let mut child = spawn_command_ready(lab, command).await?;
     let healed = heal_after_delete(lab).await?;
     let status = tokio::time::timeout(VALID_FOR + Duration::from_secs(10), child.wait())
         .await

@@ -157,7 +157,16 @@ async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// Starts a controller with the lab's flags plus `extra` as this test's
 /// child (killed if dropped before it exits), and waits until it is ready.
 pub(super) async fn spawn_ready(lab: &Lab, extra: &[&str]) -> anyhow::Result<Child> {
-    let mut command = tokio::process::Command::from(lab.controller_command(extra)?);
+    spawn_command_ready(lab, lab.controller_command(extra)?).await
+}
+
+/// Starts `command` (a controller serving the lab controller's address) as
+/// this test's child, and waits until it is ready.
+pub(super) async fn spawn_command_ready(
+    lab: &Lab,
+    command: std::process::Command,
+) -> anyhow::Result<Child> {
+    let mut command = tokio::process::Command::from(command);
     command.kill_on_drop(true);
     let mut child = command.spawn().context("cannot start the controller")?;
     eventually("the controller to be ready", HEAL_WITHIN, || {

@@ -21,11 +21,9 @@ use tokio::time::Instant;
 
 use super::{lines_with, ms, secs, someone, then_restore};
 use crate::{
-    command::Cmd,
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     eventually::{Check, eventually},
     lab::Lab,
-    project,
     suite::Measured,
 };
 
@@ -157,14 +155,12 @@ async fn fight(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.restart_controller(&[]).await?;
     wait_desired(lab).await?;
     let mark = lab.log_mark()?;
-    let binary = project::target_dir().join("debug/my-controller");
-    ensure!(binary.is_file(), "{} is missing: `cargo build -p controller`", binary.display());
     let key = crate::suite::first_key(lab.desired());
     let desired = lab.desired();
     let log = lab.file().state_dir.join("second-writer.log");
     // This run's lines only.
     let _ = std::fs::remove_file(&log);
-    let cmd = Cmd::new(binary.display().to_string())
+    let cmd = super::host_controller()?
         .arg("--kubeconfig")
         .path(&lab.file().admin_kubeconfig)
         .args(["--namespace", desired.namespace(), "--name", desired.name()])
