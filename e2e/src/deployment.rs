@@ -25,14 +25,24 @@ const SELECTOR: &str = "app.kubernetes.io/name=my-controller";
 /// The container's HTTP port (`--listen 0.0.0.0:8080`).
 const PORT: u16 = 8080;
 const ROLLOUT_WITHIN: Duration = Duration::from_secs(180);
+/// How long a GET through the pod proxy may take (the controller answers at once).
+const PROXY_WITHIN: Duration = Duration::from_secs(5);
 
 pub struct DeploymentHost {
     client: Client,
+    /// For [`DeploymentHost::status`]: a client that returns a 503 as it is.
+    probe: Client,
 }
 
 impl DeploymentHost {
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self { probe: client.clone(), client }
+    }
+
+    /// `probe` sends the GETs of [`DeploymentHost::status`]; it must not
+    /// retry a 503 (kube's default client does, for minutes).
+    pub fn probing_with(self, probe: Client) -> Self {
+        Self { probe, ..self }
     }
 
     fn deployments(&self) -> Api<Deployment> {
@@ -71,9 +81,9 @@ impl DeploymentHost {
         Ok(())
     }
 
-    /// The ready pod's name and its container's restart count.
+    /// The current pod's name and its container's restart count.
     pub async fn identity(&self) -> anyhow::Result<String> {
-        let pod = self.ready_pod().await?.context("no ready controller pod")?;
+        let pod = self.current_pod().await?;
         let restarts = self
             .pods()
             .get(&pod)
@@ -133,6 +143,16 @@ impl DeploymentHost {
         Ok(pods.into_iter().max_by_key(|p| p.metadata.creation_timestamp.clone()))
     }
 
+    /// The pod the controller runs in now, ready or not: the newest one not
+    /// being deleted. A controller that reports not-ready on purpose (its
+    /// watch refused) is still this pod, with the same log and port.
+    pub async fn current_pod(&self) -> anyhow::Result<String> {
+        let mut pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
+        pods.retain(|p| p.metadata.deletion_timestamp.is_none());
+        pods.sort_by_key(|p| p.metadata.creation_timestamp.clone());
+        pods.last().map(|p| p.name_any()).context("no controller pod")
+    }
+
     /// The newest pod that is Ready.
     pub async fn ready_pod(&self) -> anyhow::Result<Option<String>> {
         let mut pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
@@ -154,12 +174,15 @@ impl DeploymentHost {
     /// The HTTP status of `GET <path>` through the pod proxy (a 503 is an
     /// answer here, not an error).
     pub async fn status(&self, path: &str) -> anyhow::Result<u16> {
-        let pod = self.ready_pod().await?.context("no ready controller pod")?;
+        let pod = self.current_pod().await?;
         let request = http::Request::get(format!(
             "/api/v1/namespaces/{NAMESPACE}/pods/{pod}:{PORT}/proxy{path}"
         ))
         .body(Vec::new())?;
-        Ok(self.client.send(request.map(Into::into)).await?.status().as_u16())
+        let answer = tokio::time::timeout(PROXY_WITHIN, self.probe.send(request.map(Into::into)))
+            .await
+            .map_err(|_| anyhow::anyhow!("GET {path} on pod {pod} through the API server: no answer within {PROXY_WITHIN:?}"))?;
+        Ok(answer?.status().as_u16())
     }
 
     /// `kubectl delete pod` (its grace period), then the exit code its

@@ -66,7 +66,13 @@ where
         .build();
     let (mut last_shown, mut shown_at): (Option<String>, Instant) = (None, start);
     loop {
-        let last = match probe().await {
+        // A probe that hangs (a pooled connection to an API server that was
+        // restarted) must not outlive the deadline.
+        let left = deadline.saturating_duration_since(Instant::now()).max(MIN_PROBE);
+        let answer = tokio::time::timeout(left, probe()).await.unwrap_or_else(|_| {
+            Ok(Check::NotYet(format!("the last probe did not answer within {left:.1?}")))
+        });
+        let last = match answer {
             Ok(Check::Done(value)) => {
                 if shown {
                     eprintln!("  {what}: ready after {:.1}s", start.elapsed().as_secs_f64());
@@ -96,6 +102,9 @@ where
     }
 }
 
+/// Even a probe started at the deadline gets this long to answer.
+const MIN_PROBE: Duration = Duration::from_secs(1);
+
 /// States stay one line long.
 fn one_line(text: &str) -> String {
     const MAX: usize = 160;
@@ -109,6 +118,17 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_that_never_answers_times_out_at_the_deadline() {
+        let error = eventually("an answer", Duration::from_secs(3), || async {
+            std::future::pending::<anyhow::Result<Check<()>>>().await
+        })
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("did not answer within 3.0"), "{error}");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn returns_the_value_once_ready() {

@@ -41,7 +41,8 @@ pub use self::{
     writers::{conflict_storm, finalizer_holds_deletion, immutable_drift},
 };
 use crate::{
-    converge::{measure_until_desired, wait_desired},
+    converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
+    eventually::{Check, eventually},
     lab::{ControllerRun, Lab},
     suite::{Experiment, Measured, RunsOn},
 };
@@ -215,10 +216,16 @@ fn starts(log: &str) -> usize {
 /// `mark` runs, and it has not logged a (re)start since.
 async fn ensure_not_restarted(lab: &Lab, was: &str, mark: &ControllerRun) -> anyhow::Result<()> {
     let now = lab.controller_identity().await?;
-    ensure!(
-        now == was && lab.controller_running().await?,
-        "the controller is not the same: {was} then {now}"
-    );
+    ensure!(now == was, "the controller is not the same: {was} then {now}");
+    // kind: the kubelet's readiness probe may not have seen /readyz turn 200 yet.
+    eventually("the controller to run (kind: its pod ready)", HEAL_WITHIN, || async {
+        Ok(if lab.controller_running().await? {
+            Check::Done(())
+        } else {
+            Check::NotYet(format!("{now} not running"))
+        })
+    })
+    .await?;
     let starts = starts(&lab.controller_log(mark).await?);
     ensure!(starts == 0, "the controller started again ({starts} times)");
     Ok(())

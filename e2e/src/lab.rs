@@ -7,7 +7,7 @@ use std::{
     future::Future,
     net::{Ipv4Addr, SocketAddr},
     os::unix::process::CommandExt,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::Command,
     time::{Duration, Instant},
 };
@@ -16,8 +16,9 @@ use anyhow::{Context as _, anyhow, bail, ensure};
 use controller::{connect, desired::Desired};
 use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
 use kube::{
-    Api, Client,
+    Api, Client, Config,
     api::{ListParams, ResourceExt},
+    config::{KubeConfigOptions, Kubeconfig},
 };
 
 use crate::{
@@ -43,9 +44,23 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Lab {
     file: LabFile,
     client: Client,
+    /// The same admin, without kube's retry of 503: a controller that says
+    /// "not ready" through the pod proxy answers 503, and kube's default
+    /// client would retry that 15 times over about five minutes.
+    probe: Client,
     desired: Desired,
     /// Flags added to the lab's own, by role, for the processes running now.
     extra_args: BTreeMap<String, Vec<String>>,
+}
+
+/// The admin client, and the same without kube's retries (see [`Lab`]).
+async fn clients(kubeconfig: &Path) -> anyhow::Result<(Client, Client)> {
+    let client = connect::client(Some(kubeconfig)).await.map_err(anyhow::Error::msg)?;
+    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
+    let mut config =
+        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    config.default_retry = false;
+    Ok((client, connect::build(config)?))
 }
 
 /// The roles of an envtest lab's processes in lab.json.
@@ -85,8 +100,7 @@ impl Lab {
                 LabFile::path(&state_dir).display()
             )
         })?;
-        let client =
-            connect::client(Some(&file.admin_kubeconfig)).await.map_err(anyhow::Error::msg)?;
+        let (client, probe) = clients(&file.admin_kubeconfig).await?;
         client.apiserver_version().await.with_context(|| {
             format!(
                 "the lab {name}'s API server ({}) does not answer: see `cargo xtask lab status`, \
@@ -100,7 +114,7 @@ impl Lab {
             controller::desired::default_data(),
         )
         .map_err(anyhow::Error::msg)?;
-        Ok(Lab { file, client, desired, extra_args: BTreeMap::new() })
+        Ok(Lab { file, client, probe, desired, extra_args: BTreeMap::new() })
     }
 
     /// An admin client (system:masters).
@@ -234,7 +248,8 @@ impl Lab {
     /// Kills kube-apiserver (see [`Lab::stop_process`]) and starts it again
     /// with the lab's flags plus `extra`, waiting for its `/readyz`. Returns
     /// how long it was away. On kind: its static pod's container is killed in
-    /// the node (`crictl stop --timeout 0`) and the kubelet starts it again.
+    /// the node (`crictl stop --timeout 0`, `crictl rm`) and the kubelet starts
+    /// a new one.
     pub async fn restart_api_server(&mut self, extra: &[&str]) -> anyhow::Result<Duration> {
         let began = Instant::now();
         if let Some(kind) = &self.file.kind {
@@ -254,10 +269,10 @@ impl Lab {
                 }
             })
             .await?;
-            return Ok(began.elapsed());
+        } else {
+            self.stop_process(API_SERVER).await?;
+            self.start_api_server(extra).await?;
         }
-        self.stop_process(API_SERVER).await?;
-        self.start_api_server(extra).await?;
         Ok(began.elapsed())
     }
 
@@ -296,7 +311,8 @@ impl Lab {
 
     /// The controller as a Deployment, on a kind lab.
     fn deployment(&self) -> Option<DeploymentHost> {
-        (self.file.provider == ProviderKind::Kind).then(|| DeploymentHost::new(self.client()))
+        (self.file.provider == ProviderKind::Kind)
+            .then(|| DeploymentHost::new(self.client()).probing_with(self.probe.clone()))
     }
 
     /// Stops the controller: SIGTERM, then SIGKILL after a grace period
@@ -460,8 +476,9 @@ impl Lab {
     /// What the controller logged since `run` started.
     pub async fn controller_log(&self, run: &ControllerRun) -> anyhow::Result<String> {
         if let Some(deployment) = self.deployment() {
-            let pod = deployment.ready_pod().await?.context("no ready controller pod")?;
-            return deployment.log(&pod, None, run.since).await;
+            let pod = deployment.current_pod().await?;
+            let log = deployment.log(&pod, None, run.since).await?;
+            return Ok(since(&log, run.since));
         }
         let path = &self.file.controller.log;
         let bytes = tokio::fs::read(path)
@@ -476,17 +493,17 @@ impl Lab {
     pub async fn diagnostics(&self) -> String {
         let mut out = String::new();
         match self.deployment() {
-            Some(deployment) => match deployment.ready_pod().await {
-                Ok(Some(pod)) => {
+            Some(deployment) => match deployment.current_pod().await {
+                Ok(pod) => {
                     let tail = deployment
                         .log(&pod, Some(40), None)
                         .await
                         .unwrap_or_else(|e| format!("({e})"));
                     out.push_str(&format!("last lines of pod {pod}:\n{tail}"));
                 }
-                _ => out.push_str(
-                    "(no ready controller pod: `kubectl describe deployment my-controller`)",
-                ),
+                Err(_) => {
+                    out.push_str("(no controller pod: `kubectl describe deployment my-controller`)")
+                }
             },
             None => out.push_str(&crate::files::tail(&self.file.controller.log, 40)),
         }
@@ -621,4 +638,44 @@ pub async fn etcd_ready(addr: SocketAddr) -> anyhow::Result<Check<()>> {
     } else {
         Check::NotYet(format!("/health {}: {}", reply.status, reply.body))
     })
+}
+
+/// The lines of `log` written at or after `from`: the API server's
+/// `sinceTime` is whole seconds, the controller's own timestamps are not. A
+/// line without a timestamp goes with the one before it.
+fn since(log: &str, from: Option<k8s_openapi::jiff::Timestamp>) -> String {
+    let Some(from) = from else {
+        return log.to_string();
+    };
+    let mut keep = false;
+    let mut out = String::new();
+    for line in log.lines() {
+        let stamp = line
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.parse::<k8s_openapi::jiff::Timestamp>().ok());
+        if let Some(stamp) = stamp {
+            keep = stamp >= from;
+        }
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_log_since_a_moment_keeps_that_moments_lines_on() {
+        let log = "2026-12-01T10:00:00.400000Z  INFO starting\n\
+                   2026-12-01T10:00:00.900000Z  WARN watch failed\n  a continuation\n";
+        let from = "2026-12-01T10:00:00.500000Z".parse().ok();
+        assert_eq!(
+            super::since(log, from),
+            "2026-12-01T10:00:00.900000Z  WARN watch failed\n  a continuation\n"
+        );
+        assert_eq!(super::since(log, None), log);
+    }
 }

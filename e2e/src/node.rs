@@ -29,9 +29,14 @@ impl Node {
             .with_context(|| format!("no running container {name} in {}", self.container))
     }
 
-    /// Kills a container at once (SIGKILL); its pod's kubelet starts it again.
+    /// Kills a container at once (SIGKILL) and removes it; its pod's kubelet
+    /// starts a new one. Removed, because the kubelet restarts a container it
+    /// still sees exited only after a pause that doubles each time (10 s,
+    /// 20 s, … 5 min): a suite that kills the API server a few times would
+    /// wait minutes for it.
     pub fn kill_container(&self, id: &str) -> anyhow::Result<()> {
-        self.crictl(&["stop", "--timeout", "0", id]).run()
+        self.crictl(&["stop", "--timeout", "0", id]).run()?;
+        self.crictl(&["rm", id]).run()
     }
 
     /// `crictl inspect`: the container's status and the OCI spec it runs with.

@@ -25,6 +25,8 @@ use crate::{
 
 /// The first delay of the watch's backoff; each next one is at least twice.
 const FIRST_DELAY_MS: f64 = 800.0;
+/// The controller's longest pause between attempts (30 s, twice with jitter).
+const MAX_GAP: Duration = Duration::from_secs(60);
 
 /// `list` refused: the LIST fails again and again → retried at growing
 /// gaps, not ready; `list` back → ready within the last gap, heals.
@@ -66,18 +68,10 @@ async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<M
     rbac::wait_until_allowed(lab, verb, Some(&target), true).await?;
     let (gaps, not_ready_after, relists) = result?;
     let back = Instant::now();
-    eventually(
-        "the controller to be ready again",
-        HEAL_WITHIN + Duration::from_secs(30),
-        || async {
-            let status = controller_status(lab, "/readyz").await?;
-            Ok(if status == 200 {
-                Check::Done(())
-            } else {
-                Check::NotYet(format!("/readyz {status}"))
-            })
-        },
-    )
+    eventually("the controller to be ready again", MAX_GAP + HEAL_WITHIN, || async {
+        let status = controller_status(lab, "/readyz").await?;
+        Ok(if status == 200 { Check::Done(()) } else { Check::NotYet(format!("/readyz {status}")) })
+    })
     .await?;
     let ready_after = back.elapsed();
     let last_gap = Duration::from_secs_f64(gaps.last().copied().unwrap_or_default() / 1000.0);
@@ -125,8 +119,11 @@ async fn observe(
         })
     })
     .await?;
-    // The backoff's delays add up to 0.8 + 1.6 + 3.2 + … (up to twice with jitter).
-    let within = Duration::from_secs(60);
+    // The backoff (800 ms doubling to 30 s, each up to twice with jitter) may
+    // already be at its cap: on kind the kubelet brings a killed API server
+    // back only after its own growing pause, and the controller failed
+    // meanwhile. So each attempt may come up to a minute after the last.
+    let within = MAX_GAP * u32::try_from(failures)? + Duration::from_secs(10);
     let log = eventually(&format!("{failures} refused attempts"), within, || async {
         let log = lab.controller_log(mark).await?;
         let refused = refused_attempts(&log, verb);
