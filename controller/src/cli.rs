@@ -71,6 +71,12 @@ pub struct Cli {
     #[arg(long, env = "MY_CONTROLLER_SHUTDOWN_GRACE", default_value = "10s", value_parser = shutdown_grace)]
     pub shutdown_grace: Duration,
 
+    /// Write every correction at once, however many come in a row (by default, after 3
+    /// within 10s the next ones wait 1s, 2s, 4s…: a second writer is not fought). For a
+    /// benchmark, whose correction rounds are such a writer by design.
+    #[arg(long, env = "MY_CONTROLLER_NO_PACING")]
+    pub no_pacing: bool,
+
     /// Address for /healthz, /readyz and /metrics.
     #[arg(long, env = "MY_CONTROLLER_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -96,6 +102,8 @@ pub struct Settings {
     pub reconcile_delay: Duration,
     pub reconcile_timeout: Duration,
     pub shutdown_grace: Duration,
+    /// Corrections are paced ([`crate::pace`]) unless this is false.
+    pub pacing: bool,
     pub listen: SocketAddr,
     pub rate_limit: RateLimit,
 }
@@ -120,6 +128,7 @@ impl Cli {
             reconcile_delay: self.reconcile_delay,
             reconcile_timeout: self.reconcile_timeout,
             shutdown_grace: self.shutdown_grace,
+            pacing: !self.no_pacing,
             listen: self.listen,
             rate_limit: RateLimit::default(),
         })

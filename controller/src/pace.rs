@@ -27,11 +27,21 @@ pub struct Pace {
     row: u32,
     /// The correction whose wait was last reported (see [`Pace::news`]).
     reported: Option<Instant>,
+    /// `--no-pacing`: no correction ever waits.
+    off: bool,
 }
 
 impl Pace {
+    /// A pace that never makes a correction wait.
+    pub fn off() -> Self {
+        Pace { off: true, ..Pace::default() }
+    }
+
     /// How long to wait before the next correction may be written (`None`: now).
     pub fn wait(&mut self, now: Instant) -> Option<Duration> {
+        if self.off {
+            return None;
+        }
         let last = self.last?;
         let since = now.saturating_duration_since(last);
         if since > QUIET {
@@ -72,6 +82,16 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn off_never_waits() {
+        let mut pace = Pace::off();
+        for _ in 0..20 {
+            assert_eq!(pace.wait(Instant::now()), None);
+            pace.corrected(Instant::now());
+        }
+        assert_eq!(pace.row(), 20);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn three_at_once_then_growing_gaps_then_a_quiet_minute_starts_over() {

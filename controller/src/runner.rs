@@ -119,7 +119,11 @@ pub async fn run(
         metrics: metrics.clone(),
         reconcile_delay: settings.reconcile_delay,
         reconcile_timeout: settings.reconcile_timeout,
-        pace: Default::default(),
+        pace: std::sync::Mutex::new(if settings.pacing {
+            crate::pace::Pace::default()
+        } else {
+            crate::pace::Pace::off()
+        }),
     });
     let queue = {
         let metrics = metrics.clone();
@@ -628,6 +632,7 @@ mod tests {
             reconcile_delay: Duration::ZERO,
             reconcile_timeout: Duration::from_secs(30),
             shutdown_grace: grace,
+            pacing: true,
             listen: "127.0.0.1:0".parse().unwrap(),
             rate_limit: RateLimit::default(),
         }

@@ -218,6 +218,9 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
                 .arg("--kubeconfig")
                 .path(&controller.kubeconfig)
                 .args(["--listen", listen])
+                // The correction rounds are a second writer on purpose: a
+                // paced controller would wait seconds from the fourth round on.
+                .arg("--no-pacing")
                 .args(extra)
         }
         Spec::Floor { binary } => {
