@@ -258,16 +258,27 @@ impl DeploymentHost {
         }))
     }
 
-    /// The log of `pod` (`kubectl logs`): the last `tail` lines, or since a time.
+    /// The log of `pod` (`kubectl logs`): the last `tail` lines, or from the
+    /// second `since` falls in (callers trim to the instant by the lines' own
+    /// timestamps).
     pub async fn log(
         &self,
         pod: &str,
         tail: Option<i64>,
         since: Option<k8s_openapi::jiff::Timestamp>,
     ) -> anyhow::Result<String> {
-        let params = LogParams { tail_lines: tail, since_time: since, ..LogParams::default() };
+        // kube sends `sinceTime` rounded to the nearest second: a moment in the
+        // second half of a second became the next second, and the kubelet left
+        // out the lines logged before it (a test then saw an empty log).
+        let since_time = since.map(whole_second);
+        let params = LogParams { tail_lines: tail, since_time, ..LogParams::default() };
         Ok(self.pods().logs(pod, &params).await?)
     }
+}
+
+/// The start of the second `at` falls in.
+fn whole_second(at: k8s_openapi::jiff::Timestamp) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(at.as_second()).unwrap_or(at)
 }
 
 /// A fresh value for the annotation `kubectl rollout restart` sets.
@@ -309,4 +320,20 @@ pub async fn wait_rollout(deployments: &Api<Deployment>) -> anyhow::Result<()> {
         })
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_since_a_moment_is_asked_from_the_start_of_its_second() {
+        let at: k8s_openapi::jiff::Timestamp = "2026-12-02T01:25:40.7Z".parse().unwrap();
+        let asked = LogParams { since_time: Some(whole_second(at)), ..LogParams::default() };
+        let request = kube::core::Request::new("/api/v1/namespaces/default/pods")
+            .logs("my-controller", &asked)
+            .unwrap();
+        // Not 01:25:41, where kube's rounding put it.
+        assert!(request.uri().to_string().contains("sinceTime=2026-12-02T01%3A25%3A40Z"));
+    }
 }
