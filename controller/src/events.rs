@@ -95,6 +95,9 @@ impl Recorder {
         event: &Event,
         reference: &ObjectReference,
     ) -> Result<(), kube::Error> {
+        if std::env::var_os("EXPERIMENT_NO_EVENTS").is_some() {
+            return Ok(());
+        }
         // One series per object, whatever version of it the Event was about.
         let reference = ObjectReference { resource_version: None, ..reference.clone() };
         let command = Command::Publish(Box::new((copy(event), reference)));
