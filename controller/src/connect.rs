@@ -132,17 +132,7 @@ pub fn build(config: Config) -> kube::Result<Client> {
     if config.auth_info.exec.is_some() {
         return Client::try_from(config);
     }
-    let https = if std::env::var_os("EXPERIMENT_H2").is_some() {
-        let tls = config.rustls_client_config()?;
-        hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(tcp_connector())
-    } else {
-        config.rustls_https_connector_with_connector(tcp_connector())?
-    };
+    let https = config.rustls_https_connector_with_connector(tcp_connector())?;
     let mut timeouts = hyper_timeout::TimeoutConnector::new(https);
     timeouts.set_connect_timeout(config.connect_timeout);
     timeouts.set_read_timeout(config.read_timeout);
