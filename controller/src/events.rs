@@ -12,7 +12,7 @@
 //! `kubectl describe` cannot tell 100 ms. And a batch waits until no reconcile
 //! has started for [`QUIET`] (at most [`HOLD`]): in back-to-back rounds an
 //! Event's POST landed in a later round's reconcile and made the rounds it
-//! overlapped slower (see docs/bench.md); a person sees it a moment later.
+//! overlapped slower (`cargo xtask bench`); a person sees it a moment later.
 //!
 //! The calls are kube's `Recorder`'s (`new(client, reporter)`,
 //! `publish(&event, &reference)`), so a reconcile reads the same; Events keep
