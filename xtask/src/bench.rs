@@ -26,8 +26,8 @@ use crate::{cargo, lab::LabName};
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Rounds of each latency measure (self-heal, correction), for the controller and the floor alike.
-    #[arg(short = 'n', long, default_value_t = 200)]
+    /// Rounds of each latency measure (self-heal, correction), for every subject and the floor alike; 1000 puts the p99's 95 % interval inside the series (with 500 its upper end is the largest sample).
+    #[arg(short = 'n', long, default_value_t = 1000)]
     rounds: usize,
     /// Length of the steady-state window (with a 1 s resync), e.g. 10s, 2s.
     #[arg(long, default_value = "10s", value_parser = controller::cli::parse_duration)]
@@ -51,8 +51,8 @@ pub struct BenchArgs {
     /// report where each round's milliseconds went (its flags are put back after).
     #[arg(long)]
     phases: bool,
-    /// Measure a peer in the same run: `go` (the course's controller, the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig. Repeatable.
-    #[arg(long, value_name = "go|COMMAND")]
+    /// Measure a peer in the same run: `go` (the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), `controller-runtime` (e2e/peers/controller-runtime), `kube-runtime` (stage 2's kube-runtime Controller keeping my-config through a template), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig. Repeatable.
+    #[arg(long, value_name = "go|controller-runtime|kube-runtime|COMMAND")]
     peer: Vec<String>,
     #[command(flatten)]
     lab: LabName,
