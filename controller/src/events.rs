@@ -9,7 +9,10 @@
 //! from a task of its own, and 1.0 × with it published 100 ms later or not at
 //! all. client-go's recorder is asynchronous for the same kind of reason (its
 //! broadcaster writes Events from a goroutine of its own); a person reading
-//! `kubectl describe` cannot tell 100 ms.
+//! `kubectl describe` cannot tell 100 ms. And a batch waits until no reconcile
+//! has started for [`QUIET`] (at most [`HOLD`]): in back-to-back rounds an
+//! Event's POST landed in a later round's reconcile and made the rounds it
+//! overlapped slower (`cargo xtask bench`); a person sees it a moment later.
 //!
 //! The calls are kube's `Recorder`'s (`new(client, reporter)`,
 //! `publish(&event, &reference)`), so a reconcile reads the same; Events keep
@@ -50,6 +53,10 @@ use tracing::{debug, warn};
 
 /// How long an Event waits before it is published.
 pub const DEFER: Duration = Duration::from_millis(100);
+/// An Event is published only once no reconcile has started for this long…
+pub const QUIET: Duration = Duration::from_millis(50);
+/// …or, while reconciles keep coming, once it has waited this long.
+pub const HOLD: Duration = Duration::from_secs(5);
 /// Events of one reason on one object sent at once before the rate limit bites.
 pub const BURST: u32 = 25;
 /// After the burst, one Event of that reason on that object per this period.
@@ -64,6 +71,28 @@ pub struct Recorder {
     /// Events handed over and not yet sent (or dropped by the rate limit).
     pending: Arc<AtomicUsize>,
     dropped: Counter,
+    /// When the last reconcile started ([`Recorder::busy`]).
+    activity: Activity,
+}
+
+/// The start of the last reconcile, shared with the publisher.
+#[derive(Clone, Default)]
+struct Activity(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl Activity {
+    fn mark(&self, now: Instant) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+    }
+
+    /// When Events may go out: at once if the last reconcile started
+    /// [`QUIET`] ago, else that much after it — but never after `deadline`.
+    fn quiet_from(&self, now: Instant, deadline: Instant) -> Instant {
+        let last = *self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match last {
+            Some(last) if now < last + QUIET => (last + QUIET).min(deadline),
+            _ => now,
+        }
+    }
 }
 
 enum Command {
@@ -78,13 +107,22 @@ impl Recorder {
     pub fn new(client: Client, reporter: Reporter, dropped: Counter) -> Self {
         let (queue, commands) = mpsc::channel(QUEUE);
         let pending = Arc::new(AtomicUsize::new(0));
+        let activity = Activity::default();
         tokio::spawn(publish_deferred(
             events::Recorder::new(client, reporter),
             commands,
             pending.clone(),
             dropped.clone(),
+            activity.clone(),
         ));
-        Recorder { queue, pending, dropped }
+        Recorder { queue, pending, dropped, activity }
+    }
+
+    /// A reconcile starts now: Events wait until none has started for
+    /// [`QUIET`] (at most [`HOLD`]), so their POSTs do not compete with the
+    /// reconcile's own requests for the API server.
+    pub fn busy(&self) {
+        self.activity.mark(Instant::now());
     }
 
     /// Queues `event` about `reference`; it is published [`DEFER`] from now.
@@ -171,10 +209,12 @@ async fn publish_deferred(
     mut commands: mpsc::Receiver<Command>,
     count: Arc<AtomicUsize>,
     dropped: Counter,
+    activity: Activity,
 ) {
     let mut pending: Vec<(Event, ObjectReference)> = Vec::new();
     let mut filter = SpamFilter::default();
-    let mut due = Instant::now();
+    // The batch's first Event: when it is due, and when it must go out.
+    let (mut due, mut deadline) = (Instant::now(), Instant::now());
     loop {
         let command = if pending.is_empty() {
             commands.recv().await
@@ -182,7 +222,12 @@ async fn publish_deferred(
             match tokio::time::timeout_at(due, commands.recv()).await {
                 Ok(command) => command,
                 Err(_elapsed) => {
-                    publish_all(&recorder, &mut pending, &count).await;
+                    let quiet = activity.quiet_from(Instant::now(), deadline);
+                    if quiet > Instant::now() {
+                        due = quiet;
+                    } else {
+                        publish_all(&recorder, &mut pending, &count).await;
+                    }
                     continue;
                 }
             }
@@ -198,6 +243,7 @@ async fn publish_deferred(
                 }
                 if pending.is_empty() {
                     due = Instant::now() + DEFER;
+                    deadline = due + HOLD;
                 }
                 pending.push((event, reference));
             }
@@ -286,6 +332,33 @@ mod tests {
         assert_eq!(seen[0].body["reason"], "Created");
         assert_eq!(seen[1].body["regarding"]["name"], "b");
         assert!(seen[0].at - queued >= DEFER, "sent {:?} after", seen[0].at - queued);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_wait_for_a_quiet_moment_but_not_for_ever() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let recorder = Recorder::new(client, reporter(), Counter::default());
+        let queued = Instant::now();
+        recorder.publish(&event("Corrected"), &reference("a")).await.unwrap();
+        // Reconciles start every 10 ms for 300 ms: the Event waits them out…
+        for _ in 0..30 {
+            recorder.busy();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert!(api.seen.lock().unwrap().is_empty(), "sent while reconciles ran");
+        }
+        tokio::time::sleep(QUIET * 2).await;
+        let seen = api.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1, "{seen:#?}");
+        assert!(seen[0].at - queued >= Duration::from_millis(290) + QUIET);
+        // …and reconciles that never stop hold the next one for HOLD at most.
+        let queued = Instant::now();
+        recorder.publish(&event("Corrected"), &reference("b")).await.unwrap();
+        while api.seen.lock().unwrap().len() < 2 {
+            recorder.busy();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert!(queued.elapsed() <= DEFER + HOLD + Duration::from_millis(20));
+        }
+        assert!(queued.elapsed() >= DEFER + HOLD);
     }
 
     #[tokio::test(start_paused = true)]

@@ -357,6 +357,7 @@ impl Drop for Release<'_> {
 /// A conflict is the exception: see [`LOG_CONFLICT`].
 pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retries: u32) {
     let started = Instant::now();
+    ctx.recorder.busy();
     let result = {
         let _running = ctx.metrics.in_flight();
         // Bounded: kube's client has no read timeout, and a request an API

@@ -44,6 +44,7 @@
 //! | [`run`]     | one run: the phases above, in order                               |
 //! | [`subject`] | a controller under test, a process group the bench owns           |
 //! | [`peers`]   | the course's Go controller: course-verbatim + course-go.patch     |
+//! | [`phases`]  | where a round's milliseconds go, from the API server's audit log  |
 //! | [`rounds`]  | one self-heal or correction round (through [`measure_until_desired`]) |
 //! | [`floor`]   | the harness's own minimal loop, standing in for the controller    |
 //! | [`quiet`]   | steady state (writes while right) and a burst of events           |
@@ -58,6 +59,7 @@ pub mod chart;
 pub mod floor;
 pub mod load;
 pub mod peers;
+pub mod phases;
 pub mod quiet;
 pub mod report;
 pub mod rounds;

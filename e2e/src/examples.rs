@@ -351,4 +351,7 @@ async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
 }
 
 mod stage2;
-pub use stage2::{install as stage2_install, stage2_crd};
+pub use stage2::{
+    install as stage2_install, keep_with_template as stage2_keep, kubeconfig as stage2_kubeconfig,
+    stage2_crd, uninstall as stage2_uninstall,
+};

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail, ensure};
 use clap::{Args, ValueEnum};
 use e2e::{
     bench::{
-        chart, peers,
+        chart, peers, phases,
         report::{self, Settings},
         run,
         subject::Spec,
@@ -26,8 +26,8 @@ use crate::{cargo, lab::LabName};
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Rounds of each latency measure (self-heal, correction), for the controller and the floor alike.
-    #[arg(short = 'n', long, default_value_t = 200)]
+    /// Rounds of each latency measure (self-heal, correction), for every subject and the floor alike; 1000 puts the p99's 95 % interval inside the series (with 500 its upper end is the largest sample).
+    #[arg(short = 'n', long, default_value_t = 1000)]
     rounds: usize,
     /// Length of the steady-state window (with a 1 s resync), e.g. 10s, 2s.
     #[arg(long, default_value = "10s", value_parser = controller::cli::parse_duration)]
@@ -47,8 +47,12 @@ pub struct BenchArgs {
     /// Which build of my-controller to measure (built first).
     #[arg(long, value_enum, default_value_t = Build::Release)]
     build: Build,
-    /// Measure a peer in the same run: `go` (the course's controller, the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig. Repeatable.
-    #[arg(long, value_name = "go|COMMAND")]
+    /// Restart the lab's kube-apiserver with an audit log for the run and
+    /// report where each round's milliseconds went (its flags are put back after).
+    #[arg(long)]
+    phases: bool,
+    /// Measure a peer in the same run: `go` (the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), `controller-runtime` (e2e/peers/controller-runtime), `kube-runtime` (stage 2's kube-runtime Controller keeping my-config through a template), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig. Repeatable.
+    #[arg(long, value_name = "go|controller-runtime|kube-runtime|COMMAND")]
     peer: Vec<String>,
     #[command(flatten)]
     lab: LabName,
@@ -93,10 +97,16 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
             lab.file().provider
         );
     }
-    let mut specs = vec![Spec::Ours { binary: build(args.build)? }];
+    let stage2 = args.peer.iter().any(|p| p == KUBE_RUNTIME);
+    let built = build(args.build, stage2)?;
+    let mut specs = vec![Spec::Ours { binary: built.ours.clone() }];
     for peer in &args.peer {
-        let command = Spec::Peer { label: None, command: peer.clone() };
-        specs.push(if peer == "go" { peers::course_go()? } else { command });
+        specs.push(match peer.as_str() {
+            "go" => peers::course_go()?,
+            "controller-runtime" => peers::controller_runtime()?,
+            KUBE_RUNTIME => peers::kube_runtime(&lab, built.stage2.as_deref().context("built")?),
+            command => Spec::Peer { label: None, command: command.into() },
+        });
     }
     let dir = project::target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -105,15 +115,15 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     eprintln!("bench: {labels} against lab {}; their log: {}", args.lab.name, log.display());
     eprintln!("stopping the lab's own controller for the run");
     lab.stop_controller().await?;
-    let grant = if specs.len() > 1 { Some(peers::CourseRole::grant(&lab).await?) } else { None };
-    let measured = run::measure(&lab, &args.settings(), &specs, &log).await;
-    if let Some(grant) = grant {
-        grant.revoke().await.context("could not delete the peers' Role")?;
-    }
+    let measured = measure(&mut lab, &args, &specs, &built, &log).await;
     eprintln!("starting the lab's own controller again");
-    let restored = lab.start_controller(&[]).await;
-    let report = measured?;
-    restored.context("could not restart the lab's own controller")?;
+    // The API server back on its own flags, and the controller with them.
+    let restored = lab.restore().await;
+    let (mut report, spans, audit) = measured?;
+    restored.context("could not restore the lab")?;
+    if let Some(audit) = audit {
+        report.phases = phases::rows(&spans, &audit.requests()?, lab.desired().name());
+    }
 
     println!("{}", report::render(&report));
     let chart = chart::of(&report);
@@ -123,20 +133,85 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `cargo build [--release] -p controller --bin my-controller -p e2e --bin
-/// bench-floor`; my-controller's binary.
-fn build(build: Build) -> Result<PathBuf> {
+/// The run with what its peers need: the course's Role for the peers that
+/// run as the lab's controller, stage 2's CRD, RBAC and template for the
+/// kube-runtime peer, the audit log for `--phases`; the Role and stage 2 are
+/// taken away again whatever happened.
+async fn measure(
+    lab: &mut Lab,
+    args: &BenchArgs,
+    specs: &[Spec],
+    built: &Built,
+    log: &std::path::Path,
+) -> Result<(report::Report, Vec<phases::Span>, Option<phases::Audit>)> {
+    let grant = match specs.len() > 1 {
+        true => Some(peers::CourseRole::grant(lab).await?),
+        false => None,
+    };
+    let stage2 = built.stage2.is_some();
+    let result = async {
+        if stage2 {
+            peers::kube_runtime_install(lab).await?;
+        }
+        let audit = match args.phases {
+            true => Some(phases::Audit::enable(lab).await?),
+            false => None,
+        };
+        let (report, spans) = run::measure(lab, &args.settings(), specs, &built.floor, log).await?;
+        anyhow::Ok((report, spans, audit))
+    }
+    .await;
+    let mut cleanup = Vec::new();
+    if let Some(grant) = grant {
+        cleanup.push(grant.revoke().await.context("could not delete the peers' Role"));
+    }
+    if stage2 {
+        cleanup.push(peers::kube_runtime_done(lab).await.context("could not take stage 2 away"));
+    }
+    let measured = result?;
+    cleanup.into_iter().collect::<Result<Vec<()>>>()?;
+    Ok(measured)
+}
+
+/// The `--peer` that measures kube-runtime's `Controller` (stage 2).
+const KUBE_RUNTIME: &str = "kube-runtime";
+
+/// What the bench runs, as cargo built it.
+struct Built {
+    ours: PathBuf,
+    /// Always the release build: a floor is no floor if the bench's own loop
+    /// is slower than what it is compared with.
+    floor: PathBuf,
+    /// Stage 2, release, when the kube-runtime peer is measured.
+    stage2: Option<PathBuf>,
+}
+
+/// `cargo build [--release] -p controller --bin my-controller`, then `cargo
+/// build --release -p e2e --bin bench-floor` (with `-p controller --example
+/// stage2_crd` for the kube-runtime peer).
+fn build(build: Build, stage2: bool) -> Result<Built> {
     use crate::cargo::{BINARY, PACKAGE};
     let (flags, profile): (&[&str], _) = match build {
         Build::Release => (&["--release"], "release"),
         Build::Debug => (&[], "debug"),
     };
-    let mut cargo_args = vec!["build"];
-    cargo_args.extend(flags);
-    // The floor (e2e/src/bin/bench-floor.rs) is built alongside, the same way.
-    cargo_args.extend(["-p", PACKAGE, "--bin", BINARY, "-p", "e2e", "--bin", "bench-floor"]);
-    cargo::cargo(&cargo_args).run().context("building the controller failed")?;
-    let binary = project::target_dir().join(profile).join(BINARY);
-    ensure!(binary.is_file(), "cargo built no {}", binary.display());
-    Ok(binary)
+    let mut ours = vec!["build"];
+    ours.extend(flags);
+    ours.extend(["-p", PACKAGE, "--bin", BINARY]);
+    cargo::cargo(&ours).run().context("building the controller failed")?;
+    let mut release = vec!["build", "--release", "-p", "e2e", "--bin", "bench-floor"];
+    if stage2 {
+        release.extend(["-p", PACKAGE, "--example", "stage2_crd"]);
+    }
+    cargo::cargo(&release).run().context("building the floor failed")?;
+    let target = project::target_dir();
+    let built = Built {
+        ours: target.join(profile).join(BINARY),
+        floor: target.join("release/bench-floor"),
+        stage2: stage2.then(|| target.join("release/examples/stage2_crd")),
+    };
+    for binary in [&built.ours, &built.floor].into_iter().chain(&built.stage2) {
+        ensure!(binary.is_file(), "cargo built no {}", binary.display());
+    }
+    Ok(built)
 }

@@ -50,8 +50,9 @@ async fn a_chinese_locale_narrates_in_chinese() {
 
 #[tokio::test]
 #[serial]
-async fn a_short_benchmark_with_the_go_peer_completes_and_writes_its_report() {
-    let name = lab().await.file().name.clone();
+async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
+    let lab = lab().await;
+    let name = lab.file().name.clone();
     let report = e2e::project::target_dir().join("bench/latest.json");
     let _ = std::fs::remove_file(&report);
     succeeds(&xtask(&[
@@ -64,21 +65,24 @@ async fn a_short_benchmark_with_the_go_peer_completes_and_writes_its_report() {
         "2s",
         "--unrelated",
         "500",
-        "--build",
-        "debug",
         "--peer",
         "go",
+        "--peer",
+        "controller-runtime",
+        "--peer",
+        "kube-runtime",
+        "--phases",
     ]));
     let text = std::fs::read_to_string(&report).expect("the benchmark writes latest.json");
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(json["floor"]["self_heal"]["n"], 20, "{text}");
     let subjects = json["subjects"].as_array().expect("subjects");
     let labels: Vec<&str> = subjects.iter().filter_map(|s| s["label"].as_str()).collect();
-    assert_eq!(labels.len(), 2, "{labels:?}");
-    assert!(
-        labels[0].starts_with("my-controller") && labels[1].starts_with("course-go"),
-        "{labels:?}"
-    );
+    let expected = ["my-controller (release)", "course-go", "controller-runtime", "kube-runtime"];
+    assert_eq!(labels.len(), expected.len(), "{labels:?}");
+    for (label, start) in labels.iter().zip(expected) {
+        assert!(label.starts_with(start), "{labels:?}");
+    }
     for s in subjects {
         for measure in ["self_heal", "correction"] {
             assert_eq!(s[measure]["n"], 20, "{}: {measure}", s["label"]);
@@ -86,6 +90,23 @@ async fn a_short_benchmark_with_the_go_peer_completes_and_writes_its_report() {
         assert_eq!(s["self_heal_with_unrelated"]["n"], 20, "{}", s["label"]);
         assert!(s["cost"]["with_unrelated"]["rss_kib"].as_u64() > Some(0), "{}", s["label"]);
     }
+    // Every side's rounds cut into phases from the audit log.
+    let phases = json["phases"].as_array().expect("phases");
+    for side in std::iter::once("floor").chain(labels.iter().copied()) {
+        for kind in ["self-heal", "correction"] {
+            let row = phases.iter().find(|r| r["side"] == side && r["kind"] == kind);
+            let rounds = row.and_then(|r| r["rounds"].as_u64()).unwrap_or(0);
+            assert!(rounds >= 15, "{side} {kind}: {rounds} of 20 rounds cut into phases");
+        }
+    }
+    // Nothing of the peers' is left, and the API server is on its own flags again.
+    let crds: kube::Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = kube::Api::all(lab.client());
+    assert!(crds.get_opt("configmaptemplates.lab.my-controller.dev").await.unwrap().is_none());
+    let args =
+        std::fs::read_to_string(format!("/proc/{}/cmdline", lab.pid("kube-apiserver").unwrap()));
+    assert!(!args.unwrap_or_default().contains("--audit-log-path"), "the audit log is still on");
 }
 
 #[tokio::test]

@@ -32,44 +32,65 @@ pub const EXTRA: &[&str] = &["#93c5fd", "#6ee7b7", "#d8b4fe", "#fca5a5"];
 
 const PANEL_W: f64 = 470.0;
 const GAP: f64 = 10.0;
-const HEIGHT: f64 = 500.0;
 const LEFT: f64 = 58.0;
 const RIGHT: f64 = 22.0;
 const TOP: f64 = 96.0;
 const PLOT_H: f64 = 260.0;
 
 /// The chart, as an SVG document. Every panel shares one time axis, so
-/// curves can be compared across panels too.
+/// curves can be compared across panels too; the document is as tall as the
+/// longest legend needs.
 pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
     let width = GAP + panels.len().max(1) as f64 * (PANEL_W + GAP);
     let axis = LogAxis::spanning(
         panels.iter().flat_map(|p| &p.lines).flat_map(|l| l.samples_ms.iter().copied()),
     );
-    let mut svg = String::new();
+    let mut body = String::new();
     let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" viewBox="0 0 {width} {HEIGHT}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">"#
-    );
-    let _ = writeln!(svg, r##"<rect width="{width}" height="{HEIGHT}" fill="#ffffff"/>"##);
-    let _ = writeln!(
-        svg,
+        body,
         r##"<text x="{GAP}" y="28" font-size="18" font-weight="bold" fill="#111827">{}</text>"##,
         escape(title)
     );
     let _ = writeln!(
-        svg,
+        body,
         r##"<text x="{GAP}" y="50" font-size="12" fill="#4b5563">{}</text>"##,
         escape(subtitle)
     );
+    let mut bottom = TOP + PLOT_H;
     for (i, panel) in panels.iter().enumerate() {
         let left = GAP + i as f64 * (PANEL_W + GAP);
-        draw_panel(&mut svg, panel, left, &axis);
+        bottom = bottom.max(draw_panel(&mut body, panel, left, &axis));
     }
-    svg.push_str("</svg>\n");
-    svg
+    let height = (bottom + 20.0).ceil();
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n\
+         <rect width=\"{width}\" height=\"{height}\" fill=\"#ffffff\"/>\n{body}</svg>\n"
+    )
 }
 
-fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) {
+/// About how wide `text` is at `size` px in a sans-serif font (DejaVu Sans
+/// averages 0.6 em per character): enough to keep labels apart.
+fn text_width(text: &str, size: f64) -> f64 {
+    text.chars().count() as f64 * size * 0.6
+}
+
+/// `text` broken at spaces into lines no wider than `width` at `size` px.
+fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(line) if text_width(&format!("{line} {word}"), size) <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+}
+
+/// Draws `panel` with its left edge at `left`; returns the bottom of its legend.
+fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) -> f64 {
     let (x0, x1) = (left + LEFT, left + PANEL_W - RIGHT);
     let (y0, y1) = (TOP, TOP + PLOT_H);
     let x = |ms: f64| x0 + axis.fraction(ms) * (x1 - x0);
@@ -153,9 +174,11 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) {
             line.color
         );
     }
-    // The legend, with the figures a reader looks for first.
-    for (i, line) in panel.lines.iter().enumerate() {
-        let ly = y1 + 58.0 + i as f64 * 20.0;
+    // The legend, with the figures a reader looks for first: one entry per
+    // curve, its label wrapped to the panel's width, the figures below it.
+    let width = x1 - (x0 + 30.0);
+    let mut ly = y1 + 58.0;
+    for line in &panel.lines {
         let dash = if line.dashed { r#" stroke-dasharray="6 3""# } else { "" };
         let _ = writeln!(
             svg,
@@ -176,15 +199,23 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) {
             ),
             _ => "no samples".to_string(),
         };
-        let _ = writeln!(
-            svg,
-            r##"<text x="{}" y="{ly}" font-size="12" fill="#111827">{} — {}</text>"##,
-            x0 + 30.0,
-            escape(line.label),
-            figures
-        );
+        for (text, size) in wrap(line.label, 12.0, width)
+            .into_iter()
+            .map(|l| (l, 12.0))
+            .chain(wrap(&figures, 11.0, width).into_iter().map(|l| (l, 11.0)))
+        {
+            let _ = writeln!(
+                svg,
+                r##"<text x="{}" y="{ly}" font-size="{size}" fill="#111827">{}</text>"##,
+                x0 + 30.0,
+                escape(&text)
+            );
+            ly += size + 4.0;
+        }
+        ly += 6.0;
     }
     let _ = writeln!(svg, "</g>");
+    ly
 }
 
 /// A log10 axis over whole decades covering every sample.
@@ -420,6 +451,75 @@ mod tests {
         }
         // Floor, then each subject and its series among the unrelated; floor and each subject.
         assert_eq!(svg.matches(r#"<path class="cdf""#).count(), 5 + 3);
+    }
+
+    /// Each text's box as the chart lays it out (estimated like
+    /// [`text_width`]): left, top, right, bottom, and the text.
+    fn text_boxes(svg: &str) -> Vec<(f64, f64, f64, f64, String)> {
+        let unescape = |t: &str| {
+            t.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&amp;", "&")
+        };
+        svg.lines()
+            .filter(|l| l.starts_with("<text "))
+            .map(|l| {
+                let attr = |name: &str| {
+                    let value = l.split(&format!(" {name}=\"")).nth(1).unwrap_or_default();
+                    value.split('"').next().unwrap_or_default().to_string()
+                };
+                let number = |name: &str| attr(name).parse::<f64>().unwrap();
+                let (x, y, size) = (number("x"), number("y"), number("font-size"));
+                let text = unescape(&l[l.find('>').unwrap() + 1..l.rfind("</text>").unwrap()]);
+                let w = text_width(&text, size);
+                let left = match attr("text-anchor").as_str() {
+                    "middle" => x - w / 2.0,
+                    "end" => x - w,
+                    _ => x,
+                };
+                (left, y - size, left + w, y + size * 0.25, text)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn no_text_overlaps_another_or_leaves_the_chart() {
+        let mut report = crate::bench::report::tests::sample();
+        let long =
+            ["kube-runtime Controller (stage 2)", "controller-runtime v0.24.1 (a long label)"];
+        for label in long {
+            let mut peer = report.subjects[1].clone();
+            peer.label = label.into();
+            report.subjects.push(peer);
+        }
+        report.settings.unrelated = 10_000;
+        let svg = of(&report);
+        let size = |name: &str| -> f64 {
+            let head = svg.lines().next().unwrap();
+            let value = head.split(&format!(" {name}=\"")).nth(1).unwrap();
+            value.split('"').next().unwrap().parse().unwrap()
+        };
+        let (width, height) = (size("width"), size("height"));
+        // The subtitle may run past a narrow chart's edge; everything else fits.
+        let boxes: Vec<_> = text_boxes(&svg).into_iter().skip(2).collect();
+        for (l, t, r, b, text) in &boxes {
+            assert!(
+                *l >= 0.0 && *r <= width && *t >= 0.0 && *b <= height,
+                "{text:?} leaves the chart"
+            );
+            let panel = ((l - GAP) / (PANEL_W + GAP)).floor();
+            let right_edge = GAP + panel * (PANEL_W + GAP) + PANEL_W;
+            assert!(*r <= right_edge, "{text:?} runs into the next panel");
+        }
+        for (i, a) in boxes.iter().enumerate() {
+            for b in &boxes[i + 1..] {
+                let apart = a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+                assert!(apart, "{:?} overlaps {:?}", a.4, b.4);
+            }
+        }
+        // Each subject's series among the unrelated ConfigMaps is in the legend.
+        assert!(svg.matches("unrelated").count() >= 4, "{svg}");
     }
 
     #[test]

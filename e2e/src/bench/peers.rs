@@ -70,6 +70,9 @@ pub const COURSE_VERBATIM: &str = "e2e/peers/course-verbatim";
 /// The bench's changes to it, each said in its header.
 pub const COURSE_GO_PATCH: &str = "e2e/peers/course-go.patch";
 
+/// How the course's Go controller is named in tables (and found by the bars).
+pub const COURSE_LABEL: &str = "course-go";
+
 /// The Go peer, built if its sources changed since the last build.
 pub fn course_go() -> Result<Spec> {
     let patch = project::root().join(COURSE_GO_PATCH);
@@ -80,9 +83,57 @@ pub fn course_go() -> Result<Spec> {
             .with_context(|| format!("cannot read {}", go_mod.display()))?,
     );
     Ok(Spec::Peer {
-        label: Some(format!("course-go (client-go {version})")),
+        label: Some(format!("{COURSE_LABEL} (client-go {version})")),
         command: binary.display().to_string(),
     })
+}
+
+/// The controller-runtime peer: a reconciler as controller-runtime's book
+/// writes one (`e2e/peers/controller-runtime/main.go` says what it chose).
+pub const CONTROLLER_RUNTIME: &str = "e2e/peers/controller-runtime";
+
+/// The controller-runtime peer, built if its sources changed.
+pub fn controller_runtime() -> Result<Spec> {
+    let binary = crate::go_build::build("controller-runtime", CONTROLLER_RUNTIME, None)?;
+    let go_mod = std::fs::read_to_string(project::root().join(CONTROLLER_RUNTIME).join("go.mod"))?;
+    let version = go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("sigs.k8s.io/controller-runtime "))
+        .map_or("?".into(), |v| v.trim().to_string());
+    Ok(Spec::Peer {
+        label: Some(format!("controller-runtime {version}")),
+        command: binary.display().to_string(),
+    })
+}
+
+/// The kube-runtime peer: stage 2 (`controller/examples/stage2_crd.rs`,
+/// kube-runtime's `Controller` with `.owns()`) keeping my-config through one
+/// template naming it, as its own ServiceAccount (the kubeconfig that
+/// [`kube_runtime_install`] writes). `binary` is the example as cargo built it.
+pub fn kube_runtime(lab: &Lab, binary: &std::path::Path) -> Spec {
+    let kubeconfig = crate::examples::stage2_kubeconfig(lab);
+    Spec::Peer {
+        label: Some("kube-runtime Controller (stage 2)".into()),
+        command: format!("{} --kubeconfig {}", binary.display(), kubeconfig.display()),
+    }
+}
+
+/// Installs what the kube-runtime peer needs: the CRD, its RBAC and
+/// kubeconfig, and the template naming my-config with the desired data.
+pub async fn kube_runtime_install(lab: &Lab) -> Result<()> {
+    let desired = lab.desired();
+    anyhow::ensure!(
+        desired.namespace() == "default",
+        "the kube-runtime peer (stage 2) keeps ConfigMaps in default, and the lab's is in {}",
+        desired.namespace()
+    );
+    crate::examples::stage2_install(lab).await?;
+    crate::examples::stage2_keep(lab, desired.name(), desired.data().clone()).await
+}
+
+/// Takes away what [`kube_runtime`] installed.
+pub async fn kube_runtime_done(lab: &Lab) -> Result<()> {
+    crate::examples::stage2_uninstall(lab).await
 }
 
 /// `k8s.io/client-go v0.36.3` in go.mod → `v0.36.3`.

@@ -8,10 +8,11 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::{Result, ensure};
 
 use super::{
     load,
+    phases::Span,
     quiet::{self, Burst, Steady},
     report::{Cost, Floor, Measured, Report, Series, Settings},
     rounds::{Disturbance, Rounds},
@@ -45,21 +46,21 @@ struct Tally {
 
 /// Measures every subject of `specs` (my-controller first) against `lab`
 /// with `settings`; their output goes to `log`. The lab's own controller
-/// must be stopped.
-pub async fn measure(lab: &Lab, settings: &Settings, specs: &[Spec], log: &Path) -> Result<Report> {
+/// must be stopped. Also returns when each timed round ran (for
+/// [`super::phases`]).
+pub async fn measure(
+    lab: &Lab,
+    settings: &Settings,
+    specs: &[Spec],
+    floor: &Path,
+    log: &Path,
+) -> Result<(Report, Vec<Span>)> {
     // Left by an interrupted run, they would distort the idle figures.
     load::delete_all(&lab.config_maps()).await?;
-    // The floor runs as a process of its own, as every subject does, built
-    // next to my-controller; it acts with the controller's identity.
-    let floor = specs
-        .iter()
-        .find_map(|s| match s {
-            Spec::Ours { binary } => {
-                Some(Spec::Floor { binary: binary.with_file_name("bench-floor") })
-            }
-            _ => None,
-        })
-        .context("the bench measures my-controller")?;
+    // The floor (the `bench-floor` binary) runs as a process of its own, as
+    // every subject does; it acts with the controller's identity.
+    ensure!(specs.iter().any(Spec::is_ours), "the bench measures my-controller");
+    let floor = Spec::Floor { binary: floor.to_path_buf() };
     let mut run = Run {
         lab,
         log,
@@ -67,6 +68,7 @@ pub async fn measure(lab: &Lab, settings: &Settings, specs: &[Spec], log: &Path)
         floor,
         floor_heal: Vec::new(),
         floor_correct: Vec::new(),
+        spans: Vec::new(),
     };
     let mut tallies: Vec<Tally> = specs
         .iter()
@@ -155,7 +157,8 @@ pub async fn measure(lab: &Lab, settings: &Settings, specs: &[Spec], log: &Path)
         self_heal: Series::new(run.floor_heal),
         correction: Series::new(run.floor_correct),
     };
-    Ok(Report::new(meta, Settings { blocks, ..settings.clone() }, floor, measured))
+    let report = Report::new(meta, Settings { blocks, ..settings.clone() }, floor, measured);
+    Ok((report, run.spans))
 }
 
 /// One bench run's state: the lab, the rounds' client, the floor's client
@@ -168,6 +171,8 @@ struct Run<'a> {
     floor: Spec,
     floor_heal: Vec<f64>,
     floor_correct: Vec<f64>,
+    /// Every timed round of the blocks: who, what, when.
+    spans: Vec<Span>,
 }
 
 impl Run<'_> {
@@ -183,11 +188,22 @@ impl Run<'_> {
         Ok(subject)
     }
 
-    /// `count` rounds of `what`; their times in ms.
-    async fn rounds(&mut self, what: Disturbance, count: usize) -> Result<Vec<f64>> {
+    /// `count` rounds of `what` while `side` keeps my-config; their times
+    /// in ms. With a side, each round's span is kept.
+    async fn rounds(
+        &mut self,
+        side: Option<&str>,
+        what: Disturbance,
+        count: usize,
+    ) -> Result<Vec<f64>> {
         let mut took = Vec::with_capacity(count);
         for _ in 0..count {
+            let start = SystemTime::now();
             took.push(ms(self.rounds.once(self.lab, what).await?));
+            if let Some(side) = side {
+                let end = SystemTime::now();
+                self.spans.push(Span { side: side.into(), what, start, end });
+            }
         }
         Ok(took)
     }
@@ -204,8 +220,8 @@ impl Run<'_> {
     async fn floor_block(&mut self, share: usize) -> Result<()> {
         let stand_in = Subject::start(self.lab, &self.floor, &[], self.log).await?;
         self.warm_up().await?;
-        let heal = self.rounds(Disturbance::Delete, share).await?;
-        let correct = self.rounds(Disturbance::Patch, share).await?;
+        let heal = self.rounds(Some("floor"), Disturbance::Delete, share).await?;
+        let correct = self.rounds(Some("floor"), Disturbance::Patch, share).await?;
         stand_in.stop().await?;
         self.floor_heal.extend(heal);
         self.floor_correct.extend(correct);
@@ -228,8 +244,9 @@ impl Run<'_> {
         }
         self.warm_up().await?;
         let before = subject.usage()?;
-        let heal = self.rounds(Disturbance::Delete, share).await?;
-        let correct = self.rounds(Disturbance::Patch, share).await?;
+        let side = spec.label();
+        let heal = self.rounds(Some(&side), Disturbance::Delete, share).await?;
+        let correct = self.rounds(Some(&side), Disturbance::Patch, share).await?;
         tally.latency_cpu += subject.usage()?.cpu_since(&before);
         subject.stop().await?;
         tally.heal.extend(heal);
@@ -279,7 +296,7 @@ impl Run<'_> {
     ) -> Result<()> {
         let subject = self.start(spec, tally, &[]).await?;
         self.warm_up().await?;
-        tally.heal_unrelated = self.rounds(Disturbance::Delete, heal_rounds).await?;
+        tally.heal_unrelated = self.rounds(None, Disturbance::Delete, heal_rounds).await?;
         tally.with_unrelated = Some(subject.usage()?);
         subject.stop().await?;
         let p50 = Summary::of(&tally.heal_unrelated).map_or(0.0, |s| s.p50);

@@ -15,6 +15,32 @@ pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     Some(sorted[rank.clamp(1, n) - 1])
 }
 
+/// The ranks (1-based) of the samples that bound the `q`-quantile (0–1) of
+/// `n` samples with `confidence` (0–1), without assuming a distribution: the
+/// count of samples at or below the true quantile is Binomial(n, q), so the
+/// interval between the `low`-th and `high`-th smallest samples holds it
+/// with at least that probability. `high` is `None` when even the largest
+/// sample is not enough (too few samples for that tail).
+pub fn quantile_ranks(n: usize, q: f64, confidence: f64) -> (usize, Option<usize>) {
+    let tail = (1.0 - confidence) / 2.0;
+    // cdf[k] = P(B <= k), from the pmf built up in log space.
+    let (ln_q, ln_p) = (q.ln(), (1.0 - q).ln());
+    let mut ln_choose = 0.0;
+    let mut cdf = Vec::with_capacity(n + 1);
+    let mut total = 0.0;
+    for k in 0..=n {
+        if k > 0 {
+            ln_choose += ((n - k + 1) as f64).ln() - (k as f64).ln();
+        }
+        total += (ln_choose + k as f64 * ln_q + (n - k) as f64 * ln_p).exp();
+        cdf.push(total);
+    }
+    // P(x_(j) <= true quantile) = P(B >= j) = 1 - cdf[j - 1].
+    let low = (1..=n).rev().find(|&j| cdf[j - 1] <= tail).unwrap_or(1);
+    let high = (1..=n).find(|&j| cdf[j - 1] >= 1.0 - tail);
+    (low, high)
+}
+
 /// A latency series in milliseconds, summarised.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
@@ -23,6 +49,11 @@ pub struct Summary {
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
+    /// The samples that bound the true p99 with 95 % confidence
+    /// ([`quantile_ranks`]); no upper bound when the series is too short
+    /// for its tail.
+    pub p99_low: f64,
+    pub p99_high: Option<f64>,
     pub max: f64,
     pub mean: f64,
 }
@@ -33,7 +64,10 @@ impl Summary {
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
         let at = |p| percentile(&sorted, p);
+        let (low, high) = quantile_ranks(sorted.len(), 0.99, 0.95);
         Some(Summary {
+            p99_low: *sorted.get(low.checked_sub(1)?)?,
+            p99_high: high.and_then(|h| sorted.get(h - 1).copied()),
             n: sorted.len(),
             min: *sorted.first()?,
             p50: at(50.0)?,
@@ -82,5 +116,20 @@ mod tests {
         assert_eq!((s.n, s.min, s.p50, s.max, s.mean), (5, 1.0, 3.0, 5.0, 3.0));
         assert_eq!((s.p90, s.p99), (5.0, 5.0));
         assert_eq!(Summary::of(&[]), None);
+    }
+
+    #[test]
+    fn the_p99_interval_needs_a_long_series() {
+        // 200 rounds: the true p99 may lie above the largest sample.
+        assert_eq!(quantile_ranks(200, 0.99, 0.95).1, None);
+        // 500: between the 491st and the 500th of 500 (the p99 is the 495th).
+        let (low, high) = quantile_ranks(500, 0.99, 0.95);
+        assert!((488..=492).contains(&low), "{low}");
+        assert_eq!(high, Some(500));
+        // 1000: the 6th largest or so, well inside the series.
+        let (low, high) = quantile_ranks(1000, 0.99, 0.95);
+        assert!(low < 990 && high.is_some_and(|h| (994..1000).contains(&h)), "{low} {high:?}");
+        // The median of 100 (a textbook case): ranks 40 and 61.
+        assert_eq!(quantile_ranks(100, 0.5, 0.95), (40, Some(61)));
     }
 }

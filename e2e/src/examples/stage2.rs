@@ -54,20 +54,42 @@ fn template(name: &str, config_map: &str) -> ConfigMapTemplate {
 pub async fn stage2_crd(lab: &mut Lab) -> anyhow::Result<Measured> {
     let kubeconfig = install(lab).await?;
     let admin = lab.client();
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     let result = experiments(lab, &admin, &kubeconfig).await;
     let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
     // A template a failed run left held by its finalizer would hold the CRD too.
     let release = json!({"metadata": {"finalizers": null}});
     let _ = templates.patch("template-d", &PatchParams::default(), &Patch::Merge(&release)).await;
-    templates.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
     for name in ["stage2-a", "stage2-b", "stage2-c", "stage2-d"] {
         let _ = config_maps.delete(name, &DeleteParams::default()).await;
     }
-    crds.delete(CRD, &DeleteParams::default()).await?;
-    remove_rbac(&admin).await?;
+    uninstall(lab).await?;
     result
+}
+
+/// Deletes every template, the CRD and what manifests/stage2/rbac.yaml made
+/// (the ConfigMaps the templates made stay: envtest has no garbage collector).
+pub async fn uninstall(lab: &Lab) -> anyhow::Result<()> {
+    let admin = lab.client();
+    let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
+    templates.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    crds.delete(CRD, &DeleteParams::default()).await?;
+    remove_rbac(&admin).await
+}
+
+/// A template for `name` in the stage-2 namespace with `data`: stage 2 then
+/// keeps that ConfigMap (the bench's kube-runtime peer keeps my-config so).
+pub async fn keep_with_template(
+    lab: &Lab,
+    name: &str,
+    data: BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    let templates: Api<ConfigMapTemplate> = Api::namespaced(lab.client(), NAMESPACE);
+    let spec = ConfigMapTemplateSpec { config_map_name: name.into(), data };
+    let template = ConfigMapTemplate::new(&format!("keeps-{name}"), spec);
+    templates.create(&PostParams::default(), &template).await?;
+    Ok(())
 }
 
 /// Applies manifests/stage2/crd.yaml and rbac.yaml to `lab`, waits until the
@@ -411,12 +433,17 @@ async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
     Ok(format!("{} reviews of its ServiceAccount as its Role says", checks.len()))
 }
 
+/// Where [`install`] writes the stage-2 ServiceAccount's kubeconfig.
+pub fn kubeconfig(lab: &Lab) -> std::path::PathBuf {
+    lab.file().state_dir.join("stage2.kubeconfig")
+}
+
 /// A kubeconfig for the stage-2 ServiceAccount: the admin kubeconfig's
 /// cluster, a TokenRequest token as the user.
 async fn account_kubeconfig(lab: &Lab, admin: &Client) -> anyhow::Result<std::path::PathBuf> {
     let (token, _) = crate::accounts::token(admin, NAMESPACE, ACCOUNT, 3600).await?;
     let config = crate::accounts::kubeconfig_with_token(lab.file(), &token)?;
-    let path = lab.file().state_dir.join("stage2.kubeconfig");
+    let path = kubeconfig(lab);
     let text = serde_saphyr::to_string(&config)?;
     crate::files::write_private(&path, &text)?;
     Ok(path)
