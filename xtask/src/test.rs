@@ -36,6 +36,12 @@ pub async fn run() -> Result<ExitCode> {
             eprintln!("interrupted: the lab goes down once the running step ends");
         }
     });
+    let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
+    // Built while the envtest labs run: their tests mostly wait.
+    let node_image_build = match node_image.as_deref() == Some("built") && docker_usable().is_ok() {
+        true => Some(NodeImageBuild::start()?),
+        false => None,
+    };
     let envtest = |host| UpOptions::envtest(host);
     let code = on_fresh_lab(&envtest(ControllerChoice::Process), &["envtest_lab", "grade"]).await?;
     if code != ExitCode::SUCCESS {
@@ -63,9 +69,12 @@ pub async fn run() -> Result<ExitCode> {
     if code != ExitCode::SUCCESS {
         return Ok(code);
     }
+    if let Some(build) = node_image_build {
+        build.wait().await?;
+    }
     let kind = UpOptions {
         provider: ProviderChoice::Kind,
-        node_image: std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty()),
+        node_image,
         ..envtest(ControllerChoice::Process)
     };
     let kubeconfig_before = user_kubeconfig();
@@ -130,6 +139,79 @@ fn docker_usable() -> Result<(), String> {
         .read()
         .map(drop)
         .map_err(|_| "the Docker daemon does not answer (`docker info`)".to_string())
+}
+
+/// `cargo xtask lab node-image` in the background, at the lowest CPU
+/// priority: on a cold machine it is minutes of compiling Kubernetes, and the
+/// envtest labs' tests, which run meanwhile, mostly wait (their processes
+/// come first). Stopped if the run ends before the kind lab needs it.
+struct NodeImageBuild {
+    child: Option<std::process::Child>,
+    log: std::path::PathBuf,
+}
+
+/// The node image build's deadline, counted from when the kind lab needs it.
+const NODE_IMAGE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+impl NodeImageBuild {
+    fn start() -> Result<NodeImageBuild> {
+        let log = e2e::project::target_dir().join("node-image-build.log");
+        let _ = std::fs::remove_file(&log);
+        eprintln!("== the kind node image, built in the background while the envtest labs run");
+        let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"]);
+        Ok(NodeImageBuild { child: Some(cmd.spawn_to_log(&log)?), log })
+    }
+
+    /// Waits for the build, its last line every 30 s; its log's tail when it fails.
+    async fn wait(mut self) -> Result<()> {
+        eprintln!("== waiting for the kind node image (log: {})", self.log.display());
+        let started = std::time::Instant::now();
+        let mut child = self.child.take().expect("started");
+        let mut next_report = std::time::Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                ensure!(
+                    status.success(),
+                    "building the kind node image failed ({status}); its log ends:\n{}",
+                    e2e::files::tail(&self.log, 20)
+                );
+                eprintln!(
+                    "kind node image ready ({:.0} s of waiting)",
+                    started.elapsed().as_secs_f64()
+                );
+                return Ok(());
+            }
+            let waited = started.elapsed();
+            if waited > NODE_IMAGE_WITHIN {
+                self.child = Some(child);
+                bail!(
+                    "the kind node image was not built within {} min; its log ends:\n{}",
+                    NODE_IMAGE_WITHIN.as_secs() / 60,
+                    e2e::files::tail(&self.log, 20)
+                );
+            }
+            if waited >= next_report {
+                next_report += std::time::Duration::from_secs(30);
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                eprintln!("  still building: {}", log.lines().last().unwrap_or_default());
+            }
+            // A child's exit has no async wait here (std's Child); a short poll is its wait.
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    }
+}
+
+impl Drop for NodeImageBuild {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take()
+            && let Ok(None) = child.try_wait()
+        {
+            eprintln!("stopping the node image build (pid group {})", child.id());
+            // Its own process group: cargo, xtask and the builds it started.
+            unsafe { libc::killpg(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
 }
 
 /// Takes the test lab down: [`LabDown::now`], or when dropped (an error or a
