@@ -13,6 +13,8 @@
 //! has started for [`QUIET`] (at most [`HOLD`]): in back-to-back rounds an
 //! Event's POST landed in a later round's reconcile and made the rounds it
 //! overlapped slower (`cargo xtask bench`); a person sees it a moment later.
+//! While reconciles never pause, one Event goes out per [`HOLD`] (a whole
+//! batch at once slowed several rounds in a row).
 //!
 //! The calls are kube's `Recorder`'s (`new(client, reporter)`,
 //! `publish(&event, &reference)`), so a reconcile reads the same; Events keep
@@ -82,6 +84,12 @@ struct Activity(Arc<std::sync::Mutex<Option<Instant>>>);
 impl Activity {
     fn mark(&self, now: Instant) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+    }
+
+    /// Whether a reconcile started less than [`QUIET`] before `now`.
+    fn busy_at(&self, now: Instant) -> bool {
+        let last = *self.0.lock().unwrap_or_else(|p| p.into_inner());
+        last.is_some_and(|last| now < last + QUIET)
     }
 
     /// When Events may go out: at once if the last reconcile started
@@ -222,9 +230,16 @@ async fn publish_deferred(
             match tokio::time::timeout_at(due, commands.recv()).await {
                 Ok(command) => command,
                 Err(_elapsed) => {
-                    let quiet = activity.quiet_from(Instant::now(), deadline);
-                    if quiet > Instant::now() {
+                    let now = Instant::now();
+                    let quiet = activity.quiet_from(now, deadline);
+                    if quiet > now {
                         due = quiet;
+                    } else if activity.busy_at(now) {
+                        // Held for HOLD while reconciles keep coming: the oldest
+                        // goes now, the next HOLD later — one Event request in a
+                        // busy stretch, not the whole batch back to back.
+                        publish(&recorder, pending.remove(0), &count).await;
+                        (due, deadline) = (now + HOLD, now + HOLD);
                     } else {
                         publish_all(&recorder, &mut pending, &count).await;
                     }
@@ -265,12 +280,20 @@ async fn publish_all(
     pending: &mut Vec<(Event, ObjectReference)>,
     count: &AtomicUsize,
 ) {
-    for (event, reference) in pending.drain(..) {
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            warn!(error = %crate::connect::one_line(&e), reason = %event.reason, "could not record the Event");
-        }
-        count.fetch_sub(1, Ordering::AcqRel);
+    for item in pending.drain(..) {
+        publish(recorder, item, count).await;
     }
+}
+
+async fn publish(
+    recorder: &events::Recorder,
+    (event, reference): (Event, ObjectReference),
+    count: &AtomicUsize,
+) {
+    if let Err(e) = recorder.publish(&event, &reference).await {
+        warn!(error = %crate::connect::one_line(&e), reason = %event.reason, "could not record the Event");
+    }
+    count.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// kube's `Event` is not `Clone`.
@@ -359,6 +382,31 @@ mod tests {
             assert!(queued.elapsed() <= DEFER + HOLD + Duration::from_millis(20));
         }
         assert!(queued.elapsed() >= DEFER + HOLD);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reconciles_that_never_stop_let_one_event_out_per_hold() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let recorder = Recorder::new(client, reporter(), Counter::default());
+        for name in ["a", "b", "c"] {
+            recorder.publish(&event("Corrected"), &reference(name)).await.unwrap();
+        }
+        // Reconciles every 10 ms: after HOLD one Event, HOLD later the next.
+        let queued = Instant::now();
+        let mut sent_at = Vec::new();
+        while sent_at.len() < 3 {
+            recorder.busy();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let seen = api.seen.lock().unwrap().len();
+            while sent_at.len() < seen {
+                sent_at.push(queued.elapsed());
+            }
+        }
+        assert!(sent_at[0] >= DEFER + HOLD, "{sent_at:?}");
+        assert!(sent_at[1] - sent_at[0] >= HOLD, "{sent_at:?}");
+        assert!(sent_at[2] - sent_at[1] >= HOLD, "{sent_at:?}");
+        // Quiet again: the rest would go at once (flush sends none left).
+        assert_eq!(recorder.pending(), 0);
     }
 
     #[tokio::test(start_paused = true)]
