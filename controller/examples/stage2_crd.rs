@@ -111,7 +111,7 @@ enum Kept {
     /// controller's): nothing is written — taking it would hand its data to
     /// the template, and deleting the template would delete it.
     NotOurs,
-    /// The template is being deleted: nothing is (re)created.
+    /// The template is being deleted (or is gone): nothing is (re)created.
     Deleting,
 }
 
@@ -151,6 +151,16 @@ async fn keep(template: &ConfigMapTemplate, ctx: &Context, namespace: &str) -> R
     let owner = template.controller_owner_ref(&()).expect("a template read from the API has a uid");
     match config_maps.get_opt(name).await? {
         None => {
+            // The template's cache and its ConfigMap's events come from two
+            // watches with no order between them: a ConfigMap deleted just
+            // after its template can arrive first, with the template cached
+            // as not yet deleting. Creating is rare: ask the API server.
+            let templates: Api<ConfigMapTemplate> = Api::namespaced(ctx.client.clone(), namespace);
+            match templates.get_opt(&template.name_any()).await? {
+                Some(now)
+                    if now.uid() == template.uid() && now.meta().deletion_timestamp.is_none() => {}
+                _ => return Ok(Kept::Deleting),
+            }
             let fresh = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),

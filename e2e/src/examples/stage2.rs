@@ -57,10 +57,10 @@ pub async fn stage2_crd(lab: &mut Lab) -> anyhow::Result<Measured> {
     let result = experiments(lab, &admin, &kubeconfig).await;
     let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
     // A template a failed run left held by its finalizer would hold the CRD too.
-    let release = json!({"metadata": {"finalizers": null}});
-    let _ = templates.patch("template-d", &PatchParams::default(), &Patch::Merge(&release)).await;
+    let _ = release_held(&templates).await;
     let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
-    for name in ["stage2-a", "stage2-b", "stage2-c", "stage2-d"] {
+    let made = ["stage2-a", "stage2-b", "stage2-c"].into_iter().chain(HELD.map(|(_, cm)| cm));
+    for name in made {
         let _ = config_maps.delete(name, &DeleteParams::default()).await;
     }
     uninstall(lab).await?;
@@ -298,31 +298,65 @@ async fn not_ours(
         .into())
 }
 
+/// Templates held by a finalizer while being deleted.
+const HELD: [(&str, &str); 4] = [
+    ("template-d0", "stage2-d0"),
+    ("template-d1", "stage2-d1"),
+    ("template-d2", "stage2-d2"),
+    ("template-d3", "stage2-d3"),
+];
+
 /// A template being deleted (a finalizer holds it) does not recreate its
-/// ConfigMap.
+/// ConfigMap — also when the ConfigMap's delete reaches the controller before
+/// the template's (two watches, no order between them): each template and its
+/// ConfigMap are deleted back to back, several at once, to give that race its
+/// chance.
 async fn nothing_recreated_while_deleting(
     templates: &Api<ConfigMapTemplate>,
     config_maps: &Api<ConfigMap>,
 ) -> anyhow::Result<String> {
-    let mut held = template("template-d", "stage2-d");
-    held.metadata.finalizers = Some(vec!["e2e.lab/hold".into()]);
-    let d = templates.create(&PostParams::default(), &held).await?;
-    wait_kept(config_maps, "stage2-d", d.metadata.uid.as_deref().unwrap_or_default()).await?;
-    templates.delete("template-d", &DeleteParams::default()).await?;
-    config_maps.delete("stage2-d", &DeleteParams::default()).await?;
-    // Its resync and any event have their chance: the ConfigMap stays gone.
+    for (name, config_map) in HELD {
+        let mut held = template(name, config_map);
+        held.metadata.finalizers = Some(vec!["e2e.lab/hold".into()]);
+        let d = templates.create(&PostParams::default(), &held).await?;
+        wait_kept(config_maps, config_map, d.metadata.uid.as_deref().unwrap_or_default()).await?;
+    }
+    futures::future::try_join_all(HELD.map(|(name, config_map)| async move {
+        templates.delete(name, &DeleteParams::default()).await?;
+        config_maps.delete(config_map, &DeleteParams::default()).await?;
+        anyhow::Ok(())
+    }))
+    .await?;
+    // Their resyncs and any event have their chance: the ConfigMaps stay gone.
     let watched = Duration::from_secs(3);
     let mut every = tokio::time::interval(Duration::from_millis(200));
     let start = tokio::time::Instant::now();
     while start.elapsed() < watched {
         every.tick().await;
-        if config_maps.get_opt("stage2-d").await?.is_some() {
-            bail!("a template being deleted recreated its ConfigMap");
+        for (name, config_map) in HELD {
+            if config_maps.get_opt(config_map).await?.is_some() {
+                bail!("a template being deleted ({name}) recreated its ConfigMap");
+            }
         }
     }
+    release_held(templates).await?;
+    Ok(format!(
+        "{} templates being deleted recreated nothing in {} s",
+        HELD.len(),
+        watched.as_secs()
+    ))
+}
+
+/// Takes the test's finalizer off the held templates, so they go.
+async fn release_held(templates: &Api<ConfigMapTemplate>) -> kube::Result<()> {
     let release = json!({"metadata": {"finalizers": null}});
-    templates.patch("template-d", &PatchParams::default(), &Patch::Merge(&release)).await?;
-    Ok(format!("a template being deleted recreated nothing in {} s", watched.as_secs()))
+    for (name, _) in HELD {
+        match templates.patch(name, &PatchParams::default(), &Patch::Merge(&release)).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            other => drop(other?),
+        }
+    }
+    Ok(())
 }
 
 /// Waits until the template's `Ready` condition has `status` and `reason`
