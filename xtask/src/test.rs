@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context as _, Result, bail, ensure};
 use e2e::{command::Cmd, lab::NAME_ENV};
 
 use crate::{
@@ -147,6 +147,10 @@ fn docker_usable() -> Result<(), String> {
 /// come first). Stopped if the run ends before the kind lab needs it.
 struct NodeImageBuild {
     child: Option<std::process::Child>,
+    /// Its process group (its own: cargo, xtask and the builds they start).
+    group: i32,
+    /// Reaped: nothing is left to stop.
+    done: bool,
     log: std::path::PathBuf,
 }
 
@@ -159,56 +163,60 @@ impl NodeImageBuild {
         let _ = std::fs::remove_file(&log);
         eprintln!("== the kind node image, built in the background while the envtest labs run");
         let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"]);
-        Ok(NodeImageBuild { child: Some(cmd.spawn_to_log(&log)?), log })
+        let child = cmd.spawn_to_log(&log)?;
+        Ok(NodeImageBuild { group: child.id() as i32, child: Some(child), done: false, log })
     }
 
     /// Waits for the build, its last line every 30 s; its log's tail when it fails.
     async fn wait(mut self) -> Result<()> {
+        const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
         eprintln!("== waiting for the kind node image (log: {})", self.log.display());
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let mut child = self.child.take().expect("started");
-        let mut next_report = std::time::Duration::from_secs(30);
+        // std's Child has no async wait: a blocking thread waits for it.
+        let mut exited = tokio::task::spawn_blocking(move || child.wait());
+        let mut report = tokio::time::interval_at(started + REPORT_EVERY, REPORT_EVERY);
+        let deadline = tokio::time::sleep_until(started + NODE_IMAGE_WITHIN);
+        tokio::pin!(deadline);
         loop {
-            if let Some(status) = child.try_wait()? {
-                ensure!(
-                    status.success(),
-                    "building the kind node image failed ({status}); its log ends:\n{}",
-                    e2e::files::tail(&self.log, 20)
-                );
-                eprintln!(
-                    "kind node image ready ({:.0} s of waiting)",
-                    started.elapsed().as_secs_f64()
-                );
-                return Ok(());
-            }
-            let waited = started.elapsed();
-            if waited > NODE_IMAGE_WITHIN {
-                self.child = Some(child);
-                bail!(
+            tokio::select! {
+                status = &mut exited => {
+                    self.done = true;
+                    let status = status.context("waiting for the node image build")??;
+                    ensure!(
+                        status.success(),
+                        "building the kind node image failed ({status}); its log ends:\n{}",
+                        e2e::files::tail(&self.log, 20)
+                    );
+                    eprintln!(
+                        "kind node image ready ({:.0} s of waiting)",
+                        started.elapsed().as_secs_f64()
+                    );
+                    return Ok(());
+                }
+                _ = report.tick() => {
+                    let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                    eprintln!("  still building: {}", log.lines().last().unwrap_or_default());
+                }
+                // Dropping `self` stops the build; the blocking thread reaps it.
+                () = &mut deadline => bail!(
                     "the kind node image was not built within {} min; its log ends:\n{}",
                     NODE_IMAGE_WITHIN.as_secs() / 60,
                     e2e::files::tail(&self.log, 20)
-                );
+                ),
             }
-            if waited >= next_report {
-                next_report += std::time::Duration::from_secs(30);
-                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                eprintln!("  still building: {}", log.lines().last().unwrap_or_default());
-            }
-            // A child's exit has no async wait here (std's Child); a short poll is its wait.
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
     }
 }
 
 impl Drop for NodeImageBuild {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take()
-            && let Ok(None) = child.try_wait()
-        {
-            eprintln!("stopping the node image build (pid group {})", child.id());
-            // Its own process group: cargo, xtask and the builds it started.
-            unsafe { libc::killpg(child.id() as i32, libc::SIGTERM) };
+        if self.done || matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(Some(_)))) {
+            return;
+        }
+        eprintln!("stopping the node image build (pid group {})", self.group);
+        unsafe { libc::killpg(self.group, libc::SIGTERM) };
+        if let Some(mut child) = self.child.take() {
             let _ = child.wait();
         }
     }
