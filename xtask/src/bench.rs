@@ -24,6 +24,11 @@ use e2e::{
 
 use crate::{cargo, lab::LabName};
 
+/// Rounds of each kind in a block by default: short enough that a minute of
+/// a noisy neighbour lands on every side, long enough that restarting each
+/// side per block stays a small share of the run.
+const ROUNDS_PER_BLOCK: usize = 50;
+
 #[derive(Args)]
 pub struct BenchArgs {
     /// Rounds of each latency measure (self-heal, correction), for every subject and the floor alike; 1000 puts the p99's 95 % interval inside the series (with 500 its upper end is the largest sample).
@@ -41,9 +46,9 @@ pub struct BenchArgs {
     /// Creates in flight at once while making the unrelated ConfigMaps.
     #[arg(long, default_value_t = 32)]
     parallel: usize,
-    /// Floor and controller rounds alternate in this many blocks, so the machine's drift over the run is shared by both.
-    #[arg(long, default_value_t = 4)]
-    blocks: usize,
+    /// The floor and every subject take turns in this many blocks, each block starting one further along, so the machine's drift over the run falls on every side alike. Default: one block per 50 rounds, at least 2 (20 for 1000).
+    #[arg(long)]
+    blocks: Option<usize>,
     /// Which build of my-controller to measure (built first).
     #[arg(long, value_enum, default_value_t = Build::Release)]
     build: Build,
@@ -68,7 +73,7 @@ impl BenchArgs {
     fn settings(&self) -> Settings {
         Settings {
             rounds: self.rounds,
-            blocks: self.blocks,
+            blocks: self.blocks(),
             steady_seconds: self.steady.as_secs_f64(),
             burst: self.burst,
             unrelated: self.unrelated,
@@ -76,9 +81,14 @@ impl BenchArgs {
         }
     }
 
+    /// `--blocks`, or one per [`ROUNDS_PER_BLOCK`] rounds (at least 2).
+    fn blocks(&self) -> usize {
+        self.blocks.unwrap_or_else(|| self.rounds.div_ceil(ROUNDS_PER_BLOCK).max(2))
+    }
+
     fn check(&self) -> Result<()> {
         ensure!(self.rounds >= 1, "--rounds must be at least 1");
-        ensure!(self.blocks >= 1, "--blocks must be at least 1");
+        ensure!(self.blocks != Some(0), "--blocks must be at least 1");
         ensure!(self.burst >= 1, "--burst must be at least 1");
         ensure!(self.parallel >= 1, "--parallel must be at least 1");
         ensure!(!self.steady.is_zero(), "--steady must be longer than 0");
@@ -189,26 +199,54 @@ struct Built {
 /// `cargo build [--release] -p controller --bin my-controller`, then `cargo
 /// build --release -p e2e --bin bench-floor` (with `-p controller --example
 /// stage2_crd` for the kube-runtime peer).
+///
+/// On Linux with glibc the release builds are the image's own (its static
+/// target, `crate::image::StaticTarget`): the bench measures the binary the
+/// image ships, and the dependencies compile once for both (CI builds both).
 fn build(build: Build, stage2: bool) -> Result<Built> {
     use crate::cargo::{BINARY, PACKAGE};
-    let (flags, profile): (&[&str], _) = match build {
-        Build::Release => (&["--release"], "release"),
-        Build::Debug => (&[], "debug"),
-    };
-    let mut ours = vec!["build"];
-    ours.extend(flags);
-    ours.extend(["-p", PACKAGE, "--bin", BINARY]);
-    cargo::cargo(&ours).run().context("building the controller failed")?;
-    let mut release = vec!["build", "--release", "-p", "e2e", "--bin", "bench-floor"];
-    if stage2 {
-        release.extend(["-p", PACKAGE, "--example", "stage2_crd"]);
-    }
-    cargo::cargo(&release).run().context("building the floor failed")?;
     let target = project::target_dir();
+    let image_target = match cfg!(target_os = "linux") {
+        true => Some(crate::image::StaticTarget::detect()?).filter(|t| t.rustflags.is_some()),
+        false => None,
+    };
+    let release_dir = match &image_target {
+        Some(t) => target.join(&t.triple).join("release"),
+        None => target.join("release"),
+    };
+    let release = |args: &[&str]| {
+        let mut argv = vec!["build", "--release"];
+        argv.extend(args);
+        match &image_target {
+            Some(t) => {
+                argv.extend(["--target", &t.triple]);
+                cargo::cargo(&argv).env("RUSTFLAGS", t.rustflags.unwrap_or_default())
+            }
+            None => cargo::cargo(&argv),
+        }
+    };
+    let ours = match build {
+        Build::Release => {
+            release(&["-p", PACKAGE, "--bin", BINARY])
+                .run()
+                .context("building the controller failed")?;
+            release_dir.join(BINARY)
+        }
+        Build::Debug => {
+            let debug = cargo::cargo(["build", "-p", PACKAGE, "--bin", BINARY]);
+            debug.run().context("building the controller failed")?;
+            target.join("debug").join(BINARY)
+        }
+    };
+    let mut floor = vec!["-p", "e2e", "--bin", "bench-floor"];
+    if stage2 {
+        floor.extend(["-p", PACKAGE, "--example", "stage2_crd"]);
+    }
+    release(&floor).run().context("building the floor failed")?;
     let built = Built {
-        ours: target.join(profile).join(BINARY),
-        floor: target.join("release/bench-floor"),
-        stage2: stage2.then(|| target.join("release/examples/stage2_crd")),
+        ours,
+        floor: release_dir.join("bench-floor"),
+        stage2: stage2.then(|| release_dir.join("examples/stage2_crd")),
     };
     for binary in [&built.ours, &built.floor].into_iter().chain(&built.stage2) {
         ensure!(binary.is_file(), "cargo built no {}", binary.display());

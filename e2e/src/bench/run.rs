@@ -91,13 +91,22 @@ pub async fn measure(
     for block in 0..blocks {
         // Rounds spread evenly; the first blocks take the remainder.
         let share = n / blocks + usize::from(block < n % blocks);
+        // Each block starts one further along the order, so that no side
+        // always follows the same one (or always runs first).
+        let sides = specs.len() + 1;
+        let order: Vec<usize> = (0..sides).map(|i| (i + block) % sides).collect();
+        let names: Vec<String> =
+            order.iter().map(|&i| specs.get(i).map_or("the floor".into(), Spec::label)).collect();
         eprintln!(
-            "\n== block {}/{blocks}: {share} rounds of each, the floor then each subject",
-            block + 1
+            "\n== block {}/{blocks}: {share} rounds of each: {}",
+            block + 1,
+            names.join(", ")
         );
-        run.floor_block(share).await?;
-        for (spec, tally) in specs.iter().zip(&mut tallies) {
-            run.subject_block(spec, tally, share, n).await?;
+        for i in order {
+            match specs.get(i) {
+                Some(spec) => run.subject_block(spec, &mut tallies[i], share, n).await?,
+                None => run.floor_block(share).await?,
+            }
         }
     }
 
