@@ -433,7 +433,7 @@ fn the_checks_catch_what_they_are_for() {
 }
 
 /// The README's bench tables are a real run's: the README names which of the
-/// runs saved in docs/samples/bench.md (`run N of 3`), and every row and its
+/// runs saved in docs/samples/bench.md (`run N of M`), and every row and its
 /// startup figures are in that run's output.
 #[test]
 fn the_readme_bench_tables_are_a_saved_run() {
