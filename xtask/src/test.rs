@@ -23,8 +23,18 @@ pub const DOCKER_REQUIRED_ENV: &str = "LAB_DOCKER_REQUIRED";
 /// `built` where no registry can be reached (CI sets it).
 pub const NODE_IMAGE_ENV: &str = "LAB_NODE_IMAGE";
 
+/// When `cargo xtask test` started: each section says how far into the run it
+/// begins, as `.ci/run`'s do, so a run's log shows where its minutes went.
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// `== title (N s)`: a section of the run and the seconds since it started.
+fn section(title: impl std::fmt::Display) {
+    let since = STARTED.get_or_init(std::time::Instant::now).elapsed();
+    eprintln!("== {title} ({:.0} s)", since.as_secs_f64());
+}
+
 pub async fn run() -> Result<ExitCode> {
-    eprintln!("== unit tests");
+    section("unit tests");
     // The lab tests (e2e/tests, and xtask/tests with `test = false`) need the labs below.
     cargo::cargo(["test", "--workspace", "--exclude", "e2e"]).run()?;
     cargo::cargo(["test", "-p", "e2e", "--lib"]).run()?;
@@ -60,9 +70,9 @@ pub async fn run() -> Result<ExitCode> {
         if required {
             bail!("{DOCKER_REQUIRED_ENV}=1 but {why}");
         }
-        eprintln!(
-            "== NOT RUN: the suite with the controller in its container, and on kind ({why})"
-        );
+        section(format!(
+            "NOT RUN: the suite with the controller in its container, and on kind ({why})"
+        ));
         return Ok(ExitCode::SUCCESS);
     }
     let code = on_fresh_lab(&envtest(ControllerChoice::Container), &[]).await?;
@@ -95,19 +105,19 @@ async fn on_fresh_lab(options: &UpOptions, tests: &[&str]) -> Result<ExitCode> {
         (ProviderChoice::Kind, _) => "a kind lab".to_string(),
         (_, host) => format!("an envtest lab, controller as a {host:?}"),
     };
-    eprintln!("== {what} ({LAB_NAME})");
+    section(format!("{what} ({LAB_NAME})"));
     let mut down = LabDown { kind: options.provider == ProviderChoice::Kind, done: false };
     lab::down::run(LAB_NAME, false).await?;
     let started = std::time::Instant::now();
     lab::up::run(LAB_NAME, options).await?;
     eprintln!("lab up in {:.0} s", started.elapsed().as_secs_f64());
-    eprintln!("== e2e suite on {what}");
+    section(format!("e2e suite on {what}"));
     let mut code = crate::e2e::run(LAB_NAME, None)?;
     for test in tests {
         if code != ExitCode::SUCCESS {
             break;
         }
-        eprintln!("== xtask/tests/{test}.rs on {what}");
+        section(format!("xtask/tests/{test}.rs on {what}"));
         let run = cargo::cargo(["test", "-p", "xtask", "--test", test, "--", "--test-threads=1"])
             .env(NAME_ENV, LAB_NAME)
             .run();
@@ -161,7 +171,7 @@ impl NodeImageBuild {
     fn start() -> Result<NodeImageBuild> {
         let log = e2e::project::target_dir().join("node-image-build.log");
         let _ = std::fs::remove_file(&log);
-        eprintln!("== the kind node image, built in the background while the envtest labs run");
+        section("the kind node image, built in the background while the envtest labs run");
         let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"]);
         let child = cmd.spawn_to_log(&log)?;
         Ok(NodeImageBuild { group: child.id() as i32, child: Some(child), done: false, log })
@@ -170,7 +180,7 @@ impl NodeImageBuild {
     /// Waits for the build, its last line every 30 s; its log's tail when it fails.
     async fn wait(mut self) -> Result<()> {
         const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
-        eprintln!("== waiting for the kind node image (log: {})", self.log.display());
+        section(format!("waiting for the kind node image (log: {})", self.log.display()));
         let started = tokio::time::Instant::now();
         let mut child = self.child.take().expect("started");
         // std's Child has no async wait: a blocking thread waits for it.
@@ -233,7 +243,7 @@ struct LabDown {
 impl LabDown {
     async fn now(&mut self) -> Result<()> {
         self.done = true;
-        eprintln!("== lab down{}", if self.kind { " without lab.json" } else { "" });
+        section(format!("lab down{}", if self.kind { " without lab.json" } else { "" }));
         if self.kind {
             std::fs::remove_file(e2e::lab_file::LabFile::path(&lab::state_dir(LAB_NAME)))?;
         }
@@ -254,7 +264,7 @@ impl Drop for LabDown {
         if self.done {
             return;
         }
-        eprintln!("== lab down");
+        section("lab down");
         // Drop cannot await: block this worker thread on the runtime instead.
         let down = tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(lab::down::run(LAB_NAME, false))
