@@ -200,30 +200,24 @@ struct Built {
 /// build --release -p e2e --bin bench-floor` (with `-p controller --example
 /// stage2_crd` for the kube-runtime peer).
 ///
-/// On Linux with glibc the release builds are the image's own (its static
-/// target, `crate::image::StaticTarget`): the bench measures the binary the
-/// image ships, and the dependencies compile once for both (CI builds both).
+/// On Linux the release builds are the image's own static build
+/// ([`crate::image::StaticTarget::release_build`]): the bench measures the
+/// binary the image ships, and the dependencies compile once for both (CI
+/// builds both).
 fn build(build: Build, stage2: bool) -> Result<Built> {
     use crate::cargo::{BINARY, PACKAGE};
     let target = project::target_dir();
     let image_target = match cfg!(target_os = "linux") {
-        true => Some(crate::image::StaticTarget::detect()?).filter(|t| t.rustflags.is_some()),
+        true => Some(crate::image::StaticTarget::detect()?),
         false => None,
     };
     let release_dir = match &image_target {
-        Some(t) => target.join(&t.triple).join("release"),
+        Some(t) => t.release_dir(&target),
         None => target.join("release"),
     };
-    let release = |args: &[&str]| {
-        let mut argv = vec!["build", "--release"];
-        argv.extend(args);
-        match &image_target {
-            Some(t) => {
-                argv.extend(["--target", &t.triple]);
-                cargo::cargo(&argv).env("RUSTFLAGS", t.rustflags.unwrap_or_default())
-            }
-            None => cargo::cargo(&argv),
-        }
+    let release = |args: &[&str]| match &image_target {
+        Some(t) => t.release_build(args),
+        None => cargo::cargo([&["build", "--release"], args].concat()),
     };
     let ours = match build {
         Build::Release => {

@@ -95,8 +95,27 @@ impl StaticTarget {
         })
     }
 
+    /// `cargo build --release <args> --target <triple>` with the static
+    /// flags: the image's build, and the bench's (so both share one set of
+    /// compiled dependencies).
+    pub fn release_build(&self, args: &[&str]) -> Cmd {
+        let mut argv = vec!["build", "--release"];
+        argv.extend(args);
+        argv.extend(["--target", &self.triple]);
+        let build = crate::cargo::cargo(&argv);
+        match self.rustflags {
+            Some(flags) => build.env("RUSTFLAGS", flags),
+            None => build,
+        }
+    }
+
+    /// Where [`StaticTarget::release_build`] puts what it builds.
+    pub fn release_dir(&self, target_dir: &Path) -> PathBuf {
+        target_dir.join(&self.triple).join("release")
+    }
+
     pub fn binary(&self, target_dir: &Path) -> PathBuf {
-        target_dir.join(&self.triple).join("release").join(crate::cargo::BINARY)
+        self.release_dir(target_dir).join(crate::cargo::BINARY)
     }
 }
 
@@ -160,19 +179,8 @@ pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<
                     crate::preflight::static_libc(out.as_deref().ok())
                 }));
             }
-            let mut build = crate::cargo::cargo([
-                "build",
-                "--release",
-                "-p",
-                "controller",
-                "--bin",
-                crate::cargo::BINARY,
-                "--target",
-                &target.triple,
-            ]);
-            if let Some(flags) = target.rustflags {
-                build = build.env("RUSTFLAGS", flags);
-            }
+            let build =
+                target.release_build(&["-p", crate::cargo::PACKAGE, "--bin", crate::cargo::BINARY]);
             let binary = target.binary(&project::target_dir());
             let context = project::target_dir().join("image");
             steps.push(Step::long(build, "building the static controller"));
