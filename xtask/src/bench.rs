@@ -24,10 +24,11 @@ use e2e::{
 
 use crate::{cargo, lab::LabName};
 
-/// Rounds of each kind in a block by default: short enough that a minute of
-/// a noisy neighbour lands on every side, long enough that restarting each
-/// side per block stays a small share of the run.
-const ROUNDS_PER_BLOCK: usize = 50;
+/// Rounds of each kind in a block by default: short enough that a few slow
+/// seconds of a shared machine land on every side (with 50, they still
+/// decided p99s: docs/bench.md), long enough that restarting each side per
+/// block stays a small share of the run.
+const ROUNDS_PER_BLOCK: usize = 10;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -46,7 +47,7 @@ pub struct BenchArgs {
     /// Creates in flight at once while making the unrelated ConfigMaps.
     #[arg(long, default_value_t = 32)]
     parallel: usize,
-    /// The floor and every subject take turns in this many blocks, each block starting one further along, so the machine's drift over the run falls on every side alike. Default: one block per 50 rounds, at least 2 (20 for 1000).
+    /// The floor and every subject take turns in this many blocks, each block starting one further along, so the machine's drift over the run falls on every side alike. Default: one block per 10 rounds, at least 2 (100 for 1000).
     #[arg(long)]
     blocks: Option<usize>,
     /// Which build of my-controller to measure (built first).
