@@ -17,7 +17,7 @@ use clap::Parser as _;
 use e2e::{command::Cmd, project};
 
 /// The repository's tracked files.
-static TRACKED: LazyLock<Vec<String>> = LazyLock::new(|| {
+pub(super) static TRACKED: LazyLock<Vec<String>> = LazyLock::new(|| {
     let listing = Cmd::argv(["git", "-C", &project::root().display().to_string(), "ls-files"])
         .read()
         .expect("git ls-files");
@@ -40,11 +40,14 @@ static SOURCES: LazyLock<String> = LazyLock::new(|| {
     text
 });
 
-/// The pages: README.md and everything under docs/ but the samples.
+/// The pages: README.md, ARCHITECTURE.md and everything under docs/ but the samples.
 fn pages() -> Vec<String> {
     TRACKED
         .iter()
-        .filter(|f| f.as_str() == "README.md" || (f.starts_with("docs/") && f.ends_with(".md")))
+        .filter(|f| {
+            ["README.md", "ARCHITECTURE.md"].contains(&f.as_str())
+                || (f.starts_with("docs/") && f.ends_with(".md"))
+        })
         .cloned()
         .collect()
 }

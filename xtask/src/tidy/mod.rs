@@ -6,6 +6,7 @@
 
 #![cfg(test)]
 
+mod architecture;
 mod docs;
 mod modules;
 mod pages;
