@@ -37,24 +37,28 @@ use crate::{
 pub const ALL: &[Experiment] = &[
     Experiment {
         name: "step1_list_pods",
+        run: |lab| Box::pin(step1_list_pods(lab)),
         aliases: &["step1"],
         about: "course step 1: the example lists the namespace's Pods by name",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "step2_watch_pods",
+        run: |lab| Box::pin(step2_watch_pods(lab)),
         aliases: &["step2"],
         about: "course step 2: one ADD per Pod, synced, then UPDATE and DELETE; SIGTERM exits 0",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "step3_queue",
+        run: |lab| Box::pin(step3_queue(lab)),
         aliases: &["step3"],
         about: "course step 3: five quick label changes → about two processings, not five",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "step4_heals_across_a_relist",
+        run: |lab| Box::pin(step4_heals_across_a_relist(lab)),
         aliases: &["step4-relist"],
         about: "course step 4: my-config deleted while its watch was down, then a 410 → the re-list's kick recreates it",
         runs_on: RunsOn::Envtest(
@@ -63,6 +67,7 @@ pub const ALL: &[Experiment] = &[
     },
     Experiment {
         name: "stage2_crd",
+        run: |lab| Box::pin(stage2_crd(lab)),
         aliases: &["stage2"],
         about: "stage 2: ConfigMapTemplates kept by kube-runtime's Controller, as its own ServiceAccount",
         runs_on: RunsOn::Any,

@@ -1,5 +1,5 @@
 //! Faults: the controller keeps its promise when things go wrong. Each is a
-//! plain async function like the experiments, run by `e2e/tests/faults.rs`,
+//! plain async function like the experiments, run by `e2e/tests/suite.rs`,
 //! returning what it measured. Each leaves the lab as it found it: my-config
 //! desired, every process running with the lab's own flags (faults that stop
 //! the API server or change the Role put it back even when they fail).
@@ -51,12 +51,14 @@ use crate::{
 pub const ALL: &[Experiment] = &[
     Experiment {
         name: "api_server_restart",
+        run: |lab| Box::pin(api_server_restart(lab)),
         aliases: &["apiserver-restart"],
         about: "kube-apiserver killed and started again → same controller reconnects, heals a delete within 5 s",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "etcd_compaction",
+        run: |lab| Box::pin(etcd_compaction(lab)),
         aliases: &["compaction", "410"],
         about: "etcd compacted past the controller's resourceVersion → watch 410 → re-list, keeps healing",
         runs_on: RunsOn::Envtest(
@@ -65,18 +67,21 @@ pub const ALL: &[Experiment] = &[
     },
     Experiment {
         name: "list_refused_backs_off",
+        run: |lab| Box::pin(list_refused_backs_off(lab)),
         aliases: &["list-refused"],
         about: "the Role loses list → refused LISTs retried at growing gaps (0.8 s doubling), not ready; list back → ready, heals",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "watch_refused_not_ready",
+        run: |lab| Box::pin(watch_refused_not_ready(lab)),
         aliases: &["watch-refused"],
         about: "the Role loses watch → not ready (no frozen cache that looks ready), a new LIST after each refusal; watch back → ready, heals",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "reconcile_cannot_hang",
+        run: |lab| Box::pin(reconcile_cannot_hang(lab)),
         aliases: &["hang"],
         about: "kube-apiserver frozen (SIGSTOP) during a write → abandoned after --reconcile-timeout, counted, retried; thawed → healed",
         runs_on: RunsOn::Envtest(
@@ -85,18 +90,21 @@ pub const ALL: &[Experiment] = &[
     },
     Experiment {
         name: "role_loses_create",
+        run: |lab| Box::pin(role_loses_create(lab)),
         aliases: &["rbac-denied"],
         about: "Role loses create → 6 attempts, one error line, give-up; create back → healed by resync",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "conflict_storm",
+        run: |lab| Box::pin(conflict_storm(lab)),
         aliases: &["storm"],
         about: "10 writers × 100 patches of my-config → desired at the end, same process, few error lines",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "api_server_down_at_start",
+        run: |lab| Box::pin(api_server_down_at_start(lab)),
         aliases: &["apiserver-down"],
         about: "controller started with the API server down → retries, not ready; API server up → ready, heals",
         runs_on: RunsOn::Envtest(
@@ -105,48 +113,56 @@ pub const ALL: &[Experiment] = &[
     },
     Experiment {
         name: "sigterm_graceful",
+        run: |lab| Box::pin(sigterm_graceful(lab)),
         aliases: &["sigterm"],
         about: "SIGTERM idle → exit 0 within 1 s (kind: the pod deleted, within 5 s); during a slow reconcile → it finishes, then exit 0",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "bad_input_writes_nothing",
+        run: |lab| Box::pin(bad_input_writes_nothing(lab)),
         aliases: &["bad-input"],
         about: "bad flags or data files with the lab up → exit 2, my-config untouched",
         runs_on: RunsOn::Envtest("it runs the controller binary with the lab's own arguments"),
     },
     Experiment {
         name: "immutable_drift",
+        run: |lab| Box::pin(immutable_drift(lab)),
         aliases: &["immutable"],
         about: "immutable: true with other data → reported once per resync (Warning Event), no update, no retries",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "binary_data_removed",
+        run: |lab| Box::pin(binary_data_removed(lab)),
         aliases: &["binary-data"],
         about: "binaryData beside the right data → removed (right and corrected look at the same fields)",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "owned_elsewhere_left_alone",
+        run: |lab| Box::pin(owned_elsewhere_left_alone(lab)),
         aliases: &["owned"],
         about: "another controller owns my-config (controller ownerReference) with other data → not written, Warning Event; handed back → corrected",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "second_writer_paced",
+        run: |lab| Box::pin(second_writer_paced(lab)),
         aliases: &["two-writers"],
         about: "a second my-controller with other --data → corrections paced (tens of writes in 10 s, not thousands); it stops → desired",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "finalizer_holds_deletion",
+        run: |lab| Box::pin(finalizer_holds_deletion(lab)),
         aliases: &["finalizer"],
         about: "delete held by a finalizer → left alone while terminating; finalizer removed → recreated",
         runs_on: RunsOn::Any,
     },
     Experiment {
         name: "expiring_credentials",
+        run: |lab| Box::pin(expiring_credentials(lab)),
         aliases: &["expiry"],
         about: "an exec plugin's client certificate valid 15 s → the controller exits 3 before it expires, one line saying why",
         runs_on: RunsOn::Envtest(
@@ -155,6 +171,7 @@ pub const ALL: &[Experiment] = &[
     },
     Experiment {
         name: "credentials_private",
+        run: |lab| Box::pin(credentials_private(lab)),
         aliases: &["security"],
         about: "kubeconfigs, lab.json and keys are 0600; the controller's token cannot read Secrets",
         runs_on: RunsOn::Any,

@@ -44,13 +44,11 @@ pub fn find(name: &str) -> Option<&'static suite::Experiment> {
     all().find(|e| e.name == name || e.aliases.contains(&name))
 }
 
-/// Runs `experiment` against the current lab as the test `name`: fails
-/// (panics) when no lab is up or the experiment fails, printing the lab's
-/// diagnostics; records the outcome for `cargo xtask e2e`'s summary either way.
-pub fn run_test<F>(name: &str, experiment: F)
-where
-    F: AsyncFnOnce(&mut lab::Lab) -> anyhow::Result<suite::Measured>,
-{
+/// Runs `experiment` against the current lab as a test: an error when no lab
+/// is up or the experiment fails (with the lab's diagnostics); records the
+/// outcome for `cargo xtask e2e`'s summary either way.
+pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
+    let name = experiment.name;
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let outcome = runtime.block_on(async {
         let mut lab = match lab::Lab::find().await {
@@ -58,14 +56,13 @@ where
             Err(e) => return Err(format!("{e:#}")),
         };
         // Said in one line and counted by the summary: never a silent skip.
-        let runs_on = find(name).map(|e| e.runs_on);
-        if let Some(why) = runs_on.and_then(|r| r.skip_reason(lab.file().provider)) {
+        if let Some(why) = experiment.runs_on.skip_reason(lab.file().provider) {
             eprintln!("{name}: {why}");
             results::append(&results::Outcome::not_run(name, &why));
             return Ok(());
         }
         let started = Instant::now();
-        let result = experiment(&mut lab).await;
+        let result = (experiment.run)(&mut lab).await;
         let wall = started.elapsed();
         // What went wrong is read before the restore replaces the controller.
         let diagnostics = match &result {
@@ -91,7 +88,5 @@ where
             Err(e) => Err(format!("{e:#}\n\n{diagnostics}")),
         }
     });
-    if let Err(message) = outcome {
-        panic!("{name} failed: {message}");
-    }
+    outcome.map_err(|message| format!("{name} failed: {message}"))
 }

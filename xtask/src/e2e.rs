@@ -12,9 +12,6 @@ use e2e::{
 
 use crate::{cargo, lab::state_dir};
 
-/// The e2e crate's test files (`e2e/tests/<name>.rs`), each run by `cargo xtask e2e`.
-const SUITES: &[&str] = &["experiments", "faults", "examples"];
-
 /// What the whole suite should take on the envtest lab. Most of it is real
 /// waiting: the watch faults sit out client-go's growing retry gaps, the
 /// second-writer fault lets two controllers fight for 10 s.
@@ -37,14 +34,10 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
         None => None,
     };
     let results = results_file()?;
-    // The course's examples run as binaries (e2e/tests/examples.rs), and so
+    // The course's examples run as binaries (e2e::examples), and so
     // does a second my-controller beside the lab's (faults: second_writer_paced).
     cargo::cargo(["build", "-p", "controller", "--bins", "--examples"]).run()?;
-    // Every suite runs even when an earlier one fails: the table shows them all.
-    let mut args = vec!["test", "-p", "e2e", "--no-fail-fast"];
-    for suite in SUITES {
-        args.extend(["--test", suite]);
-    }
+    let mut args = vec!["test", "-p", "e2e", "--test", "suite"];
     // Build first, so the wall time below is the suite's, not the compiler's.
     cargo::cargo([&args[..], &["--no-run"]].concat()).run()?;
     args.push("--");
@@ -131,22 +124,4 @@ fn table(outcomes: &[Outcome]) -> String {
     }
     text.push('\n');
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_e2e_test_file_is_run() {
-        let dir = e2e::project::root().join("e2e/tests");
-        let mut files: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(String::from))
-            .collect();
-        files.sort();
-        let mut suites: Vec<String> = SUITES.iter().map(|s| s.to_string()).collect();
-        suites.sort();
-        assert_eq!(files, suites, "e2e/tests and SUITES differ");
-    }
 }

@@ -26,7 +26,6 @@ use e2e::{
     lab_file::{LabFile, ProviderKind},
     suite::{Experiment, Measured, first_key},
 };
-use futures::future::BoxFuture;
 use serde::Deserialize;
 
 use crate::{lab::state_dir, locale::Lang};
@@ -157,25 +156,6 @@ fn narrated() -> &'static [Narrated] {
     &Lang::En.narrations().experiment
 }
 
-impl Narrated {
-    /// The suite's function, called as the suite calls it.
-    fn run<'a>(&self, lab: &'a mut Lab) -> BoxFuture<'a, Result<Measured>> {
-        match self.test_name.as_str() {
-            "create_on_start" => Box::pin(experiments::create_on_start(lab)),
-            "self_heal_on_delete" => Box::pin(experiments::self_heal_on_delete(lab)),
-            "correct_on_patch" => Box::pin(experiments::correct_on_patch(lab)),
-            "idempotent_rerun" => Box::pin(experiments::idempotent_rerun(lab)),
-            "dedup" => Box::pin(experiments::dedup(lab)),
-            other => {
-                let other = other.to_string();
-                Box::pin(
-                    async move { bail!("xtask/exp/en.toml names {other}: no such experiment") },
-                )
-            }
-        }
-    }
-}
-
 /// The names this verb narrates, as a person types them.
 pub fn names() -> impl Iterator<Item = &'static str> {
     narrated().iter().map(|n| n.short.as_str())
@@ -212,7 +192,7 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
 
     // The log is a file on an envtest lab, the pod's log on kind.
     let mark = lab.log_mark().ok();
-    let result = exp.run(&mut lab).await;
+    let result = (exp.entry().run)(&mut lab).await;
     let log = match &mark {
         Some(mark) => {
             // The experiment is done once a watch shows the result, which can
