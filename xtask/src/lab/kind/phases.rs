@@ -1,0 +1,424 @@
+//! `lab up --provider kind` as phases, in the manner of kind's own create
+//! (`create.go` and its actions): checks → node image → cluster → controller
+//! image → deploy → record. Each phase is a small function returning its
+//! [`Step`]s; what a step learns goes into [`Up`] for the steps after it.
+//! [`up_plan`] is the phases in order, printed by `--dry-run` or carried out
+//! ([`crate::plan`]); its snapshot pins it (`the_kind_plan_matches_its_snapshot`).
+
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use kube::api::{Patch, PatchParams};
+
+use super::steps::{
+    CLEAR_ARGS, Up, apply_manifests, connect, deployments, image_id_probe, look_at_deployment,
+    machine_checks, strip_platform, write_cluster_config, write_lab_file,
+};
+use super::{
+    CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, Paths, WAIT, bundle, docker_arch, kind_version,
+    node_container, save_platform, shown,
+};
+use crate::image::{self, Builder, StaticTarget};
+use crate::lab::{apply, node_image};
+use crate::plan::{self, Step};
+use e2e::command::Cmd;
+use e2e::kind_releases;
+use e2e::lab_file::{self, LabFile};
+use e2e::project;
+
+/// What every phase names, fixed before the plan is made.
+struct Names {
+    name: String,
+    paths: Paths,
+    /// The kubeconfig, as a person types its path.
+    kubeconfig: String,
+    /// The node's container.
+    container: String,
+    /// The controller image.
+    reference: String,
+    /// The node image.
+    node: String,
+}
+
+/// What `lab up --provider kind` does, in order.
+pub fn up_plan(
+    name: &str,
+    state_dir: &Path,
+    images: &Images,
+    node: &str,
+    target: &e2e::lab_file::Target,
+) -> Result<Vec<Step<Up>>> {
+    let paths = Paths::new(state_dir);
+    let names = Names {
+        name: name.to_string(),
+        kubeconfig: shown(&paths.kubeconfig),
+        paths,
+        container: node_container(name),
+        reference: image::reference()?,
+        node: node.to_string(),
+    };
+    Ok([
+        checks(),
+        node_image_phase(images, &names.node),
+        cluster(&names),
+        controller_image(&names, images)?,
+        deploy(&names, target),
+        record(&names),
+    ]
+    .into_iter()
+    .flatten()
+    .collect())
+}
+
+/// Checks: Docker, cgroups, kind, an existing cluster — asked, then judged.
+fn checks() -> Vec<Step<Up>> {
+    vec![
+        Step::probe(
+            Cmd::argv([
+                "docker",
+                "version",
+                "--format",
+                "{{.Server.Version}} {{.Server.APIVersion}}",
+            ]),
+            |up: &mut Up, out: Result<String>| {
+                up.docker = Some(match out {
+                    Ok(line) => {
+                        let (version, api) = line.split_once(' ').unwrap_or((&line, ""));
+                        Ok((version.to_string(), api.to_string()))
+                    }
+                    Err(e) if e2e::command::is_not_found(&e) => {
+                        Err("docker: command not found".into())
+                    }
+                    Err(e) => Err(format!("{e:#}")),
+                });
+                Ok(())
+            },
+        ),
+        Step::probe(
+            Cmd::argv(["docker", "info", "--format", "{{.CgroupVersion}}"]),
+            |up: &mut Up, out: Result<String>| {
+                up.cgroup_version = out.ok();
+                Ok(())
+            },
+        ),
+        Step::probe(
+            Cmd::argv(["kind", "get", "clusters"]),
+            move |up: &mut Up, out: Result<String>| {
+                let clusters = out.unwrap_or_default();
+                up.cluster_exists = clusters.lines().any(|c| c.trim() == up.name);
+                Ok(())
+            },
+        ),
+        Step::own("check the machine: Docker, kind, cgroups, inotify, an existing cluster", |up| {
+            Box::pin(async move { machine_checks(up) })
+        }),
+    ]
+}
+
+/// The node image: from the bundle, built here, or in Docker (pulled when
+/// missing); then what it runs and which capabilities it gets.
+fn node_image_phase(images: &Images, node: &str) -> Vec<Step<Up>> {
+    let mut steps: Vec<Step<Up>> = Vec::new();
+    match images {
+        Images::Bundle(bundle) => {
+            steps.push(Step::probe(
+                Cmd::argv(["docker", "load", "-i"]).path(bundle),
+                |up: &mut Up, out: Result<String>| {
+                    up.bundle_images = bundle::loaded(&out?);
+                    Ok(())
+                },
+            ));
+            let bundle = bundle.clone();
+            steps.push(Step::own(
+                format!(
+                    "check that {} held the node and controller images, made for this machine ({})",
+                    shown(&bundle),
+                    bundle::MANIFEST_ENTRY
+                ),
+                move |up: &mut Up| {
+                    Box::pin(async move {
+                        let manifest = bundle::read_manifest(&bundle)?;
+                        bundle::check(&manifest, &up.bundle_images, docker_arch())
+                    })
+                },
+            ));
+        }
+        Images::Build(_, NodeImage::Built) => steps.push(Step::own(
+            "build the node image unless it is up to date (`cargo xtask lab node-image`)",
+            |_| {
+                Box::pin(async {
+                    let recipe = node_image::Recipe::new(&node_image::Source::default())?;
+                    node_image::ensure(&recipe).await.map(|_| ())
+                })
+            },
+        )),
+        Images::Build(_, _) => {
+            steps.push(Step::probe(
+                node_image::present_probe(node),
+                |up: &mut Up, out: Result<String>| {
+                    up.node_present = out.is_ok();
+                    Ok(())
+                },
+            ));
+            steps.push(
+                Step::run(Cmd::argv(["docker", "pull", node]))
+                    .when("if Docker does not have it", |up: &Up| !up.node_present)
+                    .or(format!(
+                        "node image {node} is not here and cannot be pulled: \
+                         `cargo xtask lab node-image` builds one on this machine (then `--node-image built`), \
+                         or check the name"
+                    )),
+            );
+        }
+    }
+    steps.push(node_facts(node));
+    steps
+}
+
+/// `/kind/version` of the node image and the capabilities a privileged
+/// container gets there.
+fn node_facts(node: &str) -> Step<Up> {
+    Step::probe(
+        Cmd::argv([
+            "docker",
+            "run",
+            "--rm",
+            "--privileged",
+            "--entrypoint",
+            "sh",
+            node,
+            "-c",
+            "echo \"$(cat /kind/version)\"; grep CapEff /proc/self/status",
+        ]),
+        |up: &mut Up, out: Result<String>| {
+            up.node_facts = Some(out.map_err(|e| {
+                let text = format!("{e:#}");
+                if text.contains("unable to apply caps") {
+                    anyhow::anyhow!(
+                        "Docker cannot start a privileged container here (\"unable to apply caps\"): \
+                         this host's capability bounding set lacks one Docker grants; see \
+                         docs/lab.md (kind on a restricted host)"
+                    )
+                } else {
+                    e.context("the node image does not start")
+                }
+            })?);
+            Ok(())
+        },
+    )
+}
+
+/// The cluster: its config for this host, created unless it exists (then
+/// checked), and a client for it.
+fn cluster(names: &Names) -> Vec<Step<Up>> {
+    let Names { name, paths, kubeconfig, container, node, .. } = names;
+    let cluster_config = shown(&paths.cluster_config);
+    let (dir, file) = (paths.state_dir.clone(), paths.cluster_config.clone());
+    let kubeconfig_path = paths.kubeconfig.clone();
+    vec![
+        Step::own(
+            format!("check the node image's Kubernetes minor; write {cluster_config}: {CLUSTER_FILE} + what this host needs"),
+            move |up: &mut Up| Box::pin(async move { write_cluster_config(up, &dir, &file) }),
+        ),
+        Step::run(Cmd::argv([
+            "kind", "create", "cluster", "--name", name, "--config", &cluster_config, "--image", node,
+            "--kubeconfig", kubeconfig, "--wait", WAIT,
+        ]))
+        .when(format!("if no cluster named {name} exists"), |up: &Up| !up.cluster_exists)
+        .or("kind create cluster failed (its output is above; it removes a half-made cluster itself)"),
+        Step::probe(
+            Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}} {{.State.Running}}", container]),
+            |up: &mut Up, out: Result<String>| {
+                up.existing_node = Some(out?);
+                Ok(())
+            },
+        )
+        .when(format!("if the cluster {name} existed"), |up: &Up| up.cluster_exists),
+        Step::run(Cmd::argv(["kind", "export", "kubeconfig", "--name", name, "--kubeconfig", kubeconfig]))
+            .when(format!("if the cluster {name} existed"), |up: &Up| up.cluster_exists),
+        Step::own("connect to the API server; check an existing cluster's node image and health", move |up| {
+            Box::pin(async move { connect(up, &kubeconfig_path).await })
+        }),
+    ]
+}
+
+/// The controller image: built (unless loading a bundle), then loaded into
+/// the node unless its containerd has this very image.
+fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
+    let Names { name, paths, container, reference, .. } = names;
+    let archive = shown(&paths.image_archive);
+    let mut steps = Vec::new();
+    if let Images::Build(builder, _) = images {
+        let builder = image::resolve(*builder);
+        let target = match builder {
+            Builder::Host => StaticTarget::detect()?,
+            _ => StaticTarget { triple: String::new(), rustflags: None },
+        };
+        steps.extend(image::steps::<Up>(builder, &target)?);
+    }
+    let mut save = Cmd::argv(["docker", "save"]);
+    // Known only once Docker answered: the plan shows the flag for this machine.
+    if let Some(platform) = save_platform(Some("1.48"), docker_arch()) {
+        save = save.args(["--platform", &platform]);
+    }
+    let save = save.args(["-o", &archive, reference]);
+    steps.extend([
+        Step::probe(image_id_probe(reference), |up: &mut Up, out: Result<String>| {
+            up.built_id = Some(out.context("the controller image is not in Docker")?);
+            Ok(())
+        }),
+        Step::probe(
+            Cmd::argv([
+                "docker",
+                "exec",
+                container,
+                "crictl",
+                "inspecti",
+                "-o",
+                "go-template",
+                "--template",
+                "{{.status.id}}",
+                reference,
+            ]),
+            |up: &mut Up, out: Result<String>| {
+                up.loaded_id = out.ok().filter(|id| !id.is_empty());
+                Ok(())
+            },
+        ),
+        // Older Dockers have no --platform: it is dropped there.
+        Step::adjusted(save, |up: &Up, save: &Cmd| match up.docker.as_ref() {
+            Some(Ok((_, api))) if save_platform(Some(api), docker_arch()).is_some() => save.clone(),
+            _ => strip_platform(save),
+        })
+        .when("if the node does not have this image", Up::needs_load),
+        Step::run(Cmd::argv(["kind", "load", "image-archive", &archive, "--name", name]))
+            .when("if the node does not have this image", Up::needs_load),
+    ]);
+    Ok(steps)
+}
+
+/// The controller deployed: RBAC and the Deployment applied (a test's
+/// leftover arguments cleared), restarted when its pod runs an older
+/// image, the rollout awaited.
+fn deploy(names: &Names, target: &e2e::lab_file::Target) -> Vec<Step<Up>> {
+    let Names { kubeconfig, container, .. } = names;
+    vec![
+        Step::probe(
+            Cmd::argv([
+                "docker", "exec", container, "crictl", "ps", "--label", "io.kubernetes.pod.namespace=default",
+                "--label", "io.kubernetes.container.name=controller", "-o", "go-template", "--template",
+                "{{range .containers}}{{.imageRef}} {{end}}",
+            ]),
+            |up: &mut Up, out: Result<String>| {
+                up.running_images = out.unwrap_or_default().split_whitespace().map(String::from).collect();
+                Ok(())
+            },
+        ),
+        Step::api(
+            format!("kubectl --kubeconfig {kubeconfig} get deployment/{DEPLOYMENT} -o yaml"),
+            |up: &mut Up| Box::pin(async move { look_at_deployment(up).await }),
+        ),
+        Step::api(
+            format!(
+                "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml{}",
+                apply::FIELD_MANAGER,
+                if target.is_default() {
+                    String::new()
+                } else {
+                    format!("    # made for {target}: Role, RoleBinding and the controller's environment")
+                }
+            ),
+            |up: &mut Up| Box::pin(async move { apply_manifests(up).await }),
+        ),
+        Step::api(
+            format!(
+                "kubectl --kubeconfig {kubeconfig} patch deployment/{DEPLOYMENT} --type strategic -p '{}'",
+                CLEAR_ARGS
+            ),
+            |up: &mut Up| {
+                Box::pin(async move {
+                    let patch: serde_json::Value = serde_json::from_str(CLEAR_ARGS)?;
+                    deployments(up)?.patch(DEPLOYMENT, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
+                    Ok(())
+                })
+            },
+        )
+        .when("if a test left arguments on the controller's container", |up: &Up| up.leftover_args),
+        Step::api(
+            format!("kubectl --kubeconfig {kubeconfig} rollout restart deployment/{DEPLOYMENT}"),
+            |up: &mut Up| Box::pin(async move { e2e::deployment::DeploymentHost::new(up.client()?).restart().await }),
+        )
+        .when("if the Deployment existed and its pod runs another image than the one built", Up::needs_restart),
+        Step::api(
+            format!("kubectl --kubeconfig {kubeconfig} rollout status deployment/{DEPLOYMENT}"),
+            |up: &mut Up| Box::pin(async move { e2e::deployment::wait_rollout(&deployments(up)?).await }),
+        ),
+    ]
+}
+
+/// The record: lab.json, which the suites read.
+fn record(names: &Names) -> Vec<Step<Up>> {
+    vec![Step::own(
+        format!("write {}", shown(&names.paths.state_dir.join(lab_file::FILE_NAME))),
+        |up| Box::pin(async move { write_lab_file(up).await }),
+    )]
+}
+
+/// `lab up --provider kind`: carries out [`up_plan`]. A failed first `up`
+/// leaves nothing behind (kind removes a half-made cluster itself).
+pub async fn up(
+    name: &str,
+    images: &Images,
+    target: &e2e::lab_file::Target,
+    dry_run: bool,
+) -> Result<Option<LabFile>> {
+    let state_dir = project::lab_dir(name);
+    // The kind release decides the pinned node image: it is asked before the plan is made.
+    let kind_version = kind_version();
+    let node = match images {
+        Images::Bundle(bundle) => {
+            let manifest = bundle::read_manifest(bundle)?;
+            bundle::check(
+                &manifest,
+                &[manifest.node_image.clone(), manifest.controller_image.clone()],
+                docker_arch(),
+            )?;
+            bundle::check_kind(&manifest, kind_version.as_deref())?;
+            manifest.node_image
+        }
+        Images::Build(_, NodeImage::Pinned) => {
+            let table = kind_releases::table()?;
+            let found = kind_version.as_deref().context(
+                "kind is not on PATH: `nix develop` provides it, or install a kind release that \
+                 kind/node-images.toml lists",
+            )?;
+            kind_releases::for_kind(&table, found).map_err(anyhow::Error::msg)?.image
+        }
+        Images::Build(_, NodeImage::Given(reference)) => reference.clone(),
+        Images::Build(_, NodeImage::Built) => {
+            node_image::Recipe::new(&node_image::Source::default())?.reference()
+        }
+    };
+    let steps = up_plan(name, &state_dir, images, &node, target)?;
+    if dry_run {
+        print!("{}", plan::render(&steps));
+        return Ok(None);
+    }
+    let fresh = !state_dir.exists();
+    let mut up = Up {
+        name: name.to_string(),
+        paths: Paths::new(&state_dir),
+        node_image: node,
+        kind_version,
+        target: target.clone(),
+        ..Up::default()
+    };
+    let result = plan::execute(steps, &mut up).await;
+    if let Err(error) = result {
+        if fresh && !up.cluster_exists {
+            let _ = std::fs::remove_dir_all(&state_dir);
+        }
+        return Err(error);
+    }
+    LabFile::read(&state_dir)
+}

@@ -1,0 +1,294 @@
+//! The steps of `lab up --provider kind` that are more than a command, and
+//! what every step learns on the way ([`Up`]); [`super::phases`] puts them in
+//! order.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::Api;
+
+use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, config, node_container, read_number};
+use crate::image;
+use crate::lab::{apply, controller, kubeconfig};
+use crate::preflight::{self, Check, Status};
+use e2e::command::Cmd;
+use e2e::kind_releases;
+use e2e::lab_file::{self, LabFile, ProviderKind};
+use e2e::project;
+
+/// What `lab up` learns on the way.
+#[derive(Default)]
+pub struct Up {
+    pub name: String,
+    pub paths: Paths,
+    /// The ConfigMap the controller keeps (`--target`).
+    pub target: e2e::lab_file::Target,
+    /// The node image the cluster runs (a reference Docker has).
+    pub node_image: String,
+    /// `docker version`: the engine's version and API version, or why it did not answer.
+    pub(super) docker: Option<std::result::Result<(String, String), String>>,
+    pub(super) cgroup_version: Option<String>,
+    pub(super) kind_version: Option<String>,
+    pub(super) cluster_exists: bool,
+    pub(super) node_present: bool,
+    /// `/kind/version` of the node image and the capabilities a privileged container gets.
+    pub(super) node_facts: Option<String>,
+    pub(super) host: config::Host,
+    /// `docker inspect` of an existing node: its image and whether it runs.
+    pub(super) existing_node: Option<String>,
+    /// The controller image's ID in Docker, and in the node's containerd.
+    pub(super) built_id: Option<String>,
+    pub(super) loaded_id: Option<String>,
+    pub(super) bundle_images: Vec<String>,
+    pub(super) client: Option<kube::Client>,
+    /// Before the apply: whether the Deployment existed, the images its
+    /// containers run in the node (image IDs), leftover test arguments.
+    pub(super) deployment_existed: bool,
+    pub(super) running_images: Vec<String>,
+    pub(super) leftover_args: bool,
+}
+
+impl Up {
+    pub(super) fn client(&self) -> Result<kube::Client> {
+        self.client.clone().context("no client for the cluster yet")
+    }
+
+    /// The node must be (re)loaded with the controller image.
+    pub(super) fn needs_load(&self) -> bool {
+        self.built_id.is_none() || self.built_id != self.loaded_id
+    }
+
+    /// The Deployment existed and one of its containers runs another image
+    /// than the one built (a new Deployment starts on the new image anyway).
+    pub(super) fn needs_restart(&self) -> bool {
+        self.deployment_existed
+            && self.running_images.iter().any(|r| Some(r) != self.built_id.as_ref())
+    }
+}
+
+pub(super) async fn apply_manifests(up: &mut Up) -> Result<()> {
+    let client = up.client()?;
+    let manifests = project::manifests_dir();
+    apply::apply_documents(&client, &manifests.join("rbac.yaml"), apply::rbac_for(&up.target)?)
+        .await?;
+    apply::apply_documents(
+        &client,
+        &manifests.join("deployment.yaml"),
+        apply::deployment_for(&up.target)?,
+    )
+    .await?;
+    Ok(())
+}
+
+/// The strategic merge patch that removes a test's `args` from the controller's container.
+pub(super) const CLEAR_ARGS: &str =
+    r#"{"spec":{"template":{"spec":{"containers":[{"name":"controller","args":null}]}}}}"#;
+
+pub(super) fn deployments(up: &Up) -> Result<Api<Deployment>> {
+    Ok(Api::namespaced(up.client()?, NAMESPACE))
+}
+
+pub(super) fn image_id_probe(reference: &str) -> Cmd {
+    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
+}
+
+/// `docker save` without `--platform`, for a Docker that has no such flag.
+pub(super) fn strip_platform(save: &Cmd) -> Cmd {
+    let mut args = save.arguments().to_vec();
+    if let Some(at) = args.iter().position(|a| a == "--platform") {
+        args.drain(at..at + 2);
+    }
+    Cmd::new(save.program()).args(args)
+}
+
+/// The preflight checks on what the probes saw; a FAIL stops `lab up`.
+pub(super) fn machine_checks(up: &mut Up) -> Result<()> {
+    let table = kind_releases::table()?;
+    let docker = match &up.docker {
+        Some(Ok((version, _))) => Ok(version.clone()),
+        Some(Err(error)) => Err(error.clone()),
+        None => Err("docker: command not found".to_string()),
+    };
+    let cgroup = up.cgroup_version.as_deref().map(str::trim);
+    let checks: Vec<Check> = vec![
+        preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
+        preflight::kind_version(up.kind_version.as_deref(), &table),
+        preflight::cgroups(cgroup),
+        preflight::inotify(
+            read_number("/proc/sys/fs/inotify/max_user_watches"),
+            read_number("/proc/sys/fs/inotify/max_user_instances"),
+        ),
+        preflight::existing_cluster(if up.cluster_exists { &up.name } else { "" }, &up.name),
+    ];
+    for check in &checks {
+        eprintln!("{check}");
+    }
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| format!("{}: {} (fix: {})", c.name, c.found, c.fix.as_deref().unwrap_or("-")))
+        .collect();
+    if !failed.is_empty() {
+        bail!("the kind lab cannot start here: {}", failed.join("; "));
+    }
+    up.host.cgroup_v1 = cgroup == Some("1");
+    Ok(())
+}
+
+/// The node image's minor must be the kit's; the host's adaptations go into
+/// the cluster config the lab uses.
+pub(super) fn write_cluster_config(up: &mut Up, dir: &Path, file: &Path) -> Result<()> {
+    let facts = up.node_facts.clone().unwrap_or_default();
+    let version = facts.lines().next().unwrap_or_default().trim().to_string();
+    let minor = ::controller::version::parse_minor(
+        version.trim_start_matches('v').split('.').nth(1).unwrap_or(""),
+    );
+    let target = ::controller::version::target_minor();
+    ensure!(
+        minor == Some(target),
+        "node image {} runs Kubernetes {version:?}, and this kit is built for 1.{target}: \
+         use a 1.{target} node image (the pinned one, or `--node-image built`)",
+        up.node_image
+    );
+    up.host.no_sys_resource = config::has_sys_resource(&facts) == Some(false);
+    for warning in up.host.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    let cluster = std::fs::read_to_string(project::root().join(CLUSTER_FILE))
+        .with_context(|| format!("cannot read {CLUSTER_FILE}"))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    e2e::files::write_public(file, config::for_host(&cluster, up.host)?)
+}
+
+/// A client for the lab's kubeconfig; an existing cluster must run the node
+/// image asked for and answer.
+pub(super) async fn connect(up: &mut Up, kubeconfig: &Path) -> Result<()> {
+    if let Some(seen) = &up.existing_node {
+        let (image, running) = seen.rsplit_once(' ').unwrap_or((seen, ""));
+        let name = &up.name;
+        ensure!(
+            running == "true",
+            "cluster {name} exists but its node container is stopped: \
+             `cargo xtask lab down --name {name}`, then `lab up` again"
+        );
+        ensure!(
+            image == up.node_image,
+            "cluster {name} runs node image {image}, not {}: `cargo xtask lab down --name {name}` \
+             first (or `--node-image {image}` to keep it)",
+            up.node_image
+        );
+    }
+    let client = kubeconfig::client(kubeconfig).await?;
+    client.apiserver_version().await.with_context(|| {
+        format!(
+            "the API server of cluster {} does not answer: `cargo xtask lab down --name {}` and up again",
+            up.name, up.name
+        )
+    })?;
+    up.client = Some(client);
+    Ok(())
+}
+
+/// Before the apply: does the Deployment exist, which image does its pod
+/// run, did a test leave arguments on it?
+pub(super) async fn look_at_deployment(up: &mut Up) -> Result<()> {
+    let Some(deployment) = deployments(up)?.get_opt(DEPLOYMENT).await? else {
+        return Ok(());
+    };
+    up.deployment_existed = true;
+    up.leftover_args = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().find(|c| c.name == "controller"))
+        .and_then(|c| c.args)
+        .is_some_and(|args| !args.is_empty());
+    Ok(())
+}
+
+pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
+    let client = up.client()?;
+    let version = client.apiserver_version().await.context("GET /version")?.git_version;
+    let kubeconfig = kube::config::Kubeconfig::read_from(&up.paths.kubeconfig)?;
+    let api_server_url = kubeconfig
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.server.clone())
+        .context("the kind kubeconfig names no server")?;
+    let lab = LabFile {
+        format: lab_file::FORMAT,
+        name: up.name.clone(),
+        provider: ProviderKind::Kind,
+        state_dir: up.paths.state_dir.clone(),
+        created_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default(),
+        kubernetes_version: version,
+        api_server_url,
+        admin_kubeconfig: up.paths.kubeconfig.clone(),
+        controller: lab_file::Controller {
+            // Reached through the API server's pod proxy (see e2e::lab).
+            url: String::new(),
+            kubeconfig: PathBuf::new(),
+            service_account: format!(
+                "{}/{}",
+                controller::SERVICE_ACCOUNT_NAMESPACE,
+                controller::SERVICE_ACCOUNT
+            ),
+            token_expires: "projected by the kubelet (rotated)".into(),
+            log: PathBuf::new(),
+            container: None,
+        },
+        processes: Vec::new(),
+        target: up.target.clone(),
+        kind: Some(lab_file::Kind {
+            node_image: up.node_image.clone(),
+            node: node_container(&up.name),
+            controller_image: image::reference()?,
+            controller_image_id: up.built_id.clone().unwrap_or_default(),
+        }),
+    };
+    lab.write()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::save_platform;
+    use super::*;
+
+    #[test]
+    fn docker_save_names_the_platform_where_docker_can() {
+        assert_eq!(save_platform(Some("1.48"), "amd64").as_deref(), Some("linux/amd64"));
+        assert_eq!(save_platform(Some("1.51"), "arm64").as_deref(), Some("linux/arm64"));
+        // Debian's docker.io 20.10 speaks API 1.41 and has no --platform.
+        assert_eq!(save_platform(Some("1.41"), "amd64"), None);
+        assert_eq!(save_platform(None, "amd64"), None);
+        let save = Cmd::argv(["docker", "save", "--platform", "linux/amd64", "-o", "x.tar", "i:1"]);
+        assert_eq!(strip_platform(&save).to_string(), "docker save -o x.tar i:1");
+    }
+
+    #[test]
+    fn a_restart_follows_the_image_the_pod_runs() {
+        let mut up = Up {
+            deployment_existed: true,
+            built_id: Some("sha256:abc".into()),
+            running_images: vec!["sha256:abc".into()],
+            ..Up::default()
+        };
+        assert!(!up.needs_restart());
+        up.running_images.push("sha256:old".into());
+        assert!(up.needs_restart());
+        up.running_images.clear();
+        assert!(!up.needs_restart(), "scaled to zero: the apply starts the new image");
+        up.running_images.push("sha256:old".into());
+        up.deployment_existed = false;
+        assert!(!up.needs_restart(), "a new Deployment starts on the new image anyway");
+        up.loaded_id = Some("sha256:abc".into());
+        assert!(!up.needs_load());
+        up.loaded_id = None;
+        assert!(up.needs_load());
+    }
+}
