@@ -1,20 +1,13 @@
 //! Kubernetes Events, published a moment after the write they report.
 //!
-//! Why deferred: an Event reports a write (my-config created or corrected)
-//! that the API server is, at that very moment, sending to every watcher of
-//! my-config. Published at once, the Event's POST competes with that fan-out
-//! for the API server: on the 2-core envtest lab `cargo xtask bench` measured
-//! self-heal and correction at 1.2–1.45 × the floor (+2–3 ms p50) with the
-//! Event published in the reconcile, about the same with it published at once
-//! from a task of its own, and 1.0 × with it published 100 ms later or not at
-//! all. client-go's recorder is asynchronous for the same kind of reason (its
-//! broadcaster writes Events from a goroutine of its own); a person reading
-//! `kubectl describe` cannot tell 100 ms. And a batch waits until no reconcile
-//! has started for [`QUIET`] (at most [`HOLD`]): in back-to-back rounds an
-//! Event's POST landed in a later round's reconcile and made the rounds it
-//! overlapped slower (`cargo xtask bench`); a person sees it a moment later.
-//! While reconciles never pause, one Event goes out per [`HOLD`] (a whole
-//! batch at once slowed several rounds in a row).
+//! Why deferred: an Event reports a write that the API server is, at that
+//! moment, sending to every watcher of my-config; published at once, its POST
+//! competes with that fan-out and with the next reconcile's requests
+//! (measured: docs/bench.md, "What the bench found before"). So Events wait
+//! [`DEFER`], then until no reconcile has started for [`QUIET`] (at most
+//! [`HOLD`]); while reconciles never pause, one goes out per [`HOLD`]. client-go's
+//! recorder is asynchronous for the same kind of reason; a person reading
+//! `kubectl describe` cannot tell.
 //!
 //! The calls are kube's `Recorder`'s (`new(client, reporter)`,
 //! `publish(&event, &reference)`), so a reconcile reads the same; Events keep

@@ -10,10 +10,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, WatchEvent, WatchParams};
 use tokio::time::Instant;
 
-use crate::{
-    eventually::{Check, eventually},
-    lab::Lab,
-};
+use crate::lab::Lab;
+
+use labkit::eventually::{Check, eventually};
 
 /// How long the controller gets to reach the desired state in any experiment.
 pub const HEAL_WITHIN: Duration = Duration::from_secs(20);

@@ -15,7 +15,7 @@ use kube::{
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::eventually::{Check, eventually};
+use labkit::eventually::{Check, eventually};
 
 /// Where the Deployment lives (manifests/deployment.yaml).
 pub const NAMESPACE: &str = "default";

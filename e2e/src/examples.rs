@@ -27,11 +27,11 @@ use tokio::{
 };
 
 use crate::{
-    command::Cmd,
     lab::Lab,
-    project,
     suite::{Experiment, Measured, RunsOn},
 };
+
+use labkit::{command::Cmd, project};
 
 /// The course's step examples, as the suite runs them.
 pub const ALL: &[Experiment] = &[
@@ -209,12 +209,12 @@ async fn create_pods(lab: &Lab, names: &[&str]) -> anyhow::Result<Api<Pod>> {
 async fn remove_pods(pods: &Api<Pod>) -> anyhow::Result<()> {
     let params = kube::api::ListParams::default().labels(&format!("{LABEL}=yes"));
     pods.delete_collection(&DeleteParams::default(), &params).await?;
-    crate::eventually::eventually("the example Pods to be gone", OUTPUT_WITHIN, || async {
+    labkit::eventually::eventually("the example Pods to be gone", OUTPUT_WITHIN, || async {
         let left = pods.list(&params).await?.items.len();
         Ok(if left == 0 {
-            crate::eventually::Check::Done(())
+            labkit::eventually::Check::Done(())
         } else {
-            crate::eventually::Check::NotYet(format!("{left} left"))
+            labkit::eventually::Check::NotYet(format!("{left} left"))
         })
     })
     .await

@@ -42,10 +42,10 @@ pub use self::{
 };
 use crate::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
-    eventually::{Check, eventually},
     lab::{ControllerRun, Lab},
     suite::{Experiment, Measured, RunsOn},
 };
+use labkit::eventually::{Check, eventually};
 
 /// Every fault test, in the order the suite runs them.
 pub const ALL: &[Experiment] = &[
@@ -267,10 +267,10 @@ async fn then_restore(lab: &mut Lab, result: anyhow::Result<Measured>) -> anyhow
 
 /// The host's debug my-controller (`cargo xtask e2e` builds it), for a
 /// fault that runs a controller of its own beside or instead of the lab's.
-fn host_controller() -> anyhow::Result<crate::command::Cmd> {
-    let binary = crate::project::target_dir().join("debug/my-controller");
+fn host_controller() -> anyhow::Result<labkit::command::Cmd> {
+    let binary = labkit::project::target_dir().join("debug/my-controller");
     ensure!(binary.is_file(), "{} is missing: `cargo build -p controller`", binary.display());
-    Ok(crate::command::Cmd::new(binary.display().to_string()))
+    Ok(labkit::command::Cmd::new(binary.display().to_string()))
 }
 
 /// Milliseconds, for details.

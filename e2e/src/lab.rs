@@ -21,13 +21,12 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 
-use crate::{
+use crate::{deployment::DeploymentHost, http_probe, metrics::Scrape};
+
+use labkit::{
     command::Cmd,
-    deployment::DeploymentHost,
     eventually::{Check, eventually},
-    http_probe,
     lab_file::{LabFile, Process, ProviderKind},
-    metrics::Scrape,
     process::{self, Spawned},
     project,
 };
@@ -505,7 +504,7 @@ impl Lab {
                     out.push_str("(no controller pod: `kubectl describe deployment my-controller`)")
                 }
             },
-            None => out.push_str(&crate::files::tail(&self.file.controller.log, 40)),
+            None => out.push_str(&labkit::files::tail(&self.file.controller.log, 40)),
         }
         out.push_str("\n\n");
         match self.config_maps().get_opt(self.desired.name()).await {
@@ -577,7 +576,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Check<()>>>,
 {
-    let waited = crate::eventually::poll(what, READY_WITHIN, shown, || {
+    let waited = labkit::eventually::poll(what, READY_WITHIN, shown, || {
         let died = spawned.exited().map(|status| spawned.died(status));
         let look = probe();
         async move {

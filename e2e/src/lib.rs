@@ -4,33 +4,23 @@
 
 pub mod accounts;
 pub mod apply;
-pub mod bench;
-pub mod command;
 pub mod converge;
 pub mod deployment;
 pub mod etcd;
-pub mod eventually;
 pub mod examples;
 pub mod experiments;
 pub mod faults;
-pub mod files;
-pub mod fingerprint;
 pub mod go_build;
 pub mod grade;
 pub mod http_probe;
-pub mod kind_releases;
 pub mod lab;
-pub mod lab_file;
 pub mod metrics;
 pub mod node;
 pub mod pages;
 pub mod pki;
-pub mod process;
-pub mod project;
 pub mod results;
 pub mod security;
 pub mod suite;
-pub mod tools;
 
 use std::time::Instant;
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::project;
+use labkit::project;
 
 /// The languages of the pages, by folder under docs/.
 pub const LANGUAGES: [&str; 2] = ["zh-CN", "en"];

@@ -7,7 +7,9 @@ use std::time::Duration;
 use controller::desired::Desired;
 use futures::future::LocalBoxFuture;
 
-use crate::{lab::Lab, lab_file::ProviderKind};
+use crate::lab::Lab;
+
+use labkit::lab_file::ProviderKind;
 
 /// What an experiment measured.
 #[derive(Clone, Debug, Default)]

@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: how fast the controller heals, and what it costs,
 //! against the current (envtest) lab. What is measured, in which order and
-//! why: [`e2e::bench`]. This verb builds the controller (the release build by
+//! why: [`bench`]. This verb builds the controller (the release build by
 //! default, `cargo build --release -p controller --bin my-controller`), stops
 //! the lab's own controller for the run and starts it again whatever
 //! happened, prints the tables and writes `target/bench/bench-<unix
@@ -9,18 +9,15 @@
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, bail, ensure};
-use clap::{Args, ValueEnum};
-use e2e::{
-    bench::{
-        chart, peers, phases,
-        report::{self, Settings},
-        run,
-        subject::Spec,
-    },
-    lab::Lab,
-    lab_file::ProviderKind,
-    project,
+use bench::{
+    chart, peers, phases,
+    report::{self, Settings},
+    run,
+    subject::Spec,
 };
+use clap::{Args, ValueEnum};
+use e2e::lab::Lab;
+use labkit::{lab_file::ProviderKind, project};
 
 use crate::{cargo, lab::LabName};
 
@@ -198,7 +195,7 @@ struct Built {
 }
 
 /// `cargo build [--release] -p controller --bin my-controller`, then `cargo
-/// build --release -p e2e --bin bench-floor` (with `-p controller --example
+/// build --release -p bench --bin bench-floor` (with `-p controller --example
 /// stage2_crd` for the kube-runtime peer).
 ///
 /// On Linux the release builds are the image's own static build
@@ -233,7 +230,7 @@ fn build(build: Build, stage2: bool) -> Result<Built> {
             target.join("debug").join(BINARY)
         }
     };
-    let mut floor = vec!["-p", "e2e", "--bin", "bench-floor"];
+    let mut floor = vec!["-p", "bench", "--bin", "bench-floor"];
     if stage2 {
         floor.extend(["-p", PACKAGE, "--example", "stage2_crd"]);
     }

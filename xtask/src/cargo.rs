@@ -3,4 +3,4 @@
 pub const PACKAGE: &str = "controller";
 pub const BINARY: &str = "my-controller";
 
-pub use e2e::command::cargo;
+pub use labkit::command::cargo;

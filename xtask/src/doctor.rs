@@ -16,8 +16,8 @@ use crate::lab::{
     provider::{self, ProviderChoice},
 };
 use crate::preflight::{self, Check, Status};
-use e2e::lab_file::ProviderKind;
-use e2e::{
+use labkit::lab_file::ProviderKind;
+use labkit::{
     command::{Cmd, is_not_found},
     project,
 };
@@ -47,7 +47,10 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
     let quiet = |argv: &[&str]| Cmd::argv(argv).read().ok();
     let mut checks = vec![
         preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned_toolchain()?),
-        preflight::kubectl(e2e::tools::kubectl_client_minor(), controller::version::target_minor()),
+        preflight::kubectl(
+            e2e::experiments::kubectl_client_minor(),
+            controller::version::target_minor(),
+        ),
     ];
     match provider {
         ProviderKind::Kind => checks.extend(kind_checks(name, &quiet)?),
@@ -70,7 +73,7 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
 
 /// What a kind lab needs of the machine.
 fn kind_checks(name: &str, quiet: &dyn Fn(&[&str]) -> Option<String>) -> Result<Vec<Check>> {
-    let table = e2e::kind_releases::table()?;
+    let table = labkit::kind_releases::table()?;
     let docker = match Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).read() {
         Ok(v) => Ok(v),
         Err(e) if is_not_found(&e) => Err("docker: command not found".to_string()),

@@ -5,10 +5,8 @@ use std::fmt::Write as _;
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::{Context, Result, bail};
-use e2e::{
-    lab_file::{LabFile, ProviderKind},
-    results::{self, Outcome},
-};
+use e2e::results::{self, Outcome};
+use labkit::lab_file::{LabFile, ProviderKind};
 
 use crate::{cargo, lab::state_dir};
 
@@ -77,7 +75,7 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     // docs/e2e.md links to what a real run printed.
     if filter.is_none() {
         let mode = if lab.controller.container.is_some() { "-container" } else { "" };
-        e2e::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider), &summary)?;
+        labkit::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider), &summary)?;
     }
     if !passed
         || outcomes.len() != expected
@@ -96,7 +94,7 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
 
 /// `target/e2e/results.jsonl`, emptied for this run.
 fn results_file() -> Result<PathBuf> {
-    let dir = e2e::project::target_dir().join("e2e");
+    let dir = labkit::project::target_dir().join("e2e");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join("results.jsonl");
     std::fs::write(&path, "").with_context(|| format!("cannot write {}", path.display()))?;

@@ -18,13 +18,15 @@ use std::{
 use anyhow::{Result, bail};
 use controller::desired::Desired;
 use e2e::{
-    command::Cmd,
     converge::wait_idle,
     deployment::{NAME as DEPLOYMENT, NAMESPACE as DEPLOYMENT_NAMESPACE},
     experiments::{self, DEDUP_FLAGS, DRIFT_LABEL},
     lab::{self, DEFAULT_NAME, Lab},
-    lab_file::{LabFile, ProviderKind},
     suite::{Experiment, Measured, first_key},
+};
+use labkit::{
+    command::Cmd,
+    lab_file::{LabFile, ProviderKind},
 };
 use serde::Deserialize;
 
@@ -575,14 +577,14 @@ fn after(
 mod tests {
     use std::{path::PathBuf, time::Duration};
 
-    use e2e::lab_file::{Controller, Process};
+    use labkit::lab_file::{Controller, Process};
 
     use super::*;
 
     fn lab_file(provider: ProviderKind) -> LabFile {
         let dir = PathBuf::from("/kit/target/lab/ws-lab");
         LabFile {
-            format: e2e::lab_file::FORMAT,
+            format: labkit::lab_file::FORMAT,
             name: "ws-lab".into(),
             provider,
             state_dir: dir.clone(),

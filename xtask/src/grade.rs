@@ -167,7 +167,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         progress: progress(texts),
         ..Options::new(args.command.clone())
     };
-    let command = e2e::command::Cmd::argv(&args.command).to_string();
+    let command = labkit::command::Cmd::argv(&args.command).to_string();
     let target = lab.desired().to_string();
     let file = lab.file().clone();
     eprintln!(
@@ -223,7 +223,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
             print!("{}", table(&graded, texts));
             eprintln!(
                 "{}",
-                texts.text("program_log", &[("log", &e2e::project::shown(&report.log))])
+                texts.text("program_log", &[("log", &labkit::project::shown(&report.log))])
             );
         }
         Outcome::Refused(_) => {
@@ -278,7 +278,7 @@ fn not_a_program(program: &str) -> Option<String> {
         let path = Path::new(program);
         return (!path.is_file()).then(|| "no such file".to_string());
     }
-    e2e::tools::on_path(program).is_none().then(|| "no such program on PATH".to_string())
+    labkit::tools::on_path(program).is_none().then(|| "no such program on PATH".to_string())
 }
 
 /// SIGINT and SIGTERM, caught from the start (so none kills xtask half-way):
@@ -329,7 +329,7 @@ impl GradeFile {
         outcome: &Outcome,
         texts: &Texts,
         lang: Lang,
-        lab: &e2e::lab_file::LabFile,
+        lab: &labkit::lab_file::LabFile,
         command: &str,
         target: &str,
     ) -> Result<GradeFile> {

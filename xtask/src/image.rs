@@ -17,8 +17,8 @@ use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 
 use crate::plan::Step;
-use e2e::command::Cmd;
-use e2e::project;
+use labkit::command::Cmd;
+use labkit::project;
 
 /// The user the image runs as (distroless's "nonroot"); the Deployment agrees.
 pub const USER: &str = "65532:65532";
@@ -55,7 +55,7 @@ pub fn resolve(choice: Builder) -> Builder {
     }
     let in_dev_shell = std::env::var_os("LAB_KIT_NIX_SHELL").is_some();
     // The flake builds images on Linux only (macOS needs a Linux builder).
-    if in_dev_shell && cfg!(target_os = "linux") && e2e::tools::on_path("nix").is_some() {
+    if in_dev_shell && cfg!(target_os = "linux") && labkit::tools::on_path("nix").is_some() {
         eprintln!("image builder auto: in the Nix dev shell: nix build .#image");
         Builder::Nix
     } else if cfg!(target_os = "linux") {
@@ -189,8 +189,8 @@ pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<
                 Step::own(
                     format!(
                         "copy {} and a FROM scratch Dockerfile into {}",
-                        e2e::project::shown(&binary),
-                        e2e::project::shown(&context)
+                        labkit::project::shown(&binary),
+                        labkit::project::shown(&context)
                     ),
                     move |_| Box::pin(async move { write_scratch_context(&binary, &context) }),
                 )

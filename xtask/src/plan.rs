@@ -9,7 +9,7 @@ use std::fmt;
 
 use futures::future::BoxFuture;
 
-use e2e::command::Cmd;
+use labkit::command::Cmd;
 
 /// Work done with the context: kube-rs calls, files, waits.
 pub type Task<C> = Box<dyn for<'a> FnOnce(&'a mut C) -> BoxFuture<'a, anyhow::Result<()>> + Send>;

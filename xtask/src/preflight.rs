@@ -55,7 +55,7 @@ impl fmt::Display for Check {
 /// `kind version` ("kind v0.33.0 go1.26.8 linux/amd64"; `None`: kind is not
 /// on PATH) against kind/node-images.toml: a release with a row passes, with
 /// the node image it runs.
-pub fn kind_version(output: Option<&str>, table: &[e2e::kind_releases::Release]) -> Check {
+pub fn kind_version(output: Option<&str>, table: &[labkit::kind_releases::Release]) -> Check {
     const NAME: &str = "kind";
     let supported: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
     let Some(output) = output else {
@@ -68,13 +68,13 @@ pub fn kind_version(output: Option<&str>, table: &[e2e::kind_releases::Release])
             ),
         );
     };
-    match e2e::kind_releases::for_kind(table, output) {
+    match labkit::kind_releases::for_kind(table, output) {
         Ok(row) => Check::pass(
             NAME,
             format!(
                 "{} (node image {})",
-                e2e::kind_releases::version_of(output).unwrap_or_default(),
-                e2e::kind_releases::node_tag(&row.image)
+                labkit::kind_releases::version_of(output).unwrap_or_default(),
+                labkit::kind_releases::node_tag(&row.image)
             ),
         ),
         Err(why) => {
@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn kind_versions_against_the_table() {
-        let table = e2e::kind_releases::table().unwrap();
+        let table = labkit::kind_releases::table().unwrap();
         let now = kind_version(Some("kind v0.33.0 go1.24.2 linux/amd64"), &table);
         assert_eq!(now.status, Status::Pass);
         assert!(now.found.contains("kindest/node:v1.36.4"), "{}", now.found);

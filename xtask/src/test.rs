@@ -8,7 +8,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use e2e::{command::Cmd, lab::NAME_ENV};
+use e2e::lab::NAME_ENV;
+use labkit::command::Cmd;
 
 use crate::{
     cargo,
@@ -60,7 +61,7 @@ pub async fn run() -> Result<ExitCode> {
     let required = std::env::var(DOCKER_REQUIRED_ENV).is_ok_and(|v| v == "1");
     let missing = match docker_usable() {
         Err(reason) => Some(format!("Docker is not usable: {reason}")),
-        Ok(()) if e2e::tools::on_path("kind").is_none() => Some(
+        Ok(()) if labkit::tools::on_path("kind").is_none() => Some(
             "kind is not on PATH (kind v0.33: `nix develop`, or build xtask/node-image/kind)"
                 .to_string(),
         ),
@@ -142,7 +143,7 @@ fn user_kubeconfig() -> Option<Vec<u8>> {
 
 /// Whether a Docker daemon answers.
 fn docker_usable() -> Result<(), String> {
-    if e2e::tools::on_path("docker").is_none() {
+    if labkit::tools::on_path("docker").is_none() {
         return Err("no docker on PATH".into());
     }
     Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"])
@@ -169,7 +170,7 @@ const NODE_IMAGE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30
 
 impl NodeImageBuild {
     fn start() -> Result<NodeImageBuild> {
-        let log = e2e::project::target_dir().join("node-image-build.log");
+        let log = labkit::project::target_dir().join("node-image-build.log");
         let _ = std::fs::remove_file(&log);
         section("the kind node image, built in the background while the envtest labs run");
         let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"]);
@@ -196,7 +197,7 @@ impl NodeImageBuild {
                     ensure!(
                         status.success(),
                         "building the kind node image failed ({status}); its log ends:\n{}",
-                        e2e::files::tail(&self.log, 20)
+                        labkit::files::tail(&self.log, 20)
                     );
                     eprintln!(
                         "kind node image ready ({:.0} s of waiting)",
@@ -212,7 +213,7 @@ impl NodeImageBuild {
                 () = &mut deadline => bail!(
                     "the kind node image was not built within {} min; its log ends:\n{}",
                     NODE_IMAGE_WITHIN.as_secs() / 60,
-                    e2e::files::tail(&self.log, 20)
+                    labkit::files::tail(&self.log, 20)
                 ),
             }
         }
@@ -245,7 +246,7 @@ impl LabDown {
         self.done = true;
         section(format!("lab down{}", if self.kind { " without lab.json" } else { "" }));
         if self.kind {
-            std::fs::remove_file(e2e::lab_file::LabFile::path(&lab::state_dir(LAB_NAME)))?;
+            std::fs::remove_file(labkit::lab_file::LabFile::path(&lab::state_dir(LAB_NAME)))?;
         }
         lab::down::run(LAB_NAME, false).await?;
         if self.kind {

@@ -53,7 +53,7 @@ async fn a_chinese_locale_narrates_in_chinese() {
 async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
     let lab = lab().await;
     let name = lab.file().name.clone();
-    let report = e2e::project::target_dir().join("bench/latest.json");
+    let report = labkit::project::target_dir().join("bench/latest.json");
     let _ = std::fs::remove_file(&report);
     succeeds(&xtask(&[
         "bench",

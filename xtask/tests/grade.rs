@@ -10,10 +10,11 @@ mod common;
 use std::{path::PathBuf, time::Duration};
 
 use common::{lab, xtask};
-use e2e::{
+use e2e::{go_build, pages};
+use labkit::{
     command::{Cmd, cargo},
     eventually::{Check, eventually},
-    go_build, pages, project,
+    project,
 };
 use serde_json::Value;
 use serial_test::serial;

@@ -6,12 +6,12 @@ mod common;
 
 use common::{lab, run, succeeds, xtask};
 use e2e::{
-    command::Cmd,
     deployment::{DeploymentHost, NAME as DEPLOYMENT},
     lab::Lab,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
+use labkit::command::Cmd;
 use serial_test::serial;
 
 /// `lab up` as this lab was made: the same name and node image.
@@ -122,7 +122,7 @@ async fn a_lab_for_another_config_map_keeps_that_one() {
 async fn the_offline_bundle_brings_the_lab_up() {
     let lab = lab().await;
     let kind = lab.file().kind.clone().unwrap();
-    let bundle = e2e::project::target_dir().join("lab-bundle-test.tar");
+    let bundle = labkit::project::target_dir().join("lab-bundle-test.tar");
     let bundle_arg = bundle.display().to_string();
     let image_id = |image: &str| {
         Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", image]).read().ok()
@@ -157,7 +157,7 @@ async fn bad_input_is_refused_and_leaves_nothing_behind() {
     // A node image of another minor: this lab's, relabelled.
     let node = &lab.file().kind.as_ref().unwrap().node_image;
     let other_minor = "lab-kit/kind-node:another-minor";
-    let context = e2e::project::target_dir().join("refusals");
+    let context = labkit::project::target_dir().join("refusals");
     std::fs::create_dir_all(context.join("bin")).unwrap();
     let dockerfile = format!("FROM {node}\nRUN echo v1.30.0 > /kind/version\n");
     std::fs::write(context.join("Dockerfile"), dockerfile).unwrap();
@@ -194,7 +194,7 @@ async fn bad_input_is_refused_and_leaves_nothing_behind() {
             says: "has no node image in kind/node-images.toml (supported: ",
         },
     ];
-    let state_dir = e2e::project::lab_dir(NAME);
+    let state_dir = labkit::project::lab_dir(NAME);
     for Refusal { what, args, env, says } in cases {
         let mut up = xtask(&["lab", "up", "--provider", "kind", "--name", NAME]).args(&args);
         for (key, value) in &env {

@@ -24,12 +24,11 @@ use kube::{
 use serde_json::json;
 
 use super::{Running, write_sample};
-use crate::{
+use crate::{lab::Lab, suite::Measured};
+use labkit::{
     eventually::{Check, eventually},
-    lab::Lab,
     lab_file::ProviderKind,
     project,
-    suite::Measured,
 };
 
 const NAMESPACE: &str = "default";
@@ -479,7 +478,7 @@ async fn account_kubeconfig(lab: &Lab, admin: &Client) -> anyhow::Result<std::pa
     let config = crate::accounts::kubeconfig_with_token(lab.file(), &token)?;
     let path = kubeconfig(lab);
     let text = serde_saphyr::to_string(&config)?;
-    crate::files::write_private(&path, &text)?;
+    labkit::files::write_private(&path, &text)?;
     Ok(path)
 }
 

@@ -28,10 +28,11 @@ mod pod;
 
 use crate::{
     converge::{HEAL_WITHIN, delete_and_wait_gone, measure_until_desired, wait_desired, wait_idle},
-    eventually::{Check, eventually},
     lab::Lab,
     suite::{Experiment, Measured, RunsOn, first_key},
 };
+
+use labkit::eventually::{Check, eventually};
 
 /// The experiments' own writes play "someone else", under their own field manager.
 fn someone() -> PatchParams {
@@ -269,7 +270,7 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
         Skew::OneApart { .. } => warnings.push(skew.to_string()),
         Skew::TooFar { .. } => bail!("{skew}"),
     }
-    if let Some(kubectl) = crate::tools::kubectl_client_minor() {
+    if let Some(kubectl) = kubectl_client_minor() {
         let kubectl_skew = Skew::between(kubectl, server_minor);
         if kubectl_skew != Skew::Same {
             let note = if kubectl_skew.is_supported() { "" } else { " (kubectl supports ±1)" };
@@ -278,14 +279,14 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
             ));
         }
     }
-    let table = crate::kind_releases::table()?;
+    let table = labkit::kind_releases::table()?;
     for row in &table {
-        let minor = crate::kind_releases::image_minor(&row.image);
+        let minor = labkit::kind_releases::image_minor(&row.image);
         ensure!(
             minor == Some(client_minor),
             "{}: kind {} runs {}, the kit is built for 1.{client_minor}: \
              give that row a kindest/node:v1.{client_minor}.x image",
-            crate::kind_releases::FILE,
+            labkit::kind_releases::FILE,
             row.kind,
             row.image
         );
@@ -569,4 +570,12 @@ pub async fn metrics_complete(lab: &mut Lab) -> anyhow::Result<Measured> {
         ),
         ..Measured::default()
     })
+}
+
+/// kubectl's client minor version, when kubectl is on PATH and answers.
+pub fn kubectl_client_minor() -> Option<u32> {
+    let out =
+        labkit::command::Cmd::argv(["kubectl", "version", "--client", "-o", "json"]).read().ok()?;
+    let info: serde_json::Value = serde_json::from_str(&out).ok()?;
+    controller::version::parse_minor(info["clientVersion"]["minor"].as_str()?)
 }

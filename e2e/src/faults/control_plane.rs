@@ -21,10 +21,10 @@ use super::{
 use crate::{
     converge::{HEAL_WITHIN, wait_desired},
     etcd::Etcd,
-    eventually::{Check, eventually},
     lab::{API_SERVER, CONTROLLER, Lab},
     suite::Measured,
 };
+use labkit::eventually::{Check, eventually};
 
 /// The bar: a delete made once the API server is back is healed within this.
 const HEAL_AFTER_RESTART: Duration = Duration::from_secs(5);

@@ -15,10 +15,10 @@ use super::{controller_status, drift, ms, secs, then_restore};
 use crate::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     deployment::DeploymentHost,
-    eventually::{Check, eventually},
     lab::Lab,
     suite::Measured,
 };
+use labkit::eventually::{Check, eventually};
 
 /// The bar for an idle controller's exit after SIGTERM.
 const IDLE_EXIT_WITHIN: Duration = Duration::from_secs(1);

@@ -22,10 +22,10 @@ use tokio::time::Instant;
 use super::{lines_with, ms, secs, someone, then_restore};
 use crate::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
-    eventually::{Check, eventually},
     lab::Lab,
     suite::Measured,
 };
+use labkit::eventually::{Check, eventually};
 
 /// `binaryData` added beside the right data → removed: "right" and "corrected"
 /// look at the same fields (the desired data is the whole key space).

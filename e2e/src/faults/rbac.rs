@@ -17,10 +17,11 @@ use kube::{
 
 use crate::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
-    eventually::{Check, eventually},
     lab::Lab,
     suite::Measured,
 };
+
+use labkit::eventually::{Check, eventually};
 
 /// The Role loses `create` → delete my-config → the controller retries with
 /// growing backoff, gives up after 5 retries (one error line, the give-up
@@ -268,7 +269,7 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
 fn credential_files(lab: &Lab) -> anyhow::Result<Vec<PathBuf>> {
     let file = lab.file();
     let mut files =
-        vec![file.admin_kubeconfig.clone(), crate::lab_file::LabFile::path(&file.state_dir)];
+        vec![file.admin_kubeconfig.clone(), labkit::lab_file::LabFile::path(&file.state_dir)];
     if file.kind.is_none() {
         files.push(file.controller.kubeconfig.clone());
     }

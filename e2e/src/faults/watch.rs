@@ -18,10 +18,10 @@ use super::{
 };
 use crate::{
     converge::{HEAL_WITHIN, wait_desired},
-    eventually::{Check, eventually},
     lab::Lab,
     suite::Measured,
 };
+use labkit::eventually::{Check, eventually};
 
 /// The first delay of the watch's backoff; each next one is at least twice.
 const FIRST_DELAY_MS: f64 = 800.0;

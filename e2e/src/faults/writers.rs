@@ -21,11 +21,11 @@ use super::{
 };
 use crate::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired, wait_idle},
-    eventually::{Check, eventually},
     lab::Lab,
     metrics::Scrape,
     suite::Measured,
 };
+use labkit::eventually::{Check, eventually};
 
 const WRITERS: usize = 10;
 const PATCHES_EACH: usize = 100;

@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 pub use observer::{Counts, IDENTITY};
 pub use program::Stopped;
 
-use crate::{command::Cmd, lab::Lab};
+use crate::lab::Lab;
+
+use labkit::command::Cmd;
 
 /// A ConfigMap name the identity's first request reads (it need not exist).
 pub const PROBE_NAME: &str = "my-controller-grade-probe";

@@ -24,12 +24,12 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::{
-    accounts,
+use crate::{accounts, metrics::Scrape};
+
+use labkit::{
     eventually::{Check, eventually},
     files,
     lab_file::LabFile,
-    metrics::Scrape,
 };
 
 /// The ServiceAccount, Role and RoleBinding of the graded program.

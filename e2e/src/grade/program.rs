@@ -12,7 +12,7 @@ use std::{
 use anyhow::Context as _;
 use tokio::time::Instant;
 
-use crate::{
+use labkit::{
     command::Cmd,
     eventually::{Check, eventually},
     files,

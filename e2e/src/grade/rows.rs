@@ -23,11 +23,8 @@ use super::{
     observer::{Counts, Observer},
     program::{Program, Stopped},
 };
-use crate::{
-    converge::HEAL_WITHIN,
-    eventually::{Check, poll},
-    lab::Lab,
-};
+use crate::{converge::HEAL_WITHIN, lab::Lab};
+use labkit::eventually::{Check, poll};
 
 /// How long a program gets to try (and fail) to correct an immutable object.
 const REFUSAL_WITHIN: Duration = Duration::from_secs(3);
@@ -246,7 +243,7 @@ impl<'a> Grading<'a> {
         if self.api.get_opt(name).await?.is_some() {
             self.api.delete(name, &DeleteParams::default()).await?;
         }
-        crate::eventually::eventually(&format!("{name} to be gone"), HEAL_WITHIN, || async {
+        labkit::eventually::eventually(&format!("{name} to be gone"), HEAL_WITHIN, || async {
             Ok(match self.api.get_opt(name).await? {
                 None => Check::Done(()),
                 Some(_) => Check::NotYet("still there".into()),

@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::{Value, json};
 
-use e2e::lab_file::Target;
-use e2e::project;
+use labkit::lab_file::Target;
+use labkit::project;
 
 /// The field manager the lab's objects are owned by (`kubectl get -o yaml --show-managed-fields`).
 pub const FIELD_MANAGER: &str = "xtask-lab";

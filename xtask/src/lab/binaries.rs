@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::lab::node_image::go_builds::{self, GoComponent};
-use e2e::{command::Cmd, project, tools::on_path};
+use labkit::{command::Cmd, project, tools::on_path};
 
 /// Where a program was found; shown to the person and recorded in lab.json.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,10 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose};
 
-use e2e::{
-    files::{write_private, write_public},
-    pki,
-};
+use e2e::pki;
+
+use labkit::files::{write_private, write_public};
 
 /// The admin identity: `system:masters` is bound to cluster-admin by the default RBAC policy.
 pub const ADMIN_USER: &str = "lab-admin";

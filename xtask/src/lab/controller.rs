@@ -43,9 +43,9 @@ pub const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/servicea
 /// as that user, as a pod does with `fsGroup`.
 pub fn write_service_account_dir(dir: &Path, token: &str, ca_pem: &str) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    e2e::files::write_private(&dir.join("token"), token)?;
-    e2e::files::write_public(&dir.join("ca.crt"), ca_pem)?;
-    e2e::files::write_public(&dir.join("namespace"), SERVICE_ACCOUNT_NAMESPACE)?;
+    labkit::files::write_private(&dir.join("token"), token)?;
+    labkit::files::write_public(&dir.join("ca.crt"), ca_pem)?;
+    labkit::files::write_public(&dir.join("namespace"), SERVICE_ACCOUNT_NAMESPACE)?;
     let (uid, gid) = crate::image::USER.split_once(':').context("image user is uid:gid")?;
     let (uid, gid): (u32, u32) = (uid.parse()?, gid.parse()?);
     // SAFETY: geteuid has no preconditions.

@@ -7,14 +7,15 @@ use anyhow::Result;
 use crate::lab::envtest::{self, Layout};
 use crate::lab::{kind, state_dir};
 use crate::plan;
-use e2e::lab_file::{LabFile, ProviderKind};
+use labkit::lab_file::{LabFile, ProviderKind};
 
 pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
     let layout = Layout::new(&state_dir(name));
     // Without a readable lab.json (a failed `up` writes none) a kind cluster
     // of this name may still run, and envtest processes may: both are looked for.
     let provider = LabFile::read(&layout.state_dir).ok().flatten().map(|lab| lab.provider);
-    let kind_too = provider != Some(ProviderKind::Envtest) && e2e::tools::on_path("kind").is_some();
+    let kind_too =
+        provider != Some(ProviderKind::Envtest) && labkit::tools::on_path("kind").is_some();
     if dry_run {
         if provider != Some(ProviderKind::Kind) {
             print!("{}", plan::render(&envtest::down_plan(&layout)));

@@ -21,13 +21,13 @@ use crate::lab::binaries::{self, EnvtestBinaries};
 use crate::lab::kubeconfig::{self, Credentials};
 use crate::lab::{apply, certs, controller};
 use crate::plan::{self, Step};
-use e2e::command::Cmd;
-use e2e::eventually::Check;
 use e2e::lab::{self as handle, wait_ready};
-use e2e::lab_file::{self, LabFile, ProviderKind, Target};
-use e2e::process::{self, Spawned, StopOutcome};
-use e2e::project;
-use e2e::project::shown;
+use labkit::command::Cmd;
+use labkit::eventually::Check;
+use labkit::lab_file::{self, LabFile, ProviderKind, Target};
+use labkit::process::{self, Spawned, StopOutcome};
+use labkit::project;
+use labkit::project::shown;
 
 /// controller-runtime envtest's service range; its first address is the `kubernetes` Service.
 const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";

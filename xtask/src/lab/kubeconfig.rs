@@ -12,7 +12,7 @@ use base64::engine::general_purpose::STANDARD;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
-use e2e::files;
+use labkit::files;
 
 /// Who the kubeconfig speaks as.
 pub enum Credentials<'a> {

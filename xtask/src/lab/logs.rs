@@ -15,8 +15,8 @@ use crate::lab::state_dir;
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 pub async fn run(name: &str, follow: bool) -> Result<ExitCode> {
-    if let Ok(Some(lab)) = e2e::lab_file::LabFile::read(&state_dir(name))
-        && lab.provider == e2e::lab_file::ProviderKind::Kind
+    if let Ok(Some(lab)) = labkit::lab_file::LabFile::read(&state_dir(name))
+        && lab.provider == labkit::lab_file::ProviderKind::Kind
     {
         crate::lab::kind::logs(&lab, follow).await?;
         return Ok(ExitCode::SUCCESS);

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use e2e::project;
+use labkit::project;
 
 pub use e2e::lab::DEFAULT_NAME;
 
@@ -119,8 +119,8 @@ pub struct UpOptions {
     pub bundle: Option<PathBuf>,
     /// The ConfigMap the controller keeps; the Role is made for exactly this one.
     #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/my-config",
-          value_parser = e2e::lab_file::Target::parse)]
-    pub target: e2e::lab_file::Target,
+          value_parser = labkit::lab_file::Target::parse)]
+    pub target: labkit::lab_file::Target,
     /// kind only: the node image, instead of the one pinned in kind/cluster.yaml:
     /// `built` (made here by `cargo xtask lab node-image`, for machines that cannot pull)
     /// or an image reference.
@@ -143,7 +143,7 @@ impl UpOptions {
             dry_run: false,
             bundle: None,
             node_image: None,
-            target: e2e::lab_file::Target::default(),
+            target: labkit::lab_file::Target::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::ValueEnum;
 
-use e2e::lab_file::ProviderKind;
+use labkit::lab_file::ProviderKind;
 
 /// `--provider`: what a person may ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -31,14 +31,14 @@ pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
 
 /// kind when a Docker daemon answers and kind is installed, else envtest.
 fn auto() -> (ProviderKind, String) {
-    if e2e::tools::on_path("kind").is_none() {
+    if labkit::tools::on_path("kind").is_none() {
         return (ProviderKind::Envtest, "kind is not on PATH".into());
     }
-    if e2e::tools::on_path("docker").is_none() {
+    if labkit::tools::on_path("docker").is_none() {
         return (ProviderKind::Envtest, "docker is not on PATH".into());
     }
     let daemon =
-        e2e::command::Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).succeeds();
+        labkit::command::Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).succeeds();
     if daemon {
         (ProviderKind::Kind, "Docker answers and kind is installed".into())
     } else {

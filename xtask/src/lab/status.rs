@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::lab::envtest;
 use crate::lab::state_dir;
-use e2e::lab_file::{LabFile, ProviderKind};
+use labkit::lab_file::{LabFile, ProviderKind};
 
 pub async fn run(name: &str) -> Result<ExitCode> {
     let dir = state_dir(name);

@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use crate::lab::envtest::{self, Layout};
 use crate::lab::{UpOptions, kind, provider, state_dir};
 use crate::plan;
-use e2e::lab_file::{LabFile, ProviderKind};
+use labkit::lab_file::{LabFile, ProviderKind};
 
 pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
     let provider = provider::resolve(options.provider)?;
@@ -67,7 +67,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
 
 /// An envtest lab that is up and healthy is reused; anything else under its
 /// name is cleaned up so a fresh one can start.
-async fn reuse_or_clean(name: &str, target: &e2e::lab_file::Target) -> Result<Option<LabFile>> {
+async fn reuse_or_clean(name: &str, target: &labkit::lab_file::Target) -> Result<Option<LabFile>> {
     let layout = Layout::new(&state_dir(name));
     match LabFile::read(&layout.state_dir) {
         Ok(Some(lab)) if lab.provider == ProviderKind::Kind => {

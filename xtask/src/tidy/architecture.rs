@@ -12,7 +12,7 @@ const MAP: &str = "ARCHITECTURE.md";
 const MAX_LINES: usize = 150;
 
 /// The workspace's members, from the root Cargo.toml.
-fn members() -> Vec<String> {
+pub(super) fn members() -> Vec<String> {
     let root: toml::Table = toml::from_str(&read("Cargo.toml")).expect("Cargo.toml parses");
     root["workspace"]["members"]
         .as_array()
@@ -33,11 +33,12 @@ fn uses(member: &str, members: &[String]) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// The backticked names on the `Uses:` line of the map's section for `member`.
+/// The backticked names of the `Uses:` sentence (it may wrap) in the map's
+/// section for `member`.
 fn said_to_use(map: &str, member: &str) -> Option<BTreeSet<String>> {
     let section = map.split(&format!("### `{member}/`")).nth(1)?.split("\n#").next()?;
-    let line = section.split("Uses:").nth(1)?.split('\n').next()?;
-    Some(line.split('`').skip(1).step_by(2).map(str::to_string).collect())
+    let sentence = section.split("Uses:").nth(1)?.split(".\n").next()?;
+    Some(sentence.split('`').skip(1).step_by(2).map(str::to_string).collect())
 }
 
 #[test]
@@ -79,7 +80,7 @@ fn every_process_is_started_by_the_one_runner() {
     // Spelled in two parts so that this file does not name it.
     let needle = ["Command", "::new("].concat();
     let allowed = [
-        "e2e/src/command.rs",
+        "labkit/src/command.rs",
         // The controller's own test of its binary: the controller cannot use
         // the harness, which depends on it.
         "controller/tests/bad_input.rs",
@@ -92,7 +93,7 @@ fn every_process_is_started_by_the_one_runner() {
 fn waits_go_through_the_one_poller() {
     let needle = ["sleep", "("].concat();
     let allowed = [
-        "e2e/src/eventually.rs",
+        "labkit/src/eventually.rs",
         // Samples /healthz and /readyz over a window to assert they stay as
         // they are: an invariant over time, not a wait for a state.
         "e2e/src/faults/control_plane.rs",
@@ -101,12 +102,12 @@ fn waits_go_through_the_one_poller() {
     ];
     let harness = |f: &String| ["e2e/", "xtask/"].iter().any(|c| f.starts_with(c));
     let elsewhere: Vec<String> = found(&needle, &allowed).into_iter().filter(harness).collect();
-    assert!(elsewhere.is_empty(), "waits outside e2e/src/eventually.rs: {elsewhere:?}");
+    assert!(elsewhere.is_empty(), "waits outside labkit/src/eventually.rs: {elsewhere:?}");
 }
 
 #[test]
 fn the_map_checks_catch_what_they_are_for() {
-    let map = "### `a/`\n\nHolds a.\nUses: `b`, `c`.\n\n### `b/`\nUses: nothing.\n";
+    let map = "### `a/`\n\nHolds a.\nUses: `b` (for x),\n`c`.\n`d` is not used.\n\n### `b/`\nUses: nothing.\n";
     assert_eq!(said_to_use(map, "a"), Some(["b".into(), "c".into()].into()));
     assert_eq!(said_to_use(map, "b"), Some(BTreeSet::new()));
     assert_eq!(said_to_use(map, "d"), None);

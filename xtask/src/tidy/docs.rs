@@ -14,7 +14,7 @@
 use std::{collections::BTreeSet, path::Path, sync::LazyLock};
 
 use clap::Parser as _;
-use e2e::{command::Cmd, project};
+use labkit::{command::Cmd, project};
 
 /// The repository's tracked files.
 pub(super) static TRACKED: LazyLock<Vec<String>> = LazyLock::new(|| {

@@ -14,7 +14,7 @@ mod pages;
 use std::path::Path;
 
 use controller::version::target_minor;
-use e2e::project;
+use labkit::project;
 
 fn read(relative: &str) -> String {
     let path = project::root().join(relative);
@@ -34,14 +34,9 @@ fn minor_of(version: &str) -> u32 {
 #[test]
 fn one_k8s_openapi_version_feature_everywhere() {
     let minor = target_minor();
-    for manifest in [
-        "Cargo.toml",
-        "controller/Cargo.toml",
-        "e2e/Cargo.toml",
-        "workqueue/Cargo.toml",
-        "xtask/Cargo.toml",
-    ] {
-        let text = read(manifest);
+    let members = architecture::members().into_iter().map(|m| format!("{m}/Cargo.toml"));
+    for manifest in std::iter::once("Cargo.toml".to_string()).chain(members) {
+        let text = read(&manifest);
         for (i, _) in text.match_indices("\"v1_") {
             let feature: String = text[i + 1..].chars().take_while(|c| *c != '"').collect();
             assert_eq!(
@@ -90,20 +85,20 @@ fn the_readme_names_the_targeted_version() {
 #[test]
 fn every_kind_release_runs_the_targeted_minor() {
     let minor = target_minor();
-    let table = e2e::kind_releases::table().unwrap();
-    assert!(!table.is_empty(), "{} has no rows", e2e::kind_releases::FILE);
+    let table = labkit::kind_releases::table().unwrap();
+    assert!(!table.is_empty(), "{} has no rows", labkit::kind_releases::FILE);
     for row in &table {
         assert!(
             row.kind.starts_with("v0.") && row.kind.matches('.').count() == 1,
             "{}: kind = {:?} is not a release line like v0.33",
-            e2e::kind_releases::FILE,
+            labkit::kind_releases::FILE,
             row.kind
         );
         assert_eq!(
-            e2e::kind_releases::image_minor(&row.image),
+            labkit::kind_releases::image_minor(&row.image),
             Some(minor),
             "{}: kind {} runs {}, the kit targets 1.{minor}",
-            e2e::kind_releases::FILE,
+            labkit::kind_releases::FILE,
             row.kind,
             row.image
         );
@@ -111,7 +106,7 @@ fn every_kind_release_runs_the_targeted_minor() {
         assert!(
             row.image.starts_with("kindest/node:v1.") && digest.len() == 64,
             "{}: {} is not pinned by tag and digest",
-            e2e::kind_releases::FILE,
+            labkit::kind_releases::FILE,
             row.image
         );
     }

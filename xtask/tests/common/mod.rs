@@ -3,10 +3,9 @@
 
 #![allow(dead_code)] // Each test file uses its own part.
 
-use e2e::{
-    command::{Cmd, cargo},
-    lab::Lab,
-};
+use e2e::lab::Lab;
+
+use labkit::command::{Cmd, cargo};
 
 /// The lab under test: `$LAB_NAME` (`cargo xtask test` sets it). No lab,
 /// no test: it fails.
@@ -19,9 +18,9 @@ pub fn xtask(args: &[&str]) -> Cmd {
     cargo(["xtask"]).args(args)
 }
 
-/// [`e2e::project::write_sample`], failing the test when it cannot write.
+/// [`labkit::project::write_sample`], failing the test when it cannot write.
 pub fn write_sample(name: &str, text: &str) {
-    e2e::project::write_sample(name, text).unwrap_or_else(|e| panic!("{e:#}"));
+    labkit::project::write_sample(name, text).unwrap_or_else(|e| panic!("{e:#}"));
 }
 
 /// What a command printed, and whether it succeeded.

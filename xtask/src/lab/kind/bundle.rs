@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::{self as kind, NodeImage};
 use crate::image::{self, Builder};
 use crate::lab::node_image;
-use e2e::command::Cmd;
+use labkit::command::Cmd;
 
 /// The bundle's own entry.
 pub const MANIFEST_ENTRY: &str = "lab-kit-bundle.json";
@@ -44,12 +44,13 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
     let mut kind_release = None;
     let node = match node {
         NodeImage::Pinned => {
-            let table = e2e::kind_releases::table()?;
+            let table = labkit::kind_releases::table()?;
             let found = kind::kind_version().context(
                 "kind is not on PATH: the bundle's node image is the one of the kind release found",
             )?;
-            let row = e2e::kind_releases::for_kind(&table, &found).map_err(anyhow::Error::msg)?;
-            let tag = e2e::kind_releases::node_tag(&row.image).to_string();
+            let row =
+                labkit::kind_releases::for_kind(&table, &found).map_err(anyhow::Error::msg)?;
+            let tag = labkit::kind_releases::node_tag(&row.image).to_string();
             Cmd::argv(["docker", "pull", &row.image])
                 .run()
                 .context("pulling the kind node image failed (this step needs the network; `--node-image built` needs none)")?;
@@ -80,7 +81,7 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
     save(&[&node, &controller], output)?;
     let dir = output.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let entry = dir.join(MANIFEST_ENTRY);
-    e2e::files::write_public(&entry, serde_json::to_string_pretty(&manifest)? + "\n")?;
+    labkit::files::write_public(&entry, serde_json::to_string_pretty(&manifest)? + "\n")?;
     let appended =
         Cmd::argv(["tar", "-rf"]).path(output).arg("-C").path(&dir).arg(MANIFEST_ENTRY).run();
     let _ = std::fs::remove_file(&entry);
@@ -140,7 +141,7 @@ pub fn check_kind(manifest: &Manifest, kind_version: Option<&str>) -> Result<()>
     let Some(release) = &manifest.kind_release else {
         return Ok(());
     };
-    let found = kind_version.and_then(e2e::kind_releases::version_of).unwrap_or("none");
+    let found = kind_version.and_then(labkit::kind_releases::version_of).unwrap_or("none");
     ensure!(
         found.starts_with(&format!("{release}.")),
         "the bundle's node image {} was published with kind {release}.x, and this machine has kind {found}: \
@@ -193,8 +194,8 @@ mod tests {
 
     #[test]
     fn the_node_image_travels_under_its_tag() {
-        let pinned = e2e::kind_releases::table().unwrap()[0].image.clone();
-        let tag = e2e::kind_releases::node_tag(&pinned);
+        let pinned = labkit::kind_releases::table().unwrap()[0].image.clone();
+        let tag = labkit::kind_releases::node_tag(&pinned);
         assert!(tag.starts_with("kindest/node:v1.") && !tag.contains('@'), "{tag}");
     }
 

@@ -22,7 +22,7 @@ use anyhow::{Context as _, Result};
 use crate::image::Builder;
 use crate::lab::node_image;
 use crate::plan::{self, Step};
-use e2e::command::Cmd;
+use labkit::command::Cmd;
 
 pub use self::phases::up;
 pub use self::status::{logs, status};
@@ -86,7 +86,7 @@ impl Paths {
 
 /// Paths as a person would type them: relative to the project root when inside it.
 fn shown(path: &Path) -> String {
-    e2e::project::shown(path)
+    labkit::project::shown(path)
 }
 
 /// Where the images come from.
@@ -167,7 +167,7 @@ pub struct Down {
 
 /// `lab down` for kind: delete the cluster (if kind knows it), remove the state.
 pub async fn down(name: &str, state_dir: &Path) -> Result<bool> {
-    if e2e::tools::on_path("kind").is_none() {
+    if labkit::tools::on_path("kind").is_none() {
         eprintln!(
             "kind is not on PATH: cannot look for a cluster named {name} (`nix develop`, or install kind v0.33)"
         );
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn the_kind_plan_matches_its_snapshot() {
         let dir = Path::new("target/lab/my-controller-lab");
-        let pinned = e2e::kind_releases::table().unwrap().last().unwrap().image.clone();
+        let pinned = labkit::kind_releases::table().unwrap().last().unwrap().image.clone();
         let up = plan::render(
             &up_plan(
                 "my-controller-lab",
@@ -205,7 +205,7 @@ mod tests {
                 "my-controller-lab",
                 dir,
                 &Images::Bundle("lab-bundle.tar".into()),
-                e2e::kind_releases::node_tag(&pinned),
+                labkit::kind_releases::node_tag(&pinned),
                 &Default::default(),
             )
             .unwrap(),

@@ -21,10 +21,10 @@ use super::{
 use crate::image::{self, Builder, StaticTarget};
 use crate::lab::{apply, node_image};
 use crate::plan::{self, Step};
-use e2e::command::Cmd;
-use e2e::kind_releases;
-use e2e::lab_file::{self, LabFile};
-use e2e::project;
+use labkit::command::Cmd;
+use labkit::kind_releases;
+use labkit::lab_file::{self, LabFile};
+use labkit::project;
 
 /// What every phase names, fixed before the plan is made.
 struct Names {
@@ -46,7 +46,7 @@ pub fn up_plan(
     state_dir: &Path,
     images: &Images,
     node: &str,
-    target: &e2e::lab_file::Target,
+    target: &labkit::lab_file::Target,
 ) -> Result<Vec<Step<Up>>> {
     let paths = Paths::new(state_dir);
     let names = Names {
@@ -86,7 +86,7 @@ fn checks() -> Vec<Step<Up>> {
                         let (version, api) = line.split_once(' ').unwrap_or((&line, ""));
                         Ok((version.to_string(), api.to_string()))
                     }
-                    Err(e) if e2e::command::is_not_found(&e) => {
+                    Err(e) if labkit::command::is_not_found(&e) => {
                         Err("docker: command not found".into())
                     }
                     Err(e) => Err(format!("{e:#}")),
@@ -300,7 +300,7 @@ fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
 /// The controller deployed: RBAC and the Deployment applied (a test's
 /// leftover arguments cleared), restarted when its pod runs an older
 /// image, the rollout awaited.
-fn deploy(names: &Names, target: &e2e::lab_file::Target) -> Vec<Step<Up>> {
+fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
     let Names { kubeconfig, container, .. } = names;
     vec![
         Step::probe(
@@ -369,7 +369,7 @@ fn record(names: &Names) -> Vec<Step<Up>> {
 pub async fn up(
     name: &str,
     images: &Images,
-    target: &e2e::lab_file::Target,
+    target: &labkit::lab_file::Target,
     dry_run: bool,
 ) -> Result<Option<LabFile>> {
     let state_dir = project::lab_dir(name);

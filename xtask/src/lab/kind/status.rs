@@ -10,8 +10,8 @@ use kube::api::{Api, LogParams};
 use super::{DEPLOYMENT, NAMESPACE, node_container};
 use crate::lab::kubeconfig;
 use crate::plan::{self, Step};
-use e2e::command::Cmd;
-use e2e::lab_file::LabFile;
+use labkit::command::Cmd;
+use labkit::lab_file::LabFile;
 
 /// The controller's pod: the Deployment's newest pod (by creation time).
 async fn controller_pod(client: &kube::Client) -> Result<Option<Pod>> {
@@ -80,7 +80,7 @@ pub async fn logs(lab: &LabFile, follow: bool) -> Result<()> {
     let name = pod.name_any();
     let kubectl = format!(
         "kubectl --kubeconfig {} logs {}pod/{name}",
-        e2e::project::shown(&lab.admin_kubeconfig),
+        labkit::project::shown(&lab.admin_kubeconfig),
         if follow { "-f " } else { "" }
     );
     let step = Step::api(kubectl, move |_: &mut ()| {

@@ -13,10 +13,10 @@ use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, config, node_container, 
 use crate::image;
 use crate::lab::{apply, controller, kubeconfig};
 use crate::preflight::{self, Check, Status};
-use e2e::command::Cmd;
-use e2e::kind_releases;
-use e2e::lab_file::{self, LabFile, ProviderKind};
-use e2e::project;
+use labkit::command::Cmd;
+use labkit::kind_releases;
+use labkit::lab_file::{self, LabFile, ProviderKind};
+use labkit::project;
 
 /// What `lab up` learns on the way.
 #[derive(Default)]
@@ -24,7 +24,7 @@ pub struct Up {
     pub name: String,
     pub paths: Paths,
     /// The ConfigMap the controller keeps (`--target`).
-    pub target: e2e::lab_file::Target,
+    pub target: labkit::lab_file::Target,
     /// The node image the cluster runs (a reference Docker has).
     pub node_image: String,
     /// `docker version`: the engine's version and API version, or why it did not answer.
@@ -159,7 +159,7 @@ pub(super) fn write_cluster_config(up: &mut Up, dir: &Path, file: &Path) -> Resu
     let cluster = std::fs::read_to_string(project::root().join(CLUSTER_FILE))
         .with_context(|| format!("cannot read {CLUSTER_FILE}"))?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    e2e::files::write_public(file, config::for_host(&cluster, up.host)?)
+    labkit::files::write_public(file, config::for_host(&cluster, up.host)?)
 }
 
 /// A client for the lab's kubeconfig; an existing cluster must run the node

@@ -12,9 +12,9 @@ use crate::preflight::static_libc;
 
 use super::{Build, Recipe};
 use crate::plan::Step;
-use e2e::command::Cmd;
-use e2e::project;
-use e2e::project::shown;
+use labkit::command::Cmd;
+use labkit::project;
+use labkit::project::shown;
 
 pub const KUBERNETES_DIR: &str = "xtask/envtest/kubernetes";
 
@@ -213,7 +213,7 @@ pub fn components() -> Result<Vec<GoComponent>> {
             }
             let env = vec![("CGO_ENABLED", if d.cgo { "1" } else { "0" }.to_string())];
             let ldflags = ldflags.join(" ");
-            let fingerprint = e2e::fingerprint::sha256_hex(
+            let fingerprint = labkit::fingerprint::sha256_hex(
                 format!("{go_mod}\n{go_sum}\n{ldflags}\n{}\n{}", d.tags, d.cgo).as_bytes(),
             )[..12]
                 .to_string();
@@ -278,7 +278,7 @@ fn build_steps(recipe: &Recipe, component: &GoComponent, cmd: Cmd) -> Vec<Step<B
     vec![
         Step::long(cmd, "building with Go").when(unless.clone(), missing.clone()),
         Step::own(format!("mark {} complete", shown(&out)), move |_| {
-            Box::pin(async move { e2e::files::write_public(&done, "") })
+            Box::pin(async move { labkit::files::write_public(&done, "") })
         })
         .when(unless, missing),
     ]

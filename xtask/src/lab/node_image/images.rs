@@ -13,8 +13,8 @@ use anyhow::{Context as _, Result, ensure};
 
 use super::{Build, Recipe};
 use crate::plan::Step;
-use e2e::command::Cmd;
-use e2e::project::shown;
+use labkit::command::Cmd;
+use labkit::project::shown;
 
 const REGISTRY: &str = "registry.k8s.io";
 /// Tags kubeadm 1.36 asks for that no pinned module names: checked against

@@ -32,8 +32,8 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result, bail};
 
 use crate::plan::{self, Step};
-use e2e::command::Cmd;
-use e2e::project;
+use labkit::command::Cmd;
+use labkit::project;
 
 use self::go_builds::GoComponent;
 
@@ -115,7 +115,7 @@ impl Recipe {
             "k8s.io/kubernetes",
         )?;
         let rootfs = rootfs::Rootfs::new(source, arch)?;
-        let module_cache = e2e::tools::on_path("go")
+        let module_cache = labkit::tools::on_path("go")
             .and_then(|_| Cmd::argv(["go", "env", "GOMODCACHE"]).read().ok())
             .map(PathBuf::from);
         let cache = project::target_dir().join("node-image");
@@ -124,7 +124,7 @@ impl Recipe {
         inputs.push(rootfs.fingerprint());
         inputs.push(arch.go.to_string());
         let fingerprint =
-            e2e::fingerprint::sha256_hex(inputs.join("\n--\n").as_bytes())[..12].to_string();
+            labkit::fingerprint::sha256_hex(inputs.join("\n--\n").as_bytes())[..12].to_string();
         Ok(Recipe { kubernetes, arch, components, rootfs, module_cache, cache, fingerprint })
     }
 

@@ -11,8 +11,8 @@ use anyhow::{Context as _, Result, bail};
 
 use super::{Arch, Build, Recipe, Source};
 use crate::plan::Step;
-use e2e::command::Cmd;
-use e2e::project::shown;
+use labkit::command::Cmd;
+use labkit::project::shown;
 
 /// kind's base-image packages that a one-node lab uses (without the
 /// storage-test and rootless ones), plus libseccomp-dev for runc's static build.
@@ -79,7 +79,7 @@ impl Rootfs {
     }
 
     fn tag(&self) -> String {
-        let hash = e2e::fingerprint::sha256_hex(self.fingerprint().as_bytes());
+        let hash = labkit::fingerprint::sha256_hex(self.fingerprint().as_bytes());
         format!("{}-{}", self.suite, &hash[..12])
     }
 

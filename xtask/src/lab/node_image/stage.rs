@@ -15,8 +15,8 @@ use anyhow::{Context as _, Result};
 
 use super::{Build, FINGERPRINT_LABEL, Recipe, images};
 use crate::plan::Step;
-use e2e::command::Cmd;
-use e2e::project::shown;
+use labkit::command::Cmd;
+use labkit::project::shown;
 
 /// kind's first node gets the first /24 of its default pod subnet
 /// (10.244.0.0/16): one node, one static range.

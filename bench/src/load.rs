@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use super::Progress;
-use crate::eventually::{Check, eventually};
 use anyhow::Context as _;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -14,6 +13,7 @@ use kube::{
     Api,
     api::{DeleteParams, ListParams, ObjectMeta, PostParams},
 };
+use labkit::eventually::{Check, eventually};
 
 /// The label every unrelated ConfigMap carries: how they are found and
 /// deleted together (one deletecollection).

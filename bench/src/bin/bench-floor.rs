@@ -1,12 +1,12 @@
 //! The bench's floor as a process of its own, like every subject: the
-//! harness's minimal watch → write loop (`e2e::bench::floor::StandIn`) keeping
+//! harness's minimal watch → write loop (`bench::floor::StandIn`) keeping
 //! my-config until SIGTERM. `cargo xtask bench` builds and runs it; by hand:
 //!
 //!     bench-floor --kubeconfig PATH [--namespace default] [--name my-config]
 
 use anyhow::{Context, bail};
+use bench::floor::StandIn;
 use controller::desired::{Desired, default_data};
-use e2e::bench::floor::StandIn;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -1,5 +1,5 @@
 //! The floor: the harness's own minimal loop in the controller's place, run
-//! as a process of its own (`bench-floor`, e2e/src/bin) like every subject,
+//! as a process of its own (`bench-floor`, bench/src/bin) like every subject,
 //! so it shares no runtime with the bench's own measuring watch.
 //!
 //! With the controller stopped, [`StandIn`] watches my-config and, on each

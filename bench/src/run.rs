@@ -1,4 +1,4 @@
-//! One benchmark run, in the order [`crate::bench`] describes: the latency
+//! One benchmark run, in the order [`crate`] describes: the latency
 //! blocks (the floor, then each subject, alternating), then for each subject
 //! the steady window and a burst, then the unrelated ConfigMaps once and each
 //! subject started among them.
@@ -20,7 +20,7 @@ use super::{
     subject::{Spec, Subject},
     usage::Usage,
 };
-use crate::{converge::wait_idle, lab::Lab};
+use e2e::{converge::wait_idle, lab::Lab};
 
 /// Patches of a burst in flight at once.
 const BURST_IN_FLIGHT: usize = 16;

@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::bench::{
+use crate::{
     quiet::{Burst, Steady},
     usage::Usage,
 };
@@ -504,7 +504,7 @@ pub fn render(report: &Report) -> String {
     if !report.phases.is_empty() {
         let _ = writeln!(
             out,
-            "\nphases, from the API server's audit log (ms, p50 / p90 / p99; see e2e/src/bench/phases.rs):\n"
+            "\nphases, from the API server's audit log (ms, p50 / p90 / p99; see bench/src/phases.rs):\n"
         );
         out.push_str(&super::phases::render(&report.phases));
     }

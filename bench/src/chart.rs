@@ -443,7 +443,7 @@ mod tests {
 
     #[test]
     fn the_report_chart_shows_every_subject() {
-        let report = crate::bench::report::tests::sample();
+        let report = crate::report::tests::sample();
         let svg = of(&report);
         well_formed(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
         for s in &report.subjects {
@@ -485,7 +485,7 @@ mod tests {
 
     #[test]
     fn no_text_overlaps_another_or_leaves_the_chart() {
-        let mut report = crate::bench::report::tests::sample();
+        let mut report = crate::report::tests::sample();
         let long =
             ["kube-runtime Controller (stage 2)", "controller-runtime v0.24.1 (a long label)"];
         for label in long {

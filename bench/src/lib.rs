@@ -52,7 +52,7 @@
 //! | [`usage`]   | RSS and CPU time of a process group, from `/proc`                 |
 //! | [`report`], [`stats`], [`chart`] | the JSON file and tables, percentiles, the CDF chart |
 //!
-//! [`measure_until_desired`]: crate::converge::measure_until_desired
+//! [`measure_until_desired`]: e2e::converge::measure_until_desired
 //! [`StandIn`]: floor::StandIn
 
 pub mod chart;

@@ -10,16 +10,17 @@ use std::{
     time::Duration,
 };
 
-use crate::{
-    bench::usage::{self, Usage},
-    command::Cmd,
-    converge::HEAL_WITHIN,
-    eventually::{Check, eventually},
-    files, http_probe,
-    lab::Lab,
-};
+use crate::usage::{self, Usage};
+
+use e2e::{converge::HEAL_WITHIN, http_probe, lab::Lab};
+
 use anyhow::{Context, Result, bail};
 use kube::api::DeleteParams;
+use labkit::{
+    command::Cmd,
+    eventually::{Check, eventually},
+    files,
+};
 use tokio::time::Instant;
 
 /// How long a controller gets from its start to my-config created.
@@ -32,7 +33,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub enum Spec {
     /// Ours: this binary with the lab's controller arguments.
     Ours { binary: PathBuf },
-    /// The floor: `bench-floor` (e2e/src/bin), built next to ours, with the
+    /// The floor: `bench-floor` (bench/src/bin), built next to ours, with the
     /// lab's controller kubeconfig.
     Floor { binary: PathBuf },
     /// A peer: `sh -c <command>` with `KUBECONFIG` set to the lab's

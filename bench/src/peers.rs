@@ -1,7 +1,7 @@
 //! The course's own controller in Go (client-go informer, typed work queue,
 //! the kick, 30 s resync), the peer of `cargo xtask bench --peer go`: the
 //! course's program as it prints it (`e2e/peers/course-verbatim/`) with the
-//! two changes of `e2e/peers/course-go.patch`, built by [`crate::go_build`].
+//! two changes of `e2e/peers/course-go.patch`, built by [`e2e::go_build`].
 //!
 //! Peers run as the lab's controller ServiceAccount, like my-controller. The
 //! course's informer lists and watches every ConfigMap of the namespace,
@@ -18,7 +18,8 @@ use kube::{
 use serde_json::json;
 
 use super::subject::Spec;
-use crate::{lab::Lab, project};
+use e2e::lab::Lab;
+use labkit::project;
 
 /// The name of the Role and RoleBinding [`CourseRole`] makes.
 pub const COURSE_ROLE: &str = "bench-peer-course-rbac";
@@ -76,7 +77,7 @@ pub const COURSE_LABEL: &str = "course-go";
 /// The Go peer, built if its sources changed since the last build.
 pub fn course_go() -> Result<Spec> {
     let patch = project::root().join(COURSE_GO_PATCH);
-    let binary = crate::go_build::build("course-go", COURSE_VERBATIM, Some(&patch))?;
+    let binary = e2e::go_build::build("course-go", COURSE_VERBATIM, Some(&patch))?;
     let go_mod = project::root().join(COURSE_VERBATIM).join("go.mod");
     let version = client_go_version(
         &std::fs::read_to_string(&go_mod)
@@ -94,7 +95,7 @@ pub const CONTROLLER_RUNTIME: &str = "e2e/peers/controller-runtime";
 
 /// The controller-runtime peer, built if its sources changed.
 pub fn controller_runtime() -> Result<Spec> {
-    let binary = crate::go_build::build("controller-runtime", CONTROLLER_RUNTIME, None)?;
+    let binary = e2e::go_build::build("controller-runtime", CONTROLLER_RUNTIME, None)?;
     let go_mod = std::fs::read_to_string(project::root().join(CONTROLLER_RUNTIME).join("go.mod"))?;
     let version = go_mod
         .lines()
@@ -111,7 +112,7 @@ pub fn controller_runtime() -> Result<Spec> {
 /// template naming it, as its own ServiceAccount (the kubeconfig that
 /// [`kube_runtime_install`] writes). `binary` is the example as cargo built it.
 pub fn kube_runtime(lab: &Lab, binary: &std::path::Path) -> Spec {
-    let kubeconfig = crate::examples::stage2_kubeconfig(lab);
+    let kubeconfig = e2e::examples::stage2_kubeconfig(lab);
     Spec::Peer {
         label: Some("kube-runtime Controller (stage 2)".into()),
         command: format!("{} --kubeconfig {}", binary.display(), kubeconfig.display()),
@@ -127,13 +128,13 @@ pub async fn kube_runtime_install(lab: &Lab) -> Result<()> {
         "the kube-runtime peer (stage 2) keeps ConfigMaps in default, and the lab's is in {}",
         desired.namespace()
     );
-    crate::examples::stage2_install(lab).await?;
-    crate::examples::stage2_keep(lab, desired.name(), desired.data().clone()).await
+    e2e::examples::stage2_install(lab).await?;
+    e2e::examples::stage2_keep(lab, desired.name(), desired.data().clone()).await
 }
 
 /// Takes away what [`kube_runtime`] installed.
 pub async fn kube_runtime_done(lab: &Lab) -> Result<()> {
-    crate::examples::stage2_uninstall(lab).await
+    e2e::examples::stage2_uninstall(lab).await
 }
 
 /// `k8s.io/client-go v0.36.3` in go.mod → `v0.36.3`.
@@ -149,7 +150,7 @@ mod tests {
     #[test]
     fn the_peer_pins_the_kits_client_go_minor() {
         let go_mod = std::fs::read_to_string(
-            crate::project::root().join(super::COURSE_VERBATIM).join("go.mod"),
+            labkit::project::root().join(super::COURSE_VERBATIM).join("go.mod"),
         )
         .unwrap();
         let version = super::client_go_version(&go_mod);

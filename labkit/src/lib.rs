@@ -1,0 +1,13 @@
+//! What `xtask` and the suites both need: the one command runner, the one
+//! poller, the lab file that is their contract, where things are in the
+//! repository, and the machine's tools.
+
+pub mod command;
+pub mod eventually;
+pub mod files;
+pub mod fingerprint;
+pub mod kind_releases;
+pub mod lab_file;
+pub mod process;
+pub mod project;
+pub mod tools;
