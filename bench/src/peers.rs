@@ -132,11 +132,6 @@ pub async fn kube_runtime_install(lab: &Lab) -> Result<()> {
     e2e::examples::stage2_keep(lab, desired.name(), desired.data().clone()).await
 }
 
-/// Takes away what [`kube_runtime`] installed.
-pub async fn kube_runtime_done(lab: &Lab) -> Result<()> {
-    e2e::examples::stage2_uninstall(lab).await
-}
-
 /// `k8s.io/client-go v0.36.3` in go.mod → `v0.36.3`.
 fn client_go_version(go_mod: &str) -> String {
     go_mod

@@ -7,7 +7,7 @@ use std::{
     future::Future,
     net::{Ipv4Addr, SocketAddr},
     os::unix::process::CommandExt,
-    path::{Path, PathBuf},
+    path::Path,
     process::Command,
     time::{Duration, Instant},
 };
@@ -133,10 +133,6 @@ impl Lab {
 
     pub fn file(&self) -> &LabFile {
         &self.file
-    }
-
-    pub fn project_root(&self) -> PathBuf {
-        project::root()
     }
 
     /// `namespace/name` of the controller's ServiceAccount.

@@ -49,3 +49,9 @@ pub fn tail(path: &Path, lines: usize) -> String {
         Err(error) => format!("({} cannot be read: {error})", path.display()),
     }
 }
+
+/// A number alone in a file (a pid file, a /proc/sys setting); `None` when
+/// the file is missing or holds something else.
+pub fn read_number<T: std::str::FromStr>(path: impl AsRef<Path>) -> Option<T> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}

@@ -69,10 +69,6 @@ pub fn spawn_detached(
     Ok(Spawned { name, pid, log: log.to_path_buf(), pid_file: pid_file.to_path_buf(), child })
 }
 
-pub fn read_pid_file(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
 /// Running: it exists and is not a zombie (a dead child nobody has reaped yet).
 pub fn is_alive(pid: u32) -> bool {
     let Ok(pid_t) = libc::pid_t::try_from(pid) else {

@@ -174,7 +174,9 @@ async fn measure(
         cleanup.push(grant.revoke().await.context("could not delete the peers' Role"));
     }
     if stage2 {
-        cleanup.push(peers::kube_runtime_done(lab).await.context("could not take stage 2 away"));
+        cleanup.push(
+            e2e::examples::stage2_uninstall(lab).await.context("could not take stage 2 away"),
+        );
     }
     let measured = result?;
     cleanup.into_iter().collect::<Result<Vec<()>>>()?;

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::lab::{
-    binaries, kind,
+    binaries,
     provider::{self, ProviderChoice},
 };
 use crate::preflight::{self, Check, Status};
@@ -90,8 +90,8 @@ fn kind_checks(name: &str, quiet: &dyn Fn(&[&str]) -> Option<String>) -> Result<
     }
     checks.extend([
         preflight::inotify(
-            kind::read_number("/proc/sys/fs/inotify/max_user_watches"),
-            kind::read_number("/proc/sys/fs/inotify/max_user_instances"),
+            labkit::files::read_number("/proc/sys/fs/inotify/max_user_watches"),
+            labkit::files::read_number("/proc/sys/fs/inotify/max_user_instances"),
         ),
         preflight::cgroups(
             docker

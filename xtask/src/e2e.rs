@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use e2e::results::{self, Outcome};
 use labkit::lab_file::{LabFile, ProviderKind};
 
-use crate::{cargo, lab::state_dir};
+use crate::cargo;
 
 /// What the whole suite should take on the envtest lab. Most of it is real
 /// waiting: the watch faults sit out client-go's growing retry gaps, the
@@ -17,7 +17,7 @@ const SUITE_BAR_SECONDS: f64 = 150.0;
 
 /// Runs the suite (or the one experiment `only`) against lab `name`.
 pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
-    let Some(lab) = LabFile::read(&state_dir(name))? else {
+    let Some(lab) = LabFile::read(&labkit::project::lab_dir(name))? else {
         bail!("no lab named {name} is up: run `cargo xtask lab up --name {name}` first");
     };
     let filter = match only {

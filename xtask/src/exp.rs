@@ -30,7 +30,7 @@ use labkit::{
 };
 use serde::Deserialize;
 
-use crate::{lab::state_dir, locale::Lang};
+use crate::locale::Lang;
 
 /// Labels are padded to one width (terminal columns) so the texts line up.
 const LABEL_WIDTH: usize = 20;
@@ -182,7 +182,7 @@ pub async fn run(lab_name: &str, exp: Option<&str>, lang: Lang) -> Result<ExitCo
 pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCode, String)> {
     let words = lang.narrations();
     let exp = in_language(resolve(exp)?, words);
-    if LabFile::read(&state_dir(lab_name))?.is_none() {
+    if LabFile::read(&labkit::project::lab_dir(lab_name))?.is_none() {
         bail!("no lab named {lab_name} is up: run `{}` first", lab_up(lab_name));
     }
     let mut lab = Lab::find_named(lab_name).await?;

@@ -246,13 +246,16 @@ impl LabDown {
         self.done = true;
         section(format!("lab down{}", if self.kind { " without lab.json" } else { "" }));
         if self.kind {
-            std::fs::remove_file(labkit::lab_file::LabFile::path(&lab::state_dir(LAB_NAME)))?;
+            std::fs::remove_file(labkit::lab_file::LabFile::path(&labkit::project::lab_dir(
+                LAB_NAME,
+            )))?;
         }
         lab::down::run(LAB_NAME, false).await?;
         if self.kind {
             let clusters = Cmd::argv(["kind", "get", "clusters"]).read()?;
             ensure!(
-                !clusters.lines().any(|c| c == LAB_NAME) && !lab::state_dir(LAB_NAME).exists(),
+                !clusters.lines().any(|c| c == LAB_NAME)
+                    && !labkit::project::lab_dir(LAB_NAME).exists(),
                 "lab down without lab.json left the cluster or its state: {clusters}"
             );
         }

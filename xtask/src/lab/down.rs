@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::lab::envtest::{self, Layout};
-use crate::lab::{kind, state_dir};
+use crate::lab::kind;
 use crate::plan;
 use labkit::lab_file::{LabFile, ProviderKind};
 
 pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
-    let layout = Layout::new(&state_dir(name));
+    let layout = Layout::new(&labkit::project::lab_dir(name));
     // Without a readable lab.json (a failed `up` writes none) a kind cluster
     // of this name may still run, and envtest processes may: both are looked for.
     let provider = LabFile::read(&layout.state_dir).ok().flatten().map(|lab| lab.provider);

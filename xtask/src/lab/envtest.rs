@@ -499,7 +499,7 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
         .iter()
         .rev()
         .filter_map(|role| {
-            let pid = process::read_pid_file(&layout.pid_file(role))?;
+            let pid = labkit::files::read_number::<u32>(layout.pid_file(role))?;
             let dir = layout.state_dir.clone();
             Some(Step::own(
                 format!("stop {role} (pid {pid}): SIGTERM to its process group, SIGKILL after a grace period"),

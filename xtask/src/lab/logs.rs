@@ -9,19 +9,18 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::lab::envtest::Layout;
-use crate::lab::state_dir;
 
 /// How often `-f` looks for new output: a person reading along, not a state being awaited.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 pub async fn run(name: &str, follow: bool) -> Result<ExitCode> {
-    if let Ok(Some(lab)) = labkit::lab_file::LabFile::read(&state_dir(name))
+    if let Ok(Some(lab)) = labkit::lab_file::LabFile::read(&labkit::project::lab_dir(name))
         && lab.provider == labkit::lab_file::ProviderKind::Kind
     {
         crate::lab::kind::logs(&lab, follow).await?;
         return Ok(ExitCode::SUCCESS);
     }
-    let layout = Layout::new(&state_dir(name));
+    let layout = Layout::new(&labkit::project::lab_dir(name));
     let log = layout.log("controller");
     if !log.exists() {
         bail!(

@@ -23,8 +23,6 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use labkit::project;
-
 pub use e2e::lab::DEFAULT_NAME;
 
 #[derive(Subcommand)]
@@ -215,11 +213,6 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// `target/lab/<name>`.
-pub fn state_dir(name: &str) -> PathBuf {
-    project::lab_dir(name)
 }
 
 fn parse_name(name: &str) -> Result<String, String> {

@@ -5,11 +5,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::lab::envtest;
-use crate::lab::state_dir;
 use labkit::lab_file::{LabFile, ProviderKind};
 
 pub async fn run(name: &str) -> Result<ExitCode> {
-    let dir = state_dir(name);
+    let dir = labkit::project::lab_dir(name);
     let Some(lab) = LabFile::read(&dir)? else {
         if dir.exists() {
             println!(

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 
 use crate::lab::envtest::{self, Layout};
-use crate::lab::{UpOptions, kind, provider, state_dir};
+use crate::lab::{UpOptions, kind, provider};
 use crate::plan;
 use labkit::lab_file::{LabFile, ProviderKind};
 
@@ -20,7 +20,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
         bail!("--node-image is the kind node's image: use it with --provider kind");
     }
     if options.dry_run && provider == ProviderKind::Envtest {
-        let layout = Layout::new(&state_dir(name));
+        let layout = Layout::new(&labkit::project::lab_dir(name));
         print!("{}", plan::render(&envtest::up_plan(name, &layout, options.controller_host())?));
         return Ok(ExitCode::SUCCESS);
     }
@@ -30,7 +30,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
             None => {
                 envtest::up(
                     name,
-                    &Layout::new(&state_dir(name)),
+                    &Layout::new(&labkit::project::lab_dir(name)),
                     options.controller_host(),
                     &options.target,
                 )
@@ -39,7 +39,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
         },
         // kind's own steps skip what is already done (cluster, image, manifests).
         ProviderKind::Kind => {
-            if let Ok(Some(lab)) = LabFile::read(&state_dir(name))
+            if let Ok(Some(lab)) = LabFile::read(&labkit::project::lab_dir(name))
                 && lab.provider != ProviderKind::Kind
             {
                 bail!(
@@ -68,7 +68,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
 /// An envtest lab that is up and healthy is reused; anything else under its
 /// name is cleaned up so a fresh one can start.
 async fn reuse_or_clean(name: &str, target: &labkit::lab_file::Target) -> Result<Option<LabFile>> {
-    let layout = Layout::new(&state_dir(name));
+    let layout = Layout::new(&labkit::project::lab_dir(name));
     match LabFile::read(&layout.state_dir) {
         Ok(Some(lab)) if lab.provider == ProviderKind::Kind => {
             bail!(

@@ -23,6 +23,7 @@ use crate::image::Builder;
 use crate::lab::node_image;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
+use labkit::project::shown;
 
 pub use self::phases::up;
 pub use self::status::{logs, status};
@@ -84,11 +85,6 @@ impl Paths {
     }
 }
 
-/// Paths as a person would type them: relative to the project root when inside it.
-fn shown(path: &Path) -> String {
-    labkit::project::shown(path)
-}
-
 /// Where the images come from.
 #[derive(Clone, Debug)]
 pub enum Images {
@@ -119,10 +115,6 @@ pub fn docker_arch() -> &'static str {
         "aarch64" => "arm64",
         _ => "amd64",
     }
-}
-
-pub fn read_number(path: &str) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 /// What `lab down` does for a kind lab (also when lab.json is gone).

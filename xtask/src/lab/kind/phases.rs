@@ -11,8 +11,8 @@ use anyhow::{Context as _, Result};
 use kube::api::{Patch, PatchParams};
 
 use super::steps::{
-    CLEAR_ARGS, Up, apply_manifests, connect, deployments, image_id_probe, look_at_deployment,
-    machine_checks, strip_platform, write_cluster_config, write_lab_file,
+    CLEAR_ARGS, Up, apply_manifests, connect, deployments, look_at_deployment, machine_checks,
+    strip_platform, write_cluster_config, write_lab_file,
 };
 use super::{
     CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, Paths, WAIT, bundle, docker_arch, kind_version,
@@ -263,7 +263,7 @@ fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
     }
     let save = save.args(["-o", &archive, reference]);
     steps.extend([
-        Step::probe(image_id_probe(reference), |up: &mut Up, out: Result<String>| {
+        Step::probe(node_image::present_probe(reference), |up: &mut Up, out: Result<String>| {
             up.built_id = Some(out.context("the controller image is not in Docker")?);
             Ok(())
         }),

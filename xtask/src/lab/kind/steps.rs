@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 
-use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, config, node_container, read_number};
+use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, config, node_container};
 use crate::image;
 use crate::lab::{apply, controller, kubeconfig};
 use crate::preflight::{self, Check, Status};
@@ -90,10 +90,6 @@ pub(super) fn deployments(up: &Up) -> Result<Api<Deployment>> {
     Ok(Api::namespaced(up.client()?, NAMESPACE))
 }
 
-pub(super) fn image_id_probe(reference: &str) -> Cmd {
-    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
-}
-
 /// `docker save` without `--platform`, for a Docker that has no such flag.
 pub(super) fn strip_platform(save: &Cmd) -> Cmd {
     let mut args = save.arguments().to_vec();
@@ -117,8 +113,8 @@ pub(super) fn machine_checks(up: &mut Up) -> Result<()> {
         preflight::kind_version(up.kind_version.as_deref(), &table),
         preflight::cgroups(cgroup),
         preflight::inotify(
-            read_number("/proc/sys/fs/inotify/max_user_watches"),
-            read_number("/proc/sys/fs/inotify/max_user_instances"),
+            labkit::files::read_number("/proc/sys/fs/inotify/max_user_watches"),
+            labkit::files::read_number("/proc/sys/fs/inotify/max_user_instances"),
         ),
         preflight::existing_cluster(if up.cluster_exists { &up.name } else { "" }, &up.name),
     ];
