@@ -61,6 +61,7 @@ pub mod load;
 pub mod peers;
 pub mod phases;
 pub mod quiet;
+pub mod render;
 pub mod report;
 pub mod rounds;
 pub mod run;

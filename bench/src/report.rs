@@ -3,10 +3,7 @@
 //! and each `--peer` — has the same measures, each next to the floor of the
 //! same run and to my-controller.
 
-use std::{
-    fmt::Write as _,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use crate::{
     quiet::{Burst, Steady},
@@ -140,15 +137,15 @@ impl Series {
         Series { summary: Summary::of(&samples_ms), samples_ms }
     }
 
-    fn p50(&self) -> Option<f64> {
+    pub(crate) fn p50(&self) -> Option<f64> {
         self.summary.as_ref().map(|s| s.p50)
     }
 
-    fn p90(&self) -> Option<f64> {
+    pub(crate) fn p90(&self) -> Option<f64> {
         self.summary.as_ref().map(|s| s.p90)
     }
 
-    fn p99(&self) -> Option<f64> {
+    pub(crate) fn p99(&self) -> Option<f64> {
         self.summary.as_ref().map(|s| s.p99)
     }
 }
@@ -257,7 +254,7 @@ impl Report {
         }
     }
 
-    fn ours(&self) -> Option<&Subject> {
+    pub(crate) fn ours(&self) -> Option<&Subject> {
         self.subjects.iter().find(|s| s.ours)
     }
 }
@@ -361,156 +358,6 @@ pub fn bars(subjects: &[Subject], floor_beaten: bool) -> Vec<Bar> {
     bars
 }
 
-/// `9.0 ms [7.0–9.6]`: the p99 and the samples that bound the true one with
-/// 95 % confidence (`beyond the max` when the series is too short for that).
-fn p99_with_interval(s: &Summary) -> String {
-    let high = s.p99_high.map_or("beyond the max".into(), |h| format!("{h:.1}"));
-    format!("{:.1} ms [{:.1}–{high}]", s.p99, s.p99_low)
-}
-
-/// The report as a person reads it (Markdown tables).
-pub fn render(report: &Report) -> String {
-    let mut out = String::new();
-    let labels: Vec<&str> = report.subjects.iter().map(|s| s.label.as_str()).collect();
-    let _ = writeln!(
-        out,
-        "\nbench on lab {} (Kubernetes {}, {} CPUs): {}; {} rounds per series in {} alternating blocks\n",
-        report.lab,
-        report.kubernetes_version,
-        report.cpus,
-        labels.join(", "),
-        report.settings.rounds,
-        report.settings.blocks,
-    );
-    let ours_label = report.ours().map_or("my-controller", |o| o.label.as_str()).to_string();
-    let _ = writeln!(
-        out,
-        "| measure | subject | n | p50 | p90 | p99 [95 % CI] | max | p50 ÷ floor | p50 ÷ {ours_label} |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
-    let ratio = |r: Option<f64>| r.map_or("—".into(), |r| format!("{r:.2}"));
-    let mut row = |measure: &str,
-                   subject: &str,
-                   series: &Series,
-                   to_floor: Option<f64>,
-                   to_ours: Option<f64>| {
-        let ms = |v: f64| format!("{v:.1} ms");
-        let _ = match &series.summary {
-            Some(s) => writeln!(
-                out,
-                "| {measure} | {subject} | {} | {} | {} | {} | {} | {} | {} |",
-                s.n,
-                ms(s.p50),
-                ms(s.p90),
-                p99_with_interval(s),
-                ms(s.max),
-                ratio(to_floor),
-                ratio(to_ours)
-            ),
-            None => writeln!(out, "| {measure} | {subject} | 0 | — | — | — | — | — | — |"),
-        };
-    };
-    let unrelated = format!("self-heal, {} unrelated ConfigMaps", report.settings.unrelated);
-    for (measure, floor, pick) in [
-        (
-            "self-heal",
-            Some(&report.floor.self_heal),
-            (|s: &Subject| &s.self_heal) as fn(&Subject) -> &Versus,
-        ),
-        ("correction", Some(&report.floor.correction), |s: &Subject| &s.correction),
-        ("startup", None, |s: &Subject| &s.startup),
-    ] {
-        if let Some(floor) = floor {
-            row(measure, "floor", floor, Some(1.0), None);
-        }
-        for s in &report.subjects {
-            let v = pick(s);
-            row(measure, &s.label, &v.series, v.to_floor.p50, v.to_ours.p50);
-        }
-    }
-    for s in &report.subjects {
-        row(&unrelated, &s.label, &s.self_heal_with_unrelated, None, None);
-    }
-
-    let na = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0}"));
-    let _ = writeln!(
-        out,
-        "\n| subject | steady: writes / changes seen / reconciles | burst: patches → changes seen → reconciles, writes | burst settled |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|");
-    for s in &report.subjects {
-        let (st, b) = (&s.steady, &s.burst);
-        let _ = writeln!(
-            out,
-            "| {} | {} / {} / {} in {:.1} s{} | {} → {} → {}, {} | {:.1} ms |",
-            s.label,
-            na(st.writes),
-            st.changes_seen,
-            na(st.reconciles),
-            st.seconds,
-            if s.metrics { " (--resync 1s)" } else { "" },
-            b.patches,
-            b.events,
-            na(b.reconciles),
-            na(b.writes),
-            b.settled_ms
-        );
-    }
-
-    // utime + stime count in clock ticks (10 ms): small CPU figures are coarse.
-    let rss_ours = report.ours().map(|o| o.cost.with_unrelated.rss_mib());
-    let _ = writeln!(
-        out,
-        "\n| cost | RSS idle | RSS with {} unrelated ConfigMaps | ÷ {ours_label} | CPU per round (10 ms ticks) | CPU in steady state |",
-        report.settings.unrelated
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
-    for s in &report.subjects {
-        let c = &s.cost;
-        let rss = c.with_unrelated.rss_mib();
-        let _ = writeln!(
-            out,
-            "| {} | {:.1} MiB | {rss:.1} MiB | {} | {} | {:.0} ms |",
-            s.label,
-            c.idle.rss_mib(),
-            ratio(rss_ours.map(|o| rss / o)),
-            c.cpu_per_round_ms().map_or("—".into(), |v| format!("{v:.2} ms")),
-            c.steady_cpu_ms
-        );
-    }
-
-    let _ = writeln!(out, "\nbar for {ours_label} (envtest lab, 2-core machine):");
-    for bar in &report.bars {
-        let (mark, value) = match (bar.met, bar.value) {
-            (Some(true), Some(v)) => ("met   ", format!("{v:.2} {}", bar.unit)),
-            (Some(false), Some(v)) => ("MISSED", format!("{v:.2} {}", bar.unit)),
-            (None, Some(v)) if bar.limit.is_finite() => {
-                ("not proven", format!("{v:.2} {}", bar.unit))
-            }
-            _ => ("n/a   ", "n/a".to_string()),
-        };
-        let _ = writeln!(
-            out,
-            "  {mark} {}: {} (limit {:.2} {})",
-            bar.name,
-            value.trim(),
-            bar.limit,
-            bar.unit
-        );
-    }
-    for line in &report.floor_beaten {
-        let _ = writeln!(out, "  note: {line}");
-    }
-    if !report.phases.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nphases, from the API server's audit log (ms, p50 / p90 / p99; see bench/src/phases.rs):\n"
-        );
-        out.push_str(&super::phases::render(&report.phases));
-    }
-    out
-}
-
 /// Writes `bench-<unix time>.json` and `.svg` into `dir`, and the same as
 /// `latest.json` / `latest.svg`. Returns the paths written.
 pub fn write(dir: &Path, report: &Report, svg: &str) -> Result<Vec<PathBuf>> {
@@ -534,6 +381,7 @@ pub fn write(dir: &Path, report: &Report, svg: &str) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::render::render;
 
     fn usage(mib: u64) -> Usage {
         Usage { rss_kib: mib * 1024, peak_rss_kib: mib * 1024, cpu_ms: 120.0, processes: 1 }

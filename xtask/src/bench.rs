@@ -133,7 +133,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
         report.phases = phases::rows(&spans, &audit.requests()?, lab.desired().name());
     }
 
-    println!("{}", report::render(&report));
+    println!("{}", bench::render::render(&report));
     let chart = chart::of(&report);
     for path in report::write(&dir, &report, &chart)? {
         eprintln!("wrote {}", path.display());

@@ -7,6 +7,10 @@
 //! afterwards, whatever happens: a failure, Ctrl-C or SIGTERM (a second one
 //! gives up at once and says how to repair the lab).
 
+mod collect;
+
+use collect::{collect, host_name};
+
 use std::{
     collections::BTreeMap,
     fmt::Write as _,
@@ -454,70 +458,6 @@ fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
         .with_context(|| format!("cannot write {}", partial.display()))?;
     std::fs::rename(&partial, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
-}
-
-/// The room's table: one line per attendee (their newest result), what
-/// passed and what did not.
-fn collect(dir: &Path, texts: &Texts) -> Result<String> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read the folder {}", dir.display()))?;
-    let mut newest: BTreeMap<String, GradeFile> = BTreeMap::new();
-    let mut files = 0;
-    for entry in entries {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let graded: GradeFile = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not a result of `cargo xtask grade --json`", path.display())
-        })?;
-        files += 1;
-        let keep = newest.get(&graded.attendee).is_none_or(|old| old.graded_at < graded.graded_at);
-        if keep {
-            newest.insert(graded.attendee.clone(), graded);
-        }
-    }
-    let dir_shown = dir.display().to_string();
-    if files == 0 {
-        return Ok(format!("{}\n", texts.text("collect_none", &[("dir", &dir_shown)])));
-    }
-    let t = |key: &str| texts.text(key, &[]);
-    let mut out = format!(
-        "{}\n\n| {} | {} | {} |\n|---|---|---|\n",
-        texts.text("collect_head", &[("files", &files.to_string()), ("dir", &dir_shown)]),
-        t("collect_attendee"),
-        t("collect_passed"),
-        t("collect_failing"),
-    );
-    for (attendee, graded) in &newest {
-        let passed = graded.rows.iter().filter(|r| r.passed).count();
-        let failing: Vec<String> = match &graded.refused {
-            Some(refused) => vec![refused.lines().next().unwrap_or_default().to_string()],
-            None => graded
-                .rows
-                .iter()
-                .filter(|r| !r.passed)
-                .map(|r| Texts::get(&texts.rows, r.id.key()).to_string())
-                .collect(),
-        };
-        let _ = writeln!(
-            out,
-            "| {attendee} | {passed}/{} | {} |",
-            RowId::ALL.len(),
-            if failing.is_empty() { "—".to_string() } else { failing.join(", ") }
-        );
-    }
-    Ok(out)
-}
-
-fn host_name() -> String {
-    let mut buffer = [0u8; 256];
-    // SAFETY: gethostname writes at most buffer.len() bytes into the buffer we own.
-    let ok = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
-    let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
-    if ok { String::from_utf8_lossy(&buffer[..end]).into_owned() } else { "unknown".into() }
 }
 
 #[cfg(test)]

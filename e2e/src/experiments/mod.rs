@@ -7,11 +7,11 @@
 use controller::metrics::{RECONCILES, WRITES};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{bail, ensure};
 use controller::{
     desired::Desired,
     reconcile::{LOG_CORRECTED, LOG_CREATED},
-    version::{self, Skew},
+    version,
 };
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::authorization::v1::{
@@ -25,6 +25,11 @@ use serde_json::json;
 use tokio::time::Instant;
 
 mod pod;
+mod rbac;
+mod version_check;
+
+pub use version_check::kubectl_client_minor;
+use {rbac::least_privilege, version_check::version_matching};
 
 use crate::{
     converge::{HEAL_WITHIN, delete_and_wait_gone, measure_until_desired, wait_desired, wait_idle},
@@ -253,71 +258,6 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
 }
 
-/// The version rule: the API server's minor against the minor k8s-openapi was
-/// compiled for (equal passes, ±1 passes with a warning, further fails);
-/// kubectl's client against the server (a warning only); every kind node image
-/// of `kind/node-images.toml`, and on a kind lab the node's kubelet, against
-/// the compiled minor.
-pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
-    let mut warnings = Vec::new();
-    let client_minor = version::target_minor();
-    let info = lab.client().apiserver_version().await?;
-    let server_minor = version::parse_minor(&info.minor)
-        .with_context(|| format!("cannot read the server's minor from {info:?}"))?;
-    let skew = Skew::between(client_minor, server_minor);
-    match skew {
-        Skew::Same => {}
-        Skew::OneApart { .. } => warnings.push(skew.to_string()),
-        Skew::TooFar { .. } => bail!("{skew}"),
-    }
-    if let Some(kubectl) = kubectl_client_minor() {
-        let kubectl_skew = Skew::between(kubectl, server_minor);
-        if kubectl_skew != Skew::Same {
-            let note = if kubectl_skew.is_supported() { "" } else { " (kubectl supports ±1)" };
-            warnings.push(format!(
-                "kubectl is 1.{kubectl}, the server 1.{server_minor}{note}: use the kubectl from `nix develop`"
-            ));
-        }
-    }
-    let table = labkit::kind_releases::table()?;
-    for row in &table {
-        let minor = labkit::kind_releases::image_minor(&row.image);
-        ensure!(
-            minor == Some(client_minor),
-            "{}: kind {} runs {}, the kit is built for 1.{client_minor}: \
-             give that row a kindest/node:v1.{client_minor}.x image",
-            labkit::kind_releases::FILE,
-            row.kind,
-            row.image
-        );
-    }
-    let releases: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
-    let mut node = format!("kind node images 1.{client_minor} for kind {}", releases.join(", "));
-    if lab.file().kind.is_some() {
-        // What the kubelet itself reports.
-        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client());
-        for n in nodes.list(&ListParams::default()).await? {
-            let kubelet =
-                n.status.and_then(|s| s.node_info).map(|i| i.kubelet_version).unwrap_or_default();
-            let minor = version::parse_minor(
-                kubelet.trim_start_matches('v').split('.').nth(1).unwrap_or(""),
-            );
-            ensure!(
-                minor == Some(client_minor),
-                "node {} runs kubelet {kubelet}, the kit is built for 1.{client_minor}",
-                n.metadata.name.unwrap_or_default()
-            );
-            node = format!("kubelet {kubelet}; {node}");
-        }
-    }
-    Ok(Measured {
-        latency: None,
-        detail: format!("server {} ↔ built for {} ↔ {node}", info.git_version, version::target()),
-        warnings,
-        values: Vec::new(),
-    })
-}
-
 /// The flags [`dedup`] restarts the controller with: each reconcile sleeps first.
 pub const DEDUP_FLAGS: &[&str] = &["--reconcile-delay", "2s"];
 
@@ -407,116 +347,6 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
 }
 
-/// Least privilege, three ways: the ServiceAccount may do exactly what the
-/// Role grants (SubjectAccessReviews); the Deployment's pod passes the
-/// "restricted" Pod Security Standard; and when the lab runs the controller in
-/// its image, that container is non-root, read-only and without capabilities.
-pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
-    let rbac = rbac_reviews(lab).await?;
-    let pod = crate::security::deployment_passes_restricted(lab).await?;
-    let mut detail = format!("{rbac}; {pod}");
-    if let Some(container) = &lab.file().controller.container {
-        detail.push_str("; ");
-        detail.push_str(&crate::security::container_is_locked_down(container)?);
-    }
-    Ok(Measured { latency: None, detail, ..Measured::default() })
-}
-
-/// SubjectAccessReviews for the controller's ServiceAccount: allowed exactly
-/// what the Role grants, denied everything around it.
-async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
-    let user =
-        format!("system:serviceaccount:{}", lab.controller_service_account().replace('/', ":"));
-    let ns = lab.desired().namespace().to_string();
-    let sa_namespace =
-        lab.controller_service_account().split('/').next().unwrap_or_default().to_string();
-    const ALL_VERBS: &[&str] =
-        &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
-    let mut checks: Vec<(ResourceAttributes, bool)> = Vec::new();
-    let attrs =
-        |group: &str, resource: &str, verb: &str, namespace: Option<&str>| ResourceAttributes {
-            group: Some(group.into()),
-            resource: Some(resource.into()),
-            verb: Some(verb.into()),
-            namespace: namespace.map(Into::into),
-            ..ResourceAttributes::default()
-        };
-    let named = |name: &str, verb: &str| ResourceAttributes {
-        name: Some(name.into()),
-        ..attrs("", "configmaps", verb, Some(&ns))
-    };
-    let target = lab.desired().name().to_string();
-    for verb in ALL_VERBS {
-        // my-config itself: read (a list or watch by its name too), update; and
-        // create, which a Role cannot narrow to a name.
-        checks.push((
-            named(&target, verb),
-            ["get", "list", "watch", "update", "create"].contains(verb),
-        ));
-        // Another ConfigMap of the same namespace: nothing but that create.
-        checks.push((named("someone-elses-config", verb), *verb == "create"));
-        // Unnamed: only create (it names no existing object); no list of the namespace.
-        checks.push((attrs("", "configmaps", verb, Some(&ns)), *verb == "create"));
-        checks.push((
-            attrs("events.k8s.io", "events", verb, Some(&ns)),
-            ["create", "patch"].contains(verb),
-        ));
-        checks.push((attrs("", "secrets", verb, Some(&ns)), false));
-        checks.push((attrs("", "configmaps", verb, Some("kube-system")), false));
-        checks.push((attrs("", "configmaps", verb, None), false)); // all namespaces
-        checks.push((attrs("", "namespaces", verb, None), false));
-        checks.push((attrs("", "nodes", verb, None), false));
-        checks.push((attrs("rbac.authorization.k8s.io", "roles", verb, Some(&ns)), false));
-    }
-    let api: Api<SubjectAccessReview> = Api::all(lab.client());
-    let answers = futures::stream::iter(checks.iter().map(|(attrs, _)| {
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.clone()),
-                groups: Some(vec![
-                    "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{sa_namespace}"),
-                ]),
-                resource_attributes: Some(attrs.clone()),
-                ..SubjectAccessReviewSpec::default()
-            },
-            ..SubjectAccessReview::default()
-        };
-        let api = api.clone();
-        async move { api.create(&PostParams::default(), &review).await }
-    }))
-    .buffered(8)
-    .try_collect::<Vec<_>>()
-    .await?;
-    let mut wrong = Vec::new();
-    for ((attrs, expected), answer) in checks.iter().zip(&answers) {
-        let allowed = answer.status.as_ref().is_some_and(|s| s.allowed);
-        if allowed != *expected {
-            wrong.push(format!(
-                "{} {}{}{} in {}: {}",
-                attrs.verb.as_deref().unwrap_or_default(),
-                attrs
-                    .group
-                    .as_deref()
-                    .filter(|g| !g.is_empty())
-                    .map(|g| format!("{g}/"))
-                    .unwrap_or_default(),
-                attrs.resource.as_deref().unwrap_or_default(),
-                attrs.name.as_deref().map(|n| format!("/{n}")).unwrap_or_default(),
-                attrs.namespace.as_deref().unwrap_or("the cluster"),
-                if allowed { "allowed, should be denied" } else { "denied, should be allowed" }
-            ));
-        }
-    }
-    ensure!(wrong.is_empty(), "RBAC differs from the Role: {}", wrong.join("; "));
-    let granted = checks.iter().filter(|(_, e)| *e).count();
-    Ok(format!(
-        "{} reviews: {granted} allowed as granted, {} denied",
-        checks.len(),
-        checks.len() - granted
-    ))
-}
-
 /// The controller's `/metrics` as a Prometheus user finds them: every family
 /// named `my_controller_…`, every labelled series there before it first
 /// moves (a rate over a series that appears later starts wrong), and
@@ -570,12 +400,4 @@ pub async fn metrics_complete(lab: &mut Lab) -> anyhow::Result<Measured> {
         ),
         ..Measured::default()
     })
-}
-
-/// kubectl's client minor version, when kubectl is on PATH and answers.
-pub fn kubectl_client_minor() -> Option<u32> {
-    let out =
-        labkit::command::Cmd::argv(["kubectl", "version", "--client", "-o", "json"]).read().ok()?;
-    let info: serde_json::Value = serde_json::from_str(&out).ok()?;
-    controller::version::parse_minor(info["clientVersion"]["minor"].as_str()?)
 }

@@ -11,6 +11,13 @@
 //! ports are chosen when the step that needs them runs, and each process's command is
 //! echoed as it starts.
 
+mod down;
+mod health;
+
+use down::report_stop;
+pub use down::{down, down_plan};
+pub use health::health;
+
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -21,7 +28,10 @@ use crate::lab::binaries::{self, EnvtestBinaries};
 use crate::lab::kubeconfig::{self, Credentials};
 use crate::lab::{apply, certs, controller};
 use crate::plan::{self, Step};
-use e2e::lab::{self as handle, wait_ready};
+use e2e::lab::{
+    self as handle,
+    probes::{self, wait_ready},
+};
 use labkit::command::Cmd;
 use labkit::eventually::Check;
 use labkit::lab_file::{self, LabFile, ProviderKind, Target};
@@ -273,7 +283,7 @@ async fn start_etcd(up: &mut Up) -> Result<()> {
     up.spawn(handle::ETCD, cmd, binary.source.to_string(), &ports)?;
     up.started.last_mut().context("started")?.1.version = Some(binary.version);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[0]));
-    wait_ready("etcd /health", up.last()?, true, || handle::etcd_ready(addr)).await
+    wait_ready("etcd /health", up.last()?, true, || probes::etcd_ready(addr)).await
 }
 
 async fn start_api_server(up: &mut Up) -> Result<()> {
@@ -314,7 +324,7 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
     kubeconfig::write(kubeconfig, &up.name, &url, &pki.ca_pem, certs::ADMIN_USER, credentials)?;
     let probe = kubeconfig::probe_client(kubeconfig).await?;
     wait_ready("kube-apiserver /readyz", up.last()?, true, || {
-        handle::api_server_ready(probe.clone())
+        probes::api_server_ready(probe.clone())
     })
     .await?;
     up.admin = Some(kubeconfig::client(kubeconfig).await?);
@@ -369,7 +379,7 @@ async fn start_controller(up: &mut Up) -> Result<()> {
     };
     up.spawn(handle::CONTROLLER, cmd, source, &[("http", up.ports[3])])?;
     let url = format!("http://{listen}");
-    wait_ready("controller /readyz", up.last()?, true, || handle::controller_ready(url.clone()))
+    wait_ready("controller /readyz", up.last()?, true, || probes::controller_ready(url.clone()))
         .await
 }
 
@@ -423,139 +433,4 @@ fn free_ports<const N: usize>() -> Result<[u16; N]> {
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect::<std::io::Result<Vec<_>>>()?;
     ports.try_into().map_err(|_| anyhow!("port count mismatch"))
-}
-
-/// What `lab status` shows of an envtest lab, and whether it is healthy.
-pub struct Health {
-    pub lines: Vec<String>,
-    pub healthy: bool,
-}
-
-/// Checks every part of a running lab: processes, `/readyz` of both servers, `/version`,
-/// the controller's token.
-pub async fn health(lab: &LabFile) -> Health {
-    let mut lines = Vec::new();
-    let mut healthy = true;
-    for p in &lab.processes {
-        let running = process::is_alive(p.pid);
-        healthy &= running;
-        let state = if running { "running" } else { "NOT RUNNING" };
-        let version = p.version.as_deref().unwrap_or("-");
-        lines.push(format!("{:<15} pid {:<7} {state:<11} {version} ({})", p.role, p.pid, p.source));
-    }
-    let checks = [
-        ("kube-apiserver", api_server_health(lab).await),
-        ("controller", token_validity(lab).and(controller_health(lab).await)),
-    ];
-    for (what, check) in checks {
-        match check {
-            Ok(line) => lines.push(line),
-            Err(error) => {
-                healthy = false;
-                lines.push(format!("{what:<15} NOT READY: {error:#}"));
-            }
-        }
-    }
-    Health { lines, healthy }
-}
-
-async fn api_server_health(lab: &LabFile) -> Result<String> {
-    let client = kubeconfig::probe_client(&lab.admin_kubeconfig).await?;
-    if let Check::NotYet(seen) = handle::api_server_ready(client.clone()).await? {
-        return Err(anyhow!("{} /readyz: {seen}", lab.api_server_url));
-    }
-    let version = client.apiserver_version().await.context("GET /version")?;
-    Ok(format!(
-        "kube-apiserver  {} /readyz ok, /version {} ({})",
-        lab.api_server_url, version.git_version, version.platform
-    ))
-}
-
-/// The controller's token is not refreshed: past its expiry the lab needs a new `up`.
-fn token_validity(lab: &LabFile) -> Result<()> {
-    let expires: k8s_openapi::jiff::Timestamp =
-        lab.controller.token_expires.parse().with_context(|| {
-            format!("token expiry {:?} in lab.json", lab.controller.token_expires)
-        })?;
-    if expires <= k8s_openapi::jiff::Timestamp::now() {
-        return Err(anyhow!("token of {} expired at {expires}", lab.controller.service_account));
-    }
-    Ok(())
-}
-
-async fn controller_health(lab: &LabFile) -> Result<String> {
-    match handle::controller_ready(lab.controller.url.clone()).await? {
-        Check::Done(()) => Ok(format!("controller      {}/readyz 200", lab.controller.url)),
-        Check::NotYet(seen) => Err(anyhow!("{}{seen}", lab.controller.url)),
-        Check::Stop(error) => Err(error),
-    }
-}
-
-/// What `lab down` does for an envtest lab: every process the pid files name, newest first
-/// (SIGTERM, then SIGKILL after a grace period), a container left behind, the state.
-/// Works without lab.json (a failed `up` leaves none).
-pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
-    let mut steps: Vec<Step<bool>> = ROLES
-        .iter()
-        .rev()
-        .filter_map(|role| {
-            let pid = labkit::files::read_number::<u32>(layout.pid_file(role))?;
-            let dir = layout.state_dir.clone();
-            Some(Step::own(
-                format!("stop {role} (pid {pid}): SIGTERM to its process group, SIGKILL after a grace period"),
-                move |_| {
-                    Box::pin(async move {
-                        report_stop(role, pid, &dir).await;
-                        Ok(())
-                    })
-                },
-            ))
-        })
-        .collect();
-    // `docker run --rm` removes its container when stopped by SIGTERM; one left behind by
-    // a SIGKILL is removed here.
-    if let Ok(Some(LabFile {
-        controller: lab_file::Controller { container: Some(name), .. },
-        ..
-    })) = LabFile::read(&layout.state_dir)
-    {
-        steps.push(Step::probe(Cmd::argv(["docker", "rm", "-f", &name]), |_, _| Ok(())));
-    }
-    let dir = layout.state_dir.clone();
-    steps.push(Step::own(
-        format!("remove {}", shown(&layout.state_dir)),
-        move |removed: &mut bool| {
-            Box::pin(async move {
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)
-                        .with_context(|| format!("cannot remove {}", dir.display()))?;
-                    *removed = true;
-                }
-                Ok(())
-            })
-        },
-    ));
-    steps
-}
-
-/// Carries out [`down_plan`]; returns whether there was anything to remove.
-pub async fn down(layout: &Layout) -> Result<bool> {
-    let mut removed = false;
-    plan::execute(down_plan(layout), &mut removed).await?;
-    Ok(removed)
-}
-
-async fn report_stop(role: &str, pid: u32, state_dir: &Path) {
-    match process::stop(pid, state_dir).await {
-        Ok(StopOutcome::NotRunning) => eprintln!("  {role} (pid {pid}) was not running"),
-        Ok(StopOutcome::NotOurs) => {
-            eprintln!("  {role}: pid {pid} is now another program's, left alone")
-        }
-        Ok(StopOutcome::Stopped { killed, after }) => eprintln!(
-            "  stopped {role} (pid {pid}) with {} in {:.1}s",
-            if killed { "SIGKILL" } else { "SIGTERM" },
-            after.as_secs_f64()
-        ),
-        Err(error) => eprintln!("  warning: cannot stop {role} (pid {pid}): {error:#}"),
-    }
 }

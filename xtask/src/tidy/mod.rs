@@ -10,6 +10,7 @@ mod architecture;
 mod docs;
 mod modules;
 mod pages;
+mod sizes;
 
 use std::path::Path;
 

@@ -1,0 +1,114 @@
+//! Least privilege: the Role's exact grants, Pod Security "restricted",
+//! the container locked down.
+
+use super::*;
+
+/// Least privilege, three ways: the ServiceAccount may do exactly what the
+/// Role grants (SubjectAccessReviews); the Deployment's pod passes the
+/// "restricted" Pod Security Standard; and when the lab runs the controller in
+/// its image, that container is non-root, read-only and without capabilities.
+pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
+    let rbac = rbac_reviews(lab).await?;
+    let pod = crate::security::deployment_passes_restricted(lab).await?;
+    let mut detail = format!("{rbac}; {pod}");
+    if let Some(container) = &lab.file().controller.container {
+        detail.push_str("; ");
+        detail.push_str(&crate::security::container_is_locked_down(container)?);
+    }
+    Ok(Measured { latency: None, detail, ..Measured::default() })
+}
+
+/// SubjectAccessReviews for the controller's ServiceAccount: allowed exactly
+/// what the Role grants, denied everything around it.
+async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
+    let user =
+        format!("system:serviceaccount:{}", lab.controller_service_account().replace('/', ":"));
+    let ns = lab.desired().namespace().to_string();
+    let sa_namespace =
+        lab.controller_service_account().split('/').next().unwrap_or_default().to_string();
+    const ALL_VERBS: &[&str] =
+        &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
+    let mut checks: Vec<(ResourceAttributes, bool)> = Vec::new();
+    let attrs =
+        |group: &str, resource: &str, verb: &str, namespace: Option<&str>| ResourceAttributes {
+            group: Some(group.into()),
+            resource: Some(resource.into()),
+            verb: Some(verb.into()),
+            namespace: namespace.map(Into::into),
+            ..ResourceAttributes::default()
+        };
+    let named = |name: &str, verb: &str| ResourceAttributes {
+        name: Some(name.into()),
+        ..attrs("", "configmaps", verb, Some(&ns))
+    };
+    let target = lab.desired().name().to_string();
+    for verb in ALL_VERBS {
+        // my-config itself: read (a list or watch by its name too), update; and
+        // create, which a Role cannot narrow to a name.
+        checks.push((
+            named(&target, verb),
+            ["get", "list", "watch", "update", "create"].contains(verb),
+        ));
+        // Another ConfigMap of the same namespace: nothing but that create.
+        checks.push((named("someone-elses-config", verb), *verb == "create"));
+        // Unnamed: only create (it names no existing object); no list of the namespace.
+        checks.push((attrs("", "configmaps", verb, Some(&ns)), *verb == "create"));
+        checks.push((
+            attrs("events.k8s.io", "events", verb, Some(&ns)),
+            ["create", "patch"].contains(verb),
+        ));
+        checks.push((attrs("", "secrets", verb, Some(&ns)), false));
+        checks.push((attrs("", "configmaps", verb, Some("kube-system")), false));
+        checks.push((attrs("", "configmaps", verb, None), false)); // all namespaces
+        checks.push((attrs("", "namespaces", verb, None), false));
+        checks.push((attrs("", "nodes", verb, None), false));
+        checks.push((attrs("rbac.authorization.k8s.io", "roles", verb, Some(&ns)), false));
+    }
+    let api: Api<SubjectAccessReview> = Api::all(lab.client());
+    let answers = futures::stream::iter(checks.iter().map(|(attrs, _)| {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.clone()),
+                groups: Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{sa_namespace}"),
+                ]),
+                resource_attributes: Some(attrs.clone()),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &review).await }
+    }))
+    .buffered(8)
+    .try_collect::<Vec<_>>()
+    .await?;
+    let mut wrong = Vec::new();
+    for ((attrs, expected), answer) in checks.iter().zip(&answers) {
+        let allowed = answer.status.as_ref().is_some_and(|s| s.allowed);
+        if allowed != *expected {
+            wrong.push(format!(
+                "{} {}{}{} in {}: {}",
+                attrs.verb.as_deref().unwrap_or_default(),
+                attrs
+                    .group
+                    .as_deref()
+                    .filter(|g| !g.is_empty())
+                    .map(|g| format!("{g}/"))
+                    .unwrap_or_default(),
+                attrs.resource.as_deref().unwrap_or_default(),
+                attrs.name.as_deref().map(|n| format!("/{n}")).unwrap_or_default(),
+                attrs.namespace.as_deref().unwrap_or("the cluster"),
+                if allowed { "allowed, should be denied" } else { "denied, should be allowed" }
+            ));
+        }
+    }
+    ensure!(wrong.is_empty(), "RBAC differs from the Role: {}", wrong.join("; "));
+    let granted = checks.iter().filter(|(_, e)| *e).count();
+    Ok(format!(
+        "{} reviews: {granted} allowed as granted, {} denied",
+        checks.len(),
+        checks.len() - granted
+    ))
+}

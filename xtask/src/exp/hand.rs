@@ -1,0 +1,181 @@
+//! What a person needs to repeat an experiment by hand on this lab: the
+//! kubectl commands for envtest or kind, as the narration prints them.
+
+use super::*;
+
+/// What a person needs to repeat an experiment by hand on this lab.
+pub(super) struct Hand {
+    pub(super) kubeconfig: String,
+    pub(super) desired: Desired,
+    /// The data key the experiments change.
+    pub(super) key: String,
+    pub(super) metrics_url: String,
+    pub(super) controller: ControllerHand,
+    /// "the lab's admin", in the narration's language.
+    pub(super) admin: String,
+}
+
+/// How to stop and start the lab's controller by hand.
+pub(super) enum ControllerHand {
+    /// An envtest lab: a process (or `docker run`) with a pid file.
+    Process { pid_file: String, binary: PathBuf, args: Vec<String> },
+    /// A kind lab: the Deployment of `manifests/deployment.yaml`.
+    Deployment,
+}
+
+impl Hand {
+    pub(super) fn new(file: &LabFile, desired: &Desired, words: &Narrations) -> Hand {
+        let process = file.processes.iter().find(|p| p.role == lab::CONTROLLER);
+        let controller = match (file.provider, process) {
+            (ProviderKind::Envtest, Some(p)) => ControllerHand::Process {
+                pid_file: p.pid_file.display().to_string(),
+                binary: p.binary.clone(),
+                args: p.args.clone(),
+            },
+            _ => ControllerHand::Deployment,
+        };
+        Hand {
+            kubeconfig: file.admin_kubeconfig.display().to_string(),
+            desired: desired.clone(),
+            key: first_key(desired),
+            metrics_url: format!("{}/metrics", file.controller.url),
+            controller,
+            admin: words.text("admin").to_string(),
+        }
+    }
+
+    /// A template of [`NARRATED`] with this lab's words.
+    pub(super) fn fill(&self, template: &str) -> String {
+        template
+            .replace("{cm}", &self.desired.to_string())
+            .replace("{key}", &self.key)
+            .replace("{label}", DRIFT_LABEL)
+            .replace("{flags}", &DEDUP_FLAGS.join(" "))
+    }
+
+    /// `export KUBECONFIG=…`, then `steps` as a person types them.
+    pub(super) fn commands(&self, steps: &[HandStep]) -> Vec<String> {
+        let mut lines = vec![format!("export KUBECONFIG={}   # {}", self.kubeconfig, self.admin)];
+        for step in steps {
+            let command = self.command(step);
+            let why = self.fill(&step.why);
+            lines.push(if why.is_empty() { command } else { format!("{command}   # {why}") });
+        }
+        lines
+    }
+
+    pub(super) fn command(&self, step: &HandStep) -> String {
+        let c = &self.controller;
+        match step.action {
+            Do::Kubectl => {
+                let (verb, rest) =
+                    step.args.split_first().map_or(("get", &[][..]), |(v, r)| (v, r));
+                self.kubectl(verb, &rest.iter().map(String::as_str).collect::<Vec<_>>())
+            }
+            Do::Stop => c.stop(),
+            Do::Start => c.start(&[]),
+            Do::StartSlow => c.start(DEDUP_FLAGS),
+            Do::StartOwn => c.start_without(DEDUP_FLAGS),
+            Do::Metrics => format!(
+                "curl -s {} | grep -E '^(reconcile_total|api_writes_total)'",
+                self.metrics_url
+            ),
+            Do::DriftPatch => {
+                let patch = experiments::drift_patch(&self.desired).to_string();
+                self.kubectl("patch", &["--type", "merge", "-p", &patch])
+            }
+            Do::DriftUnlabel => self.kubectl("label", &[&format!("{DRIFT_LABEL}-")]),
+            Do::DedupLoop => self.dedup_loop(),
+        }
+    }
+
+    /// `kubectl VERB configmap NAME -n NAMESPACE REST…`, quoted for a shell.
+    pub(super) fn kubectl(&self, verb: &str, rest: &[&str]) -> String {
+        let (name, namespace) = (self.desired.name(), self.desired.namespace());
+        Cmd::new("kubectl").args([verb, "configmap", name, "-n", namespace]).args(rest).to_string()
+    }
+
+    /// dedup's five changes as one shell loop. A unit test checks that it
+    /// sends exactly `experiments::dedup_change`.
+    pub(super) fn dedup_loop(&self) -> String {
+        const MARK: u32 = 999_999;
+        let patch = experiments::dedup_change(&self.desired, MARK)
+            .to_string()
+            // Leave the single quotes for `$i`: the shell fills it in.
+            .replace(&MARK.to_string(), "'$i'");
+        format!(
+            "for i in 1 2 3 4 5; do kubectl patch configmap {} -n {} --type merge -p '{patch}'; done",
+            self.desired.name(),
+            self.desired.namespace()
+        )
+    }
+}
+
+impl ControllerHand {
+    pub(super) fn stop(&self) -> String {
+        match self {
+            // SIGTERM: it finishes a running reconcile and exits.
+            ControllerHand::Process { pid_file, .. } => format!("kill $(cat {pid_file})"),
+            ControllerHand::Deployment => scale(0),
+        }
+    }
+
+    /// Starts it again with `extra` flags. A process runs in the foreground,
+    /// its log right there; Ctrl-C stops it, and the next `cargo xtask exp`
+    /// or `cargo xtask e2e` starts the lab's own again. A Deployment gets the
+    /// flags as the environment variables they have (controller/src/cli.rs).
+    pub(super) fn start(&self, extra: &[&str]) -> String {
+        match self {
+            ControllerHand::Process { binary, args, .. } => {
+                Cmd::new(binary.display().to_string()).args(args).args(extra).to_string()
+            }
+            ControllerHand::Deployment => {
+                let vars: Vec<String> = flag_variables(extra)
+                    .into_iter()
+                    .map(|(name, value)| format!("{name}={value}"))
+                    .collect();
+                set_env_then_scale_up(&vars)
+            }
+        }
+    }
+
+    /// Starts it again on the lab's own flags after a start with `extra`.
+    pub(super) fn start_without(&self, extra: &[&str]) -> String {
+        match self {
+            ControllerHand::Process { .. } => self.start(&[]),
+            ControllerHand::Deployment => {
+                let unset: Vec<String> =
+                    flag_variables(extra).into_iter().map(|(name, _)| format!("{name}-")).collect();
+                set_env_then_scale_up(&unset)
+            }
+        }
+    }
+}
+
+fn scale(replicas: u8) -> String {
+    format!("kubectl scale deployment {DEPLOYMENT} -n {DEPLOYMENT_NAMESPACE} --replicas={replicas}")
+}
+
+fn set_env_then_scale_up(vars: &[String]) -> String {
+    if vars.is_empty() {
+        return scale(1);
+    }
+    format!(
+        "kubectl set env deployment {DEPLOYMENT} -n {DEPLOYMENT_NAMESPACE} {} && {}",
+        vars.join(" "),
+        scale(1)
+    )
+}
+
+/// `--reconcile-delay 2s` → `MY_CONTROLLER_RECONCILE_DELAY`, `2s`: the
+/// controller's flags each have such a variable (controller/src/cli.rs).
+fn flag_variables<'a>(flags: &[&'a str]) -> Vec<(String, &'a str)> {
+    flags
+        .chunks(2)
+        .map(|pair| {
+            let name = pair[0].trim_start_matches("--").replace('-', "_");
+            let value = pair.get(1).copied().unwrap_or_default();
+            (format!("MY_CONTROLLER_{}", name.to_uppercase()), value)
+        })
+        .collect()
+}

@@ -1,0 +1,73 @@
+//! `lab down` of an envtest lab: its processes stopped by process group, its
+//! directory removed.
+
+use super::*;
+
+/// What `lab down` does for an envtest lab: every process the pid files name, newest first
+/// (SIGTERM, then SIGKILL after a grace period), a container left behind, the state.
+/// Works without lab.json (a failed `up` leaves none).
+pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
+    let mut steps: Vec<Step<bool>> = ROLES
+        .iter()
+        .rev()
+        .filter_map(|role| {
+            let pid = labkit::files::read_number::<u32>(layout.pid_file(role))?;
+            let dir = layout.state_dir.clone();
+            Some(Step::own(
+                format!("stop {role} (pid {pid}): SIGTERM to its process group, SIGKILL after a grace period"),
+                move |_| {
+                    Box::pin(async move {
+                        report_stop(role, pid, &dir).await;
+                        Ok(())
+                    })
+                },
+            ))
+        })
+        .collect();
+    // `docker run --rm` removes its container when stopped by SIGTERM; one left behind by
+    // a SIGKILL is removed here.
+    if let Ok(Some(LabFile {
+        controller: lab_file::Controller { container: Some(name), .. },
+        ..
+    })) = LabFile::read(&layout.state_dir)
+    {
+        steps.push(Step::probe(Cmd::argv(["docker", "rm", "-f", &name]), |_, _| Ok(())));
+    }
+    let dir = layout.state_dir.clone();
+    steps.push(Step::own(
+        format!("remove {}", shown(&layout.state_dir)),
+        move |removed: &mut bool| {
+            Box::pin(async move {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)
+                        .with_context(|| format!("cannot remove {}", dir.display()))?;
+                    *removed = true;
+                }
+                Ok(())
+            })
+        },
+    ));
+    steps
+}
+
+/// Carries out [`down_plan`]; returns whether there was anything to remove.
+pub async fn down(layout: &Layout) -> Result<bool> {
+    let mut removed = false;
+    plan::execute(down_plan(layout), &mut removed).await?;
+    Ok(removed)
+}
+
+pub(super) async fn report_stop(role: &str, pid: u32, state_dir: &Path) {
+    match process::stop(pid, state_dir).await {
+        Ok(StopOutcome::NotRunning) => eprintln!("  {role} (pid {pid}) was not running"),
+        Ok(StopOutcome::NotOurs) => {
+            eprintln!("  {role}: pid {pid} is now another program's, left alone")
+        }
+        Ok(StopOutcome::Stopped { killed, after }) => eprintln!(
+            "  stopped {role} (pid {pid}) with {} in {:.1}s",
+            if killed { "SIGKILL" } else { "SIGTERM" },
+            after.as_secs_f64()
+        ),
+        Err(error) => eprintln!("  warning: cannot stop {role} (pid {pid}): {error:#}"),
+    }
+}

@@ -1,0 +1,69 @@
+//! `lab status` of an envtest lab: every part asked, and whether it is healthy.
+
+use super::*;
+
+/// What `lab status` shows of an envtest lab, and whether it is healthy.
+pub struct Health {
+    pub lines: Vec<String>,
+    pub healthy: bool,
+}
+
+/// Checks every part of a running lab: processes, `/readyz` of both servers, `/version`,
+/// the controller's token.
+pub async fn health(lab: &LabFile) -> Health {
+    let mut lines = Vec::new();
+    let mut healthy = true;
+    for p in &lab.processes {
+        let running = process::is_alive(p.pid);
+        healthy &= running;
+        let state = if running { "running" } else { "NOT RUNNING" };
+        let version = p.version.as_deref().unwrap_or("-");
+        lines.push(format!("{:<15} pid {:<7} {state:<11} {version} ({})", p.role, p.pid, p.source));
+    }
+    let checks = [
+        ("kube-apiserver", api_server_health(lab).await),
+        ("controller", token_validity(lab).and(controller_health(lab).await)),
+    ];
+    for (what, check) in checks {
+        match check {
+            Ok(line) => lines.push(line),
+            Err(error) => {
+                healthy = false;
+                lines.push(format!("{what:<15} NOT READY: {error:#}"));
+            }
+        }
+    }
+    Health { lines, healthy }
+}
+
+async fn api_server_health(lab: &LabFile) -> Result<String> {
+    let client = kubeconfig::probe_client(&lab.admin_kubeconfig).await?;
+    if let Check::NotYet(seen) = probes::api_server_ready(client.clone()).await? {
+        return Err(anyhow!("{} /readyz: {seen}", lab.api_server_url));
+    }
+    let version = client.apiserver_version().await.context("GET /version")?;
+    Ok(format!(
+        "kube-apiserver  {} /readyz ok, /version {} ({})",
+        lab.api_server_url, version.git_version, version.platform
+    ))
+}
+
+/// The controller's token is not refreshed: past its expiry the lab needs a new `up`.
+fn token_validity(lab: &LabFile) -> Result<()> {
+    let expires: k8s_openapi::jiff::Timestamp =
+        lab.controller.token_expires.parse().with_context(|| {
+            format!("token expiry {:?} in lab.json", lab.controller.token_expires)
+        })?;
+    if expires <= k8s_openapi::jiff::Timestamp::now() {
+        return Err(anyhow!("token of {} expired at {expires}", lab.controller.service_account));
+    }
+    Ok(())
+}
+
+async fn controller_health(lab: &LabFile) -> Result<String> {
+    match probes::controller_ready(lab.controller.url.clone()).await? {
+        Check::Done(()) => Ok(format!("controller      {}/readyz 200", lab.controller.url)),
+        Check::NotYet(seen) => Err(anyhow!("{}{seen}", lab.controller.url)),
+        Check::Stop(error) => Err(error),
+    }
+}
