@@ -91,20 +91,47 @@ fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
 
 /// Draws `panel` with its left edge at `left`; returns the bottom of its legend.
 fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) -> f64 {
-    let (x0, x1) = (left + LEFT, left + PANEL_W - RIGHT);
-    let (y0, y1) = (TOP, TOP + PLOT_H);
-    let x = |ms: f64| x0 + axis.fraction(ms) * (x1 - x0);
-    let y = |share: f64| y1 - share * (y1 - y0);
+    let f = Frame { x0: left + LEFT, x1: left + PANEL_W - RIGHT, y0: TOP, y1: TOP + PLOT_H, axis };
     let _ = writeln!(svg, "<g>");
     let _ = writeln!(
         svg,
-        r##"<text x="{x0}" y="{}" font-size="14" font-weight="bold" fill="#111827">{}</text>"##,
-        y0 - 14.0,
+        r##"<text x="{}" y="{}" font-size="14" font-weight="bold" fill="#111827">{}</text>"##,
+        f.x0,
+        f.y0 - 14.0,
         escape(panel.title)
     );
+    draw_grid(svg, &f);
+    draw_curves(svg, panel, &f);
+    let bottom = draw_legend(svg, panel, &f);
+    let _ = writeln!(svg, "</g>");
+    bottom
+}
+
+/// Where a panel's plot sits, and where a time and a share land in it.
+struct Frame<'a> {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    axis: &'a LogAxis,
+}
+
+impl Frame<'_> {
+    fn x(&self, ms: f64) -> f64 {
+        self.x0 + self.axis.fraction(ms) * (self.x1 - self.x0)
+    }
+
+    fn y(&self, share: f64) -> f64 {
+        self.y1 - share * (self.y1 - self.y0)
+    }
+}
+
+/// The time and share grids and the frame around them.
+fn draw_grid(svg: &mut String, f: &Frame) {
+    let Frame { x0, x1, y0, y1, axis } = *f;
     // Time grid: 1-2-5 steps of each decade.
     for tick in axis.ticks() {
-        let tx = x(tick);
+        let tx = f.x(tick);
         let _ = writeln!(
             svg,
             r##"<line x1="{tx:.1}" y1="{y0}" x2="{tx:.1}" y2="{y1}" stroke="#e5e7eb"/>"##
@@ -133,7 +160,7 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) -> f64
         // No label: it would sit on p99's.
         (1.0, "", false),
     ] {
-        let ty = y(share);
+        let ty = f.y(share);
         let stroke = if strong { "#9ca3af" } else { "#e5e7eb" };
         let dash = if strong { r#" stroke-dasharray="2 3""# } else { "" };
         let _ = writeln!(
@@ -152,7 +179,10 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) -> f64
         r##"<rect x="{x0}" y="{y0}" width="{}" height="{PLOT_H}" fill="none" stroke="#6b7280"/>"##,
         x1 - x0
     );
-    // The curves: a step function through every sample.
+}
+
+/// The curves: each a step function through every sample.
+fn draw_curves(svg: &mut String, panel: &Panel, f: &Frame) {
     for line in &panel.lines {
         let mut sorted = line.samples_ms.to_vec();
         sorted.sort_by(f64::total_cmp);
@@ -160,7 +190,7 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) -> f64
         let dash = if line.dashed { r#" stroke-dasharray="6 3""# } else { "" };
         let mut d = String::new();
         for (i, ms) in sorted.iter().enumerate() {
-            let (sx, below, above) = (x(*ms), y(i as f64 / n), y((i + 1) as f64 / n));
+            let (sx, below, above) = (f.x(*ms), f.y(i as f64 / n), f.y((i + 1) as f64 / n));
             let _ = if i == 0 {
                 write!(d, "M{sx:.1},{below:.1}V{above:.1}")
             } else {
@@ -174,6 +204,11 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) -> f64
             line.color
         );
     }
+}
+
+/// The legend below the plot; returns where it ends.
+fn draw_legend(svg: &mut String, panel: &Panel, f: &Frame) -> f64 {
+    let Frame { x0, x1, y1, .. } = *f;
     // The legend, with the figures a reader looks for first: one entry per
     // curve, its label wrapped to the panel's width, the figures below it.
     let width = x1 - (x0 + 30.0);
@@ -214,7 +249,6 @@ fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) -> f64
         }
         ly += 6.0;
     }
-    let _ = writeln!(svg, "</g>");
     ly
 }
 

@@ -27,12 +27,31 @@ pub fn render(report: &Report) -> String {
         report.settings.blocks,
     );
     let ours_label = report.ours().map_or("my-controller", |o| o.label.as_str()).to_string();
+    latency(&mut out, report, &ours_label);
+    quiet(&mut out, report);
+    cost(&mut out, report, &ours_label);
+    bars(&mut out, report, &ours_label);
+    if !report.phases.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nphases, from the API server's audit log (ms, p50 / p90 / p99; see bench/src/phases.rs):\n"
+        );
+        out.push_str(&crate::phases::render(&report.phases));
+    }
+    out
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map_or("—".into(), |r| format!("{r:.2}"))
+}
+
+/// The latency table: every series of every subject, next to the floor.
+fn latency(out: &mut String, report: &Report, ours_label: &str) {
     let _ = writeln!(
         out,
         "| measure | subject | n | p50 | p90 | p99 [95 % CI] | max | p50 ÷ floor | p50 ÷ {ours_label} |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
-    let ratio = |r: Option<f64>| r.map_or("—".into(), |r| format!("{r:.2}"));
     let mut row = |measure: &str,
                    subject: &str,
                    series: &Series,
@@ -75,7 +94,10 @@ pub fn render(report: &Report) -> String {
     for s in &report.subjects {
         row(&unrelated, &s.label, &s.self_heal_with_unrelated, None, None);
     }
+}
 
+/// The steady window and the burst of each subject.
+fn quiet(out: &mut String, report: &Report) {
     let na = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0}"));
     let _ = writeln!(
         out,
@@ -100,7 +122,10 @@ pub fn render(report: &Report) -> String {
             b.settled_ms
         );
     }
+}
 
+/// Memory and CPU of each subject.
+fn cost(out: &mut String, report: &Report, ours_label: &str) {
     // utime + stime count in clock ticks (10 ms): small CPU figures are coarse.
     let rss_ours = report.ours().map(|o| o.cost.with_unrelated.rss_mib());
     let _ = writeln!(
@@ -122,7 +147,10 @@ pub fn render(report: &Report) -> String {
             c.steady_cpu_ms
         );
     }
+}
 
+/// The bar my-controller is held to, one line each.
+fn bars(out: &mut String, report: &Report, ours_label: &str) {
     let _ = writeln!(out, "\nbar for {ours_label} (envtest lab, 2-core machine):");
     for bar in &report.bars {
         let (mark, value) = match (bar.met, bar.value) {
@@ -145,12 +173,4 @@ pub fn render(report: &Report) -> String {
     for line in &report.floor_beaten {
         let _ = writeln!(out, "  note: {line}");
     }
-    if !report.phases.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nphases, from the API server's audit log (ms, p50 / p90 / p99; see bench/src/phases.rs):\n"
-        );
-        out.push_str(&crate::phases::render(&report.phases));
-    }
-    out
 }

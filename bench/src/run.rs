@@ -32,6 +32,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// What one subject measured so far.
+#[derive(Default)]
 struct Tally {
     heal: Vec<f64>,
     correct: Vec<f64>,
@@ -42,6 +43,33 @@ struct Tally {
     latency_cpu: Duration,
     steady: Option<(Steady, Duration)>,
     burst: Option<Burst>,
+}
+
+impl Tally {
+    /// What the report keeps of it; `n` rounds of each latency measure.
+    fn measured(self, spec: &Spec, n: usize) -> Measured {
+        let (steady, steady_cpu) = self.steady.expect("measured above");
+        let idle = self.idle.expect("measured above");
+        Measured {
+            label: spec.label(),
+            ours: spec.is_ours(),
+            command: spec.command_line(),
+            metrics: spec.has_metrics(),
+            self_heal: self.heal,
+            correction: self.correct,
+            self_heal_with_unrelated: self.heal_unrelated,
+            startup: self.startup,
+            steady,
+            burst: self.burst.expect("measured above"),
+            cost: Cost {
+                idle,
+                with_unrelated: self.with_unrelated.unwrap_or(idle),
+                latency_cpu_ms: ms(self.latency_cpu),
+                latency_rounds: 2 * n,
+                steady_cpu_ms: ms(steady_cpu),
+            },
+        }
+    }
 }
 
 /// Measures every subject of `specs` (my-controller first) against `lab`
@@ -70,45 +98,11 @@ pub async fn measure(
         floor_correct: Vec::new(),
         spans: Vec::new(),
     };
-    let mut tallies: Vec<Tally> = specs
-        .iter()
-        .map(|_| Tally {
-            heal: Vec::new(),
-            correct: Vec::new(),
-            heal_unrelated: Vec::new(),
-            startup: Vec::new(),
-            idle: None,
-            with_unrelated: None,
-            latency_cpu: Duration::ZERO,
-            steady: None,
-            burst: None,
-        })
-        .collect();
+    let mut tallies: Vec<Tally> = specs.iter().map(|_| Tally::default()).collect();
 
     // A block has at least one round of each.
     let blocks = settings.blocks.min(settings.rounds);
-    let n = settings.rounds;
-    for block in 0..blocks {
-        // Rounds spread evenly; the first blocks take the remainder.
-        let share = n / blocks + usize::from(block < n % blocks);
-        // Each block starts one further along the order, so that no side
-        // always follows the same one (or always runs first).
-        let sides = specs.len() + 1;
-        let order: Vec<usize> = (0..sides).map(|i| (i + block) % sides).collect();
-        let names: Vec<String> =
-            order.iter().map(|&i| specs.get(i).map_or("the floor".into(), Spec::label)).collect();
-        eprintln!(
-            "\n== block {}/{blocks}: {share} rounds of each: {}",
-            block + 1,
-            names.join(", ")
-        );
-        for i in order {
-            match specs.get(i) {
-                Some(spec) => run.subject_block(spec, &mut tallies[i], share, n).await?,
-                None => run.floor_block(share).await?,
-            }
-        }
-    }
+    run.blocks(specs, &mut tallies, blocks, settings.rounds).await?;
 
     for (spec, tally) in specs.iter().zip(&mut tallies) {
         let window = Duration::from_secs_f64(settings.steady_seconds);
@@ -129,33 +123,8 @@ pub async fn measure(
     }
     load::delete_all(&api).await?;
 
-    let measured = specs
-        .iter()
-        .zip(tallies)
-        .map(|(spec, t)| {
-            let (steady, steady_cpu) = t.steady.expect("measured above");
-            let idle = t.idle.expect("measured above");
-            Measured {
-                label: spec.label(),
-                ours: spec.is_ours(),
-                command: spec.command_line(),
-                metrics: spec.has_metrics(),
-                self_heal: t.heal,
-                correction: t.correct,
-                self_heal_with_unrelated: t.heal_unrelated,
-                startup: t.startup,
-                steady,
-                burst: t.burst.expect("measured above"),
-                cost: Cost {
-                    idle,
-                    with_unrelated: t.with_unrelated.unwrap_or(idle),
-                    latency_cpu_ms: ms(t.latency_cpu),
-                    latency_rounds: 2 * n,
-                    steady_cpu_ms: ms(steady_cpu),
-                },
-            }
-        })
-        .collect();
+    let n = settings.rounds;
+    let measured = specs.iter().zip(tallies).map(|(spec, t)| t.measured(spec, n)).collect();
     let meta = (
         SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs(),
         lab.file().name.clone(),
@@ -185,6 +154,41 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// The latency blocks: the floor and every subject take turns,
+    /// `n` rounds of each measure spread over `blocks`.
+    async fn blocks(
+        &mut self,
+        specs: &[Spec],
+        tallies: &mut [Tally],
+        blocks: usize,
+        n: usize,
+    ) -> Result<()> {
+        for block in 0..blocks {
+            // Rounds spread evenly; the first blocks take the remainder.
+            let share = n / blocks + usize::from(block < n % blocks);
+            // Each block starts one further along the order, so that no side
+            // always follows the same one (or always runs first).
+            let sides = specs.len() + 1;
+            let order: Vec<usize> = (0..sides).map(|i| (i + block) % sides).collect();
+            let names: Vec<String> = order
+                .iter()
+                .map(|&i| specs.get(i).map_or("the floor".into(), Spec::label))
+                .collect();
+            eprintln!(
+                "\n== block {}/{blocks}: {share} rounds of each: {}",
+                block + 1,
+                names.join(", ")
+            );
+            for i in order {
+                match specs.get(i) {
+                    Some(spec) => self.subject_block(spec, &mut tallies[i], share, n).await?,
+                    None => self.floor_block(share).await?,
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Starts `spec` with `extra` flags and, for ours, waits until its
     /// startup reconcile has finished too (nothing queued or running): a
     /// measure that follows starts from rest.

@@ -102,29 +102,7 @@ pub async fn run(
     let ready = Arc::new(AtomicBool::new(false));
     let workers = Workers::new();
     let (cache, writer) = reflector::store();
-    let reporter = Reporter {
-        controller: CONTROLLER_NAME.into(),
-        // Set from the pod name in the Deployment; absent when run as a process.
-        instance: std::env::var("POD_NAME").ok(),
-    };
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        cache,
-        desired: settings.desired.clone(),
-        recorder: crate::events::Recorder::new(
-            client.clone(),
-            reporter,
-            metrics.events_dropped_counter(),
-        ),
-        metrics: metrics.clone(),
-        reconcile_delay: settings.reconcile_delay,
-        reconcile_timeout: settings.reconcile_timeout,
-        pace: std::sync::Mutex::new(if settings.pacing {
-            crate::pace::Pace::default()
-        } else {
-            crate::pace::Pace::off()
-        }),
-    });
+    let ctx = Arc::new(context(&client, &settings, &metrics, cache));
     let queue = {
         let metrics = metrics.clone();
         WorkQueue::new(settings.rate_limit.clone()).on_depth(move |d| metrics.set_queue_depth(d))
@@ -170,7 +148,26 @@ pub async fn run(
     for task in &background {
         task.abort();
     }
-    let deadline = tokio::time::Instant::now() + settings.shutdown_grace;
+    finish_work(tasks, &ctx, &queue, settings.shutdown_grace, &mut signals).await?;
+    let _ = http_stop.send(());
+    let started = Instant::now();
+    if let Ok(served) = server.await {
+        served.context("the HTTP server failed")?;
+    }
+    info!(took = ?started.elapsed(), "stopped");
+    Ok(())
+}
+
+/// The running reconciles finish and pending Events go out, within `grace`;
+/// the end of it, or a second signal, cuts them off.
+async fn finish_work(
+    tasks: Vec<JoinHandle<()>>,
+    ctx: &Arc<Context>,
+    queue: &WorkQueue<Key>,
+    grace: Duration,
+    signals: &mut (impl Stream<Item = ()> + Unpin),
+) -> Result<(), Stopped> {
+    let deadline = tokio::time::Instant::now() + grace;
     let finish = async {
         for task in tasks {
             if let Err(e) = task.await {
@@ -180,21 +177,48 @@ pub async fn run(
         // Events are published a moment after their write: send what is pending.
         ctx.recorder.flush().await;
     };
-    let cut_off = || cut_off(&queue, &ctx);
+    let cut_off = || cut_off(queue, ctx);
     tokio::select! {
         _ = finish => {}
         _ = tokio::time::sleep_until(deadline) => {
-            return Err(Stopped::CutOff { grace: settings.shutdown_grace, what: cut_off() });
+            return Err(Stopped::CutOff { grace, what: cut_off() });
         }
         _ = signals.next() => return Err(Stopped::Interrupted { what: cut_off() }),
     }
-    let _ = http_stop.send(());
-    let started = Instant::now();
-    if let Ok(served) = server.await {
-        served.context("the HTTP server failed")?;
-    }
-    info!(took = ?started.elapsed(), "stopped");
     Ok(())
+}
+
+/// What every reconcile shares: the client, the cache, the desired object,
+/// Events, metrics and the pacing of corrections.
+fn context(
+    client: &Client,
+    settings: &Settings,
+    metrics: &Arc<Metrics>,
+    cache: reflector::Store<ConfigMap>,
+) -> Context {
+    let reporter = Reporter {
+        controller: CONTROLLER_NAME.into(),
+        // Set from the pod name in the Deployment; absent when run as a process.
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    Context {
+        client: client.clone(),
+        cache,
+        desired: settings.desired.clone(),
+        recorder: crate::events::Recorder::new(
+            client.clone(),
+            reporter,
+            metrics.events_dropped_counter(),
+        ),
+        metrics: metrics.clone(),
+        reconcile_delay: settings.reconcile_delay,
+        reconcile_timeout: settings.reconcile_timeout,
+        pace: std::sync::Mutex::new(if settings.pacing {
+            crate::pace::Pace::default()
+        } else {
+            crate::pace::Pace::off()
+        }),
+    }
 }
 
 /// The first line: what it keeps, where it listens, what it was built for.

@@ -155,43 +155,13 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         eprintln!("{}", texts.text("refused", &[("reason", &reason)]));
         return Ok(ExitCode::from(2));
     }
-    let mut data =
-        controller::desired::parse_pairs(&args.data).map_err(|e| anyhow::anyhow!("--data: {e}"))?;
-    if data.is_empty() {
-        data = controller::desired::default_data();
-    }
+    let options = options(&args, texts)?;
     let mut signals = Signals::new()?;
     let mut lab = Lab::find_named(&args.lab.name).await?;
-    let options = Options {
-        data,
-        resync: args.resync,
-        connect_within: args.connect_within,
-        exit_within: args.exit_within,
-        shown: true,
-        progress: progress(texts),
-        ..Options::new(args.command.clone())
-    };
     let command = labkit::command::Cmd::argv(&args.command).to_string();
     let target = lab.desired().to_string();
     let file = lab.file().clone();
-    eprintln!(
-        "{}",
-        texts.text(
-            "header",
-            &[
-                ("command", &command),
-                ("lab", &file.name),
-                ("provider", &file.provider.to_string()),
-                ("version", &file.kubernetes_version),
-            ]
-        )
-    );
-    let data_json = serde_json::to_string(&options.data)?;
-    let user = format!("system:serviceaccount:{}:{}", lab.desired().namespace(), grade::IDENTITY);
-    eprintln!(
-        "{}",
-        texts.text("keeps", &[("target", &target), ("data", &data_json), ("user", &user)])
-    );
+    announce(texts, &file, &target, &options, &command, lab.desired().namespace())?;
     eprintln!("{}", texts.text("controller_stopped", &[]));
 
     lab.stop_controller().await?;
@@ -222,9 +192,67 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         bail!("interrupted: the program was stopped and the lab put back as it was");
     }
     let graded = GradeFile::new(&args, &outcome, texts, lang, &file, &command, &target)?;
-    match &outcome {
+    show(&args, &outcome, &graded, texts)?;
+    Ok(match &outcome {
+        Outcome::Graded(report) if report.passed() => ExitCode::SUCCESS,
+        Outcome::Graded(_) => ExitCode::FAILURE,
+        Outcome::Refused(_) => ExitCode::from(2),
+    })
+}
+
+/// The grading's options from the flags (`--data` checked as the controller checks it).
+fn options(args: &GradeArgs, texts: &'static Texts) -> Result<Options> {
+    let mut data =
+        controller::desired::parse_pairs(&args.data).map_err(|e| anyhow::anyhow!("--data: {e}"))?;
+    if data.is_empty() {
+        data = controller::desired::default_data();
+    }
+    Ok(Options {
+        data,
+        resync: args.resync,
+        connect_within: args.connect_within,
+        exit_within: args.exit_within,
+        shown: true,
+        progress: progress(texts),
+        ..Options::new(args.command.clone())
+    })
+}
+
+/// What is about to be graded, where, as whom.
+fn announce(
+    texts: &Texts,
+    file: &labkit::lab_file::LabFile,
+    target: &str,
+    options: &Options,
+    command: &str,
+    namespace: &str,
+) -> Result<()> {
+    eprintln!(
+        "{}",
+        texts.text(
+            "header",
+            &[
+                ("command", command),
+                ("lab", &file.name),
+                ("provider", &file.provider.to_string()),
+                ("version", &file.kubernetes_version),
+            ]
+        )
+    );
+    let data_json = serde_json::to_string(&options.data)?;
+    let user = format!("system:serviceaccount:{namespace}:{}", grade::IDENTITY);
+    eprintln!(
+        "{}",
+        texts.text("keeps", &[("target", target), ("data", &data_json), ("user", &user)])
+    );
+    Ok(())
+}
+
+/// The table (or the refusal), and the JSON when asked for.
+fn show(args: &GradeArgs, outcome: &Outcome, graded: &GradeFile, texts: &Texts) -> Result<()> {
+    match outcome {
         Outcome::Graded(report) => {
-            print!("{}", table(&graded, texts));
+            print!("{}", table(graded, texts));
             eprintln!(
                 "{}",
                 texts.text("program_log", &[("log", &labkit::project::shown(&report.log))])
@@ -235,14 +263,10 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         }
     }
     if let Some(path) = &args.json {
-        write_json(path, &graded)?;
+        write_json(path, graded)?;
         eprintln!("{}", texts.text("json_written", &[("path", &path.display().to_string())]));
     }
-    Ok(match &outcome {
-        Outcome::Graded(report) if report.passed() => ExitCode::SUCCESS,
-        Outcome::Graded(_) => ExitCode::FAILURE,
-        Outcome::Refused(_) => ExitCode::from(2),
-    })
+    Ok(())
 }
 
 enum Outcome {

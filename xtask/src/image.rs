@@ -119,89 +119,85 @@ impl StaticTarget {
     }
 }
 
-/// The steps of a build with `builder` (resolved), for any plan: printed by
-/// `--dry-run`, run by `lab up`. `target` matters to the host builder only.
-pub fn steps<C: 'static>(builder: Builder, target: &StaticTarget) -> Result<Vec<Step<C>>> {
+/// The steps of a build with `choice` (resolved here), for any plan:
+/// printed by `--dry-run`, run by `lab up`.
+pub fn steps<C: 'static>(choice: Builder) -> Result<Vec<Step<C>>> {
     let reference = reference()?;
-    let root = project::root();
-    Ok(match builder {
-        Builder::Auto => unreachable!("resolve() first"),
-        Builder::Nix => {
-            // The flake builds the image for Linux systems; from a Mac, the
-            // aarch64-linux one, on a Linux builder.
-            let (attribute, hint) = if cfg!(target_os = "linux") {
-                (".#image", "nix build failed (its output is above)")
-            } else if cfg!(target_arch = "aarch64") {
-                (
-                    ".#packages.aarch64-linux.image",
-                    "the image is a Linux binary: on macOS nix builds it on a Linux builder \\
-                     (nix-darwin's linux-builder, or a remote builder; README, Nix), or use \\
-                     --image-builder dockerfile",
-                )
-            } else {
-                bail!(
-                    "the flake has no image for this machine (it builds for x86_64-linux, \\
-                     aarch64-linux, and from Apple silicon): use --image-builder dockerfile"
-                );
-            };
-            vec![
-                Step::run(
-                    Cmd::argv([
-                        "nix",
-                        "build",
-                        attribute,
-                        "--out-link",
-                        "target/image/nix-image.tar",
-                    ])
-                    .dir(&root),
-                )
-                .or(hint),
-                Step::run(
-                    Cmd::argv(["docker", "load", "-i", "target/image/nix-image.tar"]).dir(&root),
-                ),
-            ]
-        }
+    Ok(match resolve(choice) {
+        Builder::Auto => unreachable!("resolve() chose one"),
+        Builder::Nix => nix_steps()?,
         Builder::Dockerfile => vec![Step::run(
-            Cmd::argv(["docker", "build", "-t", &reference, "-f", "Dockerfile", "."]).dir(&root),
+            Cmd::argv(["docker", "build", "-t", &reference, "-f", "Dockerfile", "."])
+                .dir(project::root()),
         )],
-        Builder::Host => {
-            if !cfg!(target_os = "linux") {
-                bail!(
-                    "--image-builder host copies a binary built here into a Linux image, and this \
-                     is not Linux: use --image-builder dockerfile (Docker Desktop builds it in \
-                     Linux), or nix with a Linux builder"
-                );
-            }
-            let mut steps = Vec::new();
-            if target.rustflags.is_some() {
-                // glibc linked statically needs its static archive (Fedora: glibc-static).
-                steps.push(Step::probe(Cmd::argv(["gcc", "-print-file-name=libc.a"]), |_, out| {
-                    crate::preflight::static_libc(out.as_deref().ok())
-                }));
-            }
-            let build =
-                target.release_build(&["-p", crate::cargo::PACKAGE, "--bin", crate::cargo::BINARY]);
-            let binary = target.binary(&project::target_dir());
-            let context = project::target_dir().join("image");
-            steps.push(Step::long(build, "building the static controller"));
-            steps.push({
-                let (binary, context) = (binary.clone(), context.clone());
-                Step::own(
-                    format!(
-                        "copy {} and a FROM scratch Dockerfile into {}",
-                        labkit::project::shown(&binary),
-                        labkit::project::shown(&context)
-                    ),
-                    move |_| Box::pin(async move { write_scratch_context(&binary, &context) }),
-                )
-            });
-            // An unchanged binary hits Docker's build cache: the same image ID.
-            steps.push(Step::run(
-                Cmd::argv(["docker", "build", "-q", "-t", &reference]).path(&context),
-            ));
-            steps
-        }
+        Builder::Host => host_steps(&StaticTarget::detect()?, &reference)?,
     })
+}
+
+/// `nix build` of the flake's image, loaded into Docker.
+fn nix_steps<C: 'static>() -> Result<Vec<Step<C>>> {
+    let root = project::root();
+    // The flake builds the image for Linux systems; from a Mac, the
+    // aarch64-linux one, on a Linux builder.
+    let (attribute, hint) = if cfg!(target_os = "linux") {
+        (".#image", "nix build failed (its output is above)")
+    } else if cfg!(target_arch = "aarch64") {
+        (
+            ".#packages.aarch64-linux.image",
+            "the image is a Linux binary: on macOS nix builds it on a Linux builder \
+             (nix-darwin's linux-builder, or a remote builder; README, Nix), or use \
+             --image-builder dockerfile",
+        )
+    } else {
+        bail!(
+            "the flake has no image for this machine (it builds for x86_64-linux, \
+             aarch64-linux, and from Apple silicon): use --image-builder dockerfile"
+        );
+    };
+    Ok(vec![
+        Step::run(
+            Cmd::argv(["nix", "build", attribute, "--out-link", "target/image/nix-image.tar"])
+                .dir(&root),
+        )
+        .or(hint),
+        Step::run(Cmd::argv(["docker", "load", "-i", "target/image/nix-image.tar"]).dir(&root)),
+    ])
+}
+
+/// The static binary built here, copied into a `FROM scratch` image.
+fn host_steps<C: 'static>(target: &StaticTarget, reference: &str) -> Result<Vec<Step<C>>> {
+    if !cfg!(target_os = "linux") {
+        bail!(
+            "--image-builder host copies a binary built here into a Linux image, and this \
+             is not Linux: use --image-builder dockerfile (Docker Desktop builds it in \
+             Linux), or nix with a Linux builder"
+        );
+    }
+    let mut steps = Vec::new();
+    if target.rustflags.is_some() {
+        // glibc linked statically needs its static archive (Fedora: glibc-static).
+        steps.push(Step::probe(Cmd::argv(["gcc", "-print-file-name=libc.a"]), |_, out| {
+            crate::preflight::static_libc(out.as_deref().ok())
+        }));
+    }
+    let build = target.release_build(&["-p", crate::cargo::PACKAGE, "--bin", crate::cargo::BINARY]);
+    let binary = target.binary(&project::target_dir());
+    let context = project::target_dir().join("image");
+    steps.push(Step::long(build, "building the static controller"));
+    steps.push({
+        let (binary, context) = (binary.clone(), context.clone());
+        Step::own(
+            format!(
+                "copy {} and a FROM scratch Dockerfile into {}",
+                labkit::project::shown(&binary),
+                labkit::project::shown(&context)
+            ),
+            move |_| Box::pin(async move { write_scratch_context(&binary, &context) }),
+        )
+    });
+    // An unchanged binary hits Docker's build cache: the same image ID.
+    steps.push(Step::run(Cmd::argv(["docker", "build", "-q", "-t", reference]).path(&context)));
+    Ok(steps)
 }
 
 fn write_scratch_context(binary: &Path, context: &Path) -> Result<()> {
@@ -221,12 +217,7 @@ pub struct Built {
 /// Builds the image and tags it as the Deployment expects.
 pub async fn build(builder: Builder) -> Result<Built> {
     let reference = reference()?;
-    let builder = resolve(builder);
-    let target = match builder {
-        Builder::Host => StaticTarget::detect()?,
-        _ => StaticTarget { triple: String::new(), rustflags: None },
-    };
-    crate::plan::execute(steps::<()>(builder, &target)?, &mut ()).await?;
+    crate::plan::execute(steps::<()>(builder)?, &mut ()).await?;
     if image_id(&reference).is_none() {
         bail!("the build finished but docker has no image {reference}");
     }

@@ -72,7 +72,27 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
         state.image_id,
         kind.controller_image_id
     );
-    let runtime = &inspected["info"]["runtimeSpec"];
+    locked_down(&inspected["info"]["runtimeSpec"])?;
+    let expires = projected_token(container, &spec, &inspected)?;
+
+    let metrics = lab.metrics().await?;
+    ensure!(metrics.sum(RECONCILES) >= 1.0, "/metrics through the pod proxy shows no reconcile");
+    Ok(Measured {
+        latency: None,
+        detail: format!(
+            "pod {} Running and Ready (probes /healthz, /readyz), 0 restarts; image {} = the one built, \
+             IfNotPresent; runtime: uid/gid 65532, read-only root, no capabilities, no_new_privs; \
+             projected token ({expires} s) mounted read-only; /metrics through the pod proxy",
+            pod.name_any(),
+            &built[..12.min(built.len())]
+        ),
+        ..Measured::default()
+    })
+}
+
+/// The OCI spec the container got: uid/gid 65532, read-only root, no
+/// capabilities, no_new_privs.
+fn locked_down(runtime: &Value) -> anyhow::Result<()> {
     ensure!(
         runtime["process"]["user"]["uid"] == 65532 && runtime["process"]["user"]["gid"] == 65532,
         "the runtime runs it as {}",
@@ -89,8 +109,16 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
         runtime["process"]["noNewPrivileges"] == true,
         "no_new_privs is not set (allowPrivilegeEscalation)"
     );
+    Ok(())
+}
 
-    // The kubelet's projected, expiring token, mounted read-only; no Secret.
+/// The kubelet's projected, expiring token, mounted read-only (no Secret):
+/// its lifetime in seconds.
+fn projected_token(
+    container: &k8s_openapi::api::core::v1::Container,
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    inspected: &Value,
+) -> anyhow::Result<i64> {
     let token_volume = container
         .volume_mounts
         .iter()
@@ -116,18 +144,5 @@ pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
         .find(|m| m["containerPath"] == TOKEN_MOUNT)
         .context("the runtime has no token mount")?;
     ensure!(mounted["readonly"] == true, "the token is mounted read-write");
-
-    let metrics = lab.metrics().await?;
-    ensure!(metrics.sum(RECONCILES) >= 1.0, "/metrics through the pod proxy shows no reconcile");
-    Ok(Measured {
-        latency: None,
-        detail: format!(
-            "pod {} Running and Ready (probes /healthz, /readyz), 0 restarts; image {} = the one built, \
-             IfNotPresent; runtime: uid/gid 65532, read-only root, no capabilities, no_new_privs; \
-             projected token ({expires} s) mounted read-only; /metrics through the pod proxy",
-            pod.name_any(),
-            &built[..12.min(built.len())]
-        ),
-        ..Measured::default()
-    })
+    Ok(expires)
 }

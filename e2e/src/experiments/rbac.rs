@@ -26,44 +26,7 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
     let ns = lab.desired().namespace().to_string();
     let sa_namespace =
         lab.controller_service_account().split('/').next().unwrap_or_default().to_string();
-    const ALL_VERBS: &[&str] =
-        &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
-    let mut checks: Vec<(ResourceAttributes, bool)> = Vec::new();
-    let attrs =
-        |group: &str, resource: &str, verb: &str, namespace: Option<&str>| ResourceAttributes {
-            group: Some(group.into()),
-            resource: Some(resource.into()),
-            verb: Some(verb.into()),
-            namespace: namespace.map(Into::into),
-            ..ResourceAttributes::default()
-        };
-    let named = |name: &str, verb: &str| ResourceAttributes {
-        name: Some(name.into()),
-        ..attrs("", "configmaps", verb, Some(&ns))
-    };
-    let target = lab.desired().name().to_string();
-    for verb in ALL_VERBS {
-        // my-config itself: read (a list or watch by its name too), update; and
-        // create, which a Role cannot narrow to a name.
-        checks.push((
-            named(&target, verb),
-            ["get", "list", "watch", "update", "create"].contains(verb),
-        ));
-        // Another ConfigMap of the same namespace: nothing but that create.
-        checks.push((named("someone-elses-config", verb), *verb == "create"));
-        // Unnamed: only create (it names no existing object); no list of the namespace.
-        checks.push((attrs("", "configmaps", verb, Some(&ns)), *verb == "create"));
-        checks.push((
-            attrs("events.k8s.io", "events", verb, Some(&ns)),
-            ["create", "patch"].contains(verb),
-        ));
-        checks.push((attrs("", "secrets", verb, Some(&ns)), false));
-        checks.push((attrs("", "configmaps", verb, Some("kube-system")), false));
-        checks.push((attrs("", "configmaps", verb, None), false)); // all namespaces
-        checks.push((attrs("", "namespaces", verb, None), false));
-        checks.push((attrs("", "nodes", verb, None), false));
-        checks.push((attrs("rbac.authorization.k8s.io", "roles", verb, Some(&ns)), false));
-    }
+    let checks = expected_answers(&ns, lab.desired().name());
     let api: Api<SubjectAccessReview> = Api::all(lab.client());
     let answers = futures::stream::iter(checks.iter().map(|(attrs, _)| {
         let review = SubjectAccessReview {
@@ -89,17 +52,8 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
         let allowed = answer.status.as_ref().is_some_and(|s| s.allowed);
         if allowed != *expected {
             wrong.push(format!(
-                "{} {}{}{} in {}: {}",
-                attrs.verb.as_deref().unwrap_or_default(),
-                attrs
-                    .group
-                    .as_deref()
-                    .filter(|g| !g.is_empty())
-                    .map(|g| format!("{g}/"))
-                    .unwrap_or_default(),
-                attrs.resource.as_deref().unwrap_or_default(),
-                attrs.name.as_deref().map(|n| format!("/{n}")).unwrap_or_default(),
-                attrs.namespace.as_deref().unwrap_or("the cluster"),
+                "{}: {}",
+                review_of(attrs),
                 if allowed { "allowed, should be denied" } else { "denied, should be allowed" }
             ));
         }
@@ -111,4 +65,64 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
         checks.len(),
         checks.len() - granted
     ))
+}
+
+/// Every review asked, and whether the Role should allow it: my-config
+/// read and updated by name, ConfigMaps and Events created, nothing else.
+fn expected_answers(ns: &str, target: &str) -> Vec<(ResourceAttributes, bool)> {
+    const ALL_VERBS: &[&str] =
+        &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
+    let mut checks: Vec<(ResourceAttributes, bool)> = Vec::new();
+    let attrs =
+        |group: &str, resource: &str, verb: &str, namespace: Option<&str>| ResourceAttributes {
+            group: Some(group.into()),
+            resource: Some(resource.into()),
+            verb: Some(verb.into()),
+            namespace: namespace.map(Into::into),
+            ..ResourceAttributes::default()
+        };
+    let named = |name: &str, verb: &str| ResourceAttributes {
+        name: Some(name.into()),
+        ..attrs("", "configmaps", verb, Some(ns))
+    };
+    for verb in ALL_VERBS {
+        // my-config itself: read (a list or watch by its name too), update; and
+        // create, which a Role cannot narrow to a name.
+        checks.push((
+            named(target, verb),
+            ["get", "list", "watch", "update", "create"].contains(verb),
+        ));
+        // Another ConfigMap of the same namespace: nothing but that create.
+        checks.push((named("someone-elses-config", verb), *verb == "create"));
+        // Unnamed: only create (it names no existing object); no list of the namespace.
+        checks.push((attrs("", "configmaps", verb, Some(ns)), *verb == "create"));
+        checks.push((
+            attrs("events.k8s.io", "events", verb, Some(ns)),
+            ["create", "patch"].contains(verb),
+        ));
+        checks.push((attrs("", "secrets", verb, Some(ns)), false));
+        checks.push((attrs("", "configmaps", verb, Some("kube-system")), false));
+        checks.push((attrs("", "configmaps", verb, None), false)); // all namespaces
+        checks.push((attrs("", "namespaces", verb, None), false));
+        checks.push((attrs("", "nodes", verb, None), false));
+        checks.push((attrs("rbac.authorization.k8s.io", "roles", verb, Some(ns)), false));
+    }
+    checks
+}
+
+/// `update configmaps/my-config in default`: what a review asked.
+fn review_of(attrs: &ResourceAttributes) -> String {
+    format!(
+        "{} {}{}{} in {}",
+        attrs.verb.as_deref().unwrap_or_default(),
+        attrs
+            .group
+            .as_deref()
+            .filter(|g| !g.is_empty())
+            .map(|g| format!("{g}/"))
+            .unwrap_or_default(),
+        attrs.resource.as_deref().unwrap_or_default(),
+        attrs.name.as_deref().map(|n| format!("/{n}")).unwrap_or_default(),
+        attrs.namespace.as_deref().unwrap_or("the cluster"),
+    )
 }

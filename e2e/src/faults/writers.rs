@@ -184,15 +184,7 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
         puts == 0.0,
         "the API server received {puts} ConfigMap updates: the controller tried a write that cannot succeed"
     );
-    let log = lab.controller_log(&mark).await?;
-    let warned = lines_with(&log, LOG_IMMUTABLE).len();
-    let retries = lines_with(&log, "reconcile failed; retrying").len();
-    let errors = error_lines(&log).len();
-    ensure!(
-        warned >= 1 && warned as f64 <= reports && retries == 0 && errors == 0,
-        "expected one warning line per report ({reports}) and no retry or error lines; \
-         saw {warned} warnings, {retries} retries, {errors} errors:\n{log}"
-    );
+    let warned = warned_not_retried(lab, &mark, reports).await?;
     // Reported again at each resync, but as one Event: the Recorder folds
     // repeats into its series count instead of piling up new Events.
     let events = immutable_events(lab, &uid).await?;
@@ -213,6 +205,25 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
         ),
         ..Measured::default()
     })
+}
+
+/// The log since `mark`: one warning line per report at most (at least one),
+/// no retry and no error line. Returns the warning lines counted.
+async fn warned_not_retried(
+    lab: &Lab,
+    mark: &crate::lab::ControllerRun,
+    reports: f64,
+) -> anyhow::Result<usize> {
+    let log = lab.controller_log(mark).await?;
+    let warned = lines_with(&log, LOG_IMMUTABLE).len();
+    let retries = lines_with(&log, "reconcile failed; retrying").len();
+    let errors = error_lines(&log).len();
+    ensure!(
+        warned >= 1 && warned as f64 <= reports && retries == 0 && errors == 0,
+        "expected one warning line per report ({reports}) and no retry or error lines; \
+         saw {warned} warnings, {retries} retries, {errors} errors:\n{log}"
+    );
+    Ok(warned)
 }
 
 /// The Warning Events `Immutable` about the object with `uid` (so one left by

@@ -151,26 +151,7 @@ pub fn up_plan(name: &str, layout: &Layout, host: controller::Host) -> Result<Ve
             })
         },
     )];
-    match host {
-        controller::Host::Process => steps.push(Step::run(crate::cargo::cargo([
-            "build",
-            "-p",
-            crate::cargo::PACKAGE,
-            "--bin",
-            crate::cargo::BINARY,
-        ]))),
-        controller::Host::Container(builder) => {
-            let builder = crate::image::resolve(builder);
-            let target = match builder {
-                crate::image::Builder::Host => crate::image::StaticTarget::detect()?,
-                _ => crate::image::StaticTarget { triple: String::new(), rustflags: None },
-            };
-            steps.extend(crate::image::steps::<Up>(builder, &target)?);
-            // One left by a killed `docker run` would block the name.
-            let stale = Cmd::argv(["docker", "rm", "-f", &controller::container_name(name)]);
-            steps.push(Step::probe(stale, |_: &mut Up, _| Ok(())));
-        }
-    }
+    steps.extend(controller_build(name, host)?);
     steps.extend([
         Step::own(
             format!("generate a CA, serving, admin and ServiceAccount keys into {dir}/pki (rcgen); choose free loopback ports"),
@@ -224,6 +205,28 @@ pub fn up_plan(name: &str, layout: &Layout, host: controller::Host) -> Result<Ve
         ),
         Step::own(format!("write {dir}/lab.json"), |up: &mut Up| Box::pin(async move { write_lab(up).await })),
     ]);
+    Ok(steps)
+}
+
+/// The controller built for `host`: the binary, or its image (and a stale
+/// container of the same name out of the way).
+fn controller_build(name: &str, host: controller::Host) -> Result<Vec<Step<Up>>> {
+    let mut steps = Vec::new();
+    match host {
+        controller::Host::Process => steps.push(Step::run(crate::cargo::cargo([
+            "build",
+            "-p",
+            crate::cargo::PACKAGE,
+            "--bin",
+            crate::cargo::BINARY,
+        ]))),
+        controller::Host::Container(builder) => {
+            steps.extend(crate::image::steps::<Up>(builder)?);
+            // One left by a killed `docker run` would block the name.
+            let stale = Cmd::argv(["docker", "rm", "-f", &controller::container_name(name)]);
+            steps.push(Step::probe(stale, |_: &mut Up, _| Ok(())));
+        }
+    }
     Ok(steps)
 }
 

@@ -1,12 +1,18 @@
 //! Sizes, measured and printed: no source file over [`MAX_FILE_LINES`] lines
-//! (its tests apart), so that a module stays something a person reads whole.
+//! (its tests apart), no function over [`MAX_FN_LINES`], so that a module and
+//! a function stay something a person reads whole.
 
 use std::path::Path;
+
+use syn::visit::Visit;
 
 use super::{docs::TRACKED, read};
 
 /// The most lines a source file may have before its `#[cfg(test)]` module.
 const MAX_FILE_LINES: usize = 500;
+
+/// The most lines a function may have.
+const MAX_FN_LINES: usize = 80;
 
 /// A file that is tests only: under a `tests/` folder, a `tests.rs`, or a
 /// module that is `#![cfg(test)]` (itself, or the folder's `mod.rs`).
@@ -46,6 +52,78 @@ fn no_source_file_is_over_the_limit() {
         .map(|(n, f)| format!("{f} ({n})"))
         .collect();
     assert!(over.is_empty(), "over {MAX_FILE_LINES} lines besides tests: {over:?}");
+}
+
+/// Every function of a file (free, in an impl or a trait) with its length in lines.
+#[derive(Default)]
+struct Functions(Vec<(String, usize)>);
+
+impl Functions {
+    fn add(&mut self, name: &syn::Ident, block: &syn::Block) {
+        let span = block.brace_token.span.join();
+        let lines = span.end().line - name.span().start().line + 1;
+        self.0.push((name.to_string(), lines));
+    }
+}
+
+impl<'ast> Visit<'ast> for Functions {
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.add(&f.sig.ident, &f.block);
+        syn::visit::visit_item_fn(self, f);
+    }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.add(&f.sig.ident, &f.block);
+        syn::visit::visit_impl_item_fn(self, f);
+    }
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let Some(block) = &f.default {
+            self.add(&f.sig.ident, block);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        // A `#[cfg(test)]` module is tests.
+        let test = m.attrs.iter().any(|a| {
+            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+        });
+        if !test {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+}
+
+/// `controller/examples/` is the course's programs as a learner types them:
+/// step 4's `main` is one function there as in the course's `main.go`.
+const AS_THE_COURSE_WRITES_IT: &str = "controller/examples/";
+
+#[test]
+fn no_function_is_over_the_limit() {
+    let mut long = Vec::new();
+    let mut count = 0;
+    let files = TRACKED.iter().filter(|f| f.ends_with(".rs") && !tests_only(f));
+    for file in files.filter(|f| !f.starts_with(AS_THE_COURSE_WRITES_IT)) {
+        let parsed = syn::parse_file(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut functions = Functions::default();
+        functions.visit_file(&parsed);
+        count += functions.0.len();
+        long.extend(functions.0.into_iter().map(|(name, n)| (n, format!("{file}: {name}"))));
+    }
+    long.sort_unstable_by(|a, b| b.cmp(a));
+    println!("{count} functions besides tests; the longest:");
+    for (n, f) in long.iter().take(5) {
+        println!("  {n:>5}  {f}");
+    }
+    let over: Vec<String> =
+        long.iter().filter(|(n, _)| *n > MAX_FN_LINES).map(|(n, f)| format!("{f} ({n})")).collect();
+    assert!(over.is_empty(), "over {MAX_FN_LINES} lines: {over:?}");
+}
+
+#[test]
+fn functions_are_measured_from_name_to_closing_brace() {
+    let parsed = syn::parse_file("fn a() {\n}\nimpl X {\n    fn b(\n    ) {\n        1;\n    }\n}\n#[cfg(test)]\nmod tests { fn c() {} }\n").unwrap();
+    let mut functions = Functions::default();
+    functions.visit_file(&parsed);
+    assert_eq!(functions.0, vec![("a".to_string(), 2), ("b".to_string(), 4)]);
 }
 
 #[test]

@@ -186,7 +186,12 @@ impl Grading<'_> {
             );
         }
 
-        // Through the first resync after the quiet window, and a margin.
+        self.hot_loop(version_quiet).await
+    }
+
+    /// Row 6: no hot loop — through the first resync after the quiet window
+    /// (and a margin), no write; my-config's version as it was (`since`).
+    async fn hot_loop(&mut self, version_quiet: String) -> anyhow::Result<()> {
         let window = hot_loop_window(self.options.resync, self.options.quiet);
         let rest = window.saturating_sub(self.options.quiet);
         self.options.progress.tell(Step::Watching { window });

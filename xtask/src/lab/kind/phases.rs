@@ -18,7 +18,7 @@ use super::{
     CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, Paths, WAIT, bundle, docker_arch, kind_version,
     node_container, save_platform, shown,
 };
-use crate::image::{self, Builder, StaticTarget};
+use crate::image;
 use crate::lab::{apply, node_image};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
@@ -249,12 +249,7 @@ fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
     let archive = shown(&paths.image_archive);
     let mut steps = Vec::new();
     if let Images::Build(builder, _) = images {
-        let builder = image::resolve(*builder);
-        let target = match builder {
-            Builder::Host => StaticTarget::detect()?,
-            _ => StaticTarget { triple: String::new(), rustflags: None },
-        };
-        steps.extend(image::steps::<Up>(builder, &target)?);
+        steps.extend(image::steps::<Up>(*builder)?);
     }
     let mut save = Cmd::argv(["docker", "save"]);
     // Known only once Docker answered: the plan shows the flag for this machine.

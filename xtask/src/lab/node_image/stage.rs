@@ -129,37 +129,9 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
     let reference = recipe.reference();
     let committed = format!("{}-commit", reference);
     let final_context = work.join("final");
-    let stage = Stage {
-        dir: work.join("stage"),
-        kind_files: recipe.kind_module()?.join("images/base/files"),
-        programs: PROGRAMS
-            .iter()
-            .map(|(component, program, dir)| {
-                Ok((recipe.binary(component, program)?, format!("{dir}/{program}")))
-            })
-            .collect::<Result<_>>()?,
-        kubernetes: recipe.kubernetes.clone(),
-    };
+    let stage = stage_of(recipe, &work)?;
     let stage_dir = stage.dir.clone();
-    let labels = [
-        format!("LABEL {FINGERPRINT_LABEL}={}", recipe.fingerprint),
-        format!("LABEL lab-kit.node-image.kubernetes={}", recipe.kubernetes),
-        format!("LABEL lab-kit.node-image.arch={}", recipe.arch.go),
-    ];
-    let mut commit = Cmd::argv(["docker", "commit"]);
-    for change in [
-        r#"ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]"#,
-        "CMD []",
-        // systemd checks it to know it runs in a container.
-        "ENV container=docker",
-    ]
-    .into_iter()
-    .map(String::from)
-    .chain(labels)
-    {
-        commit = commit.args(["--change", &change]);
-    }
-    let commit = commit.args([&container, &committed]);
+    let commit = commit_cmd(recipe, &container, &committed);
     let ctr = recipe.binary("containerd", "ctr")?;
     Ok(vec![
         Step::probe(
@@ -226,6 +198,45 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
         Step::run(Cmd::argv(["docker", "rmi", &committed])),
         Step::run(Cmd::argv(["docker", "rm", "-f", &container])),
     ])
+}
+
+/// What goes into the node's filesystem before the commit.
+fn stage_of(recipe: &Recipe, work: &std::path::Path) -> Result<Stage> {
+    Ok(Stage {
+        dir: work.join("stage"),
+        kind_files: recipe.kind_module()?.join("images/base/files"),
+        programs: PROGRAMS
+            .iter()
+            .map(|(component, program, dir)| {
+                Ok((recipe.binary(component, program)?, format!("{dir}/{program}")))
+            })
+            .collect::<Result<_>>()?,
+        kubernetes: recipe.kubernetes.clone(),
+    })
+}
+
+/// `docker commit` of the build container, with the node's entrypoint,
+/// environment and the labels that say what it was built from.
+fn commit_cmd(recipe: &Recipe, container: &str, committed: &str) -> Cmd {
+    let labels = [
+        format!("LABEL {FINGERPRINT_LABEL}={}", recipe.fingerprint),
+        format!("LABEL lab-kit.node-image.kubernetes={}", recipe.kubernetes),
+        format!("LABEL lab-kit.node-image.arch={}", recipe.arch.go),
+    ];
+    let mut commit = Cmd::argv(["docker", "commit"]);
+    for change in [
+        r#"ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]"#,
+        "CMD []",
+        // systemd checks it to know it runs in a container.
+        "ENV container=docker",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain(labels)
+    {
+        commit = commit.args(["--change", &change]);
+    }
+    commit.args([container, committed])
 }
 
 impl Stage {
