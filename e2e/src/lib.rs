@@ -3,7 +3,6 @@
 //! Used by the e2e tests and by `cargo xtask e2e` (and the workshop verbs).
 
 pub mod accounts;
-pub mod apply;
 pub mod converge;
 pub mod deployment;
 pub mod etcd;

@@ -1,7 +1,8 @@
 //! What `xtask` and the suites both need: the one command runner, the one
 //! poller, the lab file that is their contract, where things are in the
-//! repository, and the machine's tools.
+//! repository, the machine's tools, and server-side apply of manifests.
 
+pub mod apply;
 pub mod command;
 pub mod eventually;
 pub mod files;

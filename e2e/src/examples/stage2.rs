@@ -98,8 +98,13 @@ pub async fn install(lab: &Lab) -> anyhow::Result<std::path::PathBuf> {
     let admin = lab.client();
     for file in ["manifests/stage2/crd.yaml", "manifests/stage2/rbac.yaml"] {
         let path = project::root().join(file);
-        crate::apply::documents(&admin, "e2e-stage2", &path, crate::apply::read_documents(&path)?)
-            .await?;
+        labkit::apply::documents(
+            &admin,
+            "e2e-stage2",
+            &path,
+            labkit::apply::read_documents(&path)?,
+        )
+        .await?;
     }
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     eventually("the CRD to be established", WITHIN, || async {

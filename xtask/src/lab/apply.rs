@@ -1,11 +1,11 @@
-//! The lab's manifests, made for its target and server-side applied with
-//! [`e2e::apply`] (kube-rs, not the older kubectl of these machines).
-
-use std::path::Path;
+//! The lab's manifests, made for its target; `lab up` applies them with
+//! [`labkit::apply`] (kube-rs, not the older kubectl of these machines) as
+//! [`FIELD_MANAGER`].
 
 use anyhow::Result;
 use serde_json::{Value, json};
 
+use labkit::apply::read_documents;
 use labkit::lab_file::Target;
 use labkit::project;
 
@@ -64,17 +64,6 @@ pub fn deployment_for(target: &Target) -> Result<Vec<Value>> {
     }
     Ok(documents)
 }
-
-/// Server-side apply `documents` (read from `source`, for messages) as the lab.
-pub async fn apply_documents(
-    client: &kube::Client,
-    source: &Path,
-    documents: Vec<Value>,
-) -> Result<Vec<String>> {
-    e2e::apply::documents(client, FIELD_MANAGER, source, documents).await
-}
-
-pub use e2e::apply::read_documents;
 
 #[cfg(test)]
 mod tests {

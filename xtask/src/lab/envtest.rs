@@ -181,7 +181,7 @@ pub fn up_plan(name: &str, layout: &Layout, host: controller::Host) -> Result<Ve
                 Box::pin(async move {
                     let admin = up.admin.clone().context("no admin client")?;
                     let rbac = project::manifests_dir().join("rbac.yaml");
-                    apply::apply_documents(&admin, &rbac, apply::rbac_for(&up.target)?).await?;
+                    labkit::apply::documents(&admin, apply::FIELD_MANAGER, &rbac, apply::rbac_for(&up.target)?).await?;
                     Ok(())
                 })
             },

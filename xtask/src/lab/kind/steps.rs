@@ -71,10 +71,16 @@ impl Up {
 pub(super) async fn apply_manifests(up: &mut Up) -> Result<()> {
     let client = up.client()?;
     let manifests = project::manifests_dir();
-    apply::apply_documents(&client, &manifests.join("rbac.yaml"), apply::rbac_for(&up.target)?)
-        .await?;
-    apply::apply_documents(
+    labkit::apply::documents(
         &client,
+        apply::FIELD_MANAGER,
+        &manifests.join("rbac.yaml"),
+        apply::rbac_for(&up.target)?,
+    )
+    .await?;
+    labkit::apply::documents(
+        &client,
+        apply::FIELD_MANAGER,
         &manifests.join("deployment.yaml"),
         apply::deployment_for(&up.target)?,
     )
