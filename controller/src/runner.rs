@@ -145,10 +145,14 @@ pub async fn run(
     info!(grace = ?settings.shutdown_grace, "{LOG_SHUTTING_DOWN}");
     workers.stopping();
     queue.shut_down();
+    // The watch keeps the cache current until the running reconciles are
+    // done, so they act on the latest state (a change that arrived just
+    // before the signal included); the shut-down queue takes no new keys.
+    let finished = finish_work(tasks, &ctx, &queue, settings.shutdown_grace, &mut signals).await;
     for task in &background {
         task.abort();
     }
-    finish_work(tasks, &ctx, &queue, settings.shutdown_grace, &mut signals).await?;
+    finished?;
     let _ = http_stop.send(());
     let started = Instant::now();
     if let Ok(served) = server.await {
