@@ -71,20 +71,13 @@ impl Up {
 pub(super) async fn apply_manifests(up: &mut Up) -> Result<()> {
     let client = up.client()?;
     let manifests = project::manifests_dir();
-    labkit::apply::documents(
-        &client,
-        apply::FIELD_MANAGER,
-        &manifests.join("rbac.yaml"),
-        apply::rbac_for(&up.target)?,
-    )
-    .await?;
-    labkit::apply::documents(
-        &client,
-        apply::FIELD_MANAGER,
-        &manifests.join("deployment.yaml"),
-        apply::deployment_for(&up.target)?,
-    )
-    .await?;
+    for (file, documents) in [
+        ("rbac.yaml", apply::rbac_for(&up.target)?),
+        ("deployment.yaml", apply::deployment_for(&up.target)?),
+    ] {
+        labkit::apply::documents(&client, apply::FIELD_MANAGER, &manifests.join(file), documents)
+            .await?;
+    }
     Ok(())
 }
 
