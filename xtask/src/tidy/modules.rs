@@ -64,7 +64,7 @@ fn collect(src: &Path, file: &Path, module: ModPath, files: &mut BTreeMap<ModPat
     files.insert(module, parsed);
 }
 
-fn is_test_only(item: &syn::Item) -> bool {
+pub(super) fn is_test_only(item: &syn::Item) -> bool {
     let attrs = match item {
         syn::Item::Mod(m) => &m.attrs,
         syn::Item::Fn(f) => &f.attrs,
