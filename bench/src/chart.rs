@@ -319,7 +319,7 @@ fn escape(text: &str) -> String {
 /// The CDF chart of the run: self-heal and correction, floor next to the controller.
 pub fn of(report: &Report) -> String {
     let subtitle = format!(
-        "lab {} · Kubernetes {} · {} CPUs · {} rounds per series in {} alternating blocks · floor: the harness's own watch → write loop",
+        "lab {} · Kubernetes {} · {} CPUs · {} rounds per series, taking turns one by one, sides restarted {} times · floor: the harness's own watch → write loop",
         report.lab,
         report.kubernetes_version,
         report.cpus,

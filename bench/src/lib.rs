@@ -17,23 +17,23 @@
 //!   `--unrelated` ConfigMaps in the namespace (created `--parallel` at a
 //!   time, deleted again with one deletecollection).
 //!
-//! **Floor and controller alternate** in `--blocks` blocks (floor, controller,
-//! floor, controller, …) rather than running one after the other: a 2-core
-//! machine shared with other work drifts over a run (its neighbours' load,
-//! etcd's growing history), and alternating spreads that drift over both
-//! sides instead of charging it to one. Alternating every round would need
-//! a controller restart per round; a few blocks keep restarts few. Each
-//! block starts with one unrecorded round of each kind, so no side pays for
-//! opening its connections inside the timed window.
+//! **The sides take turns round by round**: in the latency rounds the floor
+//! and every subject run at once, each on a my-config of its own
+//! ([`namespaces`]), and one round of each side follows another, so a slow
+//! moment of a shared 2-core machine falls on neighbouring rounds of
+//! different sides instead of on several of one. Every side is started
+//! afresh in each of `--blocks` blocks, and each start is followed by one
+//! unrecorded round of each kind, so no side pays for opening its
+//! connections inside the timed window.
 //!
 //! **Which controllers**: my-controller and each peer (`--peer go`: the
 //! course's own Go controller, [`peers::course_go`]; `--peer '<command>'`:
-//! any other, `sh -c`, `KUBECONFIG` = the lab's controller kubeconfig), each
-//! run by the bench as a process group it owns. my-controller is the
-//! *release* build by default, which xtask builds first; the bar is for the
-//! release build. In each block the floor runs, then every subject in turn;
-//! the steady window, the burst and the unrelated ConfigMaps follow for
-//! each. The lab's own controller is stopped for the run and started again
+//! any other, `sh -c`, `KUBECONFIG` = the lab's controller kubeconfig, its
+//! context naming the side's namespace), each run by the bench as a process
+//! group it owns. my-controller is the *release* build by default, which
+//! xtask builds first; the bar is for the release build. The steady window,
+//! the burst and the unrelated ConfigMaps follow for each subject alone, in
+//! the lab's namespace. The lab's own controller is stopped for the run and started again
 //! at the end, whatever happened.
 //!
 //! Output: a table on stdout, `target/bench/bench-<unix time>.json` and
@@ -43,7 +43,8 @@
 //! |-------------|-------------------------------------------------------------------|
 //! | [`run`]     | one run: the phases above, in order                               |
 //! | [`subject`] | a controller under test, a process group the bench owns           |
-//! | [`peers`]   | the course's Go controller: course-verbatim + course-go.patch     |
+//! | [`namespaces`] | each side's namespace in the latency rounds, and its Role      |
+//! | [`peers`]   | the peers: course-verbatim + course-go.patch, controller-runtime, stage 2 |
 //! | [`phases`]  | where a round's milliseconds go, from the API server's audit log  |
 //! | [`rounds`]  | one self-heal or correction round (through [`measure_until_desired`]) |
 //! | [`floor`]   | the harness's own minimal loop, standing in for the controller    |
@@ -58,6 +59,7 @@
 pub mod chart;
 pub mod floor;
 pub mod load;
+pub mod namespaces;
 pub mod peers;
 pub mod phases;
 pub mod quiet;

@@ -1,70 +1,20 @@
-//! The course's own controller in Go (client-go informer, typed work queue,
-//! the kick, 30 s resync), the peer of `cargo xtask bench --peer go`: the
-//! course's program as it prints it (`e2e/peers/course-verbatim/`) with the
-//! two changes of `e2e/peers/course-go.patch`, built by [`e2e::go_build`].
+//! The peers the bench builds: the course's own controller in Go (client-go
+//! informer, typed work queue, the kick, 30 s resync), the peer of `cargo
+//! xtask bench --peer go`: the course's program as it prints it
+//! (`e2e/peers/course-verbatim/`) with the three changes of
+//! `e2e/peers/course-go.patch`, built by [`e2e::go_build`]; a
+//! controller-runtime reconciler; stage 2's kube-runtime `Controller`.
 //!
-//! Peers run as the lab's controller ServiceAccount, like my-controller. The
-//! course's informer lists and watches every ConfigMap of the namespace,
-//! which the kit's Role does not grant (it names my-config), so for the run
-//! the bench binds the course's own Role to that ServiceAccount
-//! ([`CourseRole`]) and deletes it again afterwards.
+//! Peers run as the lab's controller ServiceAccount, like my-controller, with
+//! the Role that [`crate::namespaces::Grant`] binds (the course's informer
+//! lists and watches every ConfigMap of its namespace, which the kit's Role,
+//! naming my-config, does not grant).
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::{
-    Api,
-    api::{DeleteParams, Patch, PatchParams},
-};
-use serde_json::json;
 
 use super::subject::Spec;
 use e2e::lab::Lab;
 use labkit::project;
-
-/// The name of the Role and RoleBinding [`CourseRole`] makes.
-pub const COURSE_ROLE: &str = "bench-peer-course-rbac";
-
-/// The course's RBAC (configmaps: get, list, watch, create, update), bound
-/// to the lab's controller ServiceAccount while it exists.
-pub struct CourseRole {
-    roles: Api<Role>,
-    bindings: Api<RoleBinding>,
-}
-
-impl CourseRole {
-    pub async fn grant(lab: &Lab) -> Result<CourseRole> {
-        let (namespace, account) = lab
-            .controller_service_account()
-            .split_once('/')
-            .context("the lab's ServiceAccount is namespace/name")?;
-        let target = lab.desired().namespace();
-        let roles: Api<Role> = Api::namespaced(lab.client(), target);
-        let bindings: Api<RoleBinding> = Api::namespaced(lab.client(), target);
-        let apply = PatchParams::apply("bench").force();
-        let role = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": COURSE_ROLE},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"],
-                       "verbs": ["get", "list", "watch", "create", "update"]}],
-        });
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": COURSE_ROLE},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-            "roleRef": {"kind": "Role", "name": COURSE_ROLE, "apiGroup": "rbac.authorization.k8s.io"},
-        });
-        roles.patch(COURSE_ROLE, &apply, &Patch::Apply(&role)).await?;
-        bindings.patch(COURSE_ROLE, &apply, &Patch::Apply(&binding)).await?;
-        eprintln!("granted the course's Role ({COURSE_ROLE}) to {account} for the peers");
-        Ok(CourseRole { roles, bindings })
-    }
-
-    pub async fn revoke(self) -> Result<()> {
-        self.bindings.delete(COURSE_ROLE, &DeleteParams::default()).await?;
-        self.roles.delete(COURSE_ROLE, &DeleteParams::default()).await?;
-        Ok(())
-    }
-}
 
 /// The course's program as it prints it: a Go module, relative to the repository.
 pub const COURSE_VERBATIM: &str = "e2e/peers/course-verbatim";
@@ -86,6 +36,7 @@ pub fn course_go() -> Result<Spec> {
     Ok(Spec::Peer {
         label: Some(format!("{COURSE_LABEL} (client-go {version})")),
         command: binary.display().to_string(),
+        pinned: false,
     })
 }
 
@@ -104,6 +55,7 @@ pub fn controller_runtime() -> Result<Spec> {
     Ok(Spec::Peer {
         label: Some(format!("controller-runtime {version}")),
         command: binary.display().to_string(),
+        pinned: false,
     })
 }
 
@@ -116,6 +68,8 @@ pub fn kube_runtime(lab: &Lab, binary: &std::path::Path) -> Spec {
     Spec::Peer {
         label: Some("kube-runtime Controller (stage 2)".into()),
         command: format!("{} --kubeconfig {}", binary.display(), kubeconfig.display()),
+        // Its ServiceAccount's Role is in the lab's namespace.
+        pinned: true,
     }
 }
 

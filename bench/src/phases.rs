@@ -84,6 +84,7 @@ pub struct Request {
     pub verb: String,
     pub user: String,
     pub resource: String,
+    pub namespace: String,
     pub name: String,
     pub received: i64,
     pub answered: i64,
@@ -106,10 +107,12 @@ struct User {
     username: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct ObjectRef {
     #[serde(default)]
     resource: String,
+    #[serde(default)]
+    namespace: String,
     #[serde(default)]
     name: String,
 }
@@ -131,12 +134,12 @@ pub fn read(path: &Path) -> Result<Vec<Request>> {
         if line.stage != "ResponseComplete" || line.verb == "watch" {
             continue;
         }
-        let object =
-            line.object_ref.unwrap_or(ObjectRef { resource: String::new(), name: String::new() });
+        let object = line.object_ref.unwrap_or_default();
         requests.push(Request {
             verb: line.verb,
             user: line.user.username,
             resource: object.resource,
+            namespace: object.namespace,
             name: object.name,
             received: micros(&line.request_received_timestamp)?,
             answered: micros(&line.stage_timestamp)?,
@@ -151,6 +154,9 @@ pub fn read(path: &Path) -> Result<Vec<Request>> {
 #[derive(Clone, Debug)]
 pub struct Span {
     pub side: String,
+    /// Where the side's my-config is: every side runs as it runs, so only
+    /// the namespace tells one side's requests from another's.
+    pub namespace: String,
     pub what: Disturbance,
     pub start: SystemTime,
     pub end: SystemTime,
@@ -177,7 +183,8 @@ pub struct Phases {
 /// the log does not hold the round's disturbance and the side's write.
 pub fn of_round(span: &Span, requests: &[Request], name: &str) -> Option<Phases> {
     let (start, end) = (Span::micros(span.start), Span::micros(span.end));
-    let about = |r: &&Request| r.resource == "configmaps" && r.name == name;
+    let here = |r: &Request| r.namespace == span.namespace;
+    let about = |r: &&Request| r.resource == "configmaps" && r.name == name && here(r);
     let verb = match span.what {
         Disturbance::Delete => "delete",
         Disturbance::Patch => "patch",
@@ -191,6 +198,7 @@ pub fn of_round(span: &Span, requests: &[Request], name: &str) -> Option<Phases>
         .find(|r| r.user == first.user && matches!(r.verb.as_str(), "create" | "update"))?;
     let event_in_flight = requests.iter().any(|r| {
         r.resource == "events"
+            && here(r)
             && r.user == first.user
             && r.received < first.received
             && r.answered > disturb.answered
@@ -309,6 +317,7 @@ mod tests {
             verb: verb.into(),
             user: user.into(),
             resource: resource.into(),
+            namespace: "bench-0".into(),
             name: name.into(),
             received,
             answered,
@@ -317,7 +326,13 @@ mod tests {
 
     fn span(what: Disturbance, from: i64, to: i64) -> Span {
         let at = |us: i64| UNIX_EPOCH + Duration::from_micros(us as u64);
-        Span { side: "ours".into(), what, start: at(from), end: at(to) }
+        Span {
+            side: "ours".into(),
+            namespace: "bench-0".into(),
+            what,
+            start: at(from),
+            end: at(to),
+        }
     }
 
     #[test]
@@ -352,6 +367,21 @@ mod tests {
     }
 
     #[test]
+    fn another_sides_requests_are_not_this_rounds() {
+        // Every side runs as the same ServiceAccount; the namespace says whose.
+        let elsewhere = |r: Request| Request { namespace: "bench-1".into(), ..r };
+        let log = [
+            request("patch", "admin", "configmaps", 2_000, 3_000),
+            elsewhere(request("create", "sa", "events", 2_500, 3_500)),
+            elsewhere(request("update", "sa", "configmaps", 3_200, 3_400)),
+            request("update", "sa", "configmaps", 5_000, 6_000),
+        ];
+        let phases = of_round(&span(Disturbance::Patch, 0, 6_500), &log, "my-config").unwrap();
+        assert_eq!((phases.reaction, phases.requests), (2.0, 1.0));
+        assert!(!phases.event_in_flight);
+    }
+
+    #[test]
     fn reads_the_api_servers_json_lines() {
         let dir = std::env::temp_dir().join(format!("phases-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -367,6 +397,7 @@ mod tests {
         let requests = read(&path).unwrap();
         assert_eq!(requests.len(), 1, "{requests:?}");
         assert_eq!(requests[0].verb, "update");
+        assert_eq!(requests[0].namespace, "default");
         assert_eq!(requests[0].answered - requests[0].received, 2_250);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -18,7 +18,7 @@ pub fn render(report: &Report) -> String {
     let labels: Vec<&str> = report.subjects.iter().map(|s| s.label.as_str()).collect();
     let _ = writeln!(
         out,
-        "\nbench on lab {} (Kubernetes {}, {} CPUs): {}; {} rounds per series in {} alternating blocks\n",
+        "\nbench on lab {} (Kubernetes {}, {} CPUs): {}; {} rounds per series, all sides at once taking turns round by round, each started {} times\n",
         report.lab,
         report.kubernetes_version,
         report.cpus,

@@ -63,6 +63,14 @@ impl Rounds {
         &self.writer
     }
 
+    /// One unrecorded round of each kind: whoever keeps my-config and the
+    /// harness have their connections open before the timing.
+    pub async fn warm_up(&mut self, lab: &Lab) -> anyhow::Result<()> {
+        self.once(lab, Disturbance::Delete).await?;
+        self.once(lab, Disturbance::Patch).await?;
+        Ok(())
+    }
+
     /// One round: `what` to my-config → the desired data seen again.
     pub async fn once(&mut self, lab: &Lab, what: Disturbance) -> anyhow::Result<Duration> {
         self.seq += 1;

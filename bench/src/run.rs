@@ -1,7 +1,8 @@
 //! One benchmark run, in the order [`crate`] describes: the latency
-//! blocks (the floor, then each subject, alternating), then for each subject
-//! the steady window and a burst, then the unrelated ConfigMaps once and each
-//! subject started among them.
+//! blocks (every side at once, each on a my-config of its own, the rounds
+//! taking turns one by one), then for each subject the steady window and a
+//! burst, then the unrelated ConfigMaps once and each subject started among
+//! them.
 
 use std::{
     path::Path,
@@ -11,7 +12,7 @@ use std::{
 use anyhow::{Result, ensure};
 
 use super::{
-    load,
+    load, namespaces,
     phases::Span,
     quiet::{self, Burst, Steady},
     report::{Cost, Floor, Measured, Report, Series, Settings},
@@ -74,8 +75,9 @@ impl Tally {
 
 /// Measures every subject of `specs` (my-controller first) against `lab`
 /// with `settings`; their output goes to `log`. The lab's own controller
-/// must be stopped. Also returns when each timed round ran (for
-/// [`super::phases`]).
+/// must be stopped, and each side's namespace ([`namespaces::of_sides`])
+/// must let it keep my-config there. Also returns when each timed round ran
+/// (for [`super::phases`]).
 pub async fn measure(
     lab: &Lab,
     settings: &Settings,
@@ -85,24 +87,25 @@ pub async fn measure(
 ) -> Result<(Report, Vec<Span>)> {
     // Left by an interrupted run, they would distort the idle figures.
     load::delete_all(&lab.config_maps()).await?;
-    // The floor (the `bench-floor` binary) runs as a process of its own, as
-    // every subject does; it acts with the controller's identity.
     ensure!(specs.iter().any(Spec::is_ours), "the bench measures my-controller");
+    // The floor (the `bench-floor` binary) runs as a process of its own, as
+    // every subject does; it acts with the controller's identity. It is the
+    // last side.
     let floor = Spec::Floor { binary: floor.to_path_buf() };
-    let mut run = Run {
-        lab,
-        log,
-        rounds: Rounds::new(lab).await?,
-        floor,
-        floor_heal: Vec::new(),
-        floor_correct: Vec::new(),
-        spans: Vec::new(),
-    };
-    let mut tallies: Vec<Tally> = specs.iter().map(|_| Tally::default()).collect();
+    let mut sides = Vec::new();
+    for (spec, namespace) in
+        specs.iter().chain([&floor]).zip(namespaces::of_sides(lab.desired().namespace(), specs))
+    {
+        let lab = lab.keeping_in(&namespace)?;
+        sides.push(Side { spec: spec.clone(), rounds: Rounds::new(&lab).await?, lab });
+    }
+    let mut run = Run { lab, log, rounds: Rounds::new(lab).await?, spans: Vec::new() };
+    let mut tallies: Vec<Tally> = sides.iter().map(|_| Tally::default()).collect();
 
     // A block has at least one round of each.
     let blocks = settings.blocks.min(settings.rounds);
-    run.blocks(specs, &mut tallies, blocks, settings.rounds).await?;
+    run.blocks(&mut sides, &mut tallies, blocks, settings.rounds).await?;
+    let floor = tallies.pop().expect("the floor is the last side");
 
     for (spec, tally) in specs.iter().zip(&mut tallies) {
         let window = Duration::from_secs_f64(settings.steady_seconds);
@@ -131,34 +134,46 @@ pub async fn measure(
         lab.file().kubernetes_version.clone(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
-    let floor = Floor {
-        self_heal: Series::new(run.floor_heal),
-        correction: Series::new(run.floor_correct),
-    };
+    let floor =
+        Floor { self_heal: Series::new(floor.heal), correction: Series::new(floor.correct) };
     let report = Report::new(meta, Settings { blocks, ..settings.clone() }, floor, measured);
     Ok((report, run.spans))
 }
 
-/// One bench run's state: the lab, the rounds' client, the floor's client
-/// and samples. Subjects run as [`Subject`]s passed along and consumed by a
-/// stop, so no phase can use one that was stopped.
+/// A side of the latency blocks: a subject or the floor, the lab as it sees
+/// it (its own my-config, [`Lab::keeping_in`]) and its rounds' client.
+struct Side {
+    spec: Spec,
+    lab: Lab,
+    rounds: Rounds,
+}
+
+/// One bench run's state: the lab, the rounds' client of the phases after
+/// the blocks, the spans of the timed rounds. Subjects run as [`Subject`]s
+/// passed along and consumed by a stop, so no phase can use one that was
+/// stopped.
 struct Run<'a> {
     lab: &'a Lab,
     log: &'a Path,
     rounds: Rounds,
-    floor: Spec,
-    floor_heal: Vec<f64>,
-    floor_correct: Vec<f64>,
     /// Every timed round of the blocks: who, what, when.
     spans: Vec<Span>,
 }
 
+/// `0..len`, starting at `from % len`.
+fn turn(len: usize, from: usize) -> Vec<usize> {
+    (0..len).map(|i| (i + from) % len).collect()
+}
+
 impl Run<'_> {
-    /// The latency blocks: the floor and every subject take turns,
-    /// `n` rounds of each measure spread over `blocks`.
+    /// The latency blocks: every side started (each on its own my-config),
+    /// then rounds that take turns one by one — a self-heal round of each
+    /// side, then a correction round of each —, `n` of each kind per side
+    /// spread over `blocks`; then every side stopped. A slow moment of the
+    /// machine thus falls on neighbouring rounds of different sides.
     async fn blocks(
         &mut self,
-        specs: &[Spec],
+        sides: &mut [Side],
         tallies: &mut [Tally],
         blocks: usize,
         n: usize,
@@ -166,110 +181,89 @@ impl Run<'_> {
         for block in 0..blocks {
             // Rounds spread evenly; the first blocks take the remainder.
             let share = n / blocks + usize::from(block < n % blocks);
-            // Each block starts one further along the order, so that no side
-            // always follows the same one (or always runs first).
-            let sides = specs.len() + 1;
-            let order: Vec<usize> = (0..sides).map(|i| (i + block) % sides).collect();
-            let names: Vec<String> = order
-                .iter()
-                .map(|&i| specs.get(i).map_or("the floor".into(), Spec::label))
-                .collect();
+            let names: Vec<String> = sides.iter().map(|s| s.spec.label()).collect();
             eprintln!(
-                "\n== block {}/{blocks}: {share} rounds of each: {}",
+                "\n== block {}/{blocks}: {share} rounds of each kind, in turn: {}",
                 block + 1,
                 names.join(", ")
             );
-            for i in order {
-                match specs.get(i) {
-                    Some(spec) => self.subject_block(spec, &mut tallies[i], share, n).await?,
-                    None => self.floor_block(share).await?,
+            // Each block starts them one further along, so that no side
+            // always starts first.
+            let mut running = Vec::with_capacity(sides.len());
+            for i in turn(sides.len(), block) {
+                let (lab, spec) = (&sides[i].lab, &sides[i].spec);
+                let subject = self.start(lab, spec, &mut tallies[i], &[]).await?;
+                if tallies[i].idle.is_none() {
+                    tallies[i].idle = Some(subject.usage()?);
                 }
+                running.push((i, subject));
+            }
+            for side in sides.iter_mut() {
+                side.rounds.warm_up(&side.lab).await?;
+            }
+            let before = running.iter().map(|(_, s)| s.usage()).collect::<Result<Vec<_>>>()?;
+            for round in 0..share {
+                // Each round starts one further along too: no side always
+                // runs right after the same one.
+                let order = turn(sides.len(), block + round);
+                for what in [Disturbance::Delete, Disturbance::Patch] {
+                    for &i in &order {
+                        let took = self.round(&mut sides[i], what).await?;
+                        let tally = &mut tallies[i];
+                        match what {
+                            Disturbance::Delete => tally.heal.push(took),
+                            Disturbance::Patch => tally.correct.push(took),
+                        }
+                    }
+                }
+            }
+            for ((i, subject), before) in running.into_iter().zip(before) {
+                tallies[i].latency_cpu += subject.usage()?.cpu_since(&before);
+                subject.stop().await?;
+            }
+            for (name, tally) in names.iter().zip(tallies.iter()) {
+                let so_far = format!("{name} ({}/{n})", tally.heal.len());
+                show_progress(&so_far, &tally.heal, &tally.correct);
             }
         }
         Ok(())
     }
 
-    /// Starts `spec` with `extra` flags and, for ours, waits until its
-    /// startup reconcile has finished too (nothing queued or running): a
-    /// measure that follows starts from rest.
-    async fn start(&self, spec: &Spec, tally: &mut Tally, extra: &[&str]) -> Result<Subject> {
-        let subject = Subject::start(self.lab, spec, extra, self.log).await?;
+    /// Starts `spec` keeping `lab`'s my-config with `extra` flags and, for
+    /// ours, waits until its startup reconcile has finished too (nothing
+    /// queued or running): a measure that follows starts from rest.
+    async fn start(
+        &self,
+        lab: &Lab,
+        spec: &Spec,
+        tally: &mut Tally,
+        extra: &[&str],
+    ) -> Result<Subject> {
+        let subject = Subject::start(lab, spec, extra, self.log).await?;
         tally.startup.push(ms(subject.startup));
         if spec.has_metrics() {
-            wait_idle(self.lab).await?;
+            wait_idle(lab).await?;
         }
         Ok(subject)
     }
 
-    /// `count` rounds of `what` while `side` keeps my-config; their times
-    /// in ms. With a side, each round's span is kept.
-    async fn rounds(
-        &mut self,
-        side: Option<&str>,
-        what: Disturbance,
-        count: usize,
-    ) -> Result<Vec<f64>> {
-        let mut took = Vec::with_capacity(count);
-        for _ in 0..count {
-            let start = SystemTime::now();
-            took.push(ms(self.rounds.once(self.lab, what).await?));
-            if let Some(side) = side {
-                let end = SystemTime::now();
-                self.spans.push(Span { side: side.into(), what, start, end });
-            }
-        }
+    /// One timed round of `what` on `side`'s my-config, in ms; its span kept.
+    async fn round(&mut self, side: &mut Side, what: Disturbance) -> Result<f64> {
+        let start = SystemTime::now();
+        let took = ms(side.rounds.once(&side.lab, what).await?);
+        let end = SystemTime::now();
+        let (side_name, namespace) = (side.spec.label(), side.lab.desired().namespace().into());
+        self.spans.push(Span { side: side_name, namespace, what, start, end });
         Ok(took)
     }
 
-    /// One unrecorded round of each kind: whoever keeps my-config (a
-    /// subject or the floor) and the harness have their connections open
-    /// before the timing.
-    async fn warm_up(&mut self) -> Result<()> {
-        self.rounds.once(self.lab, Disturbance::Delete).await?;
-        self.rounds.once(self.lab, Disturbance::Patch).await?;
-        Ok(())
-    }
-
-    async fn floor_block(&mut self, share: usize) -> Result<()> {
-        let stand_in = Subject::start(self.lab, &self.floor, &[], self.log).await?;
-        self.warm_up().await?;
-        let heal = self.rounds(Some("floor"), Disturbance::Delete, share).await?;
-        let correct = self.rounds(Some("floor"), Disturbance::Patch, share).await?;
-        stand_in.stop().await?;
-        self.floor_heal.extend(heal);
-        self.floor_correct.extend(correct);
-        show_progress("floor", &self.floor_heal, &self.floor_correct);
-        Ok(())
-    }
-
-    /// `share` rounds of each kind for `spec`, started for the block and
-    /// stopped after it; its idle usage is taken in the first block.
-    async fn subject_block(
-        &mut self,
-        spec: &Spec,
-        tally: &mut Tally,
-        share: usize,
-        total: usize,
-    ) -> Result<()> {
-        let subject = self.start(spec, tally, &[]).await?;
-        if tally.idle.is_none() {
-            tally.idle = Some(subject.usage()?);
+    /// `count` rounds of `what` on the lab's own my-config; their times in ms.
+    async fn rounds(&mut self, what: Disturbance, count: usize) -> Result<Vec<f64>> {
+        let mut took = Vec::with_capacity(count);
+        for _ in 0..count {
+            took.push(ms(self.rounds.once(self.lab, what).await?));
         }
-        self.warm_up().await?;
-        let before = subject.usage()?;
-        let side = spec.label();
-        let heal = self.rounds(Some(&side), Disturbance::Delete, share).await?;
-        let correct = self.rounds(Some(&side), Disturbance::Patch, share).await?;
-        tally.latency_cpu += subject.usage()?.cpu_since(&before);
-        subject.stop().await?;
-        tally.heal.extend(heal);
-        tally.correct.extend(correct);
-        show_progress(
-            &format!("{} ({}/{total})", spec.label(), tally.heal.len()),
-            &tally.heal,
-            &tally.correct,
-        );
-        Ok(())
+        Ok(took)
     }
 
     /// The steady window — ours restarted with `--resync 1s`, another with
@@ -288,7 +282,7 @@ impl Run<'_> {
             spec.label(),
             if metrics { " with --resync 1s" } else { "" }
         );
-        let subject = self.start(spec, tally, resync).await?;
+        let subject = self.start(self.lab, spec, tally, resync).await?;
         let before = subject.usage()?;
         let steady = quiet::steady(self.lab, window, metrics).await?;
         let cpu = subject.usage()?.cpu_since(&before);
@@ -307,9 +301,9 @@ impl Run<'_> {
         tally: &mut Tally,
         heal_rounds: usize,
     ) -> Result<()> {
-        let subject = self.start(spec, tally, &[]).await?;
-        self.warm_up().await?;
-        tally.heal_unrelated = self.rounds(None, Disturbance::Delete, heal_rounds).await?;
+        let subject = self.start(self.lab, spec, tally, &[]).await?;
+        self.rounds.warm_up(self.lab).await?;
+        tally.heal_unrelated = self.rounds(Disturbance::Delete, heal_rounds).await?;
         tally.with_unrelated = Some(subject.usage()?);
         subject.stop().await?;
         let p50 = Summary::of(&tally.heal_unrelated).map_or(0.0, |s| s.p50);

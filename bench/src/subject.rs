@@ -37,9 +37,11 @@ pub enum Spec {
     /// lab's controller kubeconfig.
     Floor { binary: PathBuf },
     /// A peer: `sh -c <command>` with `KUBECONFIG` set to the lab's
-    /// controller kubeconfig (its ServiceAccount, not admin). `label` names
-    /// it in tables; without one, its program does.
-    Peer { label: Option<String>, command: String },
+    /// controller kubeconfig (its ServiceAccount, not admin), its context's
+    /// namespace the one it is to keep my-config in. `label` names it in
+    /// tables; without one, its program does. `pinned`: it keeps my-config in
+    /// the lab's namespace whatever KUBECONFIG says (its own RBAC is there).
+    Peer { label: Option<String>, command: String, pinned: bool },
 }
 
 impl Spec {
@@ -50,6 +52,12 @@ impl Spec {
 
     pub fn is_ours(&self) -> bool {
         matches!(self, Spec::Ours { .. })
+    }
+
+    /// Whether it keeps my-config wherever the bench says (not only in the
+    /// lab's namespace).
+    pub fn takes_a_namespace(&self) -> bool {
+        !matches!(self, Spec::Peer { pinned: true, .. })
     }
 
     /// The command line it runs with (ours: the binary; flags are the lab's).
@@ -73,7 +81,7 @@ impl Spec {
             }
             Spec::Floor { .. } => "floor".into(),
             Spec::Peer { label: Some(label), .. } => label.clone(),
-            Spec::Peer { label: None, command } => {
+            Spec::Peer { label: None, command, .. } => {
                 // The program: the first word that is not a VAR=value.
                 let first = command
                     .split_whitespace()
@@ -101,7 +109,8 @@ impl Subject {
     /// Deletes my-config, starts the controller with `extra` flags (ours
     /// only) and waits until it has created my-config again: the one sign of
     /// readiness every implementation gives (ours also answers `/readyz`).
-    /// Its output is appended to `log`.
+    /// `lab` says which my-config ([`Lab::keeping_in`]). Its output is
+    /// appended to `log`.
     pub async fn start(lab: &Lab, spec: &Spec, extra: &[&str], log: &Path) -> Result<Subject> {
         let api = lab.config_maps();
         let name = lab.desired().name().to_string();
@@ -209,6 +218,7 @@ impl Drop for Subject {
 /// The command line of the controller under test.
 fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
     let controller = &lab.file().controller;
+    let namespace = lab.desired().namespace();
     Ok(match spec {
         Spec::Ours { binary } => {
             let listen = controller
@@ -218,21 +228,23 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
             Cmd::new(binary.display().to_string())
                 .arg("--kubeconfig")
                 .path(&controller.kubeconfig)
+                .args(["--namespace", namespace])
                 .args(["--listen", listen])
                 // The correction rounds are a second writer on purpose: a
                 // paced controller would wait seconds from the fourth round on.
                 .arg("--no-pacing")
                 .args(extra)
         }
-        Spec::Floor { binary } => {
-            Cmd::new(binary.display().to_string()).arg("--kubeconfig").path(&controller.kubeconfig)
-        }
+        Spec::Floor { binary } => Cmd::new(binary.display().to_string())
+            .arg("--kubeconfig")
+            .path(&controller.kubeconfig)
+            .args(["--namespace", namespace]),
         Spec::Peer { command: line, .. } => {
             if !extra.is_empty() {
                 bail!("a peer takes no flags from the bench");
             }
-            Cmd::argv(["sh", "-c", line])
-                .env("KUBECONFIG", controller.kubeconfig.display().to_string())
+            let kubeconfig = lab.controller_kubeconfig()?;
+            Cmd::argv(["sh", "-c", line]).env("KUBECONFIG", kubeconfig.display().to_string())
         }
     })
 }
@@ -262,10 +274,17 @@ mod tests {
         let theirs = Spec::Peer {
             label: None,
             command: "RUST_LOG=info /opt/bin/their-controller --fast".into(),
+            pinned: false,
         };
         assert_eq!(theirs.label(), "their-controller (--peer)");
         assert!(!theirs.has_metrics());
-        let go = Spec::Peer { label: Some("course-go".into()), command: "/x/course-go".into() };
+        assert!(theirs.takes_a_namespace());
+        let go = Spec::Peer {
+            label: Some("course-go".into()),
+            command: "/x/course-go".into(),
+            pinned: true,
+        };
         assert_eq!(go.label(), "course-go");
+        assert!(!go.takes_a_namespace());
     }
 }

@@ -10,7 +10,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, bail, ensure};
 use bench::{
-    chart, peers, phases,
+    chart, namespaces, peers, phases,
     report::{self, Settings},
     run,
     subject::Spec,
@@ -44,7 +44,7 @@ pub struct BenchArgs {
     /// Creates in flight at once while making the unrelated ConfigMaps.
     #[arg(long, default_value_t = 32)]
     parallel: usize,
-    /// The floor and every subject take turns in this many blocks, each block starting one further along, so the machine's drift over the run falls on every side alike. Default: one block per 10 rounds, at least 2 (100 for 1000).
+    /// Every side (the floor and each subject) is started afresh this many times; in each block all run at once, each on a my-config of its own, and the rounds take turns one by one. Default: one block per 10 rounds, at least 2 (100 for 1000).
     #[arg(long)]
     blocks: Option<usize>,
     /// Which build of my-controller to measure (built first).
@@ -54,7 +54,7 @@ pub struct BenchArgs {
     /// report where each round's milliseconds went (its flags are put back after).
     #[arg(long)]
     phases: bool,
-    /// Measure a peer in the same run: `go` (the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), `controller-runtime` (e2e/peers/controller-runtime), `kube-runtime` (stage 2's kube-runtime Controller keeping my-config through a template), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig. Repeatable.
+    /// Measure a peer in the same run: `go` (the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), `controller-runtime` (e2e/peers/controller-runtime), `kube-runtime` (stage 2's kube-runtime Controller keeping my-config through a template), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig whose context names the namespace to keep my-config in. Repeatable.
     #[arg(long, value_name = "go|controller-runtime|kube-runtime|COMMAND")]
     peer: Vec<String>,
     #[command(flatten)]
@@ -113,7 +113,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
             "go" => peers::course_go()?,
             "controller-runtime" => peers::controller_runtime()?,
             KUBE_RUNTIME => peers::kube_runtime(&lab, built.stage2.as_deref().context("built")?),
-            command => Spec::Peer { label: None, command: command.into() },
+            command => Spec::Peer { label: None, command: command.into(), pinned: false },
         });
     }
     let dir = project::target_dir().join("bench");
@@ -141,8 +141,8 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The run with what its peers need: the course's Role for the peers that
-/// run as the lab's controller, stage 2's CRD, RBAC and template for the
+/// The run with what its sides need: a namespace each with the Role that
+/// lets them keep my-config there, stage 2's CRD, RBAC and template for the
 /// kube-runtime peer, the audit log for `--phases`; the Role and stage 2 are
 /// taken away again whatever happened.
 async fn measure(
@@ -152,10 +152,8 @@ async fn measure(
     built: &Built,
     log: &std::path::Path,
 ) -> Result<(report::Report, Vec<phases::Span>, Option<phases::Audit>)> {
-    let grant = match specs.len() > 1 {
-        true => Some(peers::CourseRole::grant(lab).await?),
-        false => None,
-    };
+    let namespaces = namespaces::of_sides(lab.desired().namespace(), specs);
+    let grant = namespaces::Grant::grant(lab, &namespaces).await?;
     let stage2 = built.stage2.is_some();
     let result = async {
         if stage2 {
@@ -170,9 +168,8 @@ async fn measure(
     }
     .await;
     let mut cleanup = Vec::new();
-    if let Some(grant) = grant {
-        cleanup.push(grant.revoke().await.context("could not delete the peers' Role"));
-    }
+    let revoked = grant.revoke(lab.desired().name()).await;
+    cleanup.push(revoked.context("could not take the sides' Role and ConfigMaps away"));
     if stage2 {
         cleanup.push(
             e2e::examples::stage2_uninstall(lab).await.context("could not take stage 2 away"),

@@ -104,6 +104,22 @@ async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = kube::Api::all(lab.client());
     assert!(crds.get_opt("configmaptemplates.lab.my-controller.dev").await.unwrap().is_none());
+    // The sides' Role and their own my-configs are gone from every namespace.
+    let by_name =
+        |name: &str| kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+    let roles: kube::Api<k8s_openapi::api::rbac::v1::Role> = kube::Api::all(lab.client());
+    let left = roles.list(&by_name(bench::namespaces::ROLE)).await.unwrap();
+    assert!(
+        left.items.is_empty(),
+        "{:?}",
+        left.items.iter().map(|r| &r.metadata).collect::<Vec<_>>()
+    );
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::all(lab.client());
+    let kept = config_maps.list(&by_name(lab.desired().name())).await.unwrap();
+    let namespaces: Vec<_> =
+        kept.items.iter().filter_map(|c| c.metadata.namespace.clone()).collect();
+    assert!(namespaces.iter().all(|n| !n.starts_with("bench-")), "left: {namespaces:?}");
     let args =
         std::fs::read_to_string(format!("/proc/{}/cmdline", lab.pid("kube-apiserver").unwrap()));
     assert!(!args.unwrap_or_default().contains("--audit-log-path"), "the audit log is still on");

@@ -1,4 +1,4 @@
-// A controller-runtime reconciler that keeps default/my-config at the course's
+// A controller-runtime reconciler that keeps my-config at the course's
 // desired data: what a Go learner would write with kubebuilder instead of the
 // course's hand-written informer, queue and workers. The bench's peer
 // `cargo xtask bench --peer controller-runtime` (docs/bench.md).
@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,10 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-const (
-	namespace = "default"
-	name      = "my-config"
-)
+const name = "my-config"
 
 var desired = map[string]string{"app.conf": "env=prod\nreplicas=3"}
 
@@ -76,6 +74,14 @@ func main() {
 
 	config := ctrl.GetConfigOrDie()
 	config.QPS = -1
+	// The namespace of the kubeconfig's context, "default" when it names none
+	// (the bench gives each side a my-config in a namespace of its own).
+	loading := clientcmd.NewDefaultClientConfigLoadingRules()
+	namespace, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, nil).Namespace()
+	if err != nil {
+		log.Error(err, "cannot read the namespace from the kubeconfig")
+		os.Exit(1)
+	}
 	resync := 30 * time.Second // the course's resync
 	mgr, err := ctrl.NewManager(config, ctrl.Options{
 		Cache: cache.Options{
