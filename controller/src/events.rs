@@ -49,7 +49,7 @@ use tracing::{debug, warn};
 /// How long an Event waits before it is published.
 pub const DEFER: Duration = Duration::from_millis(100);
 /// An Event is published only once no reconcile has started for this long…
-pub const QUIET: Duration = Duration::from_millis(50);
+pub const QUIET: Duration = Duration::from_secs(1);
 /// …or, while reconciles keep coming, once it has waited this long.
 pub const HOLD: Duration = Duration::from_secs(5);
 /// Events of one reason on one object sent at once before the rate limit bites.
