@@ -49,6 +49,9 @@ use tracing::{debug, warn};
 /// How long an Event waits before it is published.
 pub const DEFER: Duration = Duration::from_millis(100);
 /// An Event is published only once no reconcile has started for this long…
+/// A second, not less: with heals tens of milliseconds apart (a fight, a
+/// burst, the bench's rounds) a 50 ms gap let an Event's POST meet the next
+/// heal in 4–14 % of them (docs/bench.md, "Where the milliseconds go").
 pub const QUIET: Duration = Duration::from_secs(1);
 /// …or, while reconciles keep coming, once it has waited this long.
 pub const HOLD: Duration = Duration::from_secs(5);
