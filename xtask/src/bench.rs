@@ -19,7 +19,7 @@ use clap::{Args, ValueEnum};
 use e2e::lab::Lab;
 use labkit::{lab_file::ProviderKind, project};
 
-use crate::{cargo, lab::LabName};
+use crate::{cargo, interrupt::Interrupts, lab::LabName};
 
 /// Rounds of each kind in a block by default: short enough that a few slow
 /// seconds of a shared machine land on every side (with 50, they still
@@ -121,12 +121,20 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     let log = dir.join("controller.log");
     let labels = specs.iter().map(Spec::label).collect::<Vec<_>>().join(", ");
     eprintln!("bench: {labels} against lab {}; their log: {}", args.lab.name, log.display());
+    // Caught before any controller starts: an interrupted run stops them and
+    // puts the lab back like a finished one.
+    let mut interrupts = Interrupts::catch()?;
     eprintln!("stopping the lab's own controller for the run");
     lab.stop_controller().await?;
-    let measured = measure(&mut lab, &args, &specs, &built, &log).await;
+    let interrupted = interrupts.first("the controllers under test");
+    let measured = measure(&mut lab, &args, &specs, &built, &log, interrupted).await;
     eprintln!("starting the lab's own controller again");
     // The API server back on its own flags, and the controller with them.
     let restored = lab.restore().await;
+    if interrupts.seen {
+        restored.context("could not restore the lab")?;
+        bail!("interrupted: the controllers under test were stopped and the lab put back as it was");
+    }
     let (mut report, spans, audit) = measured?;
     restored.context("could not restore the lab")?;
     if let Some(audit) = audit {
@@ -144,13 +152,15 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
 /// The run with what its sides need: a namespace each with the Role that
 /// lets them keep my-config there, stage 2's CRD, RBAC and template for the
 /// kube-runtime peer, the audit log for `--phases`; the Role and stage 2 are
-/// taken away again whatever happened.
+/// taken away again whatever happened, `interrupted` included (the sides'
+/// processes are killed as the run is dropped).
 async fn measure(
     lab: &mut Lab,
     args: &BenchArgs,
     specs: &[Spec],
     built: &Built,
     log: &std::path::Path,
+    interrupted: impl Future<Output = ()>,
 ) -> Result<(report::Report, Vec<phases::Span>, Option<phases::Audit>)> {
     let namespaces = namespaces::of_sides(lab.desired().namespace(), specs);
     let grant = namespaces::Grant::grant(lab, &namespaces).await?;
@@ -165,8 +175,11 @@ async fn measure(
         };
         let (report, spans) = run::measure(lab, &args.settings(), specs, &built.floor, log).await?;
         anyhow::Ok((report, spans, audit))
-    }
-    .await;
+    };
+    let result = tokio::select! {
+        result = result => result,
+        () = interrupted => Err(anyhow::anyhow!("interrupted")),
+    };
     let mut cleanup = Vec::new();
     let revoked = grant.revoke(lab.desired().name()).await;
     cleanup.push(revoked.context("could not take the sides' Role and ConfigMaps away"));

@@ -27,9 +27,9 @@ use e2e::{
     lab::Lab,
 };
 use serde::{Deserialize, Serialize};
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
+    interrupt::Interrupts,
     lab::LabName,
     locale::{self, Lang},
 };
@@ -156,7 +156,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let options = options(&args, texts)?;
-    let mut signals = Signals::new()?;
+    let mut signals = Interrupts::catch()?;
     let mut lab = Lab::find_named(&args.lab.name).await?;
     let command = labkit::command::Cmd::argv(&args.command).to_string();
     let target = lab.desired().to_string();
@@ -165,7 +165,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     eprintln!("{}", texts.text("controller_stopped", &[]));
 
     lab.stop_controller().await?;
-    let result = grade::run(&lab, &options, signals.first()).await;
+    let result = grade::run(&lab, &options, signals.first("the program")).await;
     eprintln!("== {}", texts.text("restoring", &[]));
     let restored = restore(&mut lab).await;
     let interrupted = signals.seen;
@@ -307,48 +307,6 @@ fn not_a_program(program: &str) -> Option<String> {
         return (!path.is_file()).then(|| "no such file".to_string());
     }
     labkit::tools::on_path(program).is_none().then(|| "no such program on PATH".to_string())
-}
-
-/// SIGINT and SIGTERM, caught from the start (so none kills xtask half-way):
-/// the first cancels the grade, a second exits at once.
-struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-    seen: bool,
-}
-
-impl Signals {
-    fn new() -> Result<Signals> {
-        Ok(Signals {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-            seen: false,
-        })
-    }
-
-    /// Resolves on the first signal; from then on, another one exits.
-    async fn first(&mut self) {
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
-        }
-        self.seen = true;
-        eprintln!("interrupted: stopping the program and putting the lab back (again to give up)");
-        let (mut interrupt, mut terminate) =
-            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
-        tokio::spawn(async move {
-            if let (Ok(interrupt), Ok(terminate)) = (&mut interrupt, &mut terminate) {
-                tokio::select! {
-                    _ = interrupt.recv() => {}
-                    _ = terminate.recv() => {}
-                }
-            }
-            eprintln!(
-                "given up: the lab's controller may be stopped; `cargo xtask lab reset` starts it anew"
-            );
-            std::process::exit(130);
-        });
-    }
 }
 
 impl GradeFile {

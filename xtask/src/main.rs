@@ -10,6 +10,7 @@ mod envtest_bins;
 mod exp;
 mod grade;
 mod image;
+mod interrupt;
 mod lab;
 mod locale;
 mod plan;
