@@ -103,22 +103,22 @@ pub const ALL: &[Experiment] = &[
         runs_on: RunsOn::Any,
     },
     Experiment {
-        name: "metrics_complete",
-        run: |lab| Box::pin(metrics_complete(lab)),
-        aliases: &["metrics"],
+        name: "metrics_series_present_from_start",
+        run: |lab| Box::pin(metrics_series_present_from_start(lab)),
+        aliases: &["metrics_complete", "metrics"],
         about: "/metrics: every family prefixed my_controller_, every result and verb from the start, build_info",
         runs_on: RunsOn::Any,
     },
     Experiment {
-        name: "pod_contract",
-        run: |lab| Box::pin(pod_contract(lab)),
-        aliases: &["pod"],
+        name: "pod_ready_non_root_read_only",
+        run: |lab| Box::pin(pod_ready_non_root_read_only(lab)),
+        aliases: &["pod_contract", "pod"],
         about: "the pod as the kubelet runs it: probes, image, user, read-only root, no capabilities, projected token",
         runs_on: RunsOn::Kind("the kubelet and the node's container runtime"),
     },
 ];
 
-pub use pod::pod_contract;
+pub use pod::pod_ready_non_root_read_only;
 
 /// Experiment 1: with my-config absent, start the controller → my-config
 /// appears with exactly the desired data.
@@ -351,7 +351,7 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// named `my_controller_…`, every labelled series there before it first
 /// moves (a rate over a series that appears later starts wrong), and
 /// `build_info` with the Kubernetes version it was built for.
-pub async fn metrics_complete(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn metrics_series_present_from_start(lab: &mut Lab) -> anyhow::Result<Measured> {
     use controller::metrics::{self as names, ReconcileResult, WriteVerb};
     let text = lab.metrics_text().await?;
     let scrape = crate::metrics::Scrape::parse(&text);

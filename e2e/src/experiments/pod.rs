@@ -18,7 +18,7 @@ const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// the pod's status and from the node's runtime), with the kubelet's
 /// projected ServiceAccount token, and its `/metrics` served through the API
 /// server's pod proxy.
-pub async fn pod_contract(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn pod_ready_non_root_read_only(lab: &mut Lab) -> anyhow::Result<Measured> {
     let kind = lab.file().kind.clone().context("lab.json has no kind section")?;
     let pods: Api<Pod> = Api::namespaced(lab.client(), crate::deployment::NAMESPACE);
     let name = crate::deployment::DeploymentHost::new(lab.client())

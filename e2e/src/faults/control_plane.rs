@@ -32,7 +32,7 @@ const HEAL_AFTER_RESTART: Duration = Duration::from_secs(5);
 /// kube-apiserver killed and started again while the controller runs → the
 /// same controller process reconnects by itself (its watch resumes or
 /// re-lists) and heals a delete made once the API server is back, within 5 s.
-pub async fn api_server_restart(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn reconnects_after_api_server_restart(lab: &mut Lab) -> anyhow::Result<Measured> {
     let result = restart_then_heal(lab).await;
     then_restore(lab, result).await
 }
@@ -90,7 +90,7 @@ const SCRATCH_KEY: &str = "/e2e-faults/scratch";
 /// server comes back without its watch cache (see [`compact_while_down`]), so
 /// a resumed watch *would* reach etcd's compacted history. Put back on the
 /// lab's flags afterwards.
-pub async fn etcd_compaction(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn relists_after_etcd_compaction(lab: &mut Lab) -> anyhow::Result<Measured> {
     let result = compaction_forces_relist(lab).await;
     then_restore(lab, result).await
 }
@@ -130,7 +130,7 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// revision past anything a watch holds and compacts it, then starts
 /// kube-apiserver without its watch cache (`--watch-cache=false`): a watch
 /// that resumes from its old resourceVersion is then served by etcd itself,
-/// which refuses it as compacted → 410 Gone (see [`etcd_compaction`]).
+/// which refuses it as compacted → 410 Gone (see [`relists_after_etcd_compaction`]).
 /// Returns etcd's revision when it stopped, and the compacted one. The lab's
 /// restore puts kube-apiserver back on its own flags.
 pub(crate) async fn compact_while_down(
@@ -186,7 +186,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// (and logs it), stays alive (`/healthz` 200) and not ready (`/readyz`
 /// 503); once the API server is up it becomes ready and heals, as the same
 /// process.
-pub async fn api_server_down_at_start(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn waits_for_api_server_at_start(lab: &mut Lab) -> anyhow::Result<Measured> {
     let result = start_without_api_server(lab).await;
     then_restore(lab, result).await
 }

@@ -31,7 +31,7 @@ const USER: &str = "e2e-expiring";
 /// The exit status for expiring credentials (controller/src/main.rs).
 const EXPIRES: i32 = 3;
 
-pub async fn expiring_credentials(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn exits_before_credentials_expire(lab: &mut Lab) -> anyhow::Result<Measured> {
     let bindings: Api<RoleBinding> = Api::namespaced(lab.client(), lab.desired().namespace());
     let result = run_until_expiry(lab, &bindings).await;
     let _ = bindings.delete(USER, &DeleteParams::default()).await;

@@ -31,7 +31,7 @@ const SLOW_RECONCILE: Duration = Duration::from_secs(3);
 /// arguments, its log), so their exit status can be read — a detached
 /// process's status is lost to whoever did not spawn it. The lab's
 /// controller is stopped meanwhile (same port) and started again after.
-pub async fn sigterm_graceful(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn sigterm_finishes_reconcile_then_exits(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     if lab.file().kind.is_some() {
         let result = sigterm_by_pod_deletion(lab).await;

@@ -28,7 +28,7 @@ use labkit::eventually::{Check, eventually};
 /// metric), does not spin; the Role gets `create` back → healed within one
 /// resync period. Also the lab's proof that the RBAC in `manifests/` is
 /// really enforced on the controller.
-pub async fn role_loses_create(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn create_denied_gives_up_then_heals(lab: &mut Lab) -> anyhow::Result<Measured> {
     const RESYNC: Duration = Duration::from_secs(3);
     lab.restart_controller(&["--resync", "3s"]).await?;
     wait_desired(lab).await?;
@@ -203,7 +203,7 @@ pub(super) async fn wait_until_allowed(
 /// and the controller's own token cannot read Secrets: asked for real, with
 /// that token, not only as a SubjectAccessReview (`least_privilege` covers
 /// the whole Role that way).
-pub async fn credentials_private(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn files_private_secrets_unreadable(lab: &mut Lab) -> anyhow::Result<Measured> {
     let files = credential_files(lab)?;
     let mut loose = Vec::new();
     for path in &files {

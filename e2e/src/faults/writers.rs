@@ -38,7 +38,7 @@ const MAX_ERROR_LINES: usize = 5;
 /// controller's updates (which carry the cached resourceVersion) meet 409s
 /// and retry; at the end my-config is desired, the controller is the same
 /// process, alive, and its error log stays short.
-pub async fn conflict_storm(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn desired_after_conflict_storm(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     wait_idle(lab).await?;
     let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
@@ -116,7 +116,7 @@ const REPORTS: f64 = 3.0;
 /// a Warning Event `Immutable`, `reconcile_total{result="immutable"}`) and
 /// does not retry; each resync looks again and reports again. Deleting the
 /// frozen object — the way out the Event names — gets it recreated.
-pub async fn immutable_drift(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn immutable_drift_reported_not_written(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.restart_controller(&["--resync", RESYNC]).await?;
     let result = match frozen_is_reported(lab).await {
         Ok(mut measured) => unfreeze(lab).await.map(|healed| {
@@ -266,7 +266,7 @@ const FINALIZER: &str = "e2e.lab/hold";
 /// the controller does not fight the deletion: no update or create while it
 /// terminates, even when its data drifts meanwhile (`result="deleting"`);
 /// once the finalizer is removed the object is gone and recreated.
-pub async fn finalizer_holds_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
+pub async fn waits_for_finalizer_then_recreates(lab: &mut Lab) -> anyhow::Result<Measured> {
     let result = held_then_released(lab).await;
     // On failure the finalizer may still hold it.
     let released = release(lab).await;
