@@ -65,7 +65,6 @@ impl Grant {
         let lab_namespace = lab.desired().namespace().to_string();
         let mut all = vec![lab_namespace.clone()];
         all.extend(namespaces.iter().filter(|n| **n != lab_namespace).cloned());
-        all.dedup();
         let apply = PatchParams::apply(MANAGER).force();
         let spaces: Api<Namespace> = Api::all(client.clone());
         for namespace in &all {
