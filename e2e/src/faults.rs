@@ -31,14 +31,18 @@ use serde_json::json;
 
 pub use self::{
     control_plane::{
-        waits_for_api_server_at_start, reconnects_after_api_server_restart, relists_after_etcd_compaction, reconcile_cannot_hang,
+        reconcile_cannot_hang, reconnects_after_api_server_restart, relists_after_etcd_compaction,
+        waits_for_api_server_at_start,
     },
     expiry::exits_before_credentials_expire,
     lifecycle::{bad_input_writes_nothing, sigterm_finishes_reconcile_then_exits},
     others::{binary_data_removed, owned_elsewhere_left_alone, second_writer_paced},
-    rbac::{files_private_secrets_unreadable, create_denied_gives_up_then_heals},
+    rbac::{create_denied_gives_up_then_heals, files_private_secrets_unreadable},
     watch::{list_refused_backs_off, watch_refused_not_ready},
-    writers::{desired_after_conflict_storm, waits_for_finalizer_then_recreates, immutable_drift_reported_not_written},
+    writers::{
+        desired_after_conflict_storm, immutable_drift_reported_not_written,
+        waits_for_finalizer_then_recreates,
+    },
 };
 use crate::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},

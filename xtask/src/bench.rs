@@ -133,7 +133,9 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     let restored = lab.restore().await;
     if interrupts.seen {
         restored.context("could not restore the lab")?;
-        bail!("interrupted: the controllers under test were stopped and the lab put back as it was");
+        bail!(
+            "interrupted: the controllers under test were stopped and the lab put back as it was"
+        );
     }
     let (mut report, spans, audit) = measured?;
     restored.context("could not restore the lab")?;

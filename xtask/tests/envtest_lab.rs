@@ -4,7 +4,10 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{lab, run, succeeds, xtask};
+use labkit::eventually::{Check, eventually};
 use serial_test::serial;
 
 #[tokio::test]
@@ -99,7 +102,72 @@ async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
             assert!(rounds >= 15, "{side} {kind}: {rounds} of 20 rounds cut into phases");
         }
     }
-    // Nothing of the peers' is left, and the API server is on its own flags again.
+    assert_bench_left_nothing(&lab).await;
+}
+
+#[tokio::test]
+#[serial]
+async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() {
+    let lab = lab().await;
+    let name = lab.file().name.clone();
+    // As a terminal's Ctrl-C: the signal to xtask's process group.
+    let log = labkit::project::target_dir().join("bench-tests/interrupted.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let mut child = xtask(&["bench", "--name", &name, "-n", "3000", "--peer", "go"])
+        .spawn_to_log(&log)
+        .unwrap();
+    // Interrupted once the rounds are under way: every side is running.
+    eventually("the rounds to be under way", Duration::from_secs(600), || async {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let under_way = text.contains("rounds of") && bench_processes().len() >= 2;
+        Ok(if under_way { Check::Done(()) } else { Check::NotYet(tail(&text)) })
+    })
+    .await
+    .unwrap();
+    // SAFETY: kill with the process group we started (spawn_to_log's own).
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
+    let status = eventually("xtask to exit", Duration::from_secs(120), || {
+        let status = child.try_wait().unwrap();
+        async move { Ok(status.map_or(Check::NotYet("running".into()), Check::Done)) }
+    })
+    .await
+    .unwrap();
+    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!status.success(), "an interrupted bench must not succeed:\n{printed}");
+    assert!(printed.contains("interrupted"), "{printed}");
+    assert_eq!(bench_processes(), Vec::<String>::new(), "left running:\n{printed}");
+    // Read anew: the lab's controller is a new process.
+    let lab = common::lab().await;
+    assert!(lab.controller_running().await.unwrap(), "the lab's controller is not back");
+    e2e::converge::wait_desired(&lab).await.unwrap();
+    assert_bench_left_nothing(&lab).await;
+}
+
+/// The command lines of the bench's sides still running: the floor, and the
+/// course's Go controller (both only ever started by the bench).
+fn bench_processes() -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let program = cmdline.split(' ').next().unwrap_or_default();
+        let program = program.rsplit('/').next().unwrap_or_default();
+        // The Go peer's binary is named course-go-<hash of its sources>.
+        if program == "bench-floor" || program.starts_with("course-go-") {
+            found.push(cmdline);
+        }
+    }
+    found
+}
+
+fn tail(text: &str) -> String {
+    text.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+}
+
+/// Nothing of a benchmark's is left: the peers' CRD, the sides' Role and
+/// their my-configs, the audit log's flags.
+async fn assert_bench_left_nothing(lab: &e2e::lab::Lab) {
     let crds: kube::Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = kube::Api::all(lab.client());
