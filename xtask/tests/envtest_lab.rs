@@ -125,15 +125,9 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
     })
     .await
     .unwrap();
-    // SAFETY: kill with the process group we started (spawn_to_log's own).
-    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
-    let status = eventually("xtask to exit", Duration::from_secs(120), || {
-        let status = child.try_wait().unwrap();
-        async move { Ok(status.map_or(Check::NotYet("running".into()), Check::Done)) }
-    })
-    .await
-    .unwrap();
-    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    // The process group spawn_to_log started it in.
+    let group = -(child.id() as libc::pid_t);
+    let (status, printed) = common::interrupt(&mut child, group, &log).await;
     assert!(!status.success(), "an interrupted bench must not succeed:\n{printed}");
     assert!(printed.contains("interrupted"), "{printed}");
     assert_eq!(bench_processes(), Vec::<String>::new(), "left running:\n{printed}");

@@ -354,15 +354,8 @@ async fn ctrl_c_stops_the_program_and_puts_the_lab_back() {
     })
     .await
     .unwrap();
-    // SAFETY: kill with a pid we own.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let status = eventually("xtask to exit", Duration::from_secs(120), || {
-        let status = child.try_wait().unwrap();
-        async move { Ok(status.map_or(Check::NotYet("running".into()), Check::Done)) }
-    })
-    .await
-    .unwrap();
-    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    let pid = child.id() as libc::pid_t;
+    let (status, printed) = common::interrupt(&mut child, pid, &log).await;
     assert!(!status.success(), "an interrupted grade must not pass:\n{printed}");
     assert!(printed.contains("interrupted"), "{printed}");
     assert!(!Cmd::argv(["pgrep", "-f", &program]).succeeds(), "the program was left running");

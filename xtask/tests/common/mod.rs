@@ -3,9 +3,18 @@
 
 #![allow(dead_code)] // Each test file uses its own part.
 
+use std::{
+    path::Path,
+    process::{Child, ExitStatus},
+    time::Duration,
+};
+
 use e2e::lab::Lab;
 
-use labkit::command::{Cmd, cargo};
+use labkit::{
+    command::{Cmd, cargo},
+    eventually::{Check, eventually},
+};
 
 /// The lab under test: `$LAB_NAME` (`cargo xtask test` sets it). No lab,
 /// no test: it fails.
@@ -58,4 +67,19 @@ pub fn another_target(up: &[&str]) {
         succeeds(&xtask(&["e2e", "--exp", experiment, "--name", &name]));
     }
     succeeds(&xtask(up));
+}
+
+/// SIGINT to `target` (a pid, or a process group as its negative), as a
+/// terminal's Ctrl-C; then waits (2 min at most) for `child` to exit and
+/// returns how it exited and what it printed to `log`.
+pub async fn interrupt(child: &mut Child, target: libc::pid_t, log: &Path) -> (ExitStatus, String) {
+    // SAFETY: kill with a pid or group the test started.
+    unsafe { libc::kill(target, libc::SIGINT) };
+    let status = eventually("it to exit", Duration::from_secs(120), || {
+        let status = child.try_wait().unwrap();
+        async move { Ok(status.map_or(Check::NotYet("running".into()), Check::Done)) }
+    })
+    .await
+    .unwrap();
+    (status, std::fs::read_to_string(log).unwrap_or_default())
 }
