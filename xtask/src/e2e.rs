@@ -60,6 +60,10 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     for (o, why) in not_run.iter().filter_map(|o| Some((o, o.not_run.as_deref()?))) {
         let _ = writeln!(summary, "  {}: {why}", o.experiment);
     }
+    // Repeated below the table: a CI log cut short keeps its last lines.
+    for o in outcomes.iter().filter(|o| !o.passed && o.not_run.is_none()) {
+        let _ = writeln!(summary, "  {}: FAILED: {}", o.experiment, o.detail);
+    }
     if lab.provider == ProviderKind::Envtest {
         let over =
             if filter.is_none() && wall > SUITE_BAR_SECONDS { " — over the bar" } else { "" };

@@ -76,6 +76,15 @@ async fn restart_then_heal(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// Writes to an unrelated ConfigMap between the controller's last event and the compaction:
 /// the history a busy cluster accumulates, which compaction then discards.
 const CHURN_WRITES: usize = 20;
+/// How a 410 reads in a "watch failed" line (`ApiError: … (Status { code: 410, reason:
+/// "Expired", … })`). Not a bare "410": a line's timestamp (`…:03.410123Z`) or the
+/// API server's port can hold those digits.
+const GONE: &[&str] = &["code: 410", "Expired", "too old resource version"];
+
+/// A "watch failed" line that reports a 410 Gone.
+fn reports_gone(line: &str) -> bool {
+    GONE.iter().any(|g| line.contains(g))
+}
 /// An etcd key outside the API server's `/registry/` prefix: no Kubernetes object sees it.
 const SCRATCH_KEY: &str = "/e2e-faults/scratch";
 
@@ -109,8 +118,7 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     let log = lab.controller_log(&mark).await?;
     ensure!(log.contains(LOG_RELISTED), "my-config is back, but the controller never re-listed");
     let failures = lines_with(&log, LOG_WATCH_FAILED);
-    let gone: Vec<_> =
-        failures.iter().filter(|l| l.contains("410") || l.contains("Expired")).collect();
+    let gone: Vec<_> = failures.iter().filter(|l| reports_gone(l)).collect();
     ensure!(gone.is_empty(), "the controller asked for a compacted revision: {gone:?}");
     ensure_not_restarted(lab, &was, &mark).await?;
     Ok(Measured {
@@ -335,4 +343,31 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
 fn signal(pid: u32, signal: libc::c_int) {
     // SAFETY: kill(2) with a pid the lab started; no memory is involved.
     unsafe { libc::kill(pid as libc::pid_t, signal) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines as the controller logs them (the text format, kube 5's errors).
+    #[test]
+    fn a_410_is_told_from_digits_that_happen_to_read_410() {
+        let refused = format!(
+            "2026-12-02T22:41:03.410123Z  WARN controller::runner: {LOG_WATCH_FAILED} \
+             error=failed to perform initial object list: ServiceError: client error (Connect): \
+             tcp connect error: Connection refused (os error 111) retry_in=0.8s"
+        );
+        let on_port = refused
+            .replace("03.410123Z", "03.123456Z")
+            .replace("tcp connect error", "tcp connect error 127.0.0.1:44101");
+        let gone = format!(
+            "2026-12-02T22:41:05.000001Z  WARN controller::runner: {LOG_WATCH_FAILED} \
+             error=error returned by apiserver during watch: too old resource version: 274 (277): \
+             Expired retry_in=1.6s"
+        );
+        let start_gone = "error=failed to start watching object: ApiError: too old resource \
+             version: Expired (Status { status: Some(Failure), code: 410, reason: \"Expired\" })";
+        assert!(!reports_gone(&refused) && !reports_gone(&on_port));
+        assert!(reports_gone(&gone) && reports_gone(start_gone));
+    }
 }
