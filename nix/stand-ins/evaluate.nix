@@ -1,7 +1,7 @@
 # What .ci/nix-check evaluates: flake.nix's outputs, called with the stand-in inputs of
 # this directory instead of the real nixpkgs, rust-overlay and crane (which cannot be
 # fetched here), then checked for the attribute paths and settings the kit relies on.
-# The result is the list of what was checked; any failure is a `throw` naming it.
+# `report` is the list of what was checked; any failure is a `throw` naming it.
 #
 # This proves our own Nix code: attribute paths, argument names, what is passed where.
 # It proves nothing about the real inputs (that the pinned nixpkgs has these packages
@@ -312,5 +312,10 @@ let
     ++ builtins.concatMap linuxLines linuxSystems
     ++ builtins.concatMap darwinLines darwinSystems;
 in
-# Force every output value (a typo anywhere in flake.nix surfaces), then report.
-builtins.deepSeq outputs lines
+{
+  # Force every output value (a typo anywhere in flake.nix surfaces), then report.
+  report = builtins.deepSeq outputs lines;
+  # The Linux dev shell's hook as the flake renders it: .ci/nix-check runs its Nix
+  # check with the evaluator's own `nix --version`.
+  shellHook = outputs.devShells.x86_64-linux.default.shellHook;
+}
