@@ -30,11 +30,12 @@
       inputs.nixpkgs.follows = "nixpkgs";
     };
 
-    # crane, 2026-09-03. crane has no flake inputs of its own any more (it is handed
-    # `pkgs` through mkLib), so there is nothing to follow. It supports Nix 2.31.2 and
-    # newer (its CHANGELOG: "dropped compatibility for Nix versions below 2.31.2"):
-    # minNix below, checked by the dev shell.
-    crane.url = "github:ipetkov/crane/eb35abda9f232cc6610b1d1e3200d15c49b7ac54";
+    # crane, 2026-08-03: the newest commit whose tree .ci/nix-check can evaluate here (no
+    # GitHub), so the pin is the tree checked. crane has no flake inputs of its own (it
+    # is handed `pkgs` through mkLib), so there is nothing to follow. It supports Nix
+    # 2.31.2 and newer and nixpkgs 26.05 and newer (its CHANGELOG): minNix below, checked
+    # by the dev shell.
+    crane.url = "github:ipetkov/crane/2c71e194474d13de031d729b729c968ddbe3507f";
   };
 
   outputs =

@@ -1,17 +1,21 @@
-# What .ci/nix-check evaluates: flake.nix's outputs, called with the stand-in inputs of
-# this directory instead of the real nixpkgs, rust-overlay and crane (which cannot be
-# fetched here), then checked for the attribute paths and settings the kit relies on.
-# `report` is the list of what was checked; any failure is a `throw` naming it.
+# What .ci/nix-check evaluates besides `nix flake check`: flake.nix's outputs, called with
+# the real rust-overlay and crane trees and the stand-in package set (./nixpkgs on the real
+# nixpkgs lib) as Nix would hand them to `outputs`, then checked for what the kit relies
+# on. The result is the list of what was checked; any failure is a `throw` naming it.
 #
-# This proves our own Nix code: attribute paths, argument names, what is passed where.
-# It proves nothing about the real inputs (that the pinned nixpkgs has these packages
-# at these versions, that crane builds the workspace): that takes a machine with Nix.
+# The arguments are the three input folders (.ci/nix-check unpacks and assembles them).
+{
+  nixpkgsDir,
+  rustOverlayDir,
+  craneDir,
+}:
 let
   root = ../..;
   flake = import (root + "/flake.nix");
-  lib = import ./lib.nix;
+  lib = import (nixpkgsDir + "/lib");
   inherit (builtins)
     attrNames
+    attrValues
     elem
     elemAt
     filter
@@ -66,7 +70,7 @@ let
       "crane"
       "nixpkgs"
       "rust-overlay"
-    ]) "flake inputs are exactly crane, nixpkgs, rust-overlay (each has a stand-in here)")
+    ]) "flake inputs are exactly crane, nixpkgs, rust-overlay")
     (check (
       (flake.inputs.rust-overlay.inputs.nixpkgs.follows or null) == "nixpkgs"
     ) "rust-overlay follows nixpkgs")
@@ -74,22 +78,23 @@ let
     "ok  pins: nixpkgs ${short pins.nixpkgs.rev}, rust-overlay ${short pins.rust-overlay.rev}, crane ${short pins.crane.rev} (40-hex commits)"
   ];
 
-  # --- the stand-in inputs ---------------------------------------------------------------
-  nixpkgs = {
-    outPath = ./nixpkgs.nix; # `import nixpkgs { system; overlays; }`
-    inherit lib;
-    inherit (pins.nixpkgs) rev;
-    shortRev = substring 0 7 pins.nixpkgs.rev;
-    legacyPackages = lib.genAttrs systems (system: import ./nixpkgs.nix { inherit system; });
-  };
-  rust-overlay = import ./rust-overlay.nix // {
-    outPath = toString ./rust-overlay.nix;
-    inherit (pins.rust-overlay) rev;
-  };
-  crane = import ./crane.nix // {
-    outPath = toString ./crane.nix;
-    inherit (pins.crane) rev;
-  };
+  # --- the inputs, as Nix hands them to `outputs` --------------------------------------
+  # A flake input: its own outputs (given `self` and its inputs), its tree and its rev.
+  input =
+    dir: rev: inputs:
+    let
+      self =
+        (import (dir + "/flake.nix")).outputs (inputs // { inherit self; })
+        // {
+          outPath = dir;
+          inherit rev;
+          shortRev = substring 0 7 rev;
+        };
+    in
+    self;
+  nixpkgs = input nixpkgsDir pins.nixpkgs.rev { };
+  rust-overlay = input rustOverlayDir pins.rust-overlay.rev { inherit nixpkgs; };
+  crane = input craneDir pins.crane.rev { };
   self = {
     outPath = toString root;
   };
@@ -115,7 +120,15 @@ let
     in
     if v == null then fail "${builtins.concatStringsSep "." path} exists" else v;
   isDrv = v: isAttrs v && (v.type or null) == "derivation";
-  names = map (p: p.name);
+  pnames = map (p: p.pname or p.name);
+  # rust-overlay's toolchain among a derivation's inputs (its passthru names what it has),
+  # and the components it is made of (rustc, cargo, rust-std, clippy-preview, …) with
+  # the target each is for.
+  toolchainIn =
+    what: inputs:
+    lib.findFirst (p: p ? availableComponents) (fail "${what} has rust-overlay's toolchain (rust-toolchain.toml)") inputs;
+  components = toolchain: map (c: c.name) toolchain.paths;
+  hasComponent = toolchain: prefix: lib.any (lib.hasPrefix prefix) (components toolchain);
 
   # --- per system ---------------------------------------------------------------------------
   shellLines =
@@ -127,11 +140,10 @@ let
         system
         "default"
       ];
-      pkgNames = names (shell.packages or [ ]);
-      toolchain = lib.findFirst (p: match "rust-.*" p.name != null) (fail
-        "devShells.${system}.default has the Rust toolchain"
-      ) shell.packages;
-      farm = lib.findFirst (p: p ? entries) null shell.packages;
+      packages = shell.nativeBuildInputs or [ ];
+      pkgNames = pnames packages;
+      toolchain = toolchainIn "devShells.${system}.default" packages;
+      farm = lib.findFirst (p: p ? entries) null packages;
       farmNames = if farm == null then [ ] else map (e: e.name) farm.entries;
       hook = shell.shellHook or "";
     in
@@ -139,15 +151,15 @@ let
       (check (isDrv shell) "devShells.${system}.default is a derivation")
       (check (
         toolchain.version == rustChannel
-      ) "devShells.${system}.default: Rust ${toolchain.version} from rust-toolchain.toml, components ${toString toolchain.extensions}, targets [${toString toolchain.targets}]")
+      ) "devShells.${system}.default: Rust ${toolchain.version} from rust-toolchain.toml: ${toString (components toolchain)}")
       (check (
-        elem "clippy" toolchain.extensions && elem "rustfmt" toolchain.extensions
+        hasComponent toolchain "clippy-" && hasComponent toolchain "rustfmt-"
       ) "devShells.${system}.default: the toolchain has clippy and rustfmt")
       (check (lib.findFirst (n: !(elem n pkgNames)) null [
-        "cargo-nextest-stand-in"
-        "kind-stand-in"
-        "kubectl-stand-in"
-        "docker-client-stand-in"
+        "cargo-nextest"
+        "kind"
+        "kubectl"
+        "docker"
       ] == null) "devShells.${system}.default: cargo-nextest, kind, kubectl, docker-client")
       (check ((shell.LAB_KIT_NIX_SHELL or null) == "1") "devShells.${system}.default: LAB_KIT_NIX_SHELL=1")
       (check (
@@ -184,10 +196,10 @@ let
       else
         [
           (check (
-            !(shell ? KUBEBUILDER_ASSETS) && farm == null && !(elem "kubernetes-stand-in-1.36.3" pkgNames)
+            !(shell ? KUBEBUILDER_ASSETS) && farm == null && !(elem "kubernetes" pkgNames)
           ) "devShells.${system}.default: no kube-apiserver (nixpkgs builds it for Linux only)")
           (check (
-            elem "etcd-stand-in" pkgNames && contains "etcd --version" hook
+            elem "etcd" pkgNames && contains "etcd --version" hook
           ) "devShells.${system}.default: etcd (nixpkgs builds it for darwin), its version printed")
           (check (
             contains "nix build .#packages.aarch64-linux.image" hook
@@ -229,24 +241,27 @@ let
         "tests"
       ];
       target = muslTarget.${system};
+      buildToolchain = toolchainIn "packages.${system}.controller" controller.nativeBuildInputs;
+      # crane's cargo command lines (its build and check phases).
+      commands = d: "${d.buildPhase or ""}\n${d.checkPhase or ""}";
     in
     [
       (check (
-        controller.craneFunction == "buildPackage" && deps.craneFunction == "buildDepsOnly"
-      ) "packages.${system}.controller: crane buildDepsOnly, then buildPackage")
+        deps.name == "my-controller-deps-${cargoVersion}"
+        && controller.name == "my-controller-${cargoVersion}"
+      ) "packages.${system}.controller: crane's buildDepsOnly (${deps.name}), then buildPackage (${controller.name})")
       (check (
-        controller.cargoExtraArgs == deps.cargoExtraArgs
-        && contains "-p controller" controller.cargoExtraArgs
-        && contains "--bin my-controller" controller.cargoExtraArgs
-      ) "packages.${system}.controller: cargoExtraArgs \"${controller.cargoExtraArgs}\" (same for the deps)")
+        contains "-p controller --bin my-controller" (commands controller)
+        && contains "-p controller --bin my-controller" (commands deps)
+      ) "packages.${system}.controller: cargo build --locked -p controller --bin my-controller (the deps built with the same arguments)")
       (check (
-        controller.CARGO_BUILD_TARGET == target
-        && deps.CARGO_BUILD_TARGET == target
-        && elem target controller.toolchain.targets
-      ) "packages.${system}.controller: CARGO_BUILD_TARGET=${target}, and the toolchain has that target")
+        controller.CARGO_BUILD_TARGET or null == target
+        && deps.CARGO_BUILD_TARGET or null == target
+        && hasComponent buildToolchain "rust-std-${rustChannel}-${target}"
+      ) "packages.${system}.controller: CARGO_BUILD_TARGET=${target}, and the toolchain crane builds with has its rust-std")
       (check (contains "+crt-static" (
         controller.CARGO_BUILD_RUSTFLAGS or ""
-      )) "packages.${system}.controller: static (${controller.CARGO_BUILD_RUSTFLAGS})")
+      )) "packages.${system}.controller: static (${controller.CARGO_BUILD_RUSTFLAGS or ""})")
       (check (image.imageName == "my-controller") "packages.${system}.image: name my-controller")
       (check (
         image.imageTag == cargoVersion
@@ -265,19 +280,20 @@ let
       ) "packages.${system}.image: fixed creation date ${image.created}")
       (check (image.config.ExposedPorts ? "8080/tcp") "packages.${system}.image: exposes 8080/tcp")
       (check (
-        clippy.craneFunction == "cargoClippy"
-        && contains "--workspace" clippy.cargoClippyExtraArgs
-        && contains "--all-targets" clippy.cargoClippyExtraArgs
-        && contains "-D warnings" clippy.cargoClippyExtraArgs
-      ) "checks.${system}.clippy: cargo clippy ${clippy.cargoClippyExtraArgs}")
-      (check (fmt.craneFunction == "cargoFmt") "checks.${system}.fmt: cargo fmt --check")
+        contains "clippy --locked --workspace --all-targets -- -D warnings" (commands clippy)
+        && hasComponent (toolchainIn "checks.${system}.clippy" clippy.nativeBuildInputs) "clippy-"
+      ) "checks.${system}.clippy: cargo clippy --locked --workspace --all-targets -- -D warnings, with the toolchain's clippy")
       (check (
-        tests.craneFunction == "cargoNextest"
-        && contains "--workspace" tests.cargoNextestExtraArgs
-        && (contains "--exclude e2e" tests.cargoNextestExtraArgs || contains "package(e2e)" tests.cargoNextestExtraArgs)
-      ) "checks.${system}.tests: cargo nextest run ${tests.cargoNextestExtraArgs}")
+        contains "cargo fmt" (commands fmt)
+        && hasComponent (toolchainIn "checks.${system}.fmt" fmt.nativeBuildInputs) "rustfmt-"
+      ) "checks.${system}.fmt: cargo fmt --check, with the toolchain's rustfmt")
       (check (
-        filter (c: isAttrs c && c ? CARGO_BUILD_TARGET) [
+        contains "cargo nextest run" (commands tests)
+        && contains "--workspace" (commands tests)
+        && contains "package(e2e)" (commands tests)
+      ) "checks.${system}.tests: cargo nextest run --workspace, not the e2e crate's cluster tests")
+      (check (
+        filter (c: c ? CARGO_BUILD_TARGET) [
           clippy
           fmt
           tests
@@ -312,10 +328,11 @@ let
     ++ builtins.concatMap linuxLines linuxSystems
     ++ builtins.concatMap darwinLines darwinSystems;
 in
-{
-  # Force every output value (a typo anywhere in flake.nix surfaces), then report.
-  report = builtins.deepSeq outputs lines;
-  # The Linux dev shell's hook as the flake renders it: .ci/nix-check runs its Nix
-  # check with the evaluator's own `nix --version`.
-  shellHook = outputs.devShells.x86_64-linux.default.shellHook;
-}
+# Every output's derivation is instantiated first (a typo anywhere in flake.nix surfaces).
+builtins.deepSeq (map (d: d.drvPath) (
+  lib.concatMap (set: lib.concatMap attrValues (attrValues set)) [
+    outputs.devShells
+    outputs.packages
+    outputs.checks
+  ]
+)) lines
