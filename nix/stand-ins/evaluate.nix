@@ -19,7 +19,6 @@ let
     elem
     elemAt
     filter
-    head
     isAttrs
     match
     substring
@@ -119,7 +118,7 @@ let
       v = get path;
     in
     if v == null then fail "${builtins.concatStringsSep "." path} exists" else v;
-  isDrv = v: isAttrs v && (v.type or null) == "derivation";
+  isDrv = lib.isDerivation;
   pnames = map (p: p.pname or p.name);
   # rust-overlay's toolchain among a derivation's inputs (its passthru names what it has),
   # and the components it is made of (rustc, cargo, rust-std, clippy-preview, …) with

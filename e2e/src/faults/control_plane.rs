@@ -272,6 +272,8 @@ async fn stays_alive_not_ready(lab: &Lab, window: Duration) -> anyhow::Result<us
             ms(began.elapsed())
         );
         looks += 1;
+        // The pace of the looks: a state that must hold over the window is sampled, not
+        // waited for.
         tokio::time::sleep(SAMPLE_EVERY).await;
     }
     Ok(looks)
