@@ -29,8 +29,9 @@ pub fn build(name: &str, dir: &str, patch: Option<&Path>) -> anyhow::Result<Path
         return Ok(binary);
     }
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    // A copy to patch and build in; the module itself stays as it is.
-    let work = out.join(format!("{name}.src"));
+    // A copy to patch and build in; the module itself stays as it is. Named after this
+    // process: two test runs may build the same program at once.
+    let work = out.join(format!("{name}.src.{}", std::process::id()));
     if work.exists() {
         std::fs::remove_dir_all(&work)
             .with_context(|| format!("cannot remove {}", work.display()))?;
@@ -43,7 +44,7 @@ pub fn build(name: &str, dir: &str, patch: Option<&Path>) -> anyhow::Result<Path
     if let Some(patch) = patch {
         Cmd::argv(["git", "apply"]).path(patch).dir(&work).run()?;
     }
-    let partial = binary.with_extension("partial");
+    let partial = binary.with_extension(format!("partial.{}", std::process::id()));
     Cmd::argv(["go", "build", "-trimpath", "-o"])
         .path(&partial)
         .arg(".")
@@ -52,5 +53,6 @@ pub fn build(name: &str, dir: &str, patch: Option<&Path>) -> anyhow::Result<Path
         .with_context(|| format!("go build of {name} failed (its output is above)"))?;
     std::fs::rename(&partial, &binary)
         .with_context(|| format!("cannot move {}", partial.display()))?;
+    let _ = std::fs::remove_dir_all(&work);
     Ok(binary)
 }

@@ -31,7 +31,7 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
         }
         None => None,
     };
-    let results = results_file()?;
+    let results = results_file(name)?;
     // The course's examples run as binaries (e2e::examples), and so
     // does a second my-controller beside the lab's (faults: second_writer_paced).
     cargo::cargo(["build", "-p", "controller", "--bins", "--examples"]).run()?;
@@ -96,11 +96,11 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `target/e2e/results.jsonl`, emptied for this run.
-fn results_file() -> Result<PathBuf> {
+/// `target/e2e/<lab>.jsonl`, emptied for this run (one a lab: suites on two labs can run at once).
+fn results_file(lab: &str) -> Result<PathBuf> {
     let dir = labkit::project::target_dir().join("e2e");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let path = dir.join("results.jsonl");
+    let path = dir.join(format!("{lab}.jsonl"));
     std::fs::write(&path, "").with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
 }

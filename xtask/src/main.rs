@@ -64,8 +64,14 @@ enum Command {
         #[arg(long, value_enum, default_value_t = lab::provider::ProviderChoice::Auto)]
         provider: lab::provider::ProviderChoice,
     },
-    /// The README's test command: unit tests, a fresh envtest lab, the e2e suite, lab down.
-    Test,
+    /// The README's test command: unit tests, then fresh labs with the e2e suite and the
+    /// lab tests on each, lab down.
+    Test {
+        /// Only one part of the labs (no unit tests): `envtest` (the controller as a
+        /// process) or `docker` (the controller in its image, then kind).
+        #[arg(long, value_enum)]
+        only: Option<test::Part>,
+    },
     /// Find (or build with Go) the envtest kube-apiserver and etcd; print their paths and versions.
     EnvtestBins,
     /// How fast the controller heals, against the floor the API server allows, and what it costs.
@@ -82,7 +88,7 @@ async fn main() -> ExitCode {
             exp::run(&lab.name, experiment.as_deref(), locale::Lang::or_locale(lang)).await
         }
         Command::Grade(args) => grade::run(args).await,
-        Command::Test => test::run().await,
+        Command::Test { only } => test::run(only).await,
         Command::Doctor { lab, provider } => doctor::run(&lab.name, provider),
         Command::EnvtestBins => envtest_bins::run().await,
         Command::Bench(args) => bench::run(args).await,

@@ -2,10 +2,16 @@
 //! labs, each made as a person makes one, with the e2e suite and the lab's
 //! own tests (`xtask/tests/<provider>_lab.rs`) and the grader's (`xtask/tests/grade.rs`,
 //! not on the container lab: the grade stops its controller anyway) against it, and taken down
-//! whatever happened: envtest with the controller as a process, envtest with
-//! the controller in its image, and kind.
+//! whatever happened. Two parts run side by side, each with its own lab name: envtest with
+//! the controller as a process, and the Docker labs (envtest with the controller in its
+//! image, then kind) — the suites mostly wait, so on two cores the parts take little
+//! more than the longer of them.
 
-use std::process::ExitCode;
+use std::{
+    process::ExitCode,
+    sync::atomic::{AtomicI32, Ordering},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use e2e::lab::NAME_ENV;
@@ -18,65 +24,113 @@ use crate::{
 
 /// Its own lab, so a person's `my-controller-lab` is left alone.
 pub const LAB_NAME: &str = "my-controller-test";
+/// The Docker labs' name: they run while [`LAB_NAME`] does.
+pub const DOCKER_LAB_NAME: &str = "my-controller-test-docker";
 /// Set to 1 (CI does, once dockerd runs) to make the container and kind runs mandatory.
 pub const DOCKER_REQUIRED_ENV: &str = "LAB_DOCKER_REQUIRED";
 /// The kind lab's node image (`--node-image`): unset for the pinned one,
 /// `built` where no registry can be reached (CI sets it).
 pub const NODE_IMAGE_ENV: &str = "LAB_NODE_IMAGE";
+/// When the whole run started (seconds since the epoch), handed to the part run
+/// alongside so that its sections count from the same moment.
+const STARTED_ENV: &str = "LAB_TEST_STARTED";
+
+/// One part of the labs (`--only`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    /// An envtest lab with the controller as a process.
+    Envtest,
+    /// An envtest lab with the controller in its image, then a kind lab.
+    Docker,
+}
 
 /// When `cargo xtask test` started: each section says how far into the run it
 /// begins, as `.ci/run`'s do, so a run's log shows where its minutes went.
-static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+static STARTED: std::sync::OnceLock<SystemTime> = std::sync::OnceLock::new();
+
+fn started() -> SystemTime {
+    *STARTED.get_or_init(|| {
+        std::env::var(STARTED_ENV)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(|secs| UNIX_EPOCH + Duration::from_secs_f64(secs))
+            .unwrap_or_else(SystemTime::now)
+    })
+}
 
 /// `== title (N s)`: a section of the run and the seconds since it started.
 fn section(title: impl std::fmt::Display) {
-    let since = STARTED.get_or_init(std::time::Instant::now).elapsed();
+    let since = started().elapsed().unwrap_or_default();
     eprintln!("== {title} ({:.0} s)", since.as_secs_f64());
 }
 
-pub async fn run() -> Result<ExitCode> {
+/// The process group of the part run alongside, for the Ctrl-C handler (0: none).
+static ALONGSIDE_GROUP: AtomicI32 = AtomicI32::new(0);
+
+pub async fn run(only: Option<Part>) -> Result<ExitCode> {
+    started();
+    // A Ctrl-C reaches the test processes (same terminal) and is passed on to the part
+    // run alongside (a process group of its own); xtask itself stays to take the labs down.
+    tokio::spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: the labs go down once the running steps end");
+            let group = ALONGSIDE_GROUP.load(Ordering::SeqCst);
+            if group > 0 {
+                unsafe { libc::killpg(group, libc::SIGINT) };
+            }
+        }
+    });
+    match only {
+        Some(Part::Envtest) => return envtest_part().await,
+        Some(Part::Docker) => return docker_part().await,
+        None => {}
+    }
     section("unit tests");
     // The lab tests (e2e/tests, and xtask/tests with `test = false`) need the labs below.
     cargo::cargo(["test", "--workspace", "--exclude", "e2e"]).run()?;
     cargo::cargo(["test", "-p", "e2e", "--lib"]).run()?;
 
-    // A Ctrl-C reaches the test processes (same terminal); xtask itself stays
-    // to take the lab down.
-    tokio::spawn(async {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: the lab goes down once the running step ends");
-        }
-    });
-    let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
-    // Built while the envtest labs run: their tests mostly wait.
-    let node_image_build = match node_image.as_deref() == Some("built") && docker_usable().is_ok() {
-        true => Some(NodeImageBuild::start()?),
-        false => None,
-    };
-    let envtest = |host| UpOptions::envtest(host);
-    let code = on_fresh_lab(&envtest(ControllerChoice::Process), &["envtest_lab", "grade"]).await?;
-    if code != ExitCode::SUCCESS {
-        return Ok(code);
-    }
-    let required = std::env::var(DOCKER_REQUIRED_ENV).is_ok_and(|v| v == "1");
-    let missing = match docker_usable() {
-        Err(reason) => Some(format!("Docker is not usable: {reason}")),
-        Ok(()) if labkit::tools::on_path("kind").is_none() => Some(
-            "kind is not on PATH (kind v0.33: `nix develop`, or build xtask/node-image/kind)"
-                .to_string(),
-        ),
-        Ok(()) => None,
-    };
-    if let Some(why) = missing {
-        if required {
+    if let Some(why) = docker_missing() {
+        if std::env::var(DOCKER_REQUIRED_ENV).is_ok_and(|v| v == "1") {
             bail!("{DOCKER_REQUIRED_ENV}=1 but {why}");
         }
         section(format!(
             "NOT RUN: the suite with the controller in its container, and on kind ({why})"
         ));
-        return Ok(ExitCode::SUCCESS);
+        return envtest_part().await;
     }
-    let code = on_fresh_lab(&envtest(ControllerChoice::Container), &[]).await?;
+    let docker = Alongside::start()?;
+    let envtest = envtest_part().await;
+    let docker = docker.wait().await?;
+    let envtest = envtest?;
+    Ok(if envtest == ExitCode::SUCCESS { docker } else { envtest })
+}
+
+/// The envtest lab with the controller as a process: the suite, the lab's own tests, the grader's.
+async fn envtest_part() -> Result<ExitCode> {
+    on_fresh_lab(
+        LAB_NAME,
+        &UpOptions::envtest(ControllerChoice::Process),
+        &["envtest_lab", "grade"],
+    )
+    .await
+}
+
+/// The labs that need Docker: envtest with the controller in its image, then kind (its node
+/// image built meanwhile where `LAB_NODE_IMAGE=built`).
+async fn docker_part() -> Result<ExitCode> {
+    if let Some(why) = docker_missing() {
+        bail!("the Docker labs cannot run: {why}");
+    }
+    let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
+    // Built while the container lab runs (and, in a whole run, the envtest part):
+    // their tests mostly wait.
+    let node_image_build = match node_image.as_deref() == Some("built") {
+        true => Some(NodeImageBuild::start()?),
+        false => None,
+    };
+    let container = UpOptions::envtest(ControllerChoice::Container);
+    let code = on_fresh_lab(DOCKER_LAB_NAME, &container, &[]).await?;
     if code != ExitCode::SUCCESS {
         return Ok(code);
     }
@@ -86,10 +140,10 @@ pub async fn run() -> Result<ExitCode> {
     let kind = UpOptions {
         provider: ProviderChoice::Kind,
         node_image,
-        ..envtest(ControllerChoice::Process)
+        ..UpOptions::envtest(ControllerChoice::Process)
     };
     let kubeconfig_before = user_kubeconfig();
-    let code = on_fresh_lab(&kind, &["kind_lab", "grade"]).await?;
+    let code = on_fresh_lab(DOCKER_LAB_NAME, &kind, &["kind_lab", "grade"]).await?;
     ensure!(
         user_kubeconfig() == kubeconfig_before,
         "the kind lab changed {}",
@@ -98,29 +152,111 @@ pub async fn run() -> Result<ExitCode> {
     Ok(code)
 }
 
-/// A fresh lab made with `options`, the e2e suite against it, then the lab
+/// Why the Docker labs cannot run here, if they cannot.
+fn docker_missing() -> Option<String> {
+    match docker_usable() {
+        Err(reason) => Some(format!("Docker is not usable: {reason}")),
+        Ok(()) if labkit::tools::on_path("kind").is_none() => Some(
+            "kind is not on PATH (kind v0.33: `nix develop`, or build xtask/node-image/kind)"
+                .to_string(),
+        ),
+        Ok(()) => None,
+    }
+}
+
+/// `cargo xtask test --only docker`, run alongside the envtest part in a process group of
+/// its own, its output in a log that is shown whole when it ends (two parts' lines
+/// interleaved would be unreadable).
+struct Alongside {
+    child: Option<std::process::Child>,
+    group: i32,
+    log: std::path::PathBuf,
+}
+
+/// How often a wait for the part alongside says where it is.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
+
+impl Alongside {
+    fn start() -> Result<Alongside> {
+        let log = labkit::project::target_dir().join("test-docker-labs.log");
+        let _ = std::fs::remove_file(&log);
+        section(format!(
+            "the Docker labs ({DOCKER_LAB_NAME}), alongside; their log is shown when they end"
+        ));
+        let since_epoch = started().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let child = Cmd::argv(["cargo", "xtask", "test", "--only", "docker"])
+            .env(STARTED_ENV, format!("{:.3}", since_epoch.as_secs_f64()))
+            .spawn_to_log(&log)?;
+        let group = child.id() as i32;
+        ALONGSIDE_GROUP.store(group, Ordering::SeqCst);
+        Ok(Alongside { child: Some(child), group, log })
+    }
+
+    /// Waits for it, its last line every minute; then its whole log, and its result.
+    async fn wait(mut self) -> Result<ExitCode> {
+        section(format!("waiting for the Docker labs (log: {})", self.log.display()));
+        let mut child = self.child.take().expect("started");
+        // std's Child has no async wait: a blocking thread waits for it.
+        let mut exited = tokio::task::spawn_blocking(move || child.wait());
+        let mut report =
+            tokio::time::interval_at(tokio::time::Instant::now() + REPORT_EVERY, REPORT_EVERY);
+        let status = loop {
+            tokio::select! {
+                status = &mut exited => break status.context("waiting for the Docker labs")??,
+                _ = report.tick() => {
+                    let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                    eprintln!("  the Docker labs: {}", log.lines().last().unwrap_or_default());
+                }
+            }
+        };
+        ALONGSIDE_GROUP.store(0, Ordering::SeqCst);
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        eprintln!(
+            "---- the Docker labs' log ({}) ----\n{log}---- end of the Docker labs' log ({status}) ----",
+            self.log.display()
+        );
+        Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    }
+}
+
+impl Drop for Alongside {
+    /// On an error or a panic of the envtest part: the part alongside is interrupted as a
+    /// Ctrl-C would, so that it takes its labs down, and waited for.
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        eprintln!("interrupting the Docker labs (pid group {}): their labs go down", self.group);
+        unsafe { libc::killpg(self.group, libc::SIGINT) };
+        let _ = child.wait();
+    }
+}
+
+/// A fresh lab `name` made with `options`, the e2e suite against it, then the lab
 /// tests `tests` (`cargo test -p xtask --test NAME`: the lab's own, and the
 /// grader's), the lab down whatever happened.
-async fn on_fresh_lab(options: &UpOptions, tests: &[&str]) -> Result<ExitCode> {
+async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -> Result<ExitCode> {
     let what = match (options.provider, options.controller) {
         (ProviderChoice::Kind, _) => "a kind lab".to_string(),
         (_, host) => format!("an envtest lab, controller as a {host:?}"),
     };
-    section(format!("{what} ({LAB_NAME})"));
-    let mut down = LabDown { kind: options.provider == ProviderChoice::Kind, done: false };
-    lab::down::run(LAB_NAME, false).await?;
+    section(format!("{what} ({name})"));
+    let mut down = LabDown { name, kind: options.provider == ProviderChoice::Kind, done: false };
+    lab::down::run(name, false).await?;
     let started = std::time::Instant::now();
-    lab::up::run(LAB_NAME, options).await?;
+    lab::up::run(name, options).await?;
     eprintln!("lab up in {:.0} s", started.elapsed().as_secs_f64());
     section(format!("e2e suite on {what}"));
-    let mut code = crate::e2e::run(LAB_NAME, None)?;
+    let mut code = crate::e2e::run(name, None)?;
     for test in tests {
         if code != ExitCode::SUCCESS {
             break;
         }
         section(format!("xtask/tests/{test}.rs on {what}"));
+        let _turn = if *test == "grade" { Some(grade_turn().await?) } else { None };
         let run = cargo::cargo(["test", "-p", "xtask", "--test", test, "--", "--test-threads=1"])
-            .env(NAME_ENV, LAB_NAME)
+            .env(NAME_ENV, name)
             .run();
         if run.is_err() {
             code = ExitCode::FAILURE;
@@ -128,6 +264,22 @@ async fn on_fresh_lab(options: &UpOptions, tests: &[&str]) -> Result<ExitCode> {
     }
     down.now().await?;
     Ok(code)
+}
+
+/// Held while `xtask/tests/grade.rs` runs: the grader's tests build and run the same
+/// programs at the same paths (and look for them with `pgrep`), so the two parts take
+/// turns at them. The lock goes with the file.
+async fn grade_turn() -> Result<std::fs::File> {
+    let path = labkit::project::target_dir().join("grade-tests.lock");
+    let file = std::fs::File::create(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    if file.try_lock().is_err() {
+        eprintln!("waiting for the other lab's grade tests to end (lock: {})", path.display());
+        return tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+            .await?
+            .with_context(|| format!("cannot lock {}", path.display()));
+    }
+    Ok(file)
 }
 
 fn user_kubeconfig_path() -> std::path::PathBuf {
@@ -237,6 +389,7 @@ impl Drop for NodeImageBuild {
 /// panic). A kind lab is taken down without its lab.json, as after a lost
 /// state directory: the cluster must go all the same.
 struct LabDown {
+    name: &'static str,
     kind: bool,
     done: bool,
 }
@@ -247,15 +400,15 @@ impl LabDown {
         section(format!("lab down{}", if self.kind { " without lab.json" } else { "" }));
         if self.kind {
             std::fs::remove_file(labkit::lab_file::LabFile::path(&labkit::project::lab_dir(
-                LAB_NAME,
+                self.name,
             )))?;
         }
-        lab::down::run(LAB_NAME, false).await?;
+        lab::down::run(self.name, false).await?;
         if self.kind {
             let clusters = Cmd::argv(["kind", "get", "clusters"]).read()?;
             ensure!(
-                !clusters.lines().any(|c| c == LAB_NAME)
-                    && !labkit::project::lab_dir(LAB_NAME).exists(),
+                !clusters.lines().any(|c| c == self.name)
+                    && !labkit::project::lab_dir(self.name).exists(),
                 "lab down without lab.json left the cluster or its state: {clusters}"
             );
         }
@@ -271,7 +424,7 @@ impl Drop for LabDown {
         section("lab down");
         // Drop cannot await: block this worker thread on the runtime instead.
         let down = tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(lab::down::run(LAB_NAME, false))
+            tokio::runtime::Handle::current().block_on(lab::down::run(self.name, false))
         });
         if let Err(e) = down {
             eprintln!("error: could not take the lab down: {e:#}");
