@@ -254,7 +254,6 @@ async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -
             break;
         }
         section(format!("xtask/tests/{test}.rs on {what}"));
-        let _turn = if *test == "grade" { Some(grade_turn().await?) } else { None };
         let run = cargo::cargo(["test", "-p", "xtask", "--test", test, "--", "--test-threads=1"])
             .env(NAME_ENV, name)
             .run();
@@ -264,22 +263,6 @@ async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -
     }
     down.now().await?;
     Ok(code)
-}
-
-/// Held while `xtask/tests/grade.rs` runs: the grader's tests build and run the same
-/// programs at the same paths (and look for them with `pgrep`), so the two parts take
-/// turns at them. The lock goes with the file.
-async fn grade_turn() -> Result<std::fs::File> {
-    let path = labkit::project::target_dir().join("grade-tests.lock");
-    let file = std::fs::File::create(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    if file.try_lock().is_err() {
-        eprintln!("waiting for the other lab's grade tests to end (lock: {})", path.display());
-        return tokio::task::spawn_blocking(move || file.lock().map(|()| file))
-            .await?
-            .with_context(|| format!("cannot lock {}", path.display()));
-    }
-    Ok(file)
 }
 
 fn user_kubeconfig_path() -> std::path::PathBuf {

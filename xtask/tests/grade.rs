@@ -69,7 +69,7 @@ impl Graded {
 /// `cargo xtask grade --name LAB --json … ARGS -- COMMAND`.
 async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
     let name = lab().await.file().name.clone();
-    let json = project::target_dir().join("grade-tests").join(format!("{test}.json"));
+    let json = scratch().await.join(format!("{test}.json"));
     let _ = std::fs::remove_file(&json);
     let lang = if args.contains(&"--lang") { &[][..] } else { &["--lang", "en"][..] };
     let cmd = xtask(&["grade", "--name", &name])
@@ -128,16 +128,33 @@ async fn assert_lab_as_it_was() {
     assert!(names.is_empty(), "the grade's FlowSchemas are still there: {names:?}");
 }
 
-fn course(patch: Option<&str>) -> String {
+async fn course(patch: Option<&str>) -> String {
     let patch = patch.map(|p| project::root().join("xtask/tests/grade").join(format!("{p}.patch")));
     let name = match &patch {
         Some(p) => format!("course-{}", p.file_stem().unwrap().to_string_lossy()),
         None => "course-verbatim".into(),
     };
-    go_build::build(&name, COURSE, patch.as_deref())
-        .unwrap_or_else(|e| panic!("{e:#}"))
-        .display()
-        .to_string()
+    let built =
+        go_build::build(&name, COURSE, patch.as_deref()).unwrap_or_else(|e| panic!("{e:#}"));
+    own_copy(&built, &name).await
+}
+
+/// This lab's folder for what its grade tests make: the other lab's tests may
+/// run at the same time (`cargo xtask test`), with programs of the same names.
+async fn scratch() -> PathBuf {
+    let dir = project::target_dir().join("grade-tests").join(&lab().await.file().name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `binary` copied into [`scratch`] as `name`: the path a `pgrep -f` finds is this lab's.
+async fn own_copy(binary: &std::path::Path, name: &str) -> String {
+    let copy = scratch().await.join(name);
+    let partial = copy.with_extension("partial");
+    std::fs::copy(binary, &partial)
+        .unwrap_or_else(|e| panic!("cannot copy {}: {e}", binary.display()));
+    std::fs::rename(&partial, &copy).unwrap();
+    copy.display().to_string()
 }
 
 /// A binary of this workspace, built first.
@@ -149,7 +166,7 @@ fn built(args: &[&str], path: &str) -> String {
 #[tokio::test]
 #[serial]
 async fn the_course_program_verbatim_passes_every_row() {
-    let program = course(None);
+    let program = course(None).await;
     // It takes -kubeconfig: BuildConfigFromFlags("", "") reads no KUBECONFIG.
     let graded = grade("course", &[], &[&program, "-kubeconfig", "{kubeconfig}"]).await;
     graded.assert_passes();
@@ -167,7 +184,7 @@ async fn my_controller_passes_every_row() {
 
 /// A variant of the course's program, graded with its 2 s resync, in `lang`.
 async fn variant(patch: &str, lang: &str) -> Graded {
-    let program = course(Some(patch));
+    let program = course(Some(patch)).await;
     let args = ["--resync", VARIANT_RESYNC, "--lang", lang];
     grade(patch, &args, &[&program, "-kubeconfig", "{kubeconfig}"]).await
 }
@@ -221,9 +238,10 @@ async fn ignoring_sigterm_fails_the_clean_exit() {
 async fn the_pages_typed_into_a_fresh_project_pass() {
     let mut step4 = None;
     for language in pages::LANGUAGES {
-        let project = fresh_project(language, language);
+        let project = fresh_project(language, language).await;
         for (page, _) in pages::STEPS {
             let binary = build_step(&project, &pages::main_rs(language, page).unwrap())
+                .await
                 .unwrap_or_else(|e| panic!("docs/{language}/{page}: {e:#}"));
             step4 = Some(binary);
         }
@@ -242,7 +260,7 @@ async fn the_pages_typed_into_a_fresh_project_pass() {
 #[tokio::test]
 #[serial]
 async fn a_step4_whose_reconcile_panics_once_still_passes() {
-    let project = fresh_project("zh-CN", "panics-once");
+    let project = fresh_project("zh-CN", "panics-once").await;
     let main_rs = pages::main_rs("zh-CN", "04-controller.md").unwrap();
     std::fs::write(project.join("src/main.rs"), main_rs).unwrap();
     let patch = project::root().join("xtask/tests/grade/step4-panics-once.patch");
@@ -252,7 +270,7 @@ async fn a_step4_whose_reconcile_panics_once_still_passes() {
         .run()
         .unwrap_or_else(|e| panic!("{e:#}"));
     let patched = std::fs::read_to_string(project.join("src/main.rs")).unwrap();
-    let binary = build_step(&project, &patched).unwrap_or_else(|e| panic!("{e:#}"));
+    let binary = build_step(&project, &patched).await.unwrap_or_else(|e| panic!("{e:#}"));
     let graded = grade("panics-once", &["--resync", "2s"], &[&binary.display().to_string()]).await;
     graded.assert_passes();
     let log = std::fs::read_to_string(lab_grade_log().await).unwrap();
@@ -262,8 +280,9 @@ async fn a_step4_whose_reconcile_panics_once_still_passes() {
 /// A new project made by page 00's commands in `language`, in a folder of
 /// its own (`name`) outside the repository: a project inside the kit's
 /// workspace would be taken for a member.
-fn fresh_project(language: &str, name: &str) -> PathBuf {
-    let parent = std::env::temp_dir().join("lab-kit-pages").join(name);
+async fn fresh_project(language: &str, name: &str) -> PathBuf {
+    let lab = lab().await.file().name.clone();
+    let parent = std::env::temp_dir().join("lab-kit-pages").join(lab).join(name);
     let _ = std::fs::remove_dir_all(&parent);
     std::fs::create_dir_all(&parent).unwrap();
     let mut project = parent.clone();
@@ -286,15 +305,24 @@ fn fresh_project(language: &str, name: &str) -> PathBuf {
 }
 
 /// `main_rs` as the project's `src/main.rs`, built offline with a build
-/// directory that outlives the run; the binary.
-fn build_step(project: &std::path::Path, main_rs: &str) -> anyhow::Result<PathBuf> {
+/// directory that outlives the run; the binary, copied into [`scratch`]. Every
+/// project's binary has the page's name there, so the other lab's tests wait
+/// for the copy (a lock) before they build over it.
+async fn build_step(project: &std::path::Path, main_rs: &str) -> anyhow::Result<PathBuf> {
     let target = project::target_dir().join("pages-target");
+    std::fs::create_dir_all(&target)?;
+    let lock = std::fs::File::create(target.join("build.lock"))?;
+    let turn = tokio::task::spawn_blocking(move || lock.lock().map(|()| lock)).await??;
     std::fs::write(project.join("src/main.rs"), main_rs)?;
     Cmd::argv(["cargo", "build", "--offline"])
         .env("CARGO_TARGET_DIR", target.display().to_string())
         .dir(project)
         .run()?;
-    Ok(target.join("debug").join(project.file_name().unwrap()))
+    let folder = project.parent().and_then(|p| p.file_name()).unwrap().to_string_lossy();
+    let binary = target.join("debug").join(project.file_name().unwrap());
+    let copy = own_copy(&binary, &format!("pages-{folder}")).await;
+    drop(turn);
+    Ok(PathBuf::from(copy))
 }
 
 #[tokio::test]
@@ -320,29 +348,27 @@ async fn a_program_that_exits_at_once_is_refused_with_what_it_printed() {
 #[tokio::test]
 #[serial]
 async fn a_program_that_never_connects_is_refused_and_stopped() {
-    let graded = grade(
-        "never-connects",
-        &["--connect-within", "3s"],
-        &["sh", "-c", "echo waiting for nothing; exec sleep 600"],
-    )
-    .await;
+    // A script of this lab's own, so that `pgrep -f` finds no other lab's.
+    let script = scratch().await.join("never-connects.sh");
+    std::fs::write(&script, "echo waiting for nothing\nsleep 600\n").unwrap();
+    let script = script.display().to_string();
+    let graded = grade("never-connects", &["--connect-within", "3s"], &["sh", &script]).await;
     assert_eq!(graded.code, Some(2), "{}", graded.printed);
     assert!(graded.printed.contains("nothing within 3 s"), "{}", graded.printed);
     assert!(graded.printed.contains("waiting for nothing"), "{}", graded.printed);
-    assert!(!Cmd::argv(["pgrep", "-f", "sleep 600"]).succeeds(), "the program was left running");
+    assert!(!Cmd::argv(["pgrep", "-f", &script]).succeeds(), "the program was left running");
 }
 
 #[tokio::test]
 #[serial]
 async fn ctrl_c_stops_the_program_and_puts_the_lab_back() {
-    let program = course(Some("ignores-sigterm"));
+    let program = course(Some("ignores-sigterm")).await;
     let name = lab().await.file().name.clone();
     let xtask_binary = project::target_dir().join("debug/xtask");
     let cmd = Cmd::new(xtask_binary.display().to_string())
         .args(["grade", "--name", &name, "--resync", VARIANT_RESYNC, "--"])
         .args([program.as_str(), "-kubeconfig", "{kubeconfig}"]);
-    let log = project::target_dir().join("grade-tests/interrupted.log");
-    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let log = scratch().await.join("interrupted.log");
     let _ = std::fs::remove_file(&log);
     let mut child = cmd.spawn_to_log(&log).unwrap();
     // Interrupted once the rows are under way: the program has made my-config.

@@ -14,18 +14,33 @@ const MAX_FILE_LINES: usize = 500;
 /// The most lines a function may have.
 const MAX_FN_LINES: usize = 80;
 
-/// A file that is tests only: under a `tests/` folder, a `tests.rs`, or a
-/// module that is `#![cfg(test)]` (itself, or the folder's `mod.rs`).
+/// A file that is tests only: under a `tests/` folder, a `tests.rs`, a
+/// module that is `#![cfg(test)]` (itself, or the folder's `mod.rs`), or one
+/// its parent declares under `#[cfg(test)]` (a mock API server, say).
 fn tests_only(file: &str) -> bool {
     let test_module = |f: &str| read(f).contains("#![cfg(test)]");
-    let folder_module = Path::new(file).parent().map(|d| d.join("mod.rs"));
+    let folder = Path::new(file).parent();
+    let tracked = |p: std::path::PathBuf| {
+        let p = p.to_string_lossy().into_owned();
+        TRACKED.contains(&p).then_some(p)
+    };
+    let parents = [folder.map(|d| d.with_extension("rs")), folder.map(|d| d.join("mod.rs"))]
+        .into_iter()
+        .chain(["lib.rs", "main.rs"].map(|n| folder.map(|d| d.join(n))))
+        .flatten()
+        .filter_map(tracked);
+    let name = Path::new(file).file_stem().unwrap_or_default().to_string_lossy();
+    let declared_for_tests = |parent: &str| {
+        let text = read(parent);
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let declaration = format!("mod {name};");
+        lines.windows(2).any(|w| w[0] == "#[cfg(test)]" && w[1].ends_with(&declaration))
+    };
     file.contains("/tests/")
         || file.ends_with("/tests.rs")
         || test_module(file)
-        || folder_module.is_some_and(|m| {
-            let m = m.to_string_lossy();
-            TRACKED.iter().any(|f| f == m.as_ref()) && test_module(&m)
-        })
+        || tracked(Path::new(file).with_file_name("mod.rs")).is_some_and(|m| test_module(&m))
+        || parents.filter(|p| p != file).any(|p| declared_for_tests(&p))
 }
 
 /// Lines before the file's `#[cfg(test)]` module (all of them without one).
@@ -125,5 +140,6 @@ fn code_lines_stop_at_the_test_module() {
     assert_eq!(code_lines("a\nb\n"), 2);
     assert!(tests_only("e2e/tests/suite.rs"));
     assert!(tests_only("xtask/src/tidy/sizes.rs"));
+    assert!(tests_only("controller/src/fixtures.rs"));
     assert!(!tests_only("labkit/src/command.rs"));
 }
