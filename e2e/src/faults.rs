@@ -187,11 +187,6 @@ fn someone() -> PatchParams {
     PatchParams { field_manager: Some("e2e-fault".into()), ..PatchParams::default() }
 }
 
-/// The status of `GET <controller>/<path>`.
-async fn controller_status(lab: &Lab, path: &str) -> anyhow::Result<u16> {
-    lab.controller_status(path).await
-}
-
 /// Merge-patches the first data key of my-config to `value`, as someone else.
 async fn drift(lab: &Lab, value: &str) -> anyhow::Result<()> {
     let change = json!({"data": {crate::suite::first_key(lab.desired()): value}});

@@ -15,8 +15,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
-    controller_status, ensure_not_restarted, heal_after_delete, lines_with, ms, secs, someone,
-    starts, then_restore,
+    ensure_not_restarted, heal_after_delete, lines_with, ms, secs, someone, starts, then_restore,
 };
 use crate::{
     converge::{HEAL_WITHIN, wait_desired},
@@ -205,7 +204,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     let run = lab.start_controller_without_waiting(&[]).await?;
     let pid = lab.controller_pid()?;
     eventually("the controller's /healthz", HEAL_WITHIN, || async {
-        let status = controller_status(lab, "/healthz").await?;
+        let status = lab.controller_status("/healthz").await?;
         Ok(if status == 200 {
             Check::Done(())
         } else {
@@ -229,7 +228,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.start_api_server(&[]).await?;
     let api_ready = up.elapsed();
     eventually("the controller to become ready", HEAL_WITHIN, || async {
-        let status = controller_status(lab, "/readyz").await?;
+        let status = lab.controller_status("/readyz").await?;
         Ok(if status == 200 { Check::Done(()) } else { Check::NotYet(format!("/readyz {status}")) })
     })
     .await?;
@@ -264,7 +263,7 @@ async fn stays_alive_not_ready(lab: &Lab, window: Duration) -> anyhow::Result<us
     let mut looks = 0;
     while began.elapsed() < window {
         let (healthz, readyz) =
-            (controller_status(lab, "/healthz").await?, controller_status(lab, "/readyz").await?);
+            (lab.controller_status("/healthz").await?, lab.controller_status("/readyz").await?);
         ensure!(
             healthz == 200 && readyz == 503,
             "after {} without an API server: /healthz {healthz}, /readyz {readyz} \
@@ -318,7 +317,7 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
         })
     })
     .await?;
-    let healthz = controller_status(lab, "/healthz").await?;
+    let healthz = lab.controller_status("/healthz").await?;
     ensure!(healthz == 200, "/healthz {healthz} while the API server is frozen");
     signal(pid, libc::SIGCONT);
     let thawed = Instant::now();

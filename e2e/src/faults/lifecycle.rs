@@ -11,7 +11,7 @@ use anyhow::{Context as _, bail, ensure};
 use controller::{reconcile::LOG_CORRECTED, runner::LOG_SHUTTING_DOWN};
 use tokio::{process::Child, time::Instant};
 
-use super::{controller_status, drift, ms, secs, then_restore};
+use super::{drift, ms, secs, then_restore};
 use crate::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     deployment::DeploymentHost,
@@ -176,7 +176,7 @@ pub(super) async fn spawn_command_ready(
                 // Not worth waiting for: report it (eventually retries errors, so say Done).
                 return Ok(Check::Done(Err(anyhow::anyhow!("it exited: {status}"))));
             }
-            let status = controller_status(lab, "/readyz").await?;
+            let status = lab.controller_status("/readyz").await?;
             Ok(if status == 200 {
                 Check::Done(Ok(()))
             } else {

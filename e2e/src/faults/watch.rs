@@ -12,10 +12,7 @@ use controller::runner::{LOG_RELISTED, LOG_WATCH_FAILED};
 use kube::api::PostParams;
 use tokio::time::Instant;
 
-use super::{
-    controller_status, ensure_not_restarted, heal_after_delete, lines_with, ms, rbac, secs,
-    then_restore,
-};
+use super::{ensure_not_restarted, heal_after_delete, lines_with, ms, rbac, secs, then_restore};
 use crate::{
     converge::{HEAL_WITHIN, wait_desired},
     lab::Lab,
@@ -69,7 +66,7 @@ async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<M
     let (gaps, not_ready_after, relists) = result?;
     let back = Instant::now();
     eventually("the controller to be ready again", MAX_GAP + HEAL_WITHIN, || async {
-        let status = controller_status(lab, "/readyz").await?;
+        let status = lab.controller_status("/readyz").await?;
         Ok(if status == 200 { Check::Done(()) } else { Check::NotYet(format!("/readyz {status}")) })
     })
     .await?;
@@ -111,7 +108,7 @@ async fn observe(
     lab.restart_api_server(&[]).await?;
     let back = Instant::now();
     let not_ready = eventually("the controller to say not ready", HEAL_WITHIN, || async {
-        let status = controller_status(lab, "/readyz").await?;
+        let status = lab.controller_status("/readyz").await?;
         Ok(if status == 503 {
             Check::Done(back.elapsed())
         } else {

@@ -16,8 +16,8 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
-    controller_status, drift, ensure_not_restarted, error_lines, heal_after_delete, lines_with, ms,
-    secs, someone, then_restore,
+    drift, ensure_not_restarted, error_lines, heal_after_delete, lines_with, ms, secs, someone,
+    then_restore,
 };
 use crate::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired, wait_idle},
@@ -51,7 +51,7 @@ pub async fn desired_after_conflict_storm(lab: &mut Lab) -> anyhow::Result<Measu
     let settled = last_write.elapsed();
     let after = wait_idle(lab).await?;
     ensure_not_restarted(lab, &was, &mark).await?;
-    let healthz = controller_status(lab, "/healthz").await?;
+    let healthz = lab.controller_status("/healthz").await?;
     ensure!(healthz == 200, "/healthz {healthz} after the storm");
 
     let delta = |result: &str| {
