@@ -47,12 +47,7 @@ impl Progress {
         Progress { what: what.into(), total, done: 0, every: total.div_ceil(10).max(1) }
     }
 
-    /// One more done; shows it when a tenth has passed or all are done.
-    pub fn tick(&mut self) {
-        self.add(1);
-    }
-
-    /// `n` more done.
+    /// `n` more done; shows it when a tenth has passed or all are done.
     pub fn add(&mut self, n: usize) {
         let before = self.done / self.every;
         self.done += n;

@@ -54,7 +54,7 @@ pub async fn create(api: &Api<ConfigMap>, count: usize, parallel: usize) -> anyh
         })
         .buffer_unordered(parallel.max(1));
     while created.try_next().await?.is_some() {
-        progress.tick();
+        progress.add(1);
     }
     Ok(())
 }

@@ -12,10 +12,9 @@ use std::{
 
 use crate::usage::{self, Usage};
 
-use e2e::{converge::HEAL_WITHIN, http_probe, lab::Lab};
+use e2e::{converge::delete_and_wait_gone, http_probe, lab::Lab};
 
 use anyhow::{Context, Result, bail};
-use kube::api::DeleteParams;
 use labkit::{
     command::Cmd,
     eventually::{Check, eventually},
@@ -112,12 +111,7 @@ impl Subject {
     /// `lab` says which my-config ([`Lab::keeping_in`]). Its output is
     /// appended to `log`.
     pub async fn start(lab: &Lab, spec: &Spec, extra: &[&str], log: &Path) -> Result<Subject> {
-        let api = lab.config_maps();
-        let name = lab.desired().name().to_string();
-        if api.get_opt(&name).await?.is_some() {
-            api.delete(&name, &DeleteParams::default()).await?;
-        }
-        wait_gone(lab).await?;
+        delete_and_wait_gone(lab).await?;
         let cmd = command(lab, spec, extra)?;
         let started = Instant::now();
         // Its own group: its usage is the group's, and stopping it stops
@@ -247,19 +241,6 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
             Cmd::argv(["sh", "-c", line]).env("KUBECONFIG", kubeconfig.display().to_string())
         }
     })
-}
-
-/// Waits until my-config is gone (nothing recreates it while no controller runs).
-async fn wait_gone(lab: &Lab) -> Result<()> {
-    let api = lab.config_maps();
-    let name = lab.desired().name().to_string();
-    eventually("my-config to be gone", HEAL_WITHIN, || async {
-        Ok(match api.get_opt(&name).await? {
-            None => Check::Done(()),
-            Some(_) => Check::NotYet("still there".into()),
-        })
-    })
-    .await
 }
 
 #[cfg(test)]

@@ -27,10 +27,6 @@ impl Usage {
         self.rss_kib as f64 / 1024.0
     }
 
-    pub fn peak_rss_mib(&self) -> f64 {
-        self.peak_rss_kib as f64 / 1024.0
-    }
-
     /// CPU used between `earlier` and `self` (same process group).
     pub fn cpu_since(&self, earlier: &Usage) -> Duration {
         Duration::from_secs_f64(((self.cpu_ms - earlier.cpu_ms) / 1000.0).max(0.0))

@@ -57,7 +57,7 @@ pub struct Cli {
 
     /// Pause at the start of every reconcile, to watch events coalesce (course step 3),
     /// up to 5m; 0 (the default) is none. Not for production.
-    #[arg(long, env = "MY_CONTROLLER_RECONCILE_DELAY", default_value = "0s", value_parser = reconcile_delay)]
+    #[arg(long, env = "MY_CONTROLLER_RECONCILE_DELAY", default_value = "0s", value_parser = up_to_5m)]
     pub reconcile_delay: Duration,
 
     /// How long one reconcile's requests may take (after --reconcile-delay), 1s to 5m: a
@@ -68,7 +68,7 @@ pub struct Cli {
     /// On SIGTERM/SIGINT, how long a running reconcile and pending Events get to finish,
     /// up to 5m (keep it below the pod's terminationGracePeriodSeconds, 30s); 0 waits for
     /// nothing. Whatever is cut off is named, and the exit status is then 1.
-    #[arg(long, env = "MY_CONTROLLER_SHUTDOWN_GRACE", default_value = "10s", value_parser = shutdown_grace)]
+    #[arg(long, env = "MY_CONTROLLER_SHUTDOWN_GRACE", default_value = "10s", value_parser = up_to_5m)]
     pub shutdown_grace: Duration,
 
     /// Write every correction at once, however many come in a row (by default, after 3
@@ -149,7 +149,8 @@ fn resync(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::from_millis(100), Duration::from_secs(24 * 3600))
 }
 
-fn reconcile_delay(s: &str) -> Result<Duration, String> {
+/// `--reconcile-delay` and `--shutdown-grace`.
+fn up_to_5m(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::ZERO, Duration::from_secs(300))
 }
 
@@ -159,10 +160,6 @@ fn reconcile_timeout(s: &str) -> Result<Duration, String> {
         return Err(format!("{s}: a reconcile needs at least 1s"));
     }
     Ok(d)
-}
-
-fn shutdown_grace(s: &str) -> Result<Duration, String> {
-    bounded(s, Duration::ZERO, Duration::from_secs(300))
 }
 
 /// Parses a duration as kubectl and Go write them — `250ms`, `30s`, `5m`,

@@ -42,13 +42,11 @@ pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::metrics::Scrape> {
         let m = lab.metrics().await?;
         let (depth, delayed, running) =
             (m.sum(QUEUE_DEPTH), m.sum(QUEUE_DELAYED), m.sum(IN_FLIGHT));
-        Ok(if depth + delayed + running == 0.0 {
-            Check::Done(m)
-        } else {
-            Check::NotYet(format!(
-                "{QUEUE_DEPTH} {depth}, {QUEUE_DELAYED} {delayed}, {IN_FLIGHT} {running}"
-            ))
-        })
+        Ok(Check::done_if(
+            depth + delayed + running == 0.0,
+            m,
+            format!("{QUEUE_DEPTH} {depth}, {QUEUE_DELAYED} {delayed}, {IN_FLIGHT} {running}"),
+        ))
     })
     .await
 }

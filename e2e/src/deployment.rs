@@ -313,11 +313,7 @@ pub async fn wait_rollout(deployments: &Api<Deployment>) -> anyhow::Result<()> {
         if status.conditions.iter().flatten().any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")) {
             bail!("deployment/{NAME} exceeded its progress deadline: see `kubectl describe deployment {NAME}`");
         }
-        Ok(if observed && updated == want && available == want && total == want {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("{updated} updated, {available} available, {total} total of {want}"))
-        })
+        Ok(Check::done_if(observed && updated == want && available == want && total == want, (), format!("{updated} updated, {available} available, {total} total of {want}")))
     })
     .await
 }

@@ -28,50 +28,41 @@ use tokio::{
 
 use crate::{
     lab::Lab,
-    suite::{Experiment, Measured, RunsOn},
+    suite::{Experiment, Measured, RunsOn, entry},
 };
 
 use labkit::{command::Cmd, project};
 
 /// The course's step examples, as the suite runs them.
 pub const ALL: &[Experiment] = &[
-    Experiment {
-        name: "step1_list_pods",
-        run: |lab| Box::pin(step1_list_pods(lab)),
-        aliases: &["step1"],
-        about: "course step 1: the example lists the namespace's Pods by name",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "step2_watch_pods",
-        run: |lab| Box::pin(step2_watch_pods(lab)),
-        aliases: &["step2"],
-        about: "course step 2: one ADD per Pod, synced, then UPDATE and DELETE; SIGTERM exits 0",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "step3_queue",
-        run: |lab| Box::pin(step3_queue(lab)),
-        aliases: &["step3"],
-        about: "course step 3: five quick label changes → about two processings, not five",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "step4_heals_across_a_relist",
-        run: |lab| Box::pin(step4_heals_across_a_relist(lab)),
-        aliases: &["step4-relist"],
-        about: "course step 4: my-config deleted while its watch was down, then a 410 → the re-list's kick recreates it",
-        runs_on: RunsOn::Envtest(
-            "it deletes my-config in etcd while kube-apiserver is stopped, and compacts",
-        ),
-    },
-    Experiment {
-        name: "stage2_crd",
-        run: |lab| Box::pin(stage2_crd(lab)),
-        aliases: &["stage2"],
-        about: "stage 2: ConfigMapTemplates kept by kube-runtime's Controller, as its own ServiceAccount",
-        runs_on: RunsOn::Any,
-    },
+    entry!(
+        step1_list_pods,
+        ["step1"],
+        "course step 1: the example lists the namespace's Pods by name"
+    ),
+    entry!(
+        step2_watch_pods,
+        ["step2"],
+        "course step 2: one ADD per Pod, synced, then UPDATE and DELETE; SIGTERM exits 0"
+    ),
+    entry!(
+        step3_queue,
+        ["step3"],
+        "course step 3: five quick label changes → about two processings, not five"
+    ),
+    entry!(
+        step4_heals_across_a_relist,
+        ["step4-relist"],
+        "course step 4: my-config deleted while its watch was down, then a 410 → the re-list's kick recreates it",
+        RunsOn::Envtest(
+            "it deletes my-config in etcd while kube-apiserver is stopped, and compacts"
+        )
+    ),
+    entry!(
+        stage2_crd,
+        ["stage2"],
+        "stage 2: ConfigMapTemplates kept by kube-runtime's Controller, as its own ServiceAccount"
+    ),
 ];
 
 /// How long an example gets to print what is expected.
@@ -232,7 +223,7 @@ pub async fn step1_list_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
             ensure!(text.lines().any(|l| l.trim() == name), "{name} not listed:\n{text}");
         }
         write_sample("step1_list_pods", &running.seen)?;
-        Ok(Measured { detail: "listed both Pods by name".into(), ..Measured::default() })
+        Ok(Measured::said("listed both Pods by name"))
     }
     .await;
     remove_pods(&pods).await?;
@@ -262,10 +253,7 @@ pub async fn step2_watch_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
         let seen = running.terminate().await?;
         ensure!(seen.last().map(String::as_str) == Some("stopped"), "no clean stop: {seen:?}");
         write_sample("step2_watch_pods", &seen)?;
-        Ok(Measured {
-            detail: "3 ADDs then synced; UPDATE on a label; DELETE; SIGTERM → exit 0".into(),
-            ..Measured::default()
-        })
+        Ok(Measured::said("3 ADDs then synced; UPDATE on a label; DELETE; SIGTERM → exit 0"))
     }
     .await;
     remove_pods(&pods).await?;
@@ -304,12 +292,9 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
             &seen[before..]
         );
         write_sample("step3_queue", &seen)?;
-        Ok(Measured {
-            detail: format!(
-                "5 label changes → {processings} processings, the last one reading round=5"
-            ),
-            ..Measured::default()
-        })
+        Ok(Measured::said(format!(
+            "5 label changes → {processings} processings, the last one reading round=5"
+        )))
     }
     .await;
     remove_pods(&pods).await?;
@@ -344,15 +329,14 @@ async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
         seen.iter().any(|l| l.contains("watch error")),
         "the step's watch never failed, so it never listed again: {seen:?}"
     );
-    Ok(Measured {
-        latency: Some(healed),
-        detail: format!(
+    Ok(Measured::took(
+        healed,
+        format!(
             "deleted in etcd while the API server was down, 410 on its return → recreated {:.0} ms \
              after the API server was back (the re-list's kick)",
             healed.as_secs_f64() * 1000.0
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 mod stage2;

@@ -47,139 +47,106 @@ pub use self::{
 use crate::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     lab::{ControllerRun, Lab},
-    suite::{Experiment, Measured, RunsOn},
+    suite::{Experiment, Measured, RunsOn, entry},
 };
 use labkit::eventually::{Check, eventually};
 
 /// Every fault test, in the order the suite runs them.
 pub const ALL: &[Experiment] = &[
-    Experiment {
-        name: "reconnects_after_api_server_restart",
-        run: |lab| Box::pin(reconnects_after_api_server_restart(lab)),
-        aliases: &["api_server_restart", "apiserver-restart"],
-        about: "kube-apiserver killed and started again → same controller reconnects, heals a delete within 5 s",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "relists_after_etcd_compaction",
-        run: |lab| Box::pin(relists_after_etcd_compaction(lab)),
-        aliases: &["etcd_compaction", "compaction", "410"],
-        about: "etcd compacted past the controller's resourceVersion → watch 410 → re-list, keeps healing",
-        runs_on: RunsOn::Envtest(
-            "it compacts etcd through its loopback gateway and restarts kube-apiserver without its watch cache",
-        ),
-    },
-    Experiment {
-        name: "list_refused_backs_off",
-        run: |lab| Box::pin(list_refused_backs_off(lab)),
-        aliases: &["list-refused"],
-        about: "the Role loses list → refused LISTs retried at growing gaps (0.8 s doubling), not ready; list back → ready, heals",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "watch_refused_not_ready",
-        run: |lab| Box::pin(watch_refused_not_ready(lab)),
-        aliases: &["watch-refused"],
-        about: "the Role loses watch → not ready (no frozen cache that looks ready), a new LIST after each refusal; watch back → ready, heals",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "reconcile_cannot_hang",
-        run: |lab| Box::pin(reconcile_cannot_hang(lab)),
-        aliases: &["hang"],
-        about: "kube-apiserver frozen (SIGSTOP) during a write → abandoned after --reconcile-timeout, counted, retried; thawed → healed",
-        runs_on: RunsOn::Envtest(
-            "it freezes the envtest lab's kube-apiserver process with SIGSTOP",
-        ),
-    },
-    Experiment {
-        name: "create_denied_gives_up_then_heals",
-        run: |lab| Box::pin(create_denied_gives_up_then_heals(lab)),
-        aliases: &["role_loses_create", "rbac-denied"],
-        about: "Role loses create → 6 attempts, one error line, give-up; create back → healed by resync",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "desired_after_conflict_storm",
-        run: |lab| Box::pin(desired_after_conflict_storm(lab)),
-        aliases: &["conflict_storm", "storm"],
-        about: "10 writers × 100 patches of my-config → desired at the end, same process, few error lines",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "waits_for_api_server_at_start",
-        run: |lab| Box::pin(waits_for_api_server_at_start(lab)),
-        aliases: &["api_server_down_at_start", "apiserver-down"],
-        about: "controller started with the API server down → retries, not ready; API server up → ready, heals",
-        runs_on: RunsOn::Envtest(
-            "it starts the controller while kube-apiserver is stopped; on kind the pod itself is made through the API server",
-        ),
-    },
-    Experiment {
-        name: "sigterm_finishes_reconcile_then_exits",
-        run: |lab| Box::pin(sigterm_finishes_reconcile_then_exits(lab)),
-        aliases: &["sigterm_graceful", "sigterm"],
-        about: "SIGTERM idle → exit 0 within 1 s (kind: the pod deleted, within 5 s); during a slow reconcile → it finishes, then exit 0",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "bad_input_writes_nothing",
-        run: |lab| Box::pin(bad_input_writes_nothing(lab)),
-        aliases: &["bad-input"],
-        about: "bad flags or data files with the lab up → exit 2, my-config untouched",
-        runs_on: RunsOn::Envtest("it runs the controller binary with the lab's own arguments"),
-    },
-    Experiment {
-        name: "immutable_drift_reported_not_written",
-        run: |lab| Box::pin(immutable_drift_reported_not_written(lab)),
-        aliases: &["immutable_drift", "immutable"],
-        about: "immutable: true with other data → reported once per resync (Warning Event), no update, no retries",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "binary_data_removed",
-        run: |lab| Box::pin(binary_data_removed(lab)),
-        aliases: &["binary-data"],
-        about: "binaryData beside the right data → removed (right and corrected look at the same fields)",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "owned_elsewhere_left_alone",
-        run: |lab| Box::pin(owned_elsewhere_left_alone(lab)),
-        aliases: &["owned"],
-        about: "another controller owns my-config (controller ownerReference) with other data → not written, Warning Event; handed back → corrected",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "second_writer_paced",
-        run: |lab| Box::pin(second_writer_paced(lab)),
-        aliases: &["two-writers"],
-        about: "a second my-controller with other --data → corrections paced (tens of writes in 10 s, not thousands); it stops → desired",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "waits_for_finalizer_then_recreates",
-        run: |lab| Box::pin(waits_for_finalizer_then_recreates(lab)),
-        aliases: &["finalizer_holds_deletion", "finalizer"],
-        about: "delete held by a finalizer → left alone while terminating; finalizer removed → recreated",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "exits_before_credentials_expire",
-        run: |lab| Box::pin(exits_before_credentials_expire(lab)),
-        aliases: &["expiring_credentials", "expiry"],
-        about: "an exec plugin's client certificate valid 15 s → the controller exits 3 before it expires, one line saying why",
-        runs_on: RunsOn::Envtest(
-            "it signs a short-lived client certificate with the envtest lab's CA key",
-        ),
-    },
-    Experiment {
-        name: "files_private_secrets_unreadable",
-        run: |lab| Box::pin(files_private_secrets_unreadable(lab)),
-        aliases: &["credentials_private", "security"],
-        about: "kubeconfigs, lab.json and keys are 0600; the controller's token cannot read Secrets",
-        runs_on: RunsOn::Any,
-    },
+    entry!(
+        reconnects_after_api_server_restart,
+        ["api_server_restart", "apiserver-restart"],
+        "kube-apiserver killed and started again → same controller reconnects, heals a delete within 5 s"
+    ),
+    entry!(
+        relists_after_etcd_compaction,
+        ["etcd_compaction", "compaction", "410"],
+        "etcd compacted past the controller's resourceVersion → watch 410 → re-list, keeps healing",
+        RunsOn::Envtest(
+            "it compacts etcd through its loopback gateway and restarts kube-apiserver without its watch cache"
+        )
+    ),
+    entry!(
+        list_refused_backs_off,
+        ["list-refused"],
+        "the Role loses list → refused LISTs retried at growing gaps (0.8 s doubling), not ready; list back → ready, heals"
+    ),
+    entry!(
+        watch_refused_not_ready,
+        ["watch-refused"],
+        "the Role loses watch → not ready (no frozen cache that looks ready), a new LIST after each refusal; watch back → ready, heals"
+    ),
+    entry!(
+        reconcile_cannot_hang,
+        ["hang"],
+        "kube-apiserver frozen (SIGSTOP) during a write → abandoned after --reconcile-timeout, counted, retried; thawed → healed",
+        RunsOn::Envtest("it freezes the envtest lab's kube-apiserver process with SIGSTOP")
+    ),
+    entry!(
+        create_denied_gives_up_then_heals,
+        ["role_loses_create", "rbac-denied"],
+        "Role loses create → 6 attempts, one error line, give-up; create back → healed by resync"
+    ),
+    entry!(
+        desired_after_conflict_storm,
+        ["conflict_storm", "storm"],
+        "10 writers × 100 patches of my-config → desired at the end, same process, few error lines"
+    ),
+    entry!(
+        waits_for_api_server_at_start,
+        ["api_server_down_at_start", "apiserver-down"],
+        "controller started with the API server down → retries, not ready; API server up → ready, heals",
+        RunsOn::Envtest(
+            "it starts the controller while kube-apiserver is stopped; on kind the pod itself is made through the API server"
+        )
+    ),
+    entry!(
+        sigterm_finishes_reconcile_then_exits,
+        ["sigterm_graceful", "sigterm"],
+        "SIGTERM idle → exit 0 within 1 s (kind: the pod deleted, within 5 s); during a slow reconcile → it finishes, then exit 0"
+    ),
+    entry!(
+        bad_input_writes_nothing,
+        ["bad-input"],
+        "bad flags or data files with the lab up → exit 2, my-config untouched",
+        RunsOn::Envtest("it runs the controller binary with the lab's own arguments")
+    ),
+    entry!(
+        immutable_drift_reported_not_written,
+        ["immutable_drift", "immutable"],
+        "immutable: true with other data → reported once per resync (Warning Event), no update, no retries"
+    ),
+    entry!(
+        binary_data_removed,
+        ["binary-data"],
+        "binaryData beside the right data → removed (right and corrected look at the same fields)"
+    ),
+    entry!(
+        owned_elsewhere_left_alone,
+        ["owned"],
+        "another controller owns my-config (controller ownerReference) with other data → not written, Warning Event; handed back → corrected"
+    ),
+    entry!(
+        second_writer_paced,
+        ["two-writers"],
+        "a second my-controller with other --data → corrections paced (tens of writes in 10 s, not thousands); it stops → desired"
+    ),
+    entry!(
+        waits_for_finalizer_then_recreates,
+        ["finalizer_holds_deletion", "finalizer"],
+        "delete held by a finalizer → left alone while terminating; finalizer removed → recreated"
+    ),
+    entry!(
+        exits_before_credentials_expire,
+        ["expiring_credentials", "expiry"],
+        "an exec plugin's client certificate valid 15 s → the controller exits 3 before it expires, one line saying why",
+        RunsOn::Envtest("it signs a short-lived client certificate with the envtest lab's CA key")
+    ),
+    entry!(
+        files_private_secrets_unreadable,
+        ["credentials_private", "security"],
+        "kubeconfigs, lab.json and keys are 0600; the controller's token cannot read Secrets"
+    ),
 ];
 
 /// The faults' own writes play "someone else", under their own field manager.
@@ -206,12 +173,6 @@ async fn heal_after_delete(lab: &Lab) -> anyhow::Result<Duration> {
     .await
 }
 
-/// Drifts my-config and waits for the controller to put it back: proof that
-/// its watch and its writes work (after a fault, or a restore).
-async fn heal_after_drift(lab: &Lab) -> anyhow::Result<Duration> {
-    measure_until_desired(lab, || drift(lab, "env=after-fault")).await
-}
-
 /// The log lines containing `needle`.
 fn lines_with<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
     log.lines().filter(|l| l.contains(needle)).collect()
@@ -235,11 +196,7 @@ async fn ensure_not_restarted(lab: &Lab, was: &str, mark: &ControllerRun) -> any
     ensure!(now == was, "the controller is not the same: {was} then {now}");
     // kind: the kubelet's readiness probe may not have seen /readyz turn 200 yet.
     eventually("the controller to run (kind: its pod ready)", HEAL_WITHIN, || async {
-        Ok(if lab.controller_running().await? {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("{now} not running"))
-        })
+        Ok(Check::done_if(lab.controller_running().await?, (), format!("{now} not running")))
     })
     .await?;
     let starts = starts(&lab.controller_log(mark).await?);
@@ -253,7 +210,8 @@ async fn ensure_not_restarted(lab: &Lab, was: &str, mark: &ControllerRun) -> any
 async fn then_restore(lab: &mut Lab, result: anyhow::Result<Measured>) -> anyhow::Result<Measured> {
     let restored = async {
         lab.restore().await?;
-        heal_after_drift(lab).await?;
+        // A drift put back: proof that its watch and its writes work again.
+        measure_until_desired(lab, || drift(lab, "env=after-fault")).await?;
         wait_desired(lab).await
     }
     .await;

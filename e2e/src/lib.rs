@@ -65,7 +65,7 @@ pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
             (Ok(_), Err(e)) => Err(e.context("could not restore the lab")),
             (result, _) => result,
         };
-        results::record(name, &result, wall);
+        results::append(&results::Outcome::new(name, &result, wall));
         match result {
             Ok(measured) => {
                 for warning in &measured.warnings {

@@ -11,7 +11,7 @@ use crate::suite::Measured;
 /// The variable naming the results file.
 pub const RESULTS_ENV: &str = "E2E_RESULTS";
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Outcome {
     pub experiment: String,
     pub passed: bool,
@@ -29,48 +29,31 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn new(experiment: &str, result: &anyhow::Result<Measured>, wall: Duration) -> Self {
-        let (passed, latency_ms, detail, warnings) = match result {
-            Ok(m) => (
-                true,
-                m.latency.map(|l| l.as_secs_f64() * 1000.0),
-                m.detail.clone(),
-                m.warnings.clone(),
-            ),
-            Err(e) => (
-                false,
-                None,
-                format!("{e:#}").lines().next().unwrap_or_default().to_string(),
-                Vec::new(),
-            ),
-        };
-        Self {
+        let base = Outcome {
             experiment: experiment.to_string(),
-            passed,
-            latency_ms,
-            detail,
-            warnings,
             wall_s: wall.as_secs_f64(),
-            not_run: None,
+            ..Outcome::default()
+        };
+        match result {
+            Ok(m) => Outcome {
+                passed: true,
+                latency_ms: m.latency.map(|l| l.as_secs_f64() * 1000.0),
+                detail: m.detail.clone(),
+                warnings: m.warnings.clone(),
+                ..base
+            },
+            Err(e) => Outcome {
+                detail: format!("{e:#}").lines().next().unwrap_or_default().to_string(),
+                ..base
+            },
         }
     }
 
     /// An experiment that does not apply to this lab, and why.
     pub fn not_run(experiment: &str, why: &str) -> Self {
-        Self {
-            experiment: experiment.to_string(),
-            passed: false,
-            latency_ms: None,
-            detail: why.to_string(),
-            warnings: Vec::new(),
-            wall_s: 0.0,
-            not_run: Some(why.to_string()),
-        }
+        let (experiment, detail) = (experiment.to_string(), why.to_string());
+        Outcome { experiment, detail, not_run: Some(why.to_string()), ..Outcome::default() }
     }
-}
-
-/// Appends the outcome to `$E2E_RESULTS`; does nothing when it is unset.
-pub fn record(experiment: &str, result: &anyhow::Result<Measured>, wall: Duration) {
-    append(&Outcome::new(experiment, result, wall));
 }
 
 /// Appends an outcome to `$E2E_RESULTS`; does nothing when it is unset.
@@ -89,7 +72,7 @@ pub fn append(outcome: &Outcome) {
     }
 }
 
-/// Reads a results file written by [`record`].
+/// Reads a results file written by [`append`].
 pub fn read(path: &std::path::Path) -> anyhow::Result<Vec<Outcome>> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| Ok(serde_json::from_str(l)?)).collect()

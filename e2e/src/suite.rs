@@ -25,6 +25,18 @@ pub struct Measured {
     pub values: Vec<(&'static str, String)>,
 }
 
+impl Measured {
+    /// What was measured, without a reaction time.
+    pub fn said(detail: impl Into<String>) -> Measured {
+        Measured { detail: detail.into(), ..Measured::default() }
+    }
+
+    /// What was measured, and the controller's reaction time.
+    pub fn took(latency: Duration, detail: impl Into<String>) -> Measured {
+        Measured { latency: Some(latency), ..Measured::said(detail) }
+    }
+}
+
 /// How an entry runs against a lab: its async function, boxed.
 pub type Run = for<'a> fn(&'a mut Lab) -> LocalBoxFuture<'a, anyhow::Result<Measured>>;
 
@@ -38,6 +50,25 @@ pub struct Experiment {
     pub about: &'static str,
     pub runs_on: RunsOn,
 }
+
+/// A registry entry named as its function (the test's name is the function's):
+/// `entry!(function, ["alias", …], "what it shows")`, with a [`RunsOn`] last
+/// where it does not run everywhere.
+macro_rules! entry {
+    ($run:ident, [$($alias:literal),*], $about:literal) => {
+        $crate::suite::entry!($run, [$($alias),*], $about, $crate::suite::RunsOn::Any)
+    };
+    ($run:ident, [$($alias:literal),*], $about:literal, $runs_on:expr) => {
+        $crate::suite::Experiment {
+            name: stringify!($run),
+            run: |lab| Box::pin($run(lab)),
+            aliases: &[$($alias),*],
+            about: $about,
+            runs_on: $runs_on,
+        }
+    };
+}
+pub(crate) use entry;
 
 /// Where an experiment runs; elsewhere it is reported as not run, with why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

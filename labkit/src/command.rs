@@ -7,16 +7,14 @@
 //! directory, and it cannot spawn.
 
 use std::{
-    ffi::OsString,
     fmt,
-    io::Write,
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Output, Stdio},
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 
 use crate::project;
 
@@ -28,8 +26,6 @@ pub struct Cmd {
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
     dir: Option<PathBuf>,
-    /// Shown as `< FILE` and fed to the command's stdin.
-    stdin: Option<PathBuf>,
 }
 
 impl Cmd {
@@ -40,7 +36,6 @@ impl Cmd {
             env: Vec::new(),
             env_remove: Vec::new(),
             dir: None,
-            stdin: None,
         }
     }
 
@@ -93,12 +88,6 @@ impl Cmd {
         self
     }
 
-    /// Reads stdin from `file` (shown as `< FILE`).
-    pub fn stdin_file(mut self, file: impl Into<PathBuf>) -> Cmd {
-        self.stdin = Some(file.into());
-        self
-    }
-
     pub fn program(&self) -> &str {
         &self.program
     }
@@ -127,16 +116,7 @@ impl Cmd {
         if let Some(dir) = &self.dir {
             command.current_dir(dir);
         }
-        match &self.stdin {
-            Some(file) => {
-                let file = std::fs::File::open(file)
-                    .with_context(|| format!("cannot open {}", file.display()))?;
-                command.stdin(file);
-            }
-            None => {
-                command.stdin(Stdio::null());
-            }
-        }
+        command.stdin(Stdio::null());
         Ok(command)
     }
 
@@ -213,25 +193,6 @@ impl Cmd {
             .with_context(|| format!("cannot start `{self}`"))
     }
 
-    /// Echo, run with `input` on its stdin, and return its stdout, trimmed.
-    pub fn read_with_input(&self, input: &[u8]) -> anyhow::Result<String> {
-        self.echo();
-        let mut child = self
-            .to_command()?
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start `{self}`"))?;
-        child.stdin.take().context("stdin is piped")?.write_all(input)?;
-        let output = child.wait_with_output()?;
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            return Err(self.failed(output.status)).with_context(|| stderr.trim().to_string());
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-    }
-
     /// Echo as `$ cmd >>LOG 2>&1 &`, then start it in its own process group
     /// with stdout and stderr appended to `log`: it outlives xtask and a
     /// Ctrl-C in xtask's terminal, and stopping the group stops whatever it
@@ -286,9 +247,6 @@ impl fmt::Display for Cmd {
         for arg in &self.args {
             write!(f, " {}", word(arg))?;
         }
-        if let Some(file) = &self.stdin {
-            write!(f, " < {}", word(&file.display().to_string()))?;
-        }
         Ok(())
     }
 }
@@ -324,26 +282,12 @@ where
     cmd
 }
 
-/// `OsString` arguments (paths from the system) as the `String`s a [`Cmd`] holds.
-pub fn lossy(word: impl Into<OsString>) -> String {
-    word.into().to_string_lossy().into_owned()
-}
-
 /// The command must have failed because it is not installed.
 pub fn is_not_found(error: &anyhow::Error) -> bool {
     error
         .chain()
         .filter_map(|e| e.downcast_ref::<std::io::Error>())
         .any(|e| e.kind() == std::io::ErrorKind::NotFound)
-}
-
-/// Fails unless `output` exited 0, with its stderr's first lines.
-pub fn check(cmd: &Cmd, output: &Output) -> anyhow::Result<()> {
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    bail!("`{cmd}` failed ({}): {}", output.status, stderr.trim())
 }
 
 #[cfg(test)]
@@ -366,7 +310,6 @@ mod tests {
             "cd xtask/envtest/kubernetes && RUSTFLAGS='-C target-feature=+crt-static' \
              docker image inspect --format '{{.Id}}' 'a b'"
         );
-        assert_eq!(Cmd::new("ctr").stdin_file("x.tar").to_string(), "ctr < x.tar");
         let root = project::root();
         let inside = Cmd::new("go").arg(root.join("target/x").display().to_string()).dir(&root);
         assert_eq!(inside.to_string(), "go target/x");
@@ -389,11 +332,5 @@ mod tests {
         Cmd::argv(["sh", "-c", "exit 0"]).run_long("testing").unwrap();
         let error = Cmd::argv(["sh", "-c", "exit 3"]).run_long("testing").unwrap_err();
         assert!(format!("{error:#}").contains("exit"), "{error:#}");
-    }
-
-    #[test]
-    fn feeds_stdin() {
-        let out = Cmd::new("cat").read_with_input(b"abc").unwrap();
-        assert_eq!(out, "abc");
     }
 }

@@ -17,6 +17,13 @@ pub enum Check<T> {
     Stop(anyhow::Error),
 }
 
+impl<T> Check<T> {
+    /// `Done(value)` when `done`, else `NotYet(seen)`.
+    pub fn done_if(done: bool, value: T, seen: impl Into<String>) -> Check<T> {
+        if done { Check::Done(value) } else { Check::NotYet(seen.into()) }
+    }
+}
+
 /// An unchanged state is repeated this often when shown, so a long wait visibly is one.
 const HEARTBEAT: Duration = Duration::from_secs(3);
 
@@ -31,21 +38,8 @@ where
     poll(what, within, false, probe).await
 }
 
-/// [`eventually`], saying what it waits for as the state changes (and every
-/// few seconds), and how long it took.
-pub async fn eventually_shown<T, F, Fut>(
-    what: &str,
-    within: Duration,
-    probe: F,
-) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = anyhow::Result<Check<T>>>,
-{
-    poll(what, within, true, probe).await
-}
-
-/// [`eventually`] (`shown` false) or [`eventually_shown`] (true).
+/// [`eventually`], and with `shown` also saying what it waits for as the
+/// state changes (and every few seconds), and how long it took.
 pub async fn poll<T, F, Fut>(
     what: &str,
     within: Duration,
@@ -133,7 +127,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn returns_the_value_once_ready() {
         let mut n = 0;
-        let v = eventually_shown("n to reach 3", Duration::from_secs(1), || {
+        let v = poll("n to reach 3", Duration::from_secs(1), true, || {
             n += 1;
             let n = n;
             async move { Ok(if n >= 3 { Check::Done(n) } else { Check::NotYet(format!("n={n}")) }) }

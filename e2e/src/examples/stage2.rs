@@ -176,13 +176,10 @@ async fn experiments(
     printed.extend(second_run);
     write_sample("stage2_crd", &printed)?;
     let gc = garbage_collected(lab, &templates, &config_maps).await?;
-    Ok(Measured {
-        detail: format!(
-            "{reviews}; start → created, delete → created, patch → corrected, rerun → nothing \
+    Ok(Measured::said(format!(
+        "{reviews}; start → created, delete → created, patch → corrected, rerun → nothing \
              written; template-b → its ConfigMap with no kick; {status}; {theirs}; {held}; {gc}"
-        ),
-        ..Measured::default()
-    })
+    )))
 }
 
 /// Waits until `name` holds the template's data and names `owner` as its controller.
@@ -258,11 +255,7 @@ async fn not_ours(
             e.reason.as_deref() == Some("NotOwned")
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("template-c")
         });
-        Ok(if found {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("{} Events", list.items.len()))
-        })
+        Ok(Check::done_if(found, (), format!("{} Events", list.items.len())))
     })
     .await?;
     // Someone else's condition in the status (and an old transition time on

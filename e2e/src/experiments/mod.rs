@@ -34,7 +34,7 @@ use {rbac::least_privilege, version_check::version_matching};
 use crate::{
     converge::{HEAL_WITHIN, delete_and_wait_gone, measure_until_desired, wait_desired, wait_idle},
     lab::Lab,
-    suite::{Experiment, Measured, RunsOn, first_key},
+    suite::{Experiment, Measured, RunsOn, entry, first_key},
 };
 
 use labkit::eventually::{Check, eventually};
@@ -46,76 +46,41 @@ fn someone() -> PatchParams {
 
 /// Every experiment of the suite, in the order the suite runs them.
 pub const ALL: &[Experiment] = &[
-    Experiment {
-        name: "create_on_start",
-        run: |lab| Box::pin(create_on_start(lab)),
-        aliases: &["create"],
-        about: "my-config absent, controller (re)started → it appears with the desired data",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "self_heal_on_delete",
-        run: |lab| Box::pin(self_heal_on_delete(lab)),
-        aliases: &["self-heal", "heal"],
-        about: "delete my-config → it is back with the desired data",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "correct_on_patch",
-        run: |lab| Box::pin(correct_on_patch(lab)),
-        aliases: &["correct"],
-        about: "patch app.conf, add a key and a label → data put back, label kept",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "idempotent_rerun",
-        run: |lab| Box::pin(idempotent_rerun(lab)),
-        aliases: &["rerun"],
-        about: "restart twice while my-config is right → nothing written",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "version_matching",
-        run: |lab| Box::pin(version_matching(lab)),
-        aliases: &["version"],
-        about: "client built for 1.X ↔ cluster 1.X (±1 allowed); kubectl; kind node image",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "dedup",
-        run: |lab| Box::pin(dedup(lab)),
-        aliases: &["dedup"],
-        about: "slow reconcile, five quick changes → fewer than five reconciles",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "no_hot_loop",
-        run: |lab| Box::pin(no_hot_loop(lab)),
-        aliases: &["hot-loop"],
-        about: "1 s resync for 5 s → reconciles run, nothing is written",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "least_privilege",
-        run: |lab| Box::pin(least_privilege(lab)),
-        aliases: &["rbac"],
-        about: "the ServiceAccount may do exactly what the Role grants",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "metrics_series_present_from_start",
-        run: |lab| Box::pin(metrics_series_present_from_start(lab)),
-        aliases: &["metrics_complete", "metrics"],
-        about: "/metrics: every family prefixed my_controller_, every result and verb from the start, build_info",
-        runs_on: RunsOn::Any,
-    },
-    Experiment {
-        name: "pod_ready_non_root_read_only",
-        run: |lab| Box::pin(pod_ready_non_root_read_only(lab)),
-        aliases: &["pod_contract", "pod"],
-        about: "the pod as the kubelet runs it: probes, image, user, read-only root, no capabilities, projected token",
-        runs_on: RunsOn::Kind("the kubelet and the node's container runtime"),
-    },
+    entry!(
+        create_on_start,
+        ["create"],
+        "my-config absent, controller (re)started → it appears with the desired data"
+    ),
+    entry!(
+        self_heal_on_delete,
+        ["self-heal", "heal"],
+        "delete my-config → it is back with the desired data"
+    ),
+    entry!(
+        correct_on_patch,
+        ["correct"],
+        "patch app.conf, add a key and a label → data put back, label kept"
+    ),
+    entry!(idempotent_rerun, ["rerun"], "restart twice while my-config is right → nothing written"),
+    entry!(
+        version_matching,
+        ["version"],
+        "client built for 1.X ↔ cluster 1.X (±1 allowed); kubectl; kind node image"
+    ),
+    entry!(dedup, ["dedup"], "slow reconcile, five quick changes → fewer than five reconciles"),
+    entry!(no_hot_loop, ["hot-loop"], "1 s resync for 5 s → reconciles run, nothing is written"),
+    entry!(least_privilege, ["rbac"], "the ServiceAccount may do exactly what the Role grants"),
+    entry!(
+        metrics_series_present_from_start,
+        ["metrics_complete", "metrics"],
+        "/metrics: every family prefixed my_controller_, every result and verb from the start, build_info"
+    ),
+    entry!(
+        pod_ready_non_root_read_only,
+        ["pod_contract", "pod"],
+        "the pod as the kubelet runs it: probes, image, user, read-only root, no capabilities, projected token",
+        RunsOn::Kind("the kubelet and the node's container runtime")
+    ),
 ];
 
 pub use pod::pod_ready_non_root_read_only;
@@ -135,11 +100,10 @@ pub async fn create_on_start(lab: &mut Lab) -> anyhow::Result<Measured> {
         "expected exactly one create from the new controller, metrics say {}",
         metrics.get(WRITES, &[("verb", "create")])
     );
-    Ok(Measured {
-        latency: Some(latency),
-        detail: "created by the startup reconcile (start → desired, incl. process start)".into(),
-        ..Measured::default()
-    })
+    Ok(Measured::took(
+        latency,
+        "created by the startup reconcile (start → desired, incl. process start)",
+    ))
 }
 
 /// Experiment 2: delete my-config → it is back with the desired data.
@@ -152,11 +116,7 @@ pub async fn self_heal_on_delete(lab: &mut Lab) -> anyhow::Result<Measured> {
         Ok(())
     })
     .await?;
-    Ok(Measured {
-        latency: Some(latency),
-        detail: "delete → recreated with the desired data (seen through a watch)".into(),
-        ..Measured::default()
-    })
+    Ok(Measured::took(latency, "delete → recreated with the desired data (seen through a watch)"))
 }
 
 /// The label [`correct_on_patch`] adds, playing someone else.
@@ -194,11 +154,7 @@ pub async fn correct_on_patch(lab: &mut Lab) -> anyhow::Result<Measured> {
     // Leave it as found.
     let undo = json!({"metadata": {"labels": {DRIFT_LABEL: null}}});
     api.patch(&name, &someone(), &Patch::Merge(&undo)).await?;
-    Ok(Measured {
-        latency: Some(latency),
-        detail: "patch → data put back, extra key removed, foreign label kept".into(),
-        ..Measured::default()
-    })
+    Ok(Measured::took(latency, "patch → data put back, extra key removed, foreign label kept"))
 }
 
 /// Experiment 4: restart the controller while my-config is right → nothing is
@@ -212,11 +168,7 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
         let metrics = eventually("the startup reconcile", HEAL_WITHIN, || async {
             let m = lab.metrics().await?;
             let n = m.sum(RECONCILES);
-            Ok(if n >= 1.0 {
-                Check::Done(m)
-            } else {
-                Check::NotYet(format!("reconcile_total = {n}"))
-            })
+            Ok(Check::done_if(n >= 1.0, m, format!("reconcile_total = {n}")))
         })
         .await?;
         let writes = metrics.sum(WRITES);
@@ -331,25 +283,21 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
             bail!("the controller wrote {writes} times while my-config was right");
         }
         let reconciles = m.sum(RECONCILES) - reconciles0;
-        Ok(if began.elapsed() >= window && reconciles >= 4.0 {
-            Check::Done(reconciles)
-        } else {
-            Check::NotYet(format!("{reconciles} reconciles after {:?}", began.elapsed()))
-        })
+        Ok(Check::done_if(
+            began.elapsed() >= window && reconciles >= 4.0,
+            reconciles,
+            format!("{reconciles} reconciles after {:?}", began.elapsed()),
+        ))
     })
     .await;
     // eventually() retries errors; a write must fail at once, so re-check.
     let writes = lab.metrics().await?.sum(WRITES) - writes0;
     ensure!(writes == 0.0, "the controller wrote {writes} times while my-config was right");
     let reconciles = reconciles?;
-    Ok(Measured {
-        latency: None,
-        detail: format!(
-            "{reconciles} reconciles in {:.1} s, 0 writes",
-            began.elapsed().as_secs_f64()
-        ),
-        ..Measured::default()
-    })
+    Ok(Measured::said(format!(
+        "{reconciles} reconciles in {:.1} s, 0 writes",
+        began.elapsed().as_secs_f64()
+    )))
 }
 
 /// The controller's `/metrics` as a Prometheus user finds them: every family
@@ -398,11 +346,8 @@ pub async fn metrics_series_present_from_start(lab: &mut Lab) -> anyhow::Result<
         names::BUILD_INFO
     );
     let series = scrape.series();
-    Ok(Measured {
-        detail: format!(
-            "{} families, {series} series, all my_controller_…; every result and verb from the start; build_info kubernetes={built_for}",
-            families.len()
-        ),
-        ..Measured::default()
-    })
+    Ok(Measured::said(format!(
+        "{} families, {series} series, all my_controller_…; every result and verb from the start; build_info kubernetes={built_for}",
+        families.len()
+    )))
 }

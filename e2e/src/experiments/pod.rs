@@ -77,17 +77,13 @@ pub async fn pod_ready_non_root_read_only(lab: &mut Lab) -> anyhow::Result<Measu
 
     let metrics = lab.metrics().await?;
     ensure!(metrics.sum(RECONCILES) >= 1.0, "/metrics through the pod proxy shows no reconcile");
-    Ok(Measured {
-        latency: None,
-        detail: format!(
-            "pod {} Running and Ready (probes /healthz, /readyz), 0 restarts; image {} = the one built, \
+    Ok(Measured::said(format!(
+        "pod {} Running and Ready (probes /healthz, /readyz), 0 restarts; image {} = the one built, \
              IfNotPresent; runtime: uid/gid 65532, read-only root, no capabilities, no_new_privs; \
              projected token ({expires} s) mounted read-only; /metrics through the pod proxy",
-            pod.name_any(),
-            &built[..12.min(built.len())]
-        ),
-        ..Measured::default()
-    })
+        pod.name_any(),
+        &built[..12.min(built.len())]
+    )))
 }
 
 /// The OCI spec the container got: uid/gid 65532, read-only root, no

@@ -60,16 +60,15 @@ async fn restart_then_heal(lab: &mut Lab) -> anyhow::Result<Measured> {
     let log = lab.controller_log(&mark).await?;
     let failed = lines_with(&log, LOG_WATCH_FAILED).len();
     let how = if log.contains(LOG_RELISTED) { "re-listed" } else { "resumed its watch" };
-    Ok(Measured {
-        latency: Some(healed),
-        detail: format!(
+    Ok(Measured::took(
+        healed,
+        format!(
             "API server killed, back and ready in {}; the controller ({was}, no restart) \
              {how} after {failed} failed watch attempts; delete → healed in {}",
             secs(outage),
             ms(healed)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// Writes to an unrelated ConfigMap between the controller's last event and the compaction:
@@ -120,17 +119,16 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     let gone: Vec<_> = failures.iter().filter(|l| reports_gone(l)).collect();
     ensure!(gone.is_empty(), "the controller asked for a compacted revision: {gone:?}");
     ensure_not_restarted(lab, &was, &mark).await?;
-    Ok(Measured {
-        latency: Some(recreated),
-        detail: format!(
+    Ok(Measured::took(
+        recreated,
+        format!(
             "my-config deleted in etcd, history compacted at revision {compacted} (etcd: revision \
              {frozen} compacted) while the API server was down; {} watch failures, none a 410 → \
              re-listed and recreated {} after the API server was back; same process",
             failures.len(),
             ms(recreated)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// Stops kube-apiserver, deletes `keys` in etcd behind its back, moves etcd's
@@ -205,11 +203,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     let pid = lab.controller_pid()?;
     eventually("the controller's /healthz", HEAL_WITHIN, || async {
         let status = lab.controller_status("/healthz").await?;
-        Ok(if status == 200 {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("/healthz {status}"))
-        })
+        Ok(Check::done_if(status == 200, (), format!("/healthz {status}")))
     })
     .await?;
     let samples = stays_alive_not_ready(lab, NOT_READY_WINDOW).await?;
@@ -240,9 +234,9 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     );
     let starts = starts(&lab.controller_log(&run).await?);
     ensure!(starts == 1, "the controller started {starts} times");
-    Ok(Measured {
-        latency: Some(ready),
-        detail: format!(
+    Ok(Measured::took(
+        ready,
+        format!(
             "API server down: {samples} looks over {} all /readyz 503 + /healthz 200, \
              {unreachable} \"{LOG_UNREACHABLE}\" + {watch_failed} \"watch failed\" lines; \
              API server started → its /readyz in {}, the controller's in {}; \
@@ -252,8 +246,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
             ms(ready),
             ms(healed)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// Over `window`, every look finds `/healthz` 200 and `/readyz` 503; returns
@@ -310,11 +303,7 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
     let timed_out = eventually("the reconcile to be abandoned", HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
         let n = m.get(RECONCILES, &[("result", "timeout")]) - before;
-        Ok(if n >= 1.0 {
-            Check::Done(frozen.elapsed())
-        } else {
-            Check::NotYet(m.lines(RECONCILES))
-        })
+        Ok(Check::done_if(n >= 1.0, frozen.elapsed(), m.lines(RECONCILES)))
     })
     .await?;
     let healthz = lab.controller_status("/healthz").await?;
@@ -328,16 +317,15 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
         log.contains("no answer from the API server within"),
         "no line says the reconcile was abandoned"
     );
-    Ok(Measured {
-        latency: Some(healed),
-        detail: format!(
+    Ok(Measured::took(
+        healed,
+        format!(
             "API server frozen (SIGSTOP) during a write: abandoned after {} (reconcile delay 1 s + \
              timeout 2 s), /healthz 200; thawed → healed in {}",
             secs(timed_out),
             ms(healed)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// `signal` to the process `pid` (the lab's, from lab.json).

@@ -71,17 +71,16 @@ async fn run_until_expiry(lab: &mut Lab, bindings: &Api<RoleBinding>) -> anyhow:
     let log = std::fs::read_to_string(&lab.file().controller.log)?;
     ensure!(log.contains(LOG_CREDENTIALS_EXPIRE), "no line says why it stopped");
     let before = Duration::try_from(before).unwrap_or_default();
-    Ok(Measured {
-        latency: Some(before),
-        detail: format!(
+    Ok(Measured::took(
+        before,
+        format!(
             "exec plugin's client certificate valid {}: healed a delete in {}, then exited \
              {EXPIRES} {} before it expired, one line saying why",
             secs(VALID_FOR),
             ms(healed),
             secs(before)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// A kubeconfig for the lab whose user is an exec plugin printing a client

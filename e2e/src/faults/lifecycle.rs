@@ -41,17 +41,16 @@ pub async fn sigterm_finishes_reconcile_then_exits(lab: &mut Lab) -> anyhow::Res
     let result = async {
         let idle = sigterm_when_idle(lab).await?;
         let slow = sigterm_mid_reconcile(lab).await?;
-        Ok(Measured {
-            latency: Some(idle),
-            detail: format!(
+        Ok(Measured::took(
+            idle,
+            format!(
                 "idle: exit 0 {} after SIGTERM; mid-reconcile ({} delay): the running \
                  reconcile corrected the drift, then exit 0 {} after SIGTERM",
                 ms(idle),
                 secs(SLOW_RECONCILE),
                 ms(slow)
             ),
-            ..Measured::default()
-        })
+        ))
     }
     .await;
     then_restore(lab, result).await
@@ -141,17 +140,16 @@ async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
             "expected {LOG_CORRECTED:?} after {LOG_SHUTTING_DOWN:?} in pod {slow}'s log:\n{log}"
         ),
     }
-    Ok(Measured {
-        latency: Some(idle),
-        detail: format!(
+    Ok(Measured::took(
+        idle,
+        format!(
             "pod deleted while idle: exit 0 {} after the delete; deleted during a {} reconcile: \
              it corrected the drift after \"shutting down\", then exit 0 {} after the delete",
             ms(idle),
             secs(POD_SLOW_RECONCILE),
             ms(took)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// Starts a controller with the lab's flags plus `extra` as this test's
@@ -177,11 +175,7 @@ pub(super) async fn spawn_command_ready(
                 return Ok(Check::Done(Err(anyhow::anyhow!("it exited: {status}"))));
             }
             let status = lab.controller_status("/readyz").await?;
-            Ok(if status == 200 {
-                Check::Done(Ok(()))
-            } else {
-                Check::NotYet(format!("/readyz {status}"))
-            })
+            Ok(Check::done_if(status == 200, Ok(()), format!("/readyz {status}")))
         }
     })
     .await??;
@@ -222,15 +216,11 @@ pub async fn bad_input_writes_nothing(lab: &mut Lab) -> anyhow::Result<Measured>
         rv_before == rv_after,
         "my-config's resourceVersion moved from {rv_before} to {rv_after}"
     );
-    Ok(Measured {
-        latency: None,
-        detail: format!(
-            "{} bad inputs ({}) → exit 2 and one line each; resourceVersion {rv_after} unchanged",
-            refused.len(),
-            refused.join(", ")
-        ),
-        ..Measured::default()
-    })
+    Ok(Measured::said(format!(
+        "{} bad inputs ({}) → exit 2 and one line each; resourceVersion {rv_after} unchanged",
+        refused.len(),
+        refused.join(", ")
+    )))
 }
 
 /// Runs the controller once per bad input; the names of the cases refused as they should be.
@@ -276,11 +266,7 @@ async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec
 pub(super) async fn reconcile_running(lab: &Lab) -> anyhow::Result<()> {
     eventually("a reconcile to be running", HEAL_WITHIN, || async {
         let running = lab.metrics().await?.sum(IN_FLIGHT);
-        Ok(if running >= 1.0 {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("reconciles_in_flight {running}"))
-        })
+        Ok(Check::done_if(running >= 1.0, (), format!("reconciles_in_flight {running}")))
     })
     .await
 }

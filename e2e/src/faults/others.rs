@@ -41,11 +41,10 @@ pub async fn binary_data_removed(lab: &mut Lab) -> anyhow::Result<Measured> {
     .await?;
     let now = api.get(&name).await?;
     ensure!(now.binary_data.is_none_or(|b| b.is_empty()), "binaryData is still there");
-    Ok(Measured {
-        latency: Some(healed),
-        detail: format!("binaryData added beside the right data → removed in {}", ms(healed)),
-        ..Measured::default()
-    })
+    Ok(Measured::took(
+        healed,
+        format!("binaryData added beside the right data → removed in {}", ms(healed)),
+    ))
 }
 
 /// How long the controller is watched leaving another controller's object alone.
@@ -104,17 +103,16 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
         Ok(())
     })
     .await?;
-    Ok(Measured {
-        latency: Some(healed),
-        detail: format!(
+    Ok(Measured::took(
+        healed,
+        format!(
             "controlled by ConfigMap/{OWNER} with other data: not written for {}, {reports} \
              contended reconciles, a Warning Event {REASON_CONTENDED}; ownerReference removed → \
              corrected in {}",
             secs(LEFT_ALONE_FOR),
             ms(healed)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// Waits for a Warning Event `Contended` about my-config.
@@ -127,11 +125,7 @@ async fn contended_event(lab: &Lab) -> anyhow::Result<()> {
             e.reason.as_deref() == Some(REASON_CONTENDED)
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
         });
-        Ok(if found {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("{} Events", list.items.len()))
-        })
+        Ok(Check::done_if(found, (), format!("{} Events", list.items.len())))
     })
     .await
 }
@@ -184,17 +178,16 @@ async fn fight(lab: &mut Lab) -> anyhow::Result<Measured> {
     let ours = lines_with(&lab.controller_log(&mark).await?, LOG_PACED).len();
     let theirs = lines_with(&std::fs::read_to_string(&log)?, LOG_PACED).len();
     ensure!(ours + theirs >= 1, "neither controller paced its corrections");
-    Ok(Measured {
-        latency: Some(healed),
-        detail: format!(
+    Ok(Measured::took(
+        healed,
+        format!(
             "a second my-controller with other data for {}: my-config changed {writes} times, \
              the two paced {ours} + {theirs} times (each report: a growing wait); second stopped → \
              desired in {}",
             secs(FIGHT),
             secs(healed)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// How many times my-config changed during `window`, seen through a watch.

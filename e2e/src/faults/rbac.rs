@@ -75,7 +75,7 @@ async fn set_config_map_create(lab: &Lab, granted: bool) -> anyhow::Result<()> {
         });
     }
     roles.replace(&name, &PostParams::default(), &role).await?;
-    wait_until_create_is(lab, granted).await
+    wait_until_allowed(lab, "create", None, granted).await
 }
 
 async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measured> {
@@ -102,11 +102,11 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
     let log = eventually("the give-up to be logged", HEAL_WITHIN, || async {
         let log = lab.controller_log(&mark).await?;
         let retries = log.lines().filter(|l| l.contains("reconcile failed; retrying")).count();
-        Ok(if log.contains(" ERROR ") && retries >= 5 {
-            Check::Done(log)
-        } else {
-            Check::NotYet(format!("{retries} retry lines, no error line yet"))
-        })
+        Ok(Check::done_if(
+            log.contains(" ERROR ") && retries >= 5,
+            log,
+            format!("{retries} retry lines, no error line yet"),
+        ))
     })
     .await?;
     let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
@@ -135,14 +135,13 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
         healed <= resync + Duration::from_secs(2),
         "healed {healed:?} after the Role was fixed: more than one resync period ({resync:?})"
     );
-    Ok(Measured {
-        latency: Some(healed),
-        detail: format!(
+    Ok(Measured::took(
+        healed,
+        format!(
             "denied: 6 attempts, retry delays {:?} ms, 1 error line; create restored → healed by resync",
             delays
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// `retry_in=10.02ms` (tracing's Debug of a Duration) → 10.02.
@@ -157,11 +156,6 @@ pub(super) fn retry_delay_ms(line: &str) -> Option<f64> {
         "s" => number * 1e3,
         _ => return None,
     })
-}
-
-/// Waits until RBAC answers that the controller may (or may not) create ConfigMaps.
-async fn wait_until_create_is(lab: &Lab, allowed: bool) -> anyhow::Result<()> {
-    wait_until_allowed(lab, "create", None, allowed).await
 }
 
 /// Waits until RBAC answers that the controller may (or may not) `verb`
@@ -233,15 +227,11 @@ pub async fn files_private_secrets_unreadable(lab: &mut Lab) -> anyhow::Result<M
         .iter()
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    Ok(Measured {
-        latency: None,
-        detail: format!(
-            "{} files 0600 ({}); the controller's token: list and get Secrets → 403",
-            files.len(),
-            names.join(", ")
-        ),
-        ..Measured::default()
-    })
+    Ok(Measured::said(format!(
+        "{} files 0600 ({}); the controller's token: list and get Secrets → 403",
+        files.len(),
+        names.join(", ")
+    )))
 }
 
 /// A client with the controller's own token: the one the lab gave it

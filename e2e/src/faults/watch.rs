@@ -81,9 +81,9 @@ async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<M
     let healed = heal_after_delete(lab).await?;
     ensure_not_restarted(lab, &was, &mark).await?;
     let gaps: Vec<String> = gaps.iter().map(|g| format!("{:.1}", g / 1000.0)).collect();
-    Ok(Measured {
-        latency: Some(ready_after),
-        detail: format!(
+    Ok(Measured::took(
+        ready_after,
+        format!(
             "{verb} refused: retries {} s apart, /readyz 503 {} after the API server was back{}; \
              {verb} given back → ready in {}; delete → healed in {}",
             gaps.join(", "),
@@ -92,8 +92,7 @@ async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<M
             secs(ready_after),
             ms(healed)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// Restarts the API server and watches the controller fail `failures`
@@ -109,11 +108,7 @@ async fn observe(
     let back = Instant::now();
     let not_ready = eventually("the controller to say not ready", HEAL_WITHIN, || async {
         let status = lab.controller_status("/readyz").await?;
-        Ok(if status == 503 {
-            Check::Done(back.elapsed())
-        } else {
-            Check::NotYet(format!("/readyz {status}"))
-        })
+        Ok(Check::done_if(status == 503, back.elapsed(), format!("/readyz {status}")))
     })
     .await?;
     // The backoff (800 ms doubling to 30 s, each up to twice with jitter) may
@@ -124,11 +119,7 @@ async fn observe(
     let log = eventually(&format!("{failures} refused attempts"), within, || async {
         let log = lab.controller_log(mark).await?;
         let refused = refused_attempts(&log, verb);
-        Ok(if refused >= failures {
-            Check::Done(log)
-        } else {
-            Check::NotYet(format!("{refused} refused so far"))
-        })
+        Ok(Check::done_if(refused >= failures, log, format!("{refused} refused so far")))
     })
     .await?;
     let gaps: Vec<f64> = lines_with(&log, LOG_WATCH_FAILED)

@@ -66,9 +66,9 @@ pub async fn desired_after_conflict_storm(lab: &mut Lab) -> anyhow::Result<Measu
         errors.len(),
         errors.join("\n")
     );
-    Ok(Measured {
-        latency: Some(settled),
-        detail: format!(
+    Ok(Measured::took(
+        settled,
+        format!(
             "{} patches by {WRITERS} writers in {}: {} conflicts (info), {} corrections, \
              {give_ups} give-ups, {} error lines; desired {} after the last patch; same controller ({was}), /healthz 200",
             WRITERS * PATCHES_EACH,
@@ -78,8 +78,7 @@ pub async fn desired_after_conflict_storm(lab: &mut Lab) -> anyhow::Result<Measu
             errors.len(),
             ms(settled)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// [`WRITERS`] tasks, each merge-patching my-config [`PATCHES_EACH`] times.
@@ -157,11 +156,7 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
         let m = lab.metrics().await?;
         let reports = m.get(RECONCILES, &[("result", "immutable")])
             - before.get(RECONCILES, &[("result", "immutable")]);
-        Ok(if reports >= REPORTS {
-            Check::Done(m)
-        } else {
-            Check::NotYet(format!("{reports} immutable reports"))
-        })
+        Ok(Check::done_if(reports >= REPORTS, m, format!("{reports} immutable reports")))
     })
     .await?;
     let window = frozen_at.elapsed();
@@ -194,17 +189,16 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
         events.len()
     );
     let repeats = events[0].series.as_ref().map_or(1, |s| s.count);
-    Ok(Measured {
-        latency: Some(reported),
-        detail: format!(
+    Ok(Measured::took(
+        reported,
+        format!(
             "frozen + drifted → Warning Event Immutable in {}; over {}: {reports} reports \
              ({warned} warning lines, Event count {repeats}), 0 updates sent (API server PUTs 0), \
              0 errors, 0 retries",
             ms(reported),
             secs(window)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// The log since `mark`: one warning line per report at most (at least one),
@@ -308,15 +302,14 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
         back.metadata.uid,
         back.metadata.deletion_timestamp
     );
-    Ok(Measured {
-        latency: Some(released),
-        detail: format!(
+    Ok(Measured::took(
+        released,
+        format!(
             "terminating under finalizer {FINALIZER}: {deleting} reconciles → deleting, 0 writes, \
              drift left alone; finalizer removed → recreated (new uid) in {}",
             ms(released)
         ),
-        ..Measured::default()
-    })
+    ))
 }
 
 /// Waits until `reconcile_total{result="deleting"}` grew by `by` since `before`.
@@ -324,11 +317,7 @@ async fn wait_deleting(lab: &Lab, before: &Scrape, by: f64) -> anyhow::Result<()
     let base = before.get(RECONCILES, &[("result", "deleting")]);
     eventually("a reconcile to find my-config terminating", HEAL_WITHIN, || async {
         let now = lab.metrics().await?.get(RECONCILES, &[("result", "deleting")]);
-        Ok(if now - base >= by {
-            Check::Done(())
-        } else {
-            Check::NotYet(format!("{} deleting reconciles", now - base))
-        })
+        Ok(Check::done_if(now - base >= by, (), format!("{} deleting reconciles", now - base)))
     })
     .await
 }

@@ -188,11 +188,7 @@ impl Observer {
                 format!("a get of ConfigMaps as {} (the course's Role allows it)", self.user())
             })?;
             let after = self.counts().await?.since(&before);
-            Ok(if after.others >= 1.0 {
-                Check::Done(())
-            } else {
-                Check::NotYet(format!("{DISPATCHED} shows {after:?}"))
-            })
+            Ok(Check::done_if(after.others >= 1.0, (), format!("{DISPATCHED} shows {after:?}")))
         })
         .await
     }

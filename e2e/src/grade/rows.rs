@@ -174,11 +174,7 @@ impl<'a> Grading<'a> {
                     return Ok(Check::Stop(anyhow::anyhow!("it exited")));
                 }
                 let made = observer.counts().await?.since(&before).all();
-                Ok(if made >= 1.0 {
-                    Check::Done(())
-                } else {
-                    Check::NotYet("no request yet".into())
-                })
+                Ok(Check::done_if(made >= 1.0, (), "no request yet"))
             }
         })
         .await;

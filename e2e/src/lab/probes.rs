@@ -60,11 +60,7 @@ where
 /// The controller's `/readyz` answers 200.
 pub async fn controller_ready(url: String) -> anyhow::Result<Check<()>> {
     let reply = http_probe::get_url(&url, "/readyz", HTTP_TIMEOUT).await?;
-    Ok(if reply.status == 200 {
-        Check::Done(())
-    } else {
-        Check::NotYet(format!("/readyz {}: {}", reply.status, reply.body))
-    })
+    Ok(Check::done_if(reply.status == 200, (), format!("/readyz {}: {}", reply.status, reply.body)))
 }
 
 /// The API server's `/readyz` answers 200 to the admin; when not, which of its
@@ -98,9 +94,9 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
 /// etcd's `/health` says `"health":"true"`.
 pub async fn etcd_ready(addr: SocketAddr) -> anyhow::Result<Check<()>> {
     let reply = http_probe::get(addr, "/health", HTTP_TIMEOUT).await?;
-    Ok(if reply.status == 200 && reply.body.contains("\"true\"") {
-        Check::Done(())
-    } else {
-        Check::NotYet(format!("/health {}: {}", reply.status, reply.body))
-    })
+    Ok(Check::done_if(
+        reply.status == 200 && reply.body.contains("\"true\""),
+        (),
+        format!("/health {}: {}", reply.status, reply.body),
+    ))
 }

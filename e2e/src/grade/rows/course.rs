@@ -98,11 +98,7 @@ impl Grading<'_> {
             let exited = program.exited().is_some();
             async move {
                 let tried = observer.counts().await?.since(&before).updates >= 1.0;
-                Ok(if tried || exited {
-                    Check::Done(())
-                } else {
-                    Check::NotYet("no update yet".into())
-                })
+                Ok(Check::done_if(tried || exited, (), "no update yet"))
             }
         })
         .await;
