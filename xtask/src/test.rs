@@ -5,7 +5,8 @@
 //! whatever happened. Two parts run side by side, each with its own lab name: envtest with
 //! the controller as a process, and the Docker labs (envtest with the controller in its
 //! image, then kind) — the suites mostly wait, so on two cores the parts take little
-//! more than the longer of them.
+//! more than the longer of them; while the kind node image is still to be built (a
+//! cold machine), one after the other.
 
 use std::{
     process::ExitCode,
@@ -82,7 +83,7 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
     });
     match only {
         Some(Part::Envtest) => return envtest_part().await,
-        Some(Part::Docker) => return docker_part().await,
+        Some(Part::Docker) => return docker_part(None).await,
         None => {}
     }
     section("unit tests");
@@ -98,6 +99,18 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
             "NOT RUN: the suite with the controller in its container, and on kind ({why})"
         ));
         return envtest_part().await;
+    }
+    if node_image_to_build() {
+        // A cold machine: building the kind node image is most of the run's CPU, and two
+        // parts of tests competing with it for the cores made the run longer, not shorter.
+        // The Docker labs follow the envtest lab, the image built meanwhile (as it was
+        // before the parts ran side by side).
+        let build = NodeImageBuild::start()?;
+        let code = envtest_part().await?;
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+        return docker_part(Some(build)).await;
     }
     let docker = Alongside::start()?;
     let envtest = envtest_part().await;
@@ -118,16 +131,17 @@ async fn envtest_part() -> Result<ExitCode> {
 
 /// The labs that need Docker: envtest with the controller in its image, then kind (its node
 /// image built meanwhile where `LAB_NODE_IMAGE=built`).
-async fn docker_part() -> Result<ExitCode> {
+async fn docker_part(building: Option<NodeImageBuild>) -> Result<ExitCode> {
     if let Some(why) = docker_missing() {
         bail!("the Docker labs cannot run: {why}");
     }
     let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
     // Built while the container lab runs (and, in a whole run, the envtest part):
     // their tests mostly wait.
-    let node_image_build = match node_image.as_deref() == Some("built") {
-        true => Some(NodeImageBuild::start()?),
-        false => None,
+    let node_image_build = match (building, node_image.as_deref() == Some("built")) {
+        (Some(build), _) => Some(build),
+        (None, true) => Some(NodeImageBuild::start()?),
+        (None, false) => None,
     };
     let container = UpOptions::envtest(ControllerChoice::Container);
     let code = on_fresh_lab(DOCKER_LAB_NAME, &container, &[]).await?;
@@ -150,6 +164,16 @@ async fn docker_part() -> Result<ExitCode> {
         user_kubeconfig_path().display()
     );
     Ok(code)
+}
+
+/// Whether the kind lab's node image is to be built here (`LAB_NODE_IMAGE=built`) and is
+/// not in Docker yet.
+fn node_image_to_build() -> bool {
+    let built = std::env::var(NODE_IMAGE_ENV).is_ok_and(|v| v == "built");
+    built
+        && crate::lab::node_image::Recipe::new(&Default::default()).is_ok_and(|recipe| {
+            crate::lab::node_image::present_probe(&recipe.reference()).read().is_err()
+        })
 }
 
 /// Why the Docker labs cannot run here, if they cannot.
