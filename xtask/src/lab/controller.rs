@@ -15,13 +15,6 @@ pub const SERVICE_ACCOUNT: &str = "my-controller";
 /// `--service-account-max-token-expiration` of at least this so it is not cut short.
 pub const TOKEN_SECONDS: i64 = 48 * 3600;
 
-/// A token for the controller's ServiceAccount (TokenRequest API: with no
-/// kube-controller-manager in the lab there are no legacy token Secrets).
-/// Returns the token and when it expires (RFC 3339).
-pub async fn request_token(admin: &kube::Client) -> Result<(String, String)> {
-    e2e::accounts::token(admin, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT, TOKEN_SECONDS).await
-}
-
 /// `--controller`: where the envtest lab runs the controller.
 #[derive(Clone, Copy, Debug)]
 pub enum Host {

@@ -25,8 +25,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow};
 
 use crate::lab::binaries::{self, EnvtestBinaries};
+use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, TOKEN_SECONDS};
 use crate::lab::kubeconfig::{self, Credentials};
-use crate::lab::{apply, certs, controller};
+use crate::lab::{apply, certs};
 use crate::plan::{self, Step};
 use e2e::lab::{
     self as handle,
@@ -336,12 +337,11 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
 
 async fn write_controller_kubeconfig(up: &mut Up) -> Result<()> {
     let admin = up.admin.clone().context("no admin client")?;
-    let (token, expires) = controller::request_token(&admin).await?;
-    let user = format!(
-        "system:serviceaccount:{}:{}",
-        controller::SERVICE_ACCOUNT_NAMESPACE,
-        controller::SERVICE_ACCOUNT
-    );
+    // TokenRequest: with no kube-controller-manager there are no legacy token Secrets.
+    let (token, expires) =
+        e2e::accounts::token(&admin, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT, TOKEN_SECONDS)
+            .await?;
+    let user = format!("system:serviceaccount:{SERVICE_ACCOUNT_NAMESPACE}:{SERVICE_ACCOUNT}");
     let url = format!("https://127.0.0.1:{}", up.ports[2]);
     let ca = up.pki()?.ca_pem.clone();
     kubeconfig::write(
@@ -407,11 +407,7 @@ async fn write_lab(up: &mut Up) -> Result<()> {
         controller: lab_file::Controller {
             url: format!("http://{listen}"),
             kubeconfig: up.layout.controller_kubeconfig.clone(),
-            service_account: format!(
-                "{}/{}",
-                controller::SERVICE_ACCOUNT_NAMESPACE,
-                controller::SERVICE_ACCOUNT
-            ),
+            service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
             token_expires: up.token_expires.clone(),
             log: up.layout.log(handle::CONTROLLER),
             container,

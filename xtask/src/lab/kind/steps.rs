@@ -11,7 +11,8 @@ use kube::api::Api;
 
 use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, config, node_container};
 use crate::image;
-use crate::lab::{apply, controller, kubeconfig};
+use crate::lab::controller::{SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE};
+use crate::lab::{apply, kubeconfig};
 use crate::preflight::{self, Check, Status};
 use labkit::command::Cmd;
 use labkit::kind_releases;
@@ -228,11 +229,7 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
             // Reached through the API server's pod proxy (see e2e::lab).
             url: String::new(),
             kubeconfig: PathBuf::new(),
-            service_account: format!(
-                "{}/{}",
-                controller::SERVICE_ACCOUNT_NAMESPACE,
-                controller::SERVICE_ACCOUNT
-            ),
+            service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
             token_expires: "projected by the kubelet (rotated)".into(),
             log: PathBuf::new(),
             container: None,
