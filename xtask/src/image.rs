@@ -200,12 +200,20 @@ fn host_steps<C: 'static>(target: &StaticTarget, reference: &str) -> Result<Vec<
     Ok(steps)
 }
 
+/// Each file is written beside its place and renamed into it: another `lab
+/// up` building at the same time (two labs, a room's test) reads a whole
+/// old file or a whole new one, never one being written.
 fn write_scratch_context(binary: &Path, context: &Path) -> Result<()> {
     std::fs::create_dir_all(context)
         .with_context(|| format!("cannot create {}", context.display()))?;
-    std::fs::copy(binary, context.join("my-controller"))
+    // Beside the context, not in it: `docker build` sends the whole folder.
+    let partial =
+        |name: &str| context.with_file_name(format!(".image-{name}.{}", std::process::id()));
+    std::fs::copy(binary, partial("my-controller"))
         .with_context(|| format!("cannot copy {} into {}", binary.display(), context.display()))?;
-    std::fs::write(context.join("Dockerfile"), SCRATCH_DOCKERFILE)?;
+    std::fs::rename(partial("my-controller"), context.join("my-controller"))?;
+    std::fs::write(partial("Dockerfile"), SCRATCH_DOCKERFILE)?;
+    std::fs::rename(partial("Dockerfile"), context.join("Dockerfile"))?;
     Ok(())
 }
 
