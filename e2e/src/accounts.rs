@@ -42,10 +42,14 @@ pub async fn token(
 /// The lab's admin kubeconfig (its cluster and CA) with every user replaced
 /// by `token`.
 pub fn kubeconfig_with_token(lab: &LabFile, token: &str) -> Result<Kubeconfig> {
-    let mut kubeconfig = Kubeconfig::read_from(&lab.admin_kubeconfig)?;
+    Ok(with_token(Kubeconfig::read_from(&lab.admin_kubeconfig)?, token))
+}
+
+/// `kubeconfig` (its clusters and CAs) with every user replaced by `token`.
+pub fn with_token(mut kubeconfig: Kubeconfig, token: &str) -> Kubeconfig {
     for user in &mut kubeconfig.auth_infos {
         user.auth_info =
             Some(AuthInfo { token: Some(token.to_string().into()), ..Default::default() });
     }
-    Ok(kubeconfig)
+    kubeconfig
 }

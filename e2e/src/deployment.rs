@@ -17,7 +17,8 @@ use tokio::time::Instant;
 
 use labkit::eventually::{Check, eventually};
 
-/// Where the Deployment lives (manifests/deployment.yaml).
+/// Where the Deployment lives (manifests/deployment.yaml); an existing
+/// cluster's lab puts it in the namespace it was given.
 pub const NAMESPACE: &str = "default";
 pub const NAME: &str = "my-controller";
 const CONTAINER: &str = "controller";
@@ -32,11 +33,16 @@ pub struct DeploymentHost {
     client: Client,
     /// For [`DeploymentHost::status`]: a client that returns a 503 as it is.
     probe: Client,
+    namespace: String,
 }
 
 impl DeploymentHost {
     pub fn new(client: Client) -> Self {
-        Self { probe: client.clone(), client }
+        Self { probe: client.clone(), client, namespace: NAMESPACE.into() }
+    }
+
+    pub fn in_namespace(self, namespace: &str) -> Self {
+        Self { namespace: namespace.into(), ..self }
     }
 
     /// `probe` sends the GETs of [`DeploymentHost::status`]; it must not
@@ -45,12 +51,12 @@ impl DeploymentHost {
         Self { probe, ..self }
     }
 
-    fn deployments(&self) -> Api<Deployment> {
-        Api::namespaced(self.client.clone(), NAMESPACE)
+    pub fn deployments(&self) -> Api<Deployment> {
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), NAMESPACE)
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     /// Fails when a controller pod's container restarted: a crash, a failed
@@ -165,7 +171,8 @@ impl DeploymentHost {
     pub async fn get(&self, path: &str) -> anyhow::Result<String> {
         let pod = self.ready_pod().await?.context("no ready controller pod")?;
         let request = http::Request::get(format!(
-            "/api/v1/namespaces/{NAMESPACE}/pods/{pod}:{PORT}/proxy{path}"
+            "/api/v1/namespaces/{}/pods/{pod}:{PORT}/proxy{path}",
+            self.namespace
         ))
         .body(Vec::new())?;
         Ok(self.client.request_text(request).await?)
@@ -176,7 +183,8 @@ impl DeploymentHost {
     pub async fn status(&self, path: &str) -> anyhow::Result<u16> {
         let pod = self.current_pod().await?;
         let request = http::Request::get(format!(
-            "/api/v1/namespaces/{NAMESPACE}/pods/{pod}:{PORT}/proxy{path}"
+            "/api/v1/namespaces/{}/pods/{pod}:{PORT}/proxy{path}",
+            self.namespace
         ))
         .body(Vec::new())?;
         let answer = tokio::time::timeout(PROXY_WITHIN, self.probe.send(request.map(Into::into)))

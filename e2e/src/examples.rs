@@ -38,17 +38,20 @@ pub const ALL: &[Experiment] = &[
     entry!(
         step1_list_pods,
         ["step1"],
-        "course step 1: the example lists the namespace's Pods by name"
+        "course step 1: the example lists the namespace's Pods by name",
+        RunsOn::ClusterWide(IN_DEFAULT)
     ),
     entry!(
         step2_watch_pods,
         ["step2"],
-        "course step 2: one ADD per Pod, synced, then UPDATE and DELETE; SIGTERM exits 0"
+        "course step 2: one ADD per Pod, synced, then UPDATE and DELETE; SIGTERM exits 0",
+        RunsOn::ClusterWide(IN_DEFAULT)
     ),
     entry!(
         step3_queue,
         ["step3"],
-        "course step 3: five quick label changes → about two processings, not five"
+        "course step 3: five quick label changes → about two processings, not five",
+        RunsOn::ClusterWide(IN_DEFAULT)
     ),
     entry!(
         step4_heals_across_a_relist,
@@ -61,9 +64,15 @@ pub const ALL: &[Experiment] = &[
     entry!(
         stage2_crd,
         ["stage2"],
-        "stage 2: ConfigMapTemplates kept by kube-runtime's Controller, as its own ServiceAccount"
+        "stage 2: ConfigMapTemplates kept by kube-runtime's Controller, as its own ServiceAccount",
+        RunsOn::OwnCluster(
+            "it installs a CustomResourceDefinition, cluster-wide, which is not the kit's to install there"
+        )
     ),
 ];
+
+/// Why the course's step programs need more than a namespace's rights.
+const IN_DEFAULT: &str = "the course's step programs watch Pods in `default`";
 
 /// How long an example gets to print what is expected.
 const OUTPUT_WITHIN: Duration = Duration::from_secs(30);

@@ -51,12 +51,16 @@ use crate::{
 };
 use labkit::eventually::{Check, eventually};
 
+/// Why the faults that restart kube-apiserver leave a cluster the kit did not make alone.
+const RESTARTS_API_SERVER: &str = "it restarts kube-apiserver, which is not the kit's to restart";
+
 /// Every fault test, in the order the suite runs them.
 pub const ALL: &[Experiment] = &[
     entry!(
         reconnects_after_api_server_restart,
         ["api_server_restart", "apiserver-restart"],
-        "kube-apiserver killed and started again → same controller reconnects, heals a delete within 5 s"
+        "kube-apiserver killed and started again → same controller reconnects, heals a delete within 5 s",
+        RunsOn::OwnCluster(RESTARTS_API_SERVER)
     ),
     entry!(
         relists_after_etcd_compaction,
@@ -69,12 +73,14 @@ pub const ALL: &[Experiment] = &[
     entry!(
         list_refused_backs_off,
         ["list-refused"],
-        "the Role loses list → refused LISTs retried at growing gaps (0.8 s doubling), not ready; list back → ready, heals"
+        "the Role loses list → refused LISTs retried at growing gaps (0.8 s doubling), not ready; list back → ready, heals",
+        RunsOn::OwnCluster(RESTARTS_API_SERVER)
     ),
     entry!(
         watch_refused_not_ready,
         ["watch-refused"],
-        "the Role loses watch → not ready (no frozen cache that looks ready), a new LIST after each refusal; watch back → ready, heals"
+        "the Role loses watch → not ready (no frozen cache that looks ready), a new LIST after each refusal; watch back → ready, heals",
+        RunsOn::OwnCluster(RESTARTS_API_SERVER)
     ),
     entry!(
         reconcile_cannot_hang,
@@ -114,7 +120,8 @@ pub const ALL: &[Experiment] = &[
     entry!(
         immutable_drift_reported_not_written,
         ["immutable_drift", "immutable"],
-        "immutable: true with other data → reported once per resync (Warning Event), no update, no retries"
+        "immutable: true with other data → reported once per resync (Warning Event), no update, no retries",
+        RunsOn::ClusterWide("it counts the updates in the API server's /metrics")
     ),
     entry!(
         binary_data_removed,

@@ -344,10 +344,21 @@ impl Lab {
         self.start_ready(API_SERVER, extra).await
     }
 
-    /// The controller as a Deployment, on a kind lab.
-    fn deployment(&self) -> Option<DeploymentHost> {
-        (self.file.provider == ProviderKind::Kind)
-            .then(|| DeploymentHost::new(self.client()).probing_with(self.probe.clone()))
+    /// Where the controller's Deployment lives: an existing cluster's lab's namespace, else the manifests'.
+    pub fn deployment_namespace(&self) -> &str {
+        self.file.existing.as_ref().map_or(crate::deployment::NAMESPACE, |e| e.namespace.as_str())
+    }
+
+    /// The controller as a Deployment (kind, an existing cluster), in its namespace.
+    pub fn deployment(&self) -> Option<DeploymentHost> {
+        let host = DeploymentHost::new(self.client()).probing_with(self.probe.clone());
+        match (&self.file.provider, &self.file.existing) {
+            (ProviderKind::Kind, _) => Some(host),
+            (ProviderKind::Existing, Some(existing)) => {
+                Some(host.in_namespace(&existing.namespace))
+            }
+            _ => None,
+        }
     }
 
     /// Stops the controller: SIGTERM, then SIGKILL after a grace period

@@ -45,7 +45,7 @@ pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
             Err(e) => return Err(format!("{e:#}")),
         };
         // Said in one line and counted by the summary: never a silent skip.
-        if let Some(why) = experiment.runs_on.skip_reason(lab.file().provider) {
+        if let Some(why) = experiment.runs_on.skip_reason(lab.file()) {
             eprintln!("{name}: {why}");
             results::append(&results::Outcome::not_run(name, &why));
             return Ok(());

@@ -21,7 +21,7 @@ const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 const WARN: &str = "pod-security.kubernetes.io/warn";
 
 /// A Pod built from `manifests/deployment.yaml`'s template, created with
-/// `dryRun=All` in the Deployment's namespace while that namespace enforces
+/// `dryRun=All` in the lab's Deployment namespace while that namespace enforces
 /// "restricted": it must be admitted, and without a warning. The namespace's
 /// labels are put back afterwards.
 pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
@@ -30,7 +30,7 @@ pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
         .with_context(|| format!("cannot read {}", path.display()))?;
     let deployment: Deployment = serde_saphyr::from_str(&text)
         .with_context(|| format!("{} is not a Deployment", path.display()))?;
-    let namespace = deployment.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let namespace = lab.deployment_namespace().to_string();
     let template = deployment.spec.context("the Deployment has no spec")?.template;
     let pod = Pod {
         metadata: ObjectMeta {

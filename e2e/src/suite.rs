@@ -9,7 +9,7 @@ use futures::future::LocalBoxFuture;
 
 use crate::lab::Lab;
 
-use labkit::lab_file::ProviderKind;
+use labkit::lab_file::{LabFile, ProviderKind};
 
 /// What an experiment measured.
 #[derive(Clone, Debug, Default)]
@@ -78,18 +78,42 @@ pub enum RunsOn {
     Envtest(&'static str),
     /// Only on a kind lab; the text says what it needs of one.
     Kind(&'static str),
+    /// Only on a cluster the kit made (envtest or kind); the text says what
+    /// it does that is not the kit's to do to someone else's cluster.
+    OwnCluster(&'static str),
+    /// Only where the lab's user has cluster-wide rights (the kit's own
+    /// labs; an existing cluster's lab when its context has them, as an
+    /// instructor's does and an attendee's does not); the text says what for.
+    ClusterWide(&'static str),
 }
 
 impl RunsOn {
     /// `None` when it runs on `provider`, else why not.
-    pub fn skip_reason(&self, provider: ProviderKind) -> Option<String> {
-        use ProviderKind::{Envtest, Kind};
-        match (self, provider) {
+    pub fn skip_reason(&self, file: &LabFile) -> Option<String> {
+        use ProviderKind::{Envtest, Existing, Kind};
+        if let (RunsOn::ClusterWide(why), Some(existing)) = (self, &file.existing)
+            && !existing.cluster_wide
+        {
+            return Some(format!(
+                "not run as {}'s user (no cluster-wide rights): {why}",
+                existing.namespace
+            ));
+        }
+        match (self, file.provider) {
             (RunsOn::Envtest(why), Kind) => {
                 Some(format!("not run on kind: needs the envtest lab ({why})"))
             }
             (RunsOn::Kind(why), Envtest) => {
                 Some(format!("not run on envtest: needs a kind node ({why})"))
+            }
+            (RunsOn::Envtest(why), Existing) => {
+                Some(format!("not run on an existing cluster: needs the envtest lab ({why})"))
+            }
+            (RunsOn::Kind(why), Existing) => {
+                Some(format!("not run on an existing cluster: needs a kind node ({why})"))
+            }
+            (RunsOn::OwnCluster(why), Existing) => {
+                Some(format!("not run on an existing cluster: {why}"))
             }
             _ => None,
         }

@@ -6,10 +6,15 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 use serde_json::Value;
+
+use std::time::Duration;
+
+use crate::eventually::{Check, eventually};
+use crate::lab_file::Applied;
 
 /// The documents of a multi-document YAML file (empty ones left out).
 pub fn read_documents(path: &Path) -> Result<Vec<Value>> {
@@ -28,49 +33,96 @@ pub async fn documents(
     field_manager: &str,
     source: &Path,
     documents: Vec<Value>,
-) -> Result<Vec<String>> {
-    let path = source;
+) -> Result<Vec<Applied>> {
     let mut applied = Vec::new();
     for (index, document) in documents.into_iter().enumerate() {
-        let described = apply_one(client, field_manager, document)
+        let object = apply_one(client, field_manager, document)
             .await
-            .with_context(|| format!("{} document {}", path.display(), index + 1))?;
-        eprintln!("  applied {described}");
-        applied.push(described);
+            .with_context(|| format!("{} document {}", source.display(), index + 1))?;
+        eprintln!("  applied {object}");
+        applied.push(object);
     }
     Ok(applied)
 }
 
-async fn apply_one(client: &kube::Client, field_manager: &str, document: Value) -> Result<String> {
-    let object: DynamicObject =
-        serde_json::from_value(document).context("not a Kubernetes object")?;
-    let types = object.types.as_ref().ok_or_else(|| anyhow!("apiVersion and kind are missing"))?;
-    let gvk = GroupVersionKind::try_from(types).context("bad apiVersion")?;
-    let name = object
-        .metadata
-        .name
-        .clone()
-        .ok_or_else(|| anyhow!("{} without metadata.name", gvk.kind))?;
-    // Discovery says whether the kind is namespaced and what its resource is called.
-    let (resource, capabilities) = discovery::pinned_kind(client, &gvk)
-        .await
-        .with_context(|| format!("the server does not serve {}/{}", types.api_version, gvk.kind))?;
-    let (api, described): (Api<DynamicObject>, String) = match capabilities.scope {
-        Scope::Namespaced => {
-            let namespace = object.metadata.namespace.as_deref().unwrap_or("default");
-            (
-                Api::namespaced_with(client.clone(), namespace, &resource),
-                format!("{} {namespace}/{name}", gvk.kind),
-            )
+/// The object a document describes, and its API (discovery says whether
+/// the kind is namespaced and what its resource is called).
+pub async fn identify(
+    client: &kube::Client,
+    document: &Value,
+) -> Result<(Applied, Api<DynamicObject>)> {
+    let field = |f: &str| document[f].as_str().unwrap_or_default().to_string();
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if api_version.is_empty() || kind.is_empty() {
+        return Err(anyhow!("apiVersion and kind are missing"));
+    }
+    let name = document["metadata"]["name"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{kind} without metadata.name"))?
+        .to_string();
+    let namespace = document["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+    let object = Applied { api_version, kind, namespace: Some(namespace), name };
+    let (object, api) = api_of(client, object).await?;
+    Ok((object, api))
+}
+
+/// `object` with its namespace dropped when its kind is cluster-scoped, and its API.
+async fn api_of(
+    client: &kube::Client,
+    mut object: Applied,
+) -> Result<(Applied, Api<DynamicObject>)> {
+    let (group, version) = match object.api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", object.api_version.as_str()),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, &object.kind);
+    let (resource, capabilities): (ApiResource, _) =
+        discovery::pinned_kind(client, &gvk).await.with_context(|| {
+            format!("the server does not serve {}/{}", object.api_version, object.kind)
+        })?;
+    let api = match (capabilities.scope, &object.namespace) {
+        (Scope::Namespaced, Some(namespace)) => {
+            Api::namespaced_with(client.clone(), namespace, &resource)
         }
-        Scope::Cluster => {
-            (Api::all_with(client.clone(), &resource), format!("{} {name}", gvk.kind))
+        _ => {
+            object.namespace = None;
+            Api::all_with(client.clone(), &resource)
         }
     };
+    Ok((object, api))
+}
+
+async fn apply_one(client: &kube::Client, field_manager: &str, document: Value) -> Result<Applied> {
+    let (object, api) = identify(client, &document).await?;
+    let typed: DynamicObject =
+        serde_json::from_value(document).context("not a Kubernetes object")?;
     // force: take over fields another manager set by hand.
     let params = PatchParams::apply(field_manager).force();
-    api.patch(&name, &params, &Patch::Apply(&object))
+    api.patch(&object.name, &params, &Patch::Apply(&typed))
         .await
-        .with_context(|| format!("server-side apply of {described}"))?;
-    Ok(described)
+        .with_context(|| format!("server-side apply of {object}"))?;
+    Ok(object)
+}
+
+/// Deletes `object` with its dependents (a Deployment's pods, a
+/// namespace's contents) and waits until it is gone; gone already is fine.
+/// `true` when there was one to delete.
+pub async fn delete(client: &kube::Client, object: &Applied, within: Duration) -> Result<bool> {
+    let (object, api) = api_of(client, object.clone()).await?;
+    match api.delete(&object.name, &DeleteParams::foreground()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+        Err(error) => return Err(error).with_context(|| format!("cannot delete {object}")),
+    }
+    eventually(&format!("{object} to be gone"), within, || async {
+        Ok(match api.get_opt(&object.name).await? {
+            None => Check::Done(()),
+            Some(left) => Check::NotYet(format!(
+                "still there, finalizers {:?}",
+                left.metadata.finalizers.unwrap_or_default()
+            )),
+        })
+    })
+    .await?;
+    Ok(true)
 }

@@ -42,6 +42,9 @@ pub struct LabFile {
     /// A kind lab's node and images; `None` for envtest.
     #[serde(default)]
     pub kind: Option<Kind>,
+    /// A lab on a cluster the kit did not create: where, and what `lab up` applied there.
+    #[serde(default)]
+    pub existing: Option<Existing>,
     /// The ConfigMap the lab's controller keeps (`lab up --target`).
     #[serde(default)]
     pub target: Target,
@@ -105,6 +108,46 @@ pub struct Kind {
     pub controller_image_id: String,
 }
 
+/// A lab on a cluster that was there before it (`lab up --provider existing`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Existing {
+    /// The kubeconfig and context as given (`admin_kubeconfig` is a copy of that one context).
+    pub kubeconfig: PathBuf,
+    pub context: String,
+    /// Where the controller, its RBAC and its ConfigMap live.
+    pub namespace: String,
+    /// `lab up` created the namespace (`--create-namespace`): `lab down` removes it.
+    pub created_namespace: bool,
+    /// The controller image as the Deployment names it: pushed, by digest.
+    pub controller_image: String,
+    /// What `lab up` created, in order; `lab down` deletes exactly these, in reverse.
+    pub applied: Vec<Applied>,
+    /// The context may review access and read cluster-wide (SubjectAccessReviews, the API
+    /// server's /metrics, Pods in `default`), as an instructor's may and an attendee's not:
+    /// the suite's checks that need it run only then.
+    #[serde(default)]
+    pub cluster_wide: bool,
+}
+
+/// One object a lab applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    pub api_version: String,
+    pub kind: String,
+    /// `None` for a cluster-scoped object.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl std::fmt::Display for Applied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{} {namespace}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
 /// The controller under test.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Controller {
@@ -151,6 +194,8 @@ pub enum ProviderKind {
     Envtest,
     /// A kind cluster with the controller as a Deployment.
     Kind,
+    /// A cluster the kit did not create, the controller as a Deployment in one namespace.
+    Existing,
 }
 
 impl std::fmt::Display for ProviderKind {
@@ -158,6 +203,7 @@ impl std::fmt::Display for ProviderKind {
         f.write_str(match self {
             ProviderKind::Envtest => "envtest",
             ProviderKind::Kind => "kind",
+            ProviderKind::Existing => "existing",
         })
     }
 }

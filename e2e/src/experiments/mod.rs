@@ -69,7 +69,12 @@ pub const ALL: &[Experiment] = &[
     ),
     entry!(dedup, ["dedup"], "slow reconcile, five quick changes → fewer than five reconciles"),
     entry!(no_hot_loop, ["hot-loop"], "1 s resync for 5 s → reconciles run, nothing is written"),
-    entry!(least_privilege, ["rbac"], "the ServiceAccount may do exactly what the Role grants"),
+    entry!(
+        least_privilege,
+        ["rbac"],
+        "the ServiceAccount may do exactly what the Role grants",
+        RunsOn::ClusterWide("it asks SubjectAccessReviews about the controller's ServiceAccount")
+    ),
     entry!(
         metrics_series_present_from_start,
         ["metrics_complete", "metrics"],

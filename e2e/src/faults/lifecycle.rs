@@ -14,7 +14,6 @@ use tokio::{process::Child, time::Instant};
 use super::{drift, ms, secs, then_restore};
 use crate::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
-    deployment::DeploymentHost,
     lab::Lab,
     suite::Measured,
 };
@@ -33,7 +32,7 @@ const SLOW_RECONCILE: Duration = Duration::from_secs(3);
 /// controller is stopped meanwhile (same port) and started again after.
 pub async fn sigterm_finishes_reconcile_then_exits(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
-    if lab.file().kind.is_some() {
+    if lab.deployment().is_some() {
         let result = sigterm_by_pod_deletion(lab).await;
         return then_restore(lab, result).await;
     }
@@ -111,7 +110,7 @@ const POD_SLOW_RECONCILE: Duration = Duration::from_secs(10);
 /// signals its container; the exit code is read from the pod's last status.
 async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_idle(lab).await?;
-    let host = DeploymentHost::new(lab.client());
+    let host = lab.deployment().context("the controller is not a Deployment")?;
     let pod = host.ready_pod().await?.context("no ready controller pod")?;
     let (code, idle) = host.delete_and_wait_exit(&pod, None).await?;
     ensure!(code == 0, "idle pod {pod}: exit {code} after SIGTERM");
