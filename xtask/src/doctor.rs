@@ -54,6 +54,9 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
     ];
     match provider {
         ProviderKind::Kind => checks.extend(kind_checks(name, &quiet)?),
+        // The image is built and pushed here; the cluster is someone else's.
+        ProviderKind::Existing => checks
+            .push(preflight::docker_daemon(docker_version().as_deref().map_err(String::as_str))),
         ProviderKind::Envtest => {
             let located: Vec<(&str, Option<String>)> = binaries::located()?
                 .into_iter()
@@ -71,14 +74,19 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
     Ok(checks)
 }
 
-/// What a kind lab needs of the machine.
-fn kind_checks(name: &str, quiet: &dyn Fn(&[&str]) -> Option<String>) -> Result<Vec<Check>> {
-    let table = labkit::kind_releases::table()?;
-    let docker = match Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).read() {
+/// The Docker daemon's version, or why there is none.
+fn docker_version() -> std::result::Result<String, String> {
+    match Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).read() {
         Ok(v) => Ok(v),
         Err(e) if is_not_found(&e) => Err("docker: command not found".to_string()),
         Err(_) => Err("Cannot connect to the Docker daemon (`docker info` failed)".to_string()),
-    };
+    }
+}
+
+/// What a kind lab needs of the machine.
+fn kind_checks(name: &str, quiet: &dyn Fn(&[&str]) -> Option<String>) -> Result<Vec<Check>> {
+    let table = labkit::kind_releases::table()?;
+    let docker = docker_version();
     let mut checks = vec![
         preflight::kind_version(quiet(&["kind", "version"]).as_deref(), &table),
         preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),

@@ -428,6 +428,7 @@ mod tests {
                 container: None,
             },
             kind: None,
+            existing: None,
             target: Default::default(),
             processes: vec![Process {
                 role: lab::CONTROLLER.into(),

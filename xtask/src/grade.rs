@@ -158,6 +158,14 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let options = options(&args, texts)?;
     let mut signals = Interrupts::catch()?;
     let mut lab = Lab::find_named(&args.lab.name).await?;
+    if let Some(existing) = lab.file().existing.as_ref().filter(|e| !e.cluster_wide) {
+        bail!(
+            "grading needs cluster-wide rights (FlowSchemas that count the program's requests, the \
+             API server's /metrics), which {}'s user does not have: the instructor grades, from a \
+             lab of their own context (`cargo xtask lab up --provider existing --context …`)",
+            existing.namespace
+        );
+    }
     let command = labkit::command::Cmd::argv(&args.command).to_string();
     let target = lab.desired().to_string();
     let file = lab.file().clone();

@@ -15,6 +15,8 @@ mod lab;
 mod locale;
 mod plan;
 mod preflight;
+mod room;
+mod room_cluster;
 mod test;
 mod tidy;
 
@@ -34,6 +36,9 @@ enum Command {
     /// Start, inspect and stop a local lab: a Kubernetes API plus the controller.
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// One cluster for a workshop room: a namespace, rights and a kubeconfig per attendee.
+    #[command(subcommand)]
+    Room(room::RoomCommand),
     /// Run the e2e suite against the current lab and print a summary table.
     E2e {
         /// Only this experiment (e.g. self-heal, correct, rerun, dedup).
@@ -83,6 +88,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
+        Command::Room(command) => room::run(command).await,
         Command::E2e { exp, lab } => e2e::run(&lab.name, exp.as_deref()),
         Command::Exp { experiment, lab, lang } => {
             exp::run(&lab.name, experiment.as_deref(), locale::Lang::or_locale(lang)).await

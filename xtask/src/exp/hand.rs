@@ -19,8 +19,9 @@ pub(super) struct Hand {
 pub(super) enum ControllerHand {
     /// An envtest lab: a process (or `docker run`) with a pid file.
     Process { pid_file: String, binary: PathBuf, args: Vec<String> },
-    /// A kind lab: the Deployment of `manifests/deployment.yaml`.
-    Deployment,
+    /// A kind lab, or one on an existing cluster: the Deployment of
+    /// `manifests/deployment.yaml`, in this namespace.
+    Deployment { namespace: String },
 }
 
 impl Hand {
@@ -32,7 +33,12 @@ impl Hand {
                 binary: p.binary.clone(),
                 args: p.args.clone(),
             },
-            _ => ControllerHand::Deployment,
+            _ => ControllerHand::Deployment {
+                namespace: file
+                    .existing
+                    .as_ref()
+                    .map_or(DEPLOYMENT_NAMESPACE.to_string(), |e| e.namespace.clone()),
+            },
         };
         Hand {
             kubeconfig: file.admin_kubeconfig.display().to_string(),
@@ -116,7 +122,7 @@ impl ControllerHand {
         match self {
             // SIGTERM: it finishes a running reconcile and exits.
             ControllerHand::Process { pid_file, .. } => format!("kill $(cat {pid_file})"),
-            ControllerHand::Deployment => scale(0),
+            ControllerHand::Deployment { namespace } => scale(namespace, 0),
         }
     }
 
@@ -129,12 +135,12 @@ impl ControllerHand {
             ControllerHand::Process { binary, args, .. } => {
                 Cmd::new(binary.display().to_string()).args(args).args(extra).to_string()
             }
-            ControllerHand::Deployment => {
+            ControllerHand::Deployment { namespace } => {
                 let vars: Vec<String> = flag_variables(extra)
                     .into_iter()
                     .map(|(name, value)| format!("{name}={value}"))
                     .collect();
-                set_env_then_scale_up(&vars)
+                set_env_then_scale_up(namespace, &vars)
             }
         }
     }
@@ -143,27 +149,27 @@ impl ControllerHand {
     pub(super) fn start_without(&self, extra: &[&str]) -> String {
         match self {
             ControllerHand::Process { .. } => self.start(&[]),
-            ControllerHand::Deployment => {
+            ControllerHand::Deployment { namespace } => {
                 let unset: Vec<String> =
                     flag_variables(extra).into_iter().map(|(name, _)| format!("{name}-")).collect();
-                set_env_then_scale_up(&unset)
+                set_env_then_scale_up(namespace, &unset)
             }
         }
     }
 }
 
-fn scale(replicas: u8) -> String {
-    format!("kubectl scale deployment {DEPLOYMENT} -n {DEPLOYMENT_NAMESPACE} --replicas={replicas}")
+fn scale(namespace: &str, replicas: u8) -> String {
+    format!("kubectl scale deployment {DEPLOYMENT} -n {namespace} --replicas={replicas}")
 }
 
-fn set_env_then_scale_up(vars: &[String]) -> String {
+fn set_env_then_scale_up(namespace: &str, vars: &[String]) -> String {
     if vars.is_empty() {
-        return scale(1);
+        return scale(namespace, 1);
     }
     format!(
-        "kubectl set env deployment {DEPLOYMENT} -n {DEPLOYMENT_NAMESPACE} {} && {}",
+        "kubectl set env deployment {DEPLOYMENT} -n {namespace} {} && {}",
         vars.join(" "),
-        scale(1)
+        scale(namespace, 1)
     )
 }
 

@@ -414,6 +414,7 @@ async fn write_lab(up: &mut Up) -> Result<()> {
         },
         processes: up.started.iter().map(|(_, entry)| entry.clone()).collect(),
         kind: None,
+        existing: None,
         target: up.target.clone(),
     };
     lab.write()?;

@@ -15,7 +15,7 @@ const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 pub async fn run(name: &str, follow: bool) -> Result<ExitCode> {
     if let Ok(Some(lab)) = labkit::lab_file::LabFile::read(&labkit::project::lab_dir(name))
-        && lab.provider == labkit::lab_file::ProviderKind::Kind
+        && lab.provider != labkit::lab_file::ProviderKind::Envtest
     {
         crate::lab::kind::logs(&lab, follow).await?;
         return Ok(ExitCode::SUCCESS);

@@ -9,6 +9,7 @@ pub mod certs;
 pub mod controller;
 pub mod down;
 pub mod envtest;
+pub mod existing;
 pub mod kind;
 pub mod kubeconfig;
 pub mod logs;
@@ -124,6 +125,31 @@ pub struct UpOptions {
     /// or an image reference.
     #[arg(long, value_name = "IMAGE")]
     pub node_image: Option<String>,
+    #[command(flatten)]
+    pub existing: ExistingOptions,
+}
+
+/// Where `lab up --provider existing` deploys (docs/existing-cluster.md).
+#[derive(Args, Clone, Debug, Default)]
+pub struct ExistingOptions {
+    /// existing only: the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, as kubectl).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// existing only: the kubeconfig's context, i.e. the cluster and who you are there
+    /// [default: its current context].
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// existing only: the namespace of the controller, its RBAC and its my-config
+    /// [default: the context's, else default].
+    #[arg(long, value_name = "NAMESPACE", value_parser = existing::parse_namespace)]
+    pub namespace: Option<String>,
+    /// existing only: create --namespace when it is missing (`lab down` then removes it).
+    #[arg(long)]
+    pub create_namespace: bool,
+    /// existing only: the registry the cluster's nodes pull from; the controller image is
+    /// pushed there and the Deployment names it by digest.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub registry: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -142,6 +168,7 @@ impl UpOptions {
             bundle: None,
             node_image: None,
             target: labkit::lab_file::Target::default(),
+            existing: ExistingOptions::default(),
         }
     }
 

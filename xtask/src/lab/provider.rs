@@ -12,6 +12,8 @@ pub enum ProviderChoice {
     Envtest,
     /// A kind cluster (needs Docker).
     Kind,
+    /// A cluster that is there already (`--context`, `--registry`): the controller in one namespace.
+    Existing,
     /// kind when Docker is usable, else envtest.
     Auto,
 }
@@ -21,6 +23,7 @@ pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
     match choice {
         ProviderChoice::Envtest => Ok(ProviderKind::Envtest),
         ProviderChoice::Kind => Ok(ProviderKind::Kind),
+        ProviderChoice::Existing => Ok(ProviderKind::Existing),
         ProviderChoice::Auto => {
             let (kind, why) = auto();
             eprintln!("provider auto: {why}: using {kind}");

@@ -22,12 +22,15 @@ pub async fn run(name: &str) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     };
     println!("lab {} ({}) in {}", lab.name, lab.provider, lab.state_dir.display());
-    if lab.provider == ProviderKind::Kind {
+    if lab.provider != ProviderKind::Envtest {
         return Ok(if crate::lab::kind::status(&lab).await? {
             println!("healthy");
             ExitCode::SUCCESS
         } else {
-            println!("NOT healthy: `cargo xtask lab up --name {name} --provider kind` repairs it");
+            println!(
+                "NOT healthy: `cargo xtask lab up --name {name} --provider {}` repairs it",
+                lab.provider
+            );
             ExitCode::FAILURE
         });
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 
 use crate::lab::envtest::{self, Layout};
-use crate::lab::{UpOptions, kind, provider};
+use crate::lab::{UpOptions, existing, kind, provider};
 use crate::plan;
 use labkit::lab_file::{LabFile, ProviderKind};
 
@@ -18,6 +18,18 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
     }
     if provider != ProviderKind::Kind && options.node_image.is_some() {
         bail!("--node-image is the kind node's image: use it with --provider kind");
+    }
+    let existing = &options.existing;
+    if provider != ProviderKind::Existing
+        && (existing.context.is_some()
+            || existing.registry.is_some()
+            || existing.kubeconfig.is_some()
+            || existing.namespace.is_some()
+            || existing.create_namespace)
+    {
+        bail!(
+            "--context, --kubeconfig, --namespace, --create-namespace and --registry are for a cluster that exists: use them with --provider existing"
+        );
     }
     if options.dry_run && provider == ProviderKind::Envtest {
         let layout = Layout::new(&labkit::project::lab_dir(name));
@@ -60,9 +72,27 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
                 None => bail!("lab up finished without writing lab.json"),
             }
         }
+        ProviderKind::Existing => {
+            let given = given(options)?;
+            match existing::up(name, &given, options.image_builder, options.dry_run).await? {
+                Some(lab) => lab,
+                None if options.dry_run => return Ok(ExitCode::SUCCESS),
+                None => bail!("lab up finished without writing lab.json"),
+            }
+        }
     };
     print_how_to_use(&lab);
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `--provider existing` needs, checked.
+fn given(options: &UpOptions) -> Result<existing::Given> {
+    if !options.target.is_default() {
+        bail!(
+            "--target is for the labs the kit makes: on an existing cluster say --namespace NS (the controller keeps NS/my-config)"
+        );
+    }
+    existing::Given::new(&options.existing)
 }
 
 /// An envtest lab that is up and healthy is reused; anything else under its
@@ -122,6 +152,10 @@ fn print_how_to_use(lab: &LabFile) {
         eprintln!("  controller:      {} (/healthz /readyz /metrics)", lab.controller.url);
     } else {
         eprintln!("  controller:      deployment/{} in {}", kind::DEPLOYMENT, lab.name);
+    }
+    if let Some(existing) = &lab.existing {
+        eprintln!("  namespace:       {} (context {})", existing.namespace, existing.context);
+        eprintln!("  image:           {}", existing.controller_image);
     }
     eprintln!("  admin:           export KUBECONFIG={}", lab.admin_kubeconfig.display());
     eprintln!("  controller log:  cargo xtask lab logs -f --name {}", lab.name);

@@ -63,6 +63,24 @@ impl NodeImage {
             Some(other) => NodeImage::Given(other.to_string()),
         }
     }
+
+    /// The image's reference; the pinned one is the kind release's (`kind_version`).
+    pub fn reference(&self, kind_version: Option<&str>) -> Result<String> {
+        Ok(match self {
+            NodeImage::Pinned => {
+                let table = labkit::kind_releases::table()?;
+                let found = kind_version.context(
+                    "kind is not on PATH: `nix develop` provides it, or install a kind release that \
+                     kind/node-images.toml lists",
+                )?;
+                labkit::kind_releases::for_kind(&table, found).map_err(anyhow::Error::msg)?.image
+            }
+            NodeImage::Given(reference) => reference.clone(),
+            NodeImage::Built => {
+                node_image::Recipe::new(&node_image::Source::default())?.reference()
+            }
+        })
+    }
 }
 
 /// Where a lab's files are, as the plan names them.

@@ -22,7 +22,6 @@ use crate::image;
 use crate::lab::{apply, node_image};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
-use labkit::kind_releases;
 use labkit::lab_file::{self, LabFile};
 use labkit::project;
 
@@ -381,18 +380,7 @@ pub async fn up(
             bundle::check_kind(&manifest, kind_version.as_deref())?;
             manifest.node_image
         }
-        Images::Build(_, NodeImage::Pinned) => {
-            let table = kind_releases::table()?;
-            let found = kind_version.as_deref().context(
-                "kind is not on PATH: `nix develop` provides it, or install a kind release that \
-                 kind/node-images.toml lists",
-            )?;
-            kind_releases::for_kind(&table, found).map_err(anyhow::Error::msg)?.image
-        }
-        Images::Build(_, NodeImage::Given(reference)) => reference.clone(),
-        Images::Build(_, NodeImage::Built) => {
-            node_image::Recipe::new(&node_image::Source::default())?.reference()
-        }
+        Images::Build(_, node) => node.reference(kind_version.as_deref())?,
     };
     let steps = up_plan(name, &state_dir, images, &node, target)?;
     if dry_run {

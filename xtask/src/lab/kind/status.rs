@@ -1,5 +1,6 @@
-//! `lab status` and `lab logs` for a kind lab: the cluster, its node image,
-//! the Deployment and its pod (phase, readiness, restarts, the image it runs).
+//! `lab status` and `lab logs` for a lab whose controller is a Deployment
+//! (kind, an existing cluster): the cluster (kind: its node image), the
+//! Deployment and its pod (phase, readiness, restarts, the image it runs).
 
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -13,24 +14,39 @@ use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::lab_file::LabFile;
 
+/// Where the Deployment lives: the namespace an existing cluster's lab was given.
+fn namespace(lab: &LabFile) -> &str {
+    lab.existing.as_ref().map_or(NAMESPACE, |e| e.namespace.as_str())
+}
+
 /// The controller's pod: the Deployment's newest pod (by creation time).
-async fn controller_pod(client: &kube::Client) -> Result<Option<Pod>> {
-    e2e::deployment::DeploymentHost::new(client.clone()).newest_pod().await
+async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<Pod>> {
+    let host = e2e::deployment::DeploymentHost::new(client.clone()).in_namespace(namespace(lab));
+    host.newest_pod().await
 }
 
 /// Returns whether the lab is healthy.
 pub async fn status(lab: &LabFile) -> Result<bool> {
     let name = &lab.name;
-    let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
-    if !clusters.lines().any(|c| c.trim() == name) {
-        println!("  cluster {name}: not found (`kind get clusters`)");
-        return Ok(false);
+    if let Some(existing) = &lab.existing {
+        println!(
+            "  context {} of {}, namespace {}",
+            existing.context,
+            existing.kubeconfig.display(),
+            existing.namespace
+        );
+    } else {
+        let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
+        if !clusters.lines().any(|c| c.trim() == name) {
+            println!("  cluster {name}: not found (`kind get clusters`)");
+            return Ok(false);
+        }
+        let node = node_container(name);
+        let image = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}", &node])
+            .read()
+            .unwrap_or_default();
+        println!("  cluster {name}: node {node}, image {image}");
     }
-    let node = node_container(name);
-    let image = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}", &node])
-        .read()
-        .unwrap_or_default();
-    println!("  cluster {name}: node {node}, image {image}");
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
     let version = client
         .apiserver_version()
@@ -39,7 +55,7 @@ pub async fn status(lab: &LabFile) -> Result<bool> {
         .unwrap_or_else(|e| format!("unreachable: {e}"));
     println!("  API server:   {} ({version})", lab.api_server_url);
     println!("  admin:        export KUBECONFIG={}", lab.admin_kubeconfig.display());
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace(lab));
     let ready = match deployments.get_opt(DEPLOYMENT).await? {
         Some(d) => {
             let status = d.status.unwrap_or_default();
@@ -53,7 +69,7 @@ pub async fn status(lab: &LabFile) -> Result<bool> {
             false
         }
     };
-    if let Some(pod) = controller_pod(&client).await? {
+    if let Some(pod) = controller_pod(&client, lab).await? {
         let status = pod.status.clone().unwrap_or_default();
         let container =
             status.container_statuses.as_ref().and_then(|c| c.first()).cloned().unwrap_or_default();
@@ -74,18 +90,18 @@ pub async fn status(lab: &LabFile) -> Result<bool> {
 pub async fn logs(lab: &LabFile, follow: bool) -> Result<()> {
     use futures::{AsyncBufReadExt, TryStreamExt};
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
-    let pod = controller_pod(&client)
+    let pod = controller_pod(&client, lab)
         .await?
         .context("no controller pod: `cargo xtask lab status` shows why")?;
-    let name = pod.name_any();
+    let (name, namespace) = (pod.name_any(), namespace(lab).to_string());
     let kubectl = format!(
-        "kubectl --kubeconfig {} logs {}pod/{name}",
+        "kubectl --kubeconfig {} -n {namespace} logs {}pod/{name}",
         labkit::project::shown(&lab.admin_kubeconfig),
         if follow { "-f " } else { "" }
     );
     let step = Step::api(kubectl, move |_: &mut ()| {
         Box::pin(async move {
-            let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+            let pods: Api<Pod> = Api::namespaced(client, &namespace);
             if !follow {
                 print!("{}", pods.logs(&name, &LogParams::default()).await?);
                 return Ok(());

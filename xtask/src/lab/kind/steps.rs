@@ -242,6 +242,7 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
             controller_image: image::reference()?,
             controller_image_id: up.built_id.clone().unwrap_or_default(),
         }),
+        existing: None,
     };
     lab.write()
 }

@@ -1,0 +1,374 @@
+//! `lab up --provider existing`: the controller on a cluster the kit did not
+//! create, in one namespace, as phases: checks → controller image → deploy →
+//! record. Nothing kind-specific is assumed: the image reaches the nodes
+//! through a registry (`--registry`), the Deployment names it by digest.
+//! `lab down` deletes exactly what `up` created, never the cluster; a failed
+//! `up` deletes what it had created before it stops.
+
+mod steps;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use kube::config::Kubeconfig;
+
+use self::steps::{
+    Up, apply_manifests, check_rights, connect, look_at_namespace, record_digest, undo,
+    write_lab_file,
+};
+use crate::image;
+use crate::lab::ExistingOptions;
+use crate::lab::kind::DEPLOYMENT;
+use crate::plan::{self, Step};
+use labkit::command::Cmd;
+use labkit::lab_file::{LabFile, Target};
+use labkit::project::shown;
+
+/// Where and how, as `lab up` was asked, the kubeconfig read.
+#[derive(Clone, Debug)]
+pub struct Given {
+    /// `--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`, as kubectl reads them.
+    pub kubeconfig: PathBuf,
+    pub context: String,
+    pub namespace: String,
+    pub create_namespace: bool,
+    /// `HOST[:PORT]` the cluster's nodes pull from, and this machine pushes to.
+    pub registry: String,
+    /// The kubeconfig cut to the context, its namespace set: the lab's own copy.
+    pub config: Kubeconfig,
+    /// `--kubeconfig` was given (the plan's kubectl lines then name it).
+    file_given: bool,
+}
+
+impl Given {
+    /// Reads the kubeconfig as kubectl would ([`one_context`]), and checks the registry.
+    pub fn new(flags: &ExistingOptions) -> Result<Given> {
+        let (config, kubeconfig, context, namespace) = one_context(
+            flags.kubeconfig.as_deref(),
+            flags.context.as_deref(),
+            flags.namespace.as_deref(),
+        )?;
+        let registry = flags.registry.clone().context(
+            "--provider existing needs --registry HOST[:PORT]: where the cluster's nodes pull the \
+             controller image from (this machine pushes it there)",
+        )?;
+        if registry.is_empty() || registry.contains('/') {
+            bail!(
+                "--registry {registry:?} is not HOST[:PORT] (no scheme, no path): e.g. localhost:5001"
+            );
+        }
+        Ok(Given {
+            kubeconfig,
+            context,
+            namespace,
+            create_namespace: flags.create_namespace,
+            registry,
+            config,
+            file_given: flags.kubeconfig.is_some(),
+        })
+    }
+
+    /// The `--kubeconfig F --context C` a person adds to kubectl for this cluster.
+    fn kubectl(&self) -> String {
+        let file = self.file_given.then(|| format!(" --kubeconfig {}", shown(&self.kubeconfig)));
+        format!("kubectl{} --context {}", file.unwrap_or_default(), self.context)
+    }
+
+    /// The controller image as pushed: `HOST[:PORT]/NAME:TAG` (the Deployment gets its digest).
+    fn pushed(&self) -> Result<String> {
+        let local = image::reference()?;
+        let name = local.rsplit('/').next().unwrap_or(&local);
+        Ok(format!("{}/{name}", self.registry))
+    }
+
+    /// `HOST[:PORT]/NAME`: the pushed image without its tag, as its digests are named.
+    fn repository(&self) -> Result<String> {
+        let pushed = self.pushed()?;
+        let (repository, _tag) =
+            pushed.rsplit_once(':').context("the image reference has no tag")?;
+        Ok(repository.to_string())
+    }
+
+    pub fn target(&self) -> Target {
+        Target { namespace: self.namespace.clone(), name: Target::default().name }
+    }
+}
+
+/// The kubeconfig as kubectl reads it (`file`, else `$KUBECONFIG`, else
+/// `~/.kube/config`) cut to one context (`context`, else its current one),
+/// that context's namespace set (`namespace`, else its own, else `default`).
+/// Returns it with the file as shown, the context's name and the namespace.
+pub fn one_context(
+    file: Option<&Path>,
+    context: Option<&str>,
+    namespace: Option<&str>,
+) -> Result<(Kubeconfig, PathBuf, String, String)> {
+    let (config, kubeconfig) = match file {
+        Some(file) => (Kubeconfig::read_from(file), file.to_path_buf()),
+        None => {
+            let shown = std::env::var_os("KUBECONFIG").unwrap_or_else(|| "~/.kube/config".into());
+            (Kubeconfig::read(), PathBuf::from(shown))
+        }
+    };
+    let mut config = config.map_err(|e| {
+        anyhow!(
+            "cannot read kubeconfig {}: {e}: pass the file with --kubeconfig",
+            kubeconfig.display()
+        )
+    })?;
+    let Some(context) = context.map(String::from).or_else(|| config.current_context.clone()) else {
+        bail!(
+            "{} names no current context: pass --context NAME (`kubectl config get-contexts` lists them)",
+            kubeconfig.display()
+        );
+    };
+    let Some(mut named) = config.contexts.iter().find(|c| c.name == context).cloned() else {
+        let names: Vec<&str> = config.contexts.iter().map(|c| c.name.as_str()).collect();
+        bail!(
+            "context {context} is not in {} (it has: {}): pass one of them to --context",
+            kubeconfig.display(),
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        );
+    };
+    let inner = named.context.as_mut().context("the context is empty")?;
+    let namespace = namespace
+        .map(String::from)
+        .or_else(|| inner.namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    inner.namespace = Some(namespace.clone());
+    let (cluster, user) = (inner.cluster.clone(), inner.user.clone().unwrap_or_default());
+    config.clusters.retain(|c| c.name == cluster);
+    config.auth_infos.retain(|u| u.name == user);
+    config.contexts = vec![named];
+    config.current_context = Some(context.clone());
+    Ok((config, kubeconfig, context, namespace))
+}
+
+/// What `lab up --provider existing` does, in order.
+pub fn up_plan(state_dir: &Path, given: &Given, builder: image::Builder) -> Result<Vec<Step<Up>>> {
+    Ok([checks(given), controller_image(given, builder)?, deploy(given), record(state_dir)]
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// Checks: the context, the server's minor, the namespace, the rights — all
+/// before anything is built or applied.
+fn checks(given: &Given) -> Vec<Step<Up>> {
+    let kubectl = given.kubectl();
+    let namespace = &given.namespace;
+    vec![
+        Step::api(format!("{kubectl} version"), |up: &mut Up| Box::pin(connect(up))),
+        Step::api(format!("{kubectl} get namespace {namespace}"), |up: &mut Up| {
+            Box::pin(look_at_namespace(up))
+        }),
+        Step::api(
+            format!(
+                "{kubectl} auth can-i create serviceaccounts,roles,rolebindings,deployments -n {namespace}"
+            ),
+            |up: &mut Up| Box::pin(check_rights(up)),
+        ),
+    ]
+}
+
+/// The controller image: built here, pushed to the registry, its digest read.
+fn controller_image(given: &Given, builder: image::Builder) -> Result<Vec<Step<Up>>> {
+    let (local, pushed) = (image::reference()?, given.pushed()?);
+    let registry = &given.registry;
+    let mut steps = image::steps::<Up>(builder)?;
+    steps.extend([
+        Step::run(Cmd::argv(["docker", "tag", &local, &pushed])),
+        Step::run(Cmd::argv(["docker", "push", &pushed])).or(format!(
+            "registry {registry} refused the push: is it running, and reachable from here? \
+             (an HTTP registry other than localhost must be in Docker's insecure-registries)"
+        )),
+        Step::probe(
+            Cmd::argv([
+                "docker",
+                "image",
+                "inspect",
+                "--format",
+                "{{join .RepoDigests \" \"}}",
+                &pushed,
+            ]),
+            record_digest,
+        ),
+    ]);
+    Ok(steps)
+}
+
+/// The controller deployed into the namespace: RBAC and the Deployment (the
+/// image by digest) applied, the rollout awaited.
+fn deploy(given: &Given) -> Vec<Step<Up>> {
+    let kubectl = given.kubectl();
+    let namespace = &given.namespace;
+    vec![
+        Step::api(format!("{kubectl} create namespace {namespace}"), |up: &mut Up| {
+            Box::pin(steps::create_namespace(up))
+        })
+        .when(format!("if {namespace} does not exist (--create-namespace)"), |up: &Up| {
+            up.namespace_exists == Some(false)
+        }),
+        Step::api(
+            format!(
+                "{kubectl} -n {namespace} apply --server-side --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # in {namespace}, the image by digest",
+                crate::lab::apply::FIELD_MANAGER
+            ),
+            |up: &mut Up| Box::pin(apply_manifests(up)),
+        ),
+        Step::api(
+            format!("{kubectl} -n {namespace} rollout status deployment/{DEPLOYMENT}"),
+            |up: &mut Up| Box::pin(steps::wait_rollout(up)),
+        ),
+    ]
+}
+
+/// The record: lab.json, which the suites read.
+fn record(state_dir: &Path) -> Vec<Step<Up>> {
+    vec![Step::own(format!("write {}", shown(&LabFile::path(state_dir))), |up| {
+        Box::pin(write_lab_file(up))
+    })]
+}
+
+/// `lab up --provider existing`: carries out [`up_plan`]; on a failure,
+/// deletes what it created on the way.
+pub async fn up(
+    name: &str,
+    given: &Given,
+    builder: image::Builder,
+    dry_run: bool,
+) -> Result<Option<LabFile>> {
+    let state_dir = labkit::project::lab_dir(name);
+    let steps = up_plan(&state_dir, given, builder)?;
+    if dry_run {
+        print!("{}", plan::render(&steps));
+        return Ok(None);
+    }
+    let earlier = match LabFile::read(&state_dir)? {
+        Some(lab) if lab.existing.is_none() => {
+            bail!(
+                "lab {name} is a {} lab: `cargo xtask lab down --name {name}` first",
+                lab.provider
+            )
+        }
+        Some(lab) => lab.existing,
+        None => None,
+    };
+    if let Some(earlier) = &earlier
+        && earlier.namespace != given.namespace
+    {
+        bail!(
+            "lab {name} is in namespace {}, not {}: `cargo xtask lab down --name {name}` first, or use another --name",
+            earlier.namespace,
+            given.namespace
+        );
+    }
+    let fresh = earlier.is_none();
+    let mut up = Up::new(name, &state_dir, given, earlier);
+    if let Err(error) = plan::execute(steps, &mut up).await {
+        if fresh {
+            undo(&up).await;
+            let _ = std::fs::remove_dir_all(&state_dir);
+        }
+        return Err(error);
+    }
+    LabFile::read(&state_dir)
+}
+
+/// `lab down` of a lab on an existing cluster: what `up` created, deleted in
+/// reverse (its namespace last, awaited), then the state. Never the cluster.
+pub async fn down(lab: &LabFile) -> Result<()> {
+    let Some(existing) = &lab.existing else {
+        bail!("lab {} is not on an existing cluster", lab.name)
+    };
+    let client = crate::lab::kubeconfig::client(&lab.admin_kubeconfig).await?;
+    steps::delete_all(&client, &existing.applied).await?;
+    if lab.state_dir.exists() {
+        std::fs::remove_dir_all(&lab.state_dir)?;
+    }
+    Ok(())
+}
+
+/// `--namespace`: a DNS-1123 label, as Kubernetes requires of a namespace.
+pub fn parse_namespace(text: &str) -> Result<String, String> {
+    if controller::desired::is_dns1123_label(text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{text:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kubeconfig with two contexts, the second one's namespace set.
+    fn kubeconfig(test: &str) -> PathBuf {
+        let dir = labkit::project::target_dir().join("unit-tests").join(test);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("kubeconfig");
+        let text = "apiVersion: v1\nkind: Config\ncurrent-context: admin\n\
+            clusters:\n- name: work\n  cluster: {server: 'https://work.example:6443'}\n\
+            users:\n- name: me\n  user: {token: t}\n\
+            contexts:\n- name: admin\n  context: {cluster: work, user: me}\n\
+            - name: team\n  context: {cluster: work, user: me, namespace: team-a}\n";
+        std::fs::write(&file, text).unwrap();
+        file
+    }
+
+    fn flags(file: &Path, context: Option<&str>, namespace: Option<&str>) -> ExistingOptions {
+        ExistingOptions {
+            kubeconfig: Some(file.into()),
+            context: context.map(String::from),
+            namespace: namespace.map(String::from),
+            create_namespace: true,
+            registry: Some("localhost:5001".into()),
+        }
+    }
+
+    /// The existing path's plan, pinned: a change to it shows in review
+    /// (`INSTA_UPDATE=always cargo test -p xtask` rewrites it).
+    #[test]
+    fn the_existing_plan_matches_its_snapshot() {
+        let file = kubeconfig("existing-plan");
+        let given = Given::new(&flags(&file, Some("team"), None)).unwrap();
+        let steps = up_plan(Path::new("target/lab/my-controller-lab"), &given, image::Builder::Nix);
+        let plan = plan::render(&steps.unwrap()).replace(&shown(&file), "KUBECONFIG");
+        insta::assert_snapshot!("plan", plan);
+    }
+
+    #[test]
+    fn the_context_and_namespace_default_as_kubectl_s_do() {
+        let file = kubeconfig("existing-defaults");
+        let current = Given::new(&flags(&file, None, None)).unwrap();
+        assert_eq!((current.context.as_str(), current.namespace.as_str()), ("admin", "default"));
+        let team = Given::new(&flags(&file, Some("team"), None)).unwrap();
+        assert_eq!(team.namespace, "team-a", "the context's namespace");
+        let given = Given::new(&flags(&file, Some("team"), Some("mine"))).unwrap();
+        assert_eq!(given.namespace, "mine", "--namespace wins");
+        assert_eq!(given.config.contexts.len(), 1, "the lab's copy holds the one context");
+        let contexts = &given.config.contexts[0];
+        assert_eq!(contexts.context.as_ref().unwrap().namespace.as_deref(), Some("mine"));
+    }
+
+    #[test]
+    fn bad_flags_are_one_line_naming_the_fix() {
+        let file = kubeconfig("existing-bad");
+        let error = |f: ExistingOptions| format!("{:#}", Given::new(&f).unwrap_err());
+        let unknown = error(flags(&file, Some("nope"), None));
+        assert!(
+            unknown.contains("context nope is not in") && unknown.contains("(it has: admin, team)"),
+            "{unknown}"
+        );
+        let no_registry = error(ExistingOptions { registry: None, ..flags(&file, None, None) });
+        assert!(no_registry.contains("needs --registry HOST[:PORT]"), "{no_registry}");
+        let url = error(ExistingOptions {
+            registry: Some("http://r:5000".into()),
+            ..flags(&file, None, None)
+        });
+        assert!(url.contains("is not HOST[:PORT]"), "{url}");
+        assert!(parse_namespace("Team_A").unwrap_err().contains("is not a namespace name"));
+    }
+}
