@@ -470,8 +470,8 @@ fn the_readme_bench_tables_are_a_saved_run() {
     assert!(section.contains(&said), "the README's startup figures are not the run's: {said}");
 }
 
-/// docs/e2e.md has a row for every test of the suite, marked `(envtest)` or
-/// `(kind)` exactly when it runs on that provider only.
+/// docs/e2e.md has a row for every test of the suite, marked `(envtest)`,
+/// `(kind)`, `(own cluster)` or `(cluster-wide)` exactly when it runs only there.
 #[test]
 fn the_e2e_page_has_a_row_for_every_test() {
     let page = std::fs::read_to_string(project::root().join("docs/e2e.md")).unwrap();
@@ -486,8 +486,10 @@ fn the_e2e_page_has_a_row_for_every_test() {
             e2e::suite::RunsOn::Any => None,
             e2e::suite::RunsOn::Envtest(_) => Some("(envtest)"),
             e2e::suite::RunsOn::Kind(_) => Some("(kind)"),
+            e2e::suite::RunsOn::OwnCluster(_) => Some("(own cluster)"),
+            e2e::suite::RunsOn::ClusterWide(_) => Some("(cluster-wide)"),
         };
-        for said in ["(envtest)", "(kind)"] {
+        for said in ["(envtest)", "(kind)", "(own cluster)", "(cluster-wide)"] {
             assert_eq!(
                 cell.contains(said),
                 marker == Some(said),

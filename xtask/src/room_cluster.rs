@@ -1,0 +1,280 @@
+//! The cluster `cargo xtask test` treats as one that exists already: made
+//! with the kind CLI directly (not `lab up`), one control plane and two
+//! workers on the node image the kind lab uses, and an OCI registry built
+//! here from distribution's Go module (`xtask/registry`), wired to the nodes
+//! as kind's local-registry guide does (a `certs.d` mirror for
+//! `localhost:PORT`, the registry on the `kind` network).
+//!
+//! The node image carries a one-node pod network (`node_image::stage`): here
+//! each node gets its own podCIDR in that conflist and a route to the
+//! others' — what kindnetd does in kind's own images.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::discovery::{Discovery, verbs};
+
+use crate::lab::kind::config::{self, Host};
+use labkit::command::Cmd;
+use labkit::eventually::{Check, eventually};
+use labkit::project::{self, shown};
+
+pub const CLUSTER: &str = "lab-kit-room";
+const REGISTRY: &str = "lab-kit-registry";
+/// The registry as this machine and the nodes' containerd name it.
+pub const REGISTRY_HOST: &str = "localhost:5001";
+const REGISTRY_MODULE: &str = "xtask/registry";
+const NODES_READY_WITHIN: Duration = Duration::from_secs(180);
+
+/// A running room cluster; dropped, it is deleted with its registry.
+pub struct RoomCluster {
+    /// The instructor's kubeconfig (kind's, written here, not to ~/.kube/config).
+    pub kubeconfig: PathBuf,
+    pub context: String,
+    removed: bool,
+}
+
+/// The registry's image: built from `xtask/registry` unless Docker has this very one.
+fn registry_image() -> Result<String> {
+    let dir = project::root().join(REGISTRY_MODULE);
+    let mut inputs = Vec::new();
+    for file in ["go.mod", "go.sum", "main.go"] {
+        inputs.extend(
+            std::fs::read(dir.join(file)).with_context(|| format!("{REGISTRY_MODULE}/{file}"))?,
+        );
+    }
+    let tag = format!("lab-kit/registry:{}", &labkit::fingerprint::sha256_hex(&inputs)[..12]);
+    if Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", &tag]).succeeds() {
+        return Ok(tag);
+    }
+    let out = project::target_dir().join("registry");
+    std::fs::create_dir_all(&out)?;
+    Cmd::argv(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o"])
+        .arg(out.join("registry").display().to_string())
+        .arg(".")
+        .env("CGO_ENABLED", "0")
+        .dir(&dir)
+        .run_long("building the registry (distribution v3)")?;
+    let config = "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/registry\nhttp:\n  addr: :5000\n";
+    labkit::files::write_public(&out.join("config.yml"), config)?;
+    // distribution v3 exports traces unless told not to (as its own image does).
+    let dockerfile = "FROM scratch\nCOPY registry /bin/registry\nCOPY config.yml /etc/distribution/config.yml\n\
+        ENV OTEL_TRACES_EXPORTER=none\nENTRYPOINT [\"/bin/registry\"]\nCMD [\"serve\", \"/etc/distribution/config.yml\"]\n";
+    labkit::files::write_public(&out.join("Dockerfile"), dockerfile)?;
+    Cmd::argv(["docker", "build", "-q", "-t", &tag, &shown(&out)])
+        .env("DOCKER_BUILDKIT", "0")
+        .run()?;
+    Ok(tag)
+}
+
+/// The kind config: three nodes, and what this host needs (as `lab up` adapts its own).
+fn cluster_config() -> Result<String> {
+    let cgroup = Cmd::argv(["docker", "info", "--format", "{{.CgroupVersion}}"]).read()?;
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let bounding = status.lines().find_map(|l| l.strip_prefix("CapBnd:")).unwrap_or_default();
+    let host = Host {
+        cgroup_v1: cgroup.trim() == "1",
+        no_sys_resource: config::has_sys_resource(&format!("CapEff:{bounding}")) == Some(false),
+    };
+    let three = "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n  - role: control-plane\n  - role: worker\n  - role: worker\n";
+    config::for_host(three, host)
+}
+
+/// Makes the cluster and its registry (what a previous run left is removed first).
+pub async fn make(node_image: &str) -> Result<RoomCluster> {
+    let image = registry_image()?;
+    let dir = project::target_dir().join("room-cluster");
+    std::fs::create_dir_all(&dir)?;
+    let (kubeconfig, config_file) = (dir.join("kubeconfig"), dir.join("cluster.yaml"));
+    labkit::files::write_public(&config_file, cluster_config()?)?;
+    let mut cluster = RoomCluster {
+        kubeconfig: kubeconfig.clone(),
+        context: format!("kind-{CLUSTER}"),
+        removed: false,
+    };
+    cluster.remove_now();
+    cluster.removed = false;
+    let port = REGISTRY_HOST.rsplit(':').next().unwrap_or("5001");
+    Cmd::argv([
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        REGISTRY,
+        "-p",
+        &format!("127.0.0.1:{port}:5000"),
+        &image,
+    ])
+    .run()?;
+    Cmd::argv(["kind", "create", "cluster", "--name", CLUSTER, "--image", node_image, "--config"])
+        .args([
+            shown(&config_file),
+            "--kubeconfig".into(),
+            shown(&kubeconfig),
+            "--wait".into(),
+            "120s".into(),
+        ])
+        .run_long("creating a three-node kind cluster")?;
+    let nodes = Cmd::argv(["kind", "get", "nodes", "--name", CLUSTER]).read()?;
+    let mirror = format!("/etc/containerd/certs.d/{REGISTRY_HOST}");
+    for node in nodes.split_whitespace() {
+        let hosts = format!(
+            "mkdir -p {mirror} && printf '[host.\"http://{REGISTRY}:5000\"]\\n' > {mirror}/hosts.toml"
+        );
+        Cmd::argv(["docker", "exec", node, "sh", "-c", &hosts]).run()?;
+    }
+    Cmd::argv(["docker", "network", "connect", "kind", REGISTRY]).run()?;
+    let client = crate::lab::kubeconfig::client(&kubeconfig).await?;
+    pod_network(&client).await?;
+    Ok(cluster)
+}
+
+/// Each node's conflist set to its podCIDR, routes to the other nodes' pods; then [`settle`].
+async fn pod_network(client: &kube::Client) -> Result<()> {
+    let nodes = Api::<Node>::all(client.clone());
+    let listed = eventually("every node to have a podCIDR", NODES_READY_WITHIN, || async {
+        let items = nodes.list(&ListParams::default()).await?.items;
+        let wired: Vec<(String, String, String)> = items
+            .iter()
+            .filter_map(|n| {
+                let cidr = n.spec.as_ref()?.pod_cidr.clone()?;
+                let status = n.status.as_ref()?;
+                let ip = status
+                    .addresses
+                    .iter()
+                    .flatten()
+                    .find(|a| a.type_ == "InternalIP")?
+                    .address
+                    .clone();
+                Some((n.metadata.name.clone()?, cidr, ip))
+            })
+            .collect();
+        Ok(Check::done_if(
+            items.len() == 3 && wired.len() == 3,
+            wired.clone(),
+            format!("{} of {} nodes with a podCIDR", wired.len(), items.len()),
+        ))
+    })
+    .await?;
+    for (node, cidr, _) in &listed {
+        let subnet = format!("s#\"subnet\": \"[^\"]*\"#\"subnet\": \"{cidr}\"#");
+        Cmd::argv([
+            "docker",
+            "exec",
+            node,
+            "sed",
+            "-i",
+            &subnet,
+            "/etc/cni/net.d/10-lab-kit.conflist",
+        ])
+        .run()?;
+        for (other, their_cidr, their_ip) in &listed {
+            if other != node {
+                Cmd::argv([
+                    "docker", "exec", node, "ip", "route", "replace", their_cidr, "via", their_ip,
+                ])
+                .run()?;
+            }
+        }
+    }
+    settle(client).await
+}
+
+/// CoreDNS restarted onto the nodes' own ranges, then every node Ready and
+/// the replaced pods gone: what is listed next is the cluster's settled state.
+async fn settle(client: &kube::Client) -> Result<()> {
+    let (nodes, pods) =
+        (Api::<Node>::all(client.clone()), Api::<Pod>::namespaced(client.clone(), "kube-system"));
+    let dns = ListParams::default().labels("k8s-app=kube-dns");
+    pods.delete_collection(&DeleteParams::default(), &dns).await?;
+    eventually("three nodes Ready and CoreDNS running", NODES_READY_WITHIN, || async {
+        let ready = nodes
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        let listed = pods.list(&dns).await?.items;
+        let running = |p: &&Pod| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        };
+        let settled = listed.iter().filter(running).count();
+        Ok(Check::done_if(
+            ready == 3 && settled >= 1 && settled == listed.len(),
+            (),
+            format!("{ready} nodes Ready, {settled} of {} CoreDNS pods running", listed.len()),
+        ))
+    })
+    .await
+}
+
+/// Every object the cluster lists (`kind namespace/name`), but for what
+/// comes and goes by itself (Events, Leases): to compare before and after.
+pub async fn snapshot(client: &kube::Client) -> Result<BTreeSet<String>> {
+    let discovery = Discovery::new(client.clone()).run().await?;
+    let mut seen = BTreeSet::new();
+    for group in discovery.groups() {
+        for (resource, capabilities) in group.recommended_resources() {
+            if !capabilities.supports_operation(verbs::LIST)
+                || ["Event", "Lease"].contains(&resource.kind.as_str())
+            {
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            for object in api.list(&ListParams::default()).await?.items {
+                seen.insert(describe(&resource, &object));
+            }
+        }
+    }
+    Ok(seen)
+}
+
+fn describe(resource: &ApiResource, object: &DynamicObject) -> String {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    match &object.metadata.namespace {
+        Some(namespace) => format!("{}/{} {namespace}/{name}", resource.group, resource.kind),
+        None => format!("{}/{} {name}", resource.group, resource.kind),
+    }
+}
+
+/// What `after` has that `before` had not, and the other way round.
+pub fn difference(before: &BTreeSet<String>, after: &BTreeSet<String>) -> Result<()> {
+    let added: Vec<&String> = after.difference(before).collect();
+    let removed: Vec<&String> = before.difference(after).collect();
+    ensure!(
+        added.is_empty() && removed.is_empty(),
+        "the cluster is not as it was: added {added:?}, removed {removed:?}"
+    );
+    Ok(())
+}
+
+impl RoomCluster {
+    /// Deletes the cluster and the registry.
+    pub fn remove_now(&mut self) {
+        if self.removed {
+            return;
+        }
+        self.removed = true;
+        let _ = Cmd::argv(["kind", "delete", "cluster", "--name", CLUSTER, "--kubeconfig"])
+            .arg(shown(&self.kubeconfig))
+            .run();
+        let _ = Cmd::argv(["docker", "rm", "-f", REGISTRY]).read();
+    }
+}
+
+impl Drop for RoomCluster {
+    fn drop(&mut self) {
+        self.remove_now();
+    }
+}

@@ -1,0 +1,129 @@
+//! The part of `cargo xtask test` on a cluster the kit did not make
+//! ([`crate::room_cluster`]): a room of three attendees, each attendee's lab
+//! up at the same time with their own kubeconfig, the e2e suite in each in turn,
+//! `xtask/tests/existing_cluster.rs` (isolation, rescheduling, the grader),
+//! and the cluster left exactly as it was.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, ensure};
+use labkit::command::Cmd;
+
+use super::section;
+use crate::lab::kind::NodeImage;
+use crate::room::{RoomCommand, RoomOptions};
+use crate::room_cluster::{self, REGISTRY_HOST};
+
+/// The room's name, and its attendees' labs.
+pub const ROOM: &str = "test-room";
+pub const LABS: [&str; 3] = ["room-attendee-01", "room-attendee-02", "room-attendee-03"];
+/// Tells `xtask/tests/existing_cluster.rs` where the room's kubeconfigs are.
+pub const ROOM_DIR_ENV: &str = "LAB_ROOM_DIR";
+
+pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
+    section(
+        "an existing cluster: kind CLI, one control plane and two workers, a registry built from distribution v3",
+    );
+    let node =
+        NodeImage::parse(node_image).reference(crate::lab::kind::kind_version().as_deref())?;
+    let mut cluster = room_cluster::make(&node).await?;
+    let admin = crate::lab::kubeconfig::client(&cluster.kubeconfig).await?;
+    let before = room_cluster::snapshot(&admin).await?;
+    let room = || RoomOptions {
+        kubeconfig: Some(cluster.kubeconfig.clone()),
+        context: Some(cluster.context.clone()),
+        name: ROOM.into(),
+    };
+    section("room up --attendees 3");
+    let up =
+        RoomCommand::Up { attendees: 3, token_hours: 2, prefix: "attendee".into(), room: room() };
+    crate::room::run(up).await?;
+    let result = attendees().await;
+    section("lab down for each attendee, room down");
+    for name in LABS {
+        crate::lab::down::run(name, false).await?;
+    }
+    crate::room::run(RoomCommand::Down { room: room() }).await?;
+    let after = room_cluster::snapshot(&admin).await?;
+    room_cluster::difference(&before, &after)?;
+    eprintln!("the cluster is as it was: {} objects, the same before and after", after.len());
+    cluster.remove_now();
+    result
+}
+
+/// The room's kubeconfigs.
+pub fn room_dir() -> PathBuf {
+    labkit::project::target_dir().join("room").join(ROOM)
+}
+
+/// Each attendee's lab up at once, the e2e suite in each, then the tests.
+async fn attendees() -> Result<ExitCode> {
+    section("lab up --provider existing, three attendees at once");
+    let xtask = std::env::current_exe()?.display().to_string();
+    let up = |i: usize| {
+        let kubeconfig = room_dir().join(format!("attendee-{:02}.kubeconfig", i + 1));
+        Cmd::argv([
+            &xtask,
+            "lab",
+            "up",
+            "--provider",
+            "existing",
+            "--name",
+            LABS[i],
+            "--registry",
+            REGISTRY_HOST,
+        ])
+        .arg("--kubeconfig")
+        .arg(kubeconfig.display().to_string())
+    };
+    all_at_once("lab up", &[up(0), up(1), up(2)])?;
+    // One after the other: three suites at once on two cores made timing-bound
+    // checks (a pod's 10 s reconcile inside its 10 s grace) fail for want of CPU.
+    let mut failed = Vec::new();
+    for name in LABS {
+        section(format!("e2e suite in {name}'s namespace"));
+        if crate::e2e::run(name, None)? != ExitCode::SUCCESS {
+            failed.push(name);
+        }
+    }
+    section("xtask/tests/existing_cluster.rs");
+    let tests = crate::cargo::cargo([
+        "test",
+        "-p",
+        "xtask",
+        "--test",
+        "existing_cluster",
+        "--",
+        "--test-threads=1",
+    ])
+    .env(e2e::lab::NAME_ENV, LABS[0])
+    .env(ROOM_DIR_ENV, room_dir().display().to_string())
+    .run();
+    ensure!(failed.is_empty(), "the e2e suite failed in {failed:?}");
+    tests?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `commands` side by side, each into its own log, shown whole when all have ended.
+fn all_at_once(what: &str, commands: &[Cmd]) -> Result<()> {
+    let dir = labkit::project::target_dir().join("room-logs");
+    std::fs::create_dir_all(&dir)?;
+    let mut running = Vec::new();
+    for (i, cmd) in commands.iter().enumerate() {
+        let log = dir.join(format!("{what}-{}.log", LABS[i]).replace(' ', "-"));
+        let _ = std::fs::remove_file(&log);
+        running.push((cmd.spawn_to_log(&log)?, log));
+    }
+    let mut failed = Vec::new();
+    for (i, (mut child, log)) in running.into_iter().enumerate() {
+        let status = child.wait()?;
+        eprintln!("---- {what} for {} ({status}), {}:", LABS[i], log.display());
+        eprint!("{}", std::fs::read_to_string(&log).unwrap_or_default());
+        if !status.success() {
+            failed.push(LABS[i]);
+        }
+    }
+    ensure!(failed.is_empty(), "{what} failed for {failed:?}");
+    Ok(())
+}
