@@ -28,6 +28,9 @@ use labkit::project::shown;
 const ATTENDEE: &str = "attendee";
 /// Labels each namespace with its room, for `kubectl get ns -l`.
 const ROOM_LABEL: &str = "lab-kit.dev/room";
+/// Pod Security: an attendee's pods run as the course's controller does
+/// (non-root, no privileges), not as anything on the instructor's nodes.
+const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 /// How long deleting one namespace (with what the attendee left in it) may take.
 const DELETE_WITHIN: Duration = Duration::from_secs(180);
 
@@ -71,6 +74,8 @@ pub struct RoomOptions {
 /// `target/room/<name>/room.json`: what `room up` created, for `room down`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RoomFile {
+    /// `--name`: each namespace's `lab-kit.dev/room` label.
+    pub name: String,
     pub context: String,
     /// The attendees' namespaces, in order; each has the attendee's objects.
     pub namespaces: Vec<String>,
@@ -159,6 +164,7 @@ async fn up(
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut file = RoomFile {
+        name: room.name.clone(),
         context: context.clone(),
         namespaces: Vec::new(),
         kubeconfigs: Vec::new(),
@@ -195,7 +201,7 @@ async fn make_all(
     let room_json = dir.join("room.json");
     for namespace in namespaces {
         eprintln!("$ kubectl create namespace {namespace}    # done with kube-rs");
-        let document = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {ROOM_LABEL: file.context.clone()}}});
+        let document = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {ROOM_LABEL: file.name.clone(), ENFORCE: "restricted"}}});
         let created: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(document)?;
         Api::all(client.clone()).create(&PostParams::default(), &created).await?;
         file.namespaces.push(namespace.clone());
