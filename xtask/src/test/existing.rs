@@ -60,22 +60,13 @@ pub fn room_dir() -> PathBuf {
 /// Each attendee's lab up at once, the e2e suite in each, then the tests.
 async fn attendees() -> Result<ExitCode> {
     section("lab up --provider existing, three attendees at once");
-    let xtask = std::env::current_exe()?.display().to_string();
+    // `cargo xtask`, as a person types it: this process's own binary may have been
+    // rebuilt by the tests before (its path then names a deleted file).
     let up = |i: usize| {
         let kubeconfig = room_dir().join(format!("attendee-{:02}.kubeconfig", i + 1));
-        Cmd::argv([
-            &xtask,
-            "lab",
-            "up",
-            "--provider",
-            "existing",
-            "--name",
-            LABS[i],
-            "--registry",
-            REGISTRY_HOST,
-        ])
-        .arg("--kubeconfig")
-        .arg(kubeconfig.display().to_string())
+        crate::cargo::cargo(["xtask", "lab", "up", "--provider", "existing", "--name", LABS[i]])
+            .args(["--registry", REGISTRY_HOST, "--kubeconfig"])
+            .arg(kubeconfig.display().to_string())
     };
     all_at_once("lab up", &[up(0), up(1), up(2)])?;
     // One after the other: three suites at once on two cores made timing-bound
