@@ -75,6 +75,24 @@ impl Cmd {
         self
     }
 
+    /// Without the variables `cargo run` and `cargo test` give their child for
+    /// its package (CARGO_MANIFEST_DIR, …), as in a shell. Passed on to a nested
+    /// cargo they change what ring's build script watches, so each switch between
+    /// a plain `cargo` and a nested one rebuilt ring, rustls and kube — and, the
+    /// path naming the clone, every CI run did, warm or not.
+    pub fn without_package_env(mut self) -> Cmd {
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("CARGO_MANIFEST_")
+                || name.starts_with("CARGO_PKG_")
+                || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&&*name)
+            {
+                self = self.env_remove(&name);
+            }
+        }
+        self
+    }
+
     /// Not passed on from this process's environment (not shown: a shell
     /// where the person types the command does not have it either).
     pub fn env_remove(mut self, key: &str) -> Cmd {
@@ -259,27 +277,12 @@ pub fn shell_quote(word: &str) -> String {
 }
 
 /// `cargo ARGS` run from the project root, as a person types it.
-///
-/// `cargo run` and `cargo test` give their child the variables of a package
-/// (CARGO_MANIFEST_DIR, …). Passed on, they would differ from a plain `cargo`
-/// in a shell: ring's build script watches CARGO_MANIFEST_DIR, so every switch
-/// between the two rebuilt ring, rustls and kube.
 pub fn cargo<I, S>(args: I) -> Cmd
 where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    let mut cmd = Cmd::new("cargo").args(args).dir(project::root());
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_MANIFEST_")
-            || name.starts_with("CARGO_PKG_")
-            || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&&*name)
-        {
-            cmd = cmd.env_remove(&name);
-        }
-    }
-    cmd
+    Cmd::new("cargo").args(args).dir(project::root()).without_package_env()
 }
 
 /// The command must have failed because it is not installed.
@@ -332,5 +335,25 @@ mod tests {
         Cmd::argv(["sh", "-c", "exit 0"]).run_long("testing").unwrap();
         let error = Cmd::argv(["sh", "-c", "exit 3"]).run_long("testing").unwrap_err();
         assert!(format!("{error:#}").contains("exit"), "{error:#}");
+    }
+
+    /// `cargo test` gives this process its package's variables; a nested
+    /// cargo sees none of them, whether it runs cargo itself or under `nice`.
+    #[test]
+    fn a_nested_cargo_gets_no_package_variables() {
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some(), "run by cargo test");
+        let nice = Cmd::argv(["nice", "cargo", "build"]).without_package_env();
+        for cmd in [cargo(["build"]), nice] {
+            let seen: Vec<String> = cmd
+                .to_command()
+                .unwrap()
+                .get_envs()
+                .filter(|(_, value)| value.is_none())
+                .map(|(name, _)| name.to_string_lossy().into_owned())
+                .collect();
+            for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "CARGO_PKG_VERSION"] {
+                assert!(seen.iter().any(|s| s == name), "{name} passed on: {seen:?}");
+            }
+        }
     }
 }

@@ -222,7 +222,7 @@ impl Alongside {
             "the Docker labs ({DOCKER_LAB_NAME}), alongside; their log is shown when they end"
         ));
         let since_epoch = started().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let child = Cmd::argv(["cargo", "xtask", "test", "--only", "docker"])
+        let child = crate::cargo::cargo(["xtask", "test", "--only", "docker"])
             .env(STARTED_ENV, format!("{:.3}", since_epoch.as_secs_f64()))
             .spawn_to_log(&log)?;
         let group = child.id() as i32;
@@ -346,7 +346,8 @@ impl NodeImageBuild {
         let log = labkit::project::target_dir().join("node-image-build.log");
         let _ = std::fs::remove_file(&log);
         section("the kind node image, built in the background while the envtest labs run");
-        let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"]);
+        let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"])
+            .without_package_env();
         let child = cmd.spawn_to_log(&log)?;
         Ok(NodeImageBuild { group: child.id() as i32, child: Some(child), done: false, log })
     }
