@@ -5,8 +5,7 @@
 //! each with its own lab name: envtest with the controller as a process, and the Docker labs
 //! (envtest with the controller in its image, kind, then a room on a cluster the kit did not
 //! make: [`existing`]) — the suites mostly wait, so on two cores the parts take little
-//! more than the longer of them; while the kind node image is still to be built (a
-//! cold machine), one after the other.
+//! more than the longer of them; on a cold machine the kind node image is built first.
 
 use std::{
     process::ExitCode,
@@ -89,13 +88,21 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
     });
     match only {
         Some(Part::Envtest) => return envtest_part().await,
-        Some(Part::Docker) => return docker_part(None).await,
+        Some(Part::Docker) => return docker_part().await,
         Some(Part::Existing) => {
             let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
             return existing::part(node_image.as_deref()).await;
         }
         None => {}
     }
+    // A cold machine: the kind node image is most of the run's CPU. Built first (the
+    // unit tests and the controller's release build beside it), then the parts side by
+    // side as on a warm machine: built beside the envtest part instead, the Docker labs
+    // had to wait for it and came after that part: 59 min cold, their half with idle CPU.
+    let building = match docker_missing().is_none() && node_image_to_build() {
+        true => Some(NodeImageBuild::start()?),
+        false => None,
+    };
     section("unit tests");
     // The lab tests (e2e/tests, and xtask/tests with `test = false`) need the labs below.
     cargo::cargo(["test", "--workspace", "--exclude", "e2e"]).run()?;
@@ -110,17 +117,15 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
         ));
         return envtest_part().await;
     }
-    if node_image_to_build() {
-        // A cold machine: building the kind node image is most of the run's CPU, and two
-        // parts of tests competing with it for the cores made the run longer, not shorter.
-        // The Docker labs follow the envtest lab, the image built meanwhile (as it was
-        // before the parts ran side by side).
-        let build = NodeImageBuild::start()?;
-        let code = envtest_part().await?;
-        if code != ExitCode::SUCCESS {
-            return Ok(code);
-        }
-        return docker_part(Some(build)).await;
+    if let Some(build) = building {
+        // Compiled now rather than beside the suites' timing-bound checks: the container
+        // lab's image and the bench's release binaries share these dependencies.
+        section("the controller's static release build, while the node image builds");
+        let release = crate::image::StaticTarget::detect()?;
+        release
+            .release_build(&["-p", cargo::PACKAGE, "--bin", cargo::BINARY])
+            .run_long("building the static controller")?;
+        build.wait().await?;
     }
     let docker = Alongside::start()?;
     let envtest = envtest_part().await;
@@ -141,17 +146,15 @@ async fn envtest_part() -> Result<ExitCode> {
 
 /// The labs that need Docker: envtest with the controller in its image, then kind (its node
 /// image built meanwhile where `LAB_NODE_IMAGE=built`).
-async fn docker_part(building: Option<NodeImageBuild>) -> Result<ExitCode> {
+async fn docker_part() -> Result<ExitCode> {
     if let Some(why) = docker_missing() {
         bail!("the Docker labs cannot run: {why}");
     }
     let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
-    // Built while the container lab runs (and, in a whole run, the envtest part):
-    // their tests mostly wait.
-    let node_image_build = match (building, node_image.as_deref() == Some("built")) {
-        (Some(build), _) => Some(build),
-        (None, true) => Some(NodeImageBuild::start()?),
-        (None, false) => None,
+    // Built (or found built) while the container lab runs: its tests mostly wait.
+    let node_image_build = match node_image.as_deref() == Some("built") {
+        true => Some(NodeImageBuild::start()?),
+        false => None,
     };
     let container = UpOptions::envtest(ControllerChoice::Container);
     let code = on_fresh_lab(DOCKER_LAB_NAME, &container, &[]).await?;
@@ -326,9 +329,9 @@ fn docker_usable() -> Result<(), String> {
 }
 
 /// `cargo xtask lab node-image` in the background, at the lowest CPU
-/// priority: on a cold machine it is minutes of compiling Kubernetes, and the
-/// envtest labs' tests, which run meanwhile, mostly wait (their processes
-/// come first). Stopped if the run ends before the kind lab needs it.
+/// priority: on a cold machine it is minutes of compiling Kubernetes, and what
+/// runs meanwhile (the unit tests, a lab's tests) comes first. Stopped if the
+/// run ends before the kind lab needs it.
 struct NodeImageBuild {
     child: Option<std::process::Child>,
     /// Its process group (its own: cargo, xtask and the builds they start).
@@ -345,7 +348,7 @@ impl NodeImageBuild {
     fn start() -> Result<NodeImageBuild> {
         let log = labkit::project::target_dir().join("node-image-build.log");
         let _ = std::fs::remove_file(&log);
-        section("the kind node image, built in the background while the envtest labs run");
+        section("the kind node image, built in the background at the lowest CPU priority");
         let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"])
             .without_package_env();
         let child = cmd.spawn_to_log(&log)?;
