@@ -75,24 +75,6 @@ impl Cmd {
         self
     }
 
-    /// Without the variables `cargo run` and `cargo test` give their child for
-    /// its package (CARGO_MANIFEST_DIR, …), as in a shell. Passed on to a nested
-    /// cargo they change what ring's build script watches, so each switch between
-    /// a plain `cargo` and a nested one rebuilt ring, rustls and kube — and, the
-    /// path naming the clone, every CI run did, warm or not.
-    pub fn without_package_env(mut self) -> Cmd {
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy();
-            if name.starts_with("CARGO_MANIFEST_")
-                || name.starts_with("CARGO_PKG_")
-                || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&&*name)
-            {
-                self = self.env_remove(&name);
-            }
-        }
-        self
-    }
-
     /// Not passed on from this process's environment (not shown: a shell
     /// where the person types the command does not have it either).
     pub fn env_remove(mut self, key: &str) -> Cmd {
@@ -125,7 +107,7 @@ impl Cmd {
     fn to_command(&self) -> anyhow::Result<Command> {
         let mut command = Command::new(&self.program);
         command.args(&self.args);
-        for key in &self.env_remove {
+        for key in self.env_remove.iter().chain(&package_variables()) {
             command.env_remove(key);
         }
         for (key, value) in &self.env {
@@ -276,13 +258,30 @@ pub fn shell_quote(word: &str) -> String {
     if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
+/// The variables `cargo run` and `cargo test` give their child for its package
+/// (CARGO_MANIFEST_DIR, …): no command gets them, as none does in a shell. Passed
+/// on to a nested cargo they change what ring's build script watches, so each
+/// switch between a plain `cargo` and a nested one rebuilt ring, rustls and kube
+/// — and, the path naming the clone, every CI run did, warm or not.
+fn package_variables() -> Vec<String> {
+    std::env::vars_os()
+        .map(|(name, _)| name.to_string_lossy().into_owned())
+        .filter(|name| {
+            name.starts_with("CARGO_MANIFEST_")
+                || name.starts_with("CARGO_PKG_")
+                || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"]
+                    .contains(&&**name)
+        })
+        .collect()
+}
+
 /// `cargo ARGS` run from the project root, as a person types it.
 pub fn cargo<I, S>(args: I) -> Cmd
 where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    Cmd::new("cargo").args(args).dir(project::root()).without_package_env()
+    Cmd::new("cargo").args(args).dir(project::root())
 }
 
 /// The command must have failed because it is not installed.
@@ -337,14 +336,14 @@ mod tests {
         assert!(format!("{error:#}").contains("exit"), "{error:#}");
     }
 
-    /// `cargo test` gives this process its package's variables; a nested
-    /// cargo sees none of them, whether it runs cargo itself or under `nice`.
+    /// `cargo test` gives this process its package's variables; a command it
+    /// runs sees none of them, whether cargo itself, under `nice`, or another.
     #[test]
-    fn a_nested_cargo_gets_no_package_variables() {
+    fn no_command_gets_the_package_variables() {
         assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some(), "run by cargo test");
-        let nice = Cmd::argv(["nice", "cargo", "build"]).without_package_env();
-        for cmd in [cargo(["build"]), nice] {
-            let seen: Vec<String> = cmd
+        let commands = [cargo(["build"]), Cmd::argv(["nice", "cargo", "build"]), Cmd::new("go")];
+        for cmd in commands {
+            let removed: Vec<String> = cmd
                 .to_command()
                 .unwrap()
                 .get_envs()
@@ -352,7 +351,7 @@ mod tests {
                 .map(|(name, _)| name.to_string_lossy().into_owned())
                 .collect();
             for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "CARGO_PKG_VERSION"] {
-                assert!(seen.iter().any(|s| s == name), "{name} passed on: {seen:?}");
+                assert!(removed.iter().any(|s| s == name), "{name} passed on: {removed:?}");
             }
         }
     }

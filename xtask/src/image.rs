@@ -109,6 +109,11 @@ impl StaticTarget {
         }
     }
 
+    /// The image's build of the controller's binary.
+    pub fn controller_build(&self) -> Cmd {
+        self.release_build(&["-p", crate::cargo::PACKAGE, "--bin", crate::cargo::BINARY])
+    }
+
     /// Where [`StaticTarget::release_build`] puts what it builds.
     pub fn release_dir(&self, target_dir: &Path) -> PathBuf {
         target_dir.join(&self.triple).join("release")
@@ -180,7 +185,7 @@ fn host_steps<C: 'static>(target: &StaticTarget, reference: &str) -> Result<Vec<
             crate::preflight::static_libc(out.as_deref().ok())
         }));
     }
-    let build = target.release_build(&["-p", crate::cargo::PACKAGE, "--bin", crate::cargo::BINARY]);
+    let build = target.controller_build();
     let binary = target.binary(&project::target_dir());
     let context = project::target_dir().join("image");
     steps.push(Step::long(build, "building the static controller"));

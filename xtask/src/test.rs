@@ -121,10 +121,8 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
         // Compiled now rather than beside the suites' timing-bound checks: the container
         // lab's image and the bench's release binaries share these dependencies.
         section("the controller's static release build, while the node image builds");
-        let release = crate::image::StaticTarget::detect()?;
-        release
-            .release_build(&["-p", cargo::PACKAGE, "--bin", cargo::BINARY])
-            .run_long("building the static controller")?;
+        let release = crate::image::StaticTarget::detect()?.controller_build();
+        release.run_long("building the static controller")?;
         build.wait().await?;
     }
     let docker = Alongside::start()?;
@@ -349,8 +347,7 @@ impl NodeImageBuild {
         let log = labkit::project::target_dir().join("node-image-build.log");
         let _ = std::fs::remove_file(&log);
         section("the kind node image, built in the background at the lowest CPU priority");
-        let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"])
-            .without_package_env();
+        let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"]);
         let child = cmd.spawn_to_log(&log)?;
         Ok(NodeImageBuild { group: child.id() as i32, child: Some(child), done: false, log })
     }

@@ -315,7 +315,6 @@ async fn build_step(project: &std::path::Path, main_rs: &str) -> anyhow::Result<
     let turn = tokio::task::spawn_blocking(move || lock.lock().map(|()| lock)).await??;
     std::fs::write(project.join("src/main.rs"), main_rs)?;
     Cmd::argv(["cargo", "build", "--offline"])
-        .without_package_env()
         .env("CARGO_TARGET_DIR", target.display().to_string())
         .dir(project)
         .run()?;
