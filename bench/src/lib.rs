@@ -6,7 +6,7 @@
 //! |-------------|-------------------------------------------------------------------|
 //! | [`run`]     | one run: its phases, in order                                     |
 //! | [`subject`] | a controller under test, a process group the bench owns           |
-//! | [`namespaces`] | each side's namespace in the latency rounds, and its Role      |
+//! | [`places`]  | where each side keeps its my-config in the latency rounds, and its Role |
 //! | [`peers`]   | the peers: course-verbatim + course-go.patch, controller-runtime, stage 2 |
 //! | [`phases`]  | where a round's milliseconds go, from the API server's audit log  |
 //! | [`rounds`]  | one self-heal or correction round (through [`measure_until_desired`]) |
@@ -21,9 +21,9 @@
 pub mod chart;
 pub mod floor;
 pub mod load;
-pub mod namespaces;
 pub mod peers;
 pub mod phases;
+pub mod places;
 pub mod quiet;
 pub mod render;
 pub mod report;

@@ -1,12 +1,12 @@
 //! The peers the bench builds: the course's own controller in Go (client-go
 //! informer, typed work queue, the kick, 30 s resync), the peer of `cargo
 //! xtask bench --peer go`: the course's program as it prints it
-//! (`e2e/peers/course-verbatim/`) with the three changes of
+//! (`e2e/peers/course-verbatim/`) with the four changes of
 //! `e2e/peers/course-go.patch`, built by [`e2e::go_build`]; a
 //! controller-runtime reconciler; stage 2's kube-runtime `Controller`.
 //!
 //! Peers run as the lab's controller ServiceAccount, like my-controller, with
-//! the Role that [`crate::namespaces::Grant`] binds (the course's informer
+//! the Role that [`crate::places::Grant`] binds (the course's informer
 //! lists and watches every ConfigMap of its namespace, which the kit's Role,
 //! naming my-config, does not grant).
 

@@ -12,8 +12,9 @@ use std::{
 use anyhow::{Result, ensure};
 
 use super::{
-    load, namespaces,
+    load,
     phases::Span,
+    places::{self, Place, Sharing},
     quiet::{self, Burst, Steady},
     report::{Cost, Floor, Measured, Report, Series, Settings},
     rounds::{Disturbance, Rounds},
@@ -75,13 +76,13 @@ impl Tally {
 
 /// Measures every subject of `specs` (my-controller first) against `lab`
 /// with `settings`; their output goes to `log`. The lab's own controller
-/// must be stopped, and each side's namespace ([`namespaces::of_sides`])
-/// must let it keep my-config there. Also returns when each timed round ran
-/// (for [`super::phases`]).
+/// must be stopped, and each side's place ([`places::of_sides`] with
+/// `sharing`) must let it keep my-config there. Also returns when each timed
+/// round ran (for [`super::phases`]).
 pub async fn measure(
     lab: &Lab,
     settings: &Settings,
-    specs: &[Spec],
+    (specs, sharing): (&[Spec], Sharing),
     floor: &Path,
     log: &Path,
 ) -> Result<(Report, Vec<Span>)> {
@@ -93,10 +94,9 @@ pub async fn measure(
     // last side.
     let floor = Spec::Floor { binary: floor.to_path_buf() };
     let mut sides = Vec::new();
-    for (spec, namespace) in
-        specs.iter().chain([&floor]).zip(namespaces::of_sides(lab.desired().namespace(), specs))
-    {
-        let lab = lab.keeping_in(&namespace)?;
+    let own = Place::kept_in(lab);
+    for (spec, place) in specs.iter().chain([&floor]).zip(places::of_sides(&own, specs, sharing)) {
+        let lab = lab.keeping(&place.namespace, &place.name)?;
         sides.push(Side { spec: spec.clone(), rounds: Rounds::new(&lab).await?, lab });
     }
     let mut run = Run { lab, log, rounds: Rounds::new(lab).await?, spans: Vec::new() };
@@ -141,7 +141,7 @@ pub async fn measure(
 }
 
 /// A side of the latency blocks: a subject or the floor, the lab as it sees
-/// it (its own my-config, [`Lab::keeping_in`]) and its rounds' client.
+/// it (its own my-config, [`Lab::keeping`]) and its rounds' client.
 struct Side {
     spec: Spec,
     lab: Lab,

@@ -22,6 +22,9 @@ use labkit::{
 };
 use tokio::time::Instant;
 
+/// Names a peer's ConfigMap (my-controller reads it too): the bench's sides
+/// may share a namespace ([`crate::places`]).
+pub const NAME_ENV: &str = "MY_CONTROLLER_NAME";
 /// How long a controller gets from its start to my-config created.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 /// SIGTERM, then SIGKILL after this.
@@ -37,7 +40,8 @@ pub enum Spec {
     Floor { binary: PathBuf },
     /// A peer: `sh -c <command>` with `KUBECONFIG` set to the lab's
     /// controller kubeconfig (its ServiceAccount, not admin), its context's
-    /// namespace the one it is to keep my-config in. `label` names it in
+    /// namespace the one it is to keep my-config in, and [`NAME_ENV`] that
+    /// ConfigMap's name. `label` names it in
     /// tables; without one, its program does. `pinned`: it keeps my-config in
     /// the lab's namespace whatever KUBECONFIG says (its own RBAC is there).
     Peer { label: Option<String>, command: String, pinned: bool },
@@ -108,7 +112,7 @@ impl Subject {
     /// Deletes my-config, starts the controller with `extra` flags (ours
     /// only) and waits until it has created my-config again: the one sign of
     /// readiness every implementation gives (ours also answers `/readyz`).
-    /// `lab` says which my-config ([`Lab::keeping_in`]). Its output is
+    /// `lab` says which my-config ([`Lab::keeping`]). Its output is
     /// appended to `log`.
     pub async fn start(lab: &Lab, spec: &Spec, extra: &[&str], log: &Path) -> Result<Subject> {
         delete_and_wait_gone(lab).await?;
@@ -212,7 +216,7 @@ impl Drop for Subject {
 /// The command line of the controller under test.
 fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
     let controller = &lab.file().controller;
-    let namespace = lab.desired().namespace();
+    let (namespace, name) = (lab.desired().namespace(), lab.desired().name());
     Ok(match spec {
         Spec::Ours { binary } => {
             let listen = controller
@@ -222,7 +226,7 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
             Cmd::new(binary.display().to_string())
                 .arg("--kubeconfig")
                 .path(&controller.kubeconfig)
-                .args(["--namespace", namespace])
+                .args(["--namespace", namespace, "--name", name])
                 .args(["--listen", listen])
                 // The correction rounds are a second writer on purpose: a
                 // paced controller would wait seconds from the fourth round on.
@@ -232,13 +236,15 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
         Spec::Floor { binary } => Cmd::new(binary.display().to_string())
             .arg("--kubeconfig")
             .path(&controller.kubeconfig)
-            .args(["--namespace", namespace]),
+            .args(["--namespace", namespace, "--name", name]),
         Spec::Peer { command: line, .. } => {
             if !extra.is_empty() {
                 bail!("a peer takes no flags from the bench");
             }
             let kubeconfig = lab.controller_kubeconfig()?;
-            Cmd::argv(["sh", "-c", line]).env("KUBECONFIG", kubeconfig.display().to_string())
+            Cmd::argv(["sh", "-c", line])
+                .env("KUBECONFIG", kubeconfig.display().to_string())
+                .env(NAME_ENV, name)
         }
     })
 }

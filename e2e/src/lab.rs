@@ -7,7 +7,7 @@ use std::{
     future::Future,
     net::{Ipv4Addr, SocketAddr},
     os::unix::process::CommandExt,
-    path::{Path, PathBuf},
+    path::Path,
     process::Command,
     time::{Duration, Instant},
 };
@@ -25,6 +25,7 @@ use crate::{deployment::DeploymentHost, http_probe, metrics::Scrape};
 
 mod logs;
 pub mod probes;
+mod views;
 
 use probes::{api_server_ready, controller_ready, etcd_ready, wait_ports_free, wait_ready};
 
@@ -55,6 +56,8 @@ pub struct Lab {
     desired: Desired,
     /// Flags added to the lab's own, by role, for the processes running now.
     extra_args: BTreeMap<String, Vec<String>>,
+    /// The controller is a local process of the caller's ([`Lab::with_local_controller`]).
+    local_controller: bool,
 }
 
 /// The admin client, and the same without kube's retries (see [`Lab`]).
@@ -118,7 +121,14 @@ impl Lab {
             controller::desired::default_data(),
         )
         .map_err(anyhow::Error::msg)?;
-        Ok(Lab { file, client, probe, desired, extra_args: BTreeMap::new() })
+        Ok(Lab {
+            file,
+            client,
+            probe,
+            desired,
+            extra_args: BTreeMap::new(),
+            local_controller: false,
+        })
     }
 
     /// An admin client (system:masters).
@@ -134,41 +144,6 @@ impl Lab {
     /// What the lab's controller keeps (it runs with the default desired state).
     pub fn desired(&self) -> &Desired {
         &self.desired
-    }
-
-    /// The same lab keeping its ConfigMap in `namespace` instead (same name
-    /// and data): the bench gives each side a my-config of its own. Only
-    /// what is kept differs; lab.json stays the lab's.
-    pub fn keeping_in(&self, namespace: &str) -> anyhow::Result<Lab> {
-        let desired = Desired::new(namespace, self.desired.name(), self.desired.data().clone())
-            .map_err(anyhow::Error::msg)?;
-        Ok(Lab {
-            file: self.file.clone(),
-            client: self.client.clone(),
-            probe: self.probe.clone(),
-            desired,
-            extra_args: BTreeMap::new(),
-        })
-    }
-
-    /// The controller's kubeconfig, its context's namespace the one this lab
-    /// keeps my-config in ([`Lab::keeping_in`]): for programs that take their
-    /// namespace from the kubeconfig, as kubectl does. Outside the lab's
-    /// namespace a copy is written next to lab.json.
-    pub fn controller_kubeconfig(&self) -> anyhow::Result<PathBuf> {
-        let (path, namespace) = (&self.file.controller.kubeconfig, self.desired.namespace());
-        if namespace == self.file.target.namespace {
-            return Ok(path.clone());
-        }
-        let mut config = Kubeconfig::read_from(path)?;
-        for named in &mut config.contexts {
-            if let Some(context) = named.context.as_mut() {
-                context.namespace = Some(namespace.to_string());
-            }
-        }
-        let copy = self.file.state_dir.join(format!("controller-{namespace}.kubeconfig"));
-        labkit::files::write_private(&copy, &serde_saphyr::to_string(&config)?)?;
-        Ok(copy)
     }
 
     pub fn file(&self) -> &LabFile {
@@ -351,6 +326,9 @@ impl Lab {
 
     /// The controller as a Deployment (kind, an existing cluster), in its namespace.
     pub fn deployment(&self) -> Option<DeploymentHost> {
+        if self.local_controller {
+            return None;
+        }
         let host = DeploymentHost::new(self.client()).probing_with(self.probe.clone());
         match (&self.file.provider, &self.file.existing) {
             (ProviderKind::Kind, _) => Some(host),

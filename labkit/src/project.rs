@@ -2,12 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
-/// The workspace root: xtask lives one level below it.
+/// The workspace root: every package lives one level below it. Read from
+/// the `CARGO_MANIFEST_DIR` cargo gives what it runs (`cargo xtask`, the
+/// tests), else the one this crate was compiled in: cargo does not rebuild a
+/// path crate for a workspace moved elsewhere whose files are older than its
+/// artifacts, so the compiled-in path may name the old place.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+    let runtime = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let manifest_dir = runtime
+        .filter(|dir| dir.parent().is_some_and(|root| root.join("Cargo.lock").is_file()))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir.parent().map(Path::to_path_buf).unwrap_or(manifest_dir)
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR` when set (cargo honours it, so the controller

@@ -1,16 +1,28 @@
 //! `cargo xtask bench`: how fast the controller heals, and what it costs,
-//! against the current (envtest) lab. What is measured, in which order and
-//! why: [`bench`]. This verb builds the controller (the release build by
+//! against the current lab. What is measured, in which order and why:
+//! [`bench`]. This verb builds the controller (the release build by
 //! default, `cargo build --release -p controller --bin my-controller`), stops
 //! the lab's own controller for the run and starts it again whatever
-//! happened, prints the tables and writes `target/bench/bench-<unix
-//! time>.{json,svg}` and `latest.{json,svg}`.
+//! happened, prints the tables and writes `bench-<unix time>.{json,svg}` and
+//! `latest.{json,svg}` into `--out` (`target/bench`).
+//!
+//! Every side runs on this machine. On a lab whose controller is a
+//! Deployment (kind, an existing cluster) they run as that Deployment's
+//! ServiceAccount (a token from the TokenRequest API, in a kubeconfig next to
+//! lab.json while the run lasts) and share the lab's namespace
+//! ([`places::Sharing`]): nothing cluster-wide is needed, as an attendee of
+//! a room has nothing cluster-wide.
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use anyhow::{Context, Result, bail, ensure};
 use bench::{
-    chart, namespaces, peers, phases,
+    chart, load, peers, phases,
+    places::{self, Sharing},
     report::{self, Settings},
     run,
     subject::Spec,
@@ -54,9 +66,12 @@ pub struct BenchArgs {
     /// report where each round's milliseconds went (its flags are put back after).
     #[arg(long)]
     phases: bool,
-    /// Measure a peer in the same run: `go` (the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), `controller-runtime` (e2e/peers/controller-runtime), `kube-runtime` (stage 2's kube-runtime Controller keeping my-config through a template), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig whose context names the namespace to keep my-config in. Repeatable.
+    /// Measure a peer in the same run: `go` (the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), `controller-runtime` (e2e/peers/controller-runtime), `kube-runtime` (stage 2's kube-runtime Controller keeping my-config through a template), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig whose context names the namespace to keep my-config in and MY_CONTROLLER_NAME its name. Repeatable.
     #[arg(long, value_name = "go|controller-runtime|kube-runtime|COMMAND")]
     peer: Vec<String>,
+    /// Where the report and the sides' log are written (default: target/bench).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     #[command(flatten)]
     lab: LabName,
 }
@@ -92,19 +107,70 @@ impl BenchArgs {
         ensure!(!self.steady.is_zero(), "--steady must be longer than 0");
         Ok(())
     }
+
+    /// What only an envtest lab allows, refused on another in one line each.
+    fn check_on(&self, provider: ProviderKind) -> Result<()> {
+        if provider == ProviderKind::Envtest {
+            return Ok(());
+        }
+        let on = match provider {
+            ProviderKind::Existing => "an existing cluster",
+            _ => "a kind cluster",
+        };
+        ensure!(
+            !self.phases,
+            "--phases restarts kube-apiserver with an audit log, which is not the bench's to \
+             restart on {on}: drop --phases, or use an envtest lab"
+        );
+        ensure!(
+            !self.peer.iter().any(|p| p == KUBE_RUNTIME),
+            "--peer {KUBE_RUNTIME} installs stage 2's CustomResourceDefinition, cluster-wide, \
+             which the bench does not do on {on}: drop it, or use an envtest lab"
+        );
+        Ok(())
+    }
+}
+
+/// How long the sides' token lasts: longer than a run of 1000 rounds with
+/// every peer (it is not renewed), short enough not to outlive the day.
+const SIDES_TOKEN_SECONDS: i64 = 12 * 3600;
+
+/// The lab as the sides see it, when it is not the lab itself: on a lab
+/// whose controller is a Deployment (kind, an existing cluster), a
+/// kubeconfig for that Deployment's ServiceAccount, next to lab.json, and a
+/// free loopback port for ours. `None` on envtest, whose controller is a
+/// process with a kubeconfig already.
+async fn sides_here(lab: &Lab) -> Result<Option<Lab>> {
+    if lab.deployment().is_none() {
+        return Ok(None);
+    }
+    let (namespace, account) = lab
+        .controller_service_account()
+        .split_once('/')
+        .context("the lab's ServiceAccount is namespace/name")?;
+    let (token, expires) =
+        e2e::accounts::token(&lab.client(), namespace, account, SIDES_TOKEN_SECONDS).await?;
+    let kubeconfig = lab.file().state_dir.join("bench-controller.kubeconfig");
+    let config = e2e::accounts::kubeconfig_with_token(lab.file(), &token)?;
+    labkit::files::write_private(&kubeconfig, &serde_saphyr::to_string(&config)?)?;
+    let port = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .context("no free loopback port for the controller under test")?
+        .port();
+    eprintln!(
+        "the sides run here as ServiceAccount {namespace}/{account} (a token until {expires}, in {}), \
+         each keeping a ConfigMap of its own in namespace {}",
+        kubeconfig.display(),
+        lab.desired().namespace()
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    Ok(Some(lab.with_local_controller(&url, &kubeconfig)))
 }
 
 pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     args.check()?;
     let mut lab = Lab::find_named(&args.lab.name).await?;
-    if lab.file().provider != ProviderKind::Envtest {
-        bail!(
-            "cargo xtask bench runs the controller as a local process: it needs an envtest lab, \
-             and {} is a {} lab",
-            args.lab.name,
-            lab.file().provider
-        );
-    }
+    args.check_on(lab.file().provider)?;
     let stage2 = args.peer.iter().any(|p| p == KUBE_RUNTIME);
     let built = build(args.build, stage2)?;
     let mut specs = vec![Spec::Ours { binary: built.ours.clone() }];
@@ -116,9 +182,10 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
             command => Spec::Peer { label: None, command: command.into(), pinned: false },
         });
     }
-    let dir = project::target_dir().join("bench");
+    let dir = args.out.clone().unwrap_or_else(|| project::target_dir().join("bench"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let log = dir.join("controller.log");
+    let here = sides_here(&lab).await?;
     let labels = specs.iter().map(Spec::label).collect::<Vec<_>>().join(", ");
     eprintln!("bench: {labels} against lab {}; their log: {}", args.lab.name, log.display());
     // Caught before any controller starts: an interrupted run stops them and
@@ -127,7 +194,12 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     eprintln!("stopping the lab's own controller for the run");
     lab.stop_controller().await?;
     let interrupted = interrupts.first("the controllers under test");
-    let measured = measure(&mut lab, &args, &specs, &built, &log, interrupted).await;
+    let measured =
+        measure(&mut lab, here.as_ref(), &args, (&specs, &built), &log, interrupted).await;
+    if let Some(here) = &here {
+        // The token stays valid until it expires; its file goes now.
+        let _ = std::fs::remove_file(&here.file().controller.kubeconfig);
+    }
     eprintln!("starting the lab's own controller again");
     // The API server back on its own flags, and the controller with them.
     let restored = lab.restore().await;
@@ -151,21 +223,27 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The run with what its sides need: a namespace each with the Role that
-/// lets them keep my-config there, stage 2's CRD, RBAC and template for the
-/// kube-runtime peer, the audit log for `--phases`; the Role and stage 2 are
-/// taken away again whatever happened, `interrupted` included (the sides'
+/// The run with what its sides need: a place each ([`places`]) with the
+/// Role that lets them keep my-config there, stage 2's CRD, RBAC and
+/// template for the kube-runtime peer, the audit log for `--phases`; the
+/// Role, the sides' ConfigMaps, the unrelated ones and stage 2 are taken
+/// away again whatever happened, `interrupted` included (the sides'
 /// processes are killed as the run is dropped).
+/// The sides run against `here` ([`sides_here`]) when given, else `lab`.
 async fn measure(
     lab: &mut Lab,
+    here: Option<&Lab>,
     args: &BenchArgs,
-    specs: &[Spec],
-    built: &Built,
-    log: &std::path::Path,
+    (specs, built): (&[Spec], &Built),
+    log: &Path,
     interrupted: impl Future<Output = ()>,
 ) -> Result<(report::Report, Vec<phases::Span>, Option<phases::Audit>)> {
-    let namespaces = namespaces::of_sides(lab.desired().namespace(), specs);
-    let grant = namespaces::Grant::grant(lab, &namespaces).await?;
+    let sharing = match here {
+        Some(_) => Sharing::OneNamespace,
+        None => Sharing::NamespaceEach,
+    };
+    let own = places::Place::kept_in(lab);
+    let grant = places::Grant::grant(lab, &places::of_sides(&own, specs, sharing)).await?;
     let stage2 = built.stage2.is_some();
     let result = async {
         if stage2 {
@@ -175,7 +253,9 @@ async fn measure(
             true => Some(phases::Audit::enable(lab).await?),
             false => None,
         };
-        let (report, spans) = run::measure(lab, &args.settings(), specs, &built.floor, log).await?;
+        let sides = here.unwrap_or(lab);
+        let (report, spans) =
+            run::measure(sides, &args.settings(), (specs, sharing), &built.floor, log).await?;
         anyhow::Ok((report, spans, audit))
     };
     let result = tokio::select! {
@@ -183,8 +263,10 @@ async fn measure(
         () = interrupted => Err(anyhow::anyhow!("interrupted")),
     };
     let mut cleanup = Vec::new();
-    let revoked = grant.revoke(lab.desired().name()).await;
+    let revoked = grant.revoke().await;
     cleanup.push(revoked.context("could not take the sides' Role and ConfigMaps away"));
+    let unrelated = load::delete_all(&lab.config_maps()).await;
+    cleanup.push(unrelated.context("could not delete the unrelated ConfigMaps"));
     if stage2 {
         cleanup.push(
             e2e::examples::stage2_uninstall(lab).await.context("could not take stage 2 away"),

@@ -120,7 +120,7 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
     // Interrupted once the rounds are under way: every side is running.
     eventually("the rounds to be under way", Duration::from_secs(600), || async {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let under_way = text.contains("rounds of") && bench_processes().len() >= 2;
+        let under_way = text.contains("rounds of") && bench_processes(&lab).len() >= 2;
         Ok(if under_way { Check::Done(()) } else { Check::NotYet(tail(&text)) })
     })
     .await
@@ -130,7 +130,7 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
     let (status, printed) = common::interrupt(&mut child, group, &log).await;
     assert!(!status.success(), "an interrupted bench must not succeed:\n{printed}");
     assert!(printed.contains("interrupted"), "{printed}");
-    assert_eq!(bench_processes(), Vec::<String>::new(), "left running:\n{printed}");
+    assert_eq!(bench_processes(&lab), Vec::<String>::new(), "left running:\n{printed}");
     // Read anew: the lab's controller is a new process.
     let lab = common::lab().await;
     assert!(lab.controller_running().await.unwrap(), "the lab's controller is not back");
@@ -138,17 +138,24 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
     assert_bench_left_nothing(&lab).await;
 }
 
-/// The command lines of the bench's sides still running: the floor, and the
-/// course's Go controller (both only ever started by the bench).
-fn bench_processes() -> Vec<String> {
+/// The command lines of the bench's sides still running against `lab`: the
+/// floor, and the course's Go controller (both only ever started by the
+/// bench), with a kubeconfig of `lab`'s (in its command line or
+/// environment): a bench on another lab may run at the same time.
+fn bench_processes(lab: &e2e::lab::Lab) -> Vec<String> {
+    let state_dir = lab.file().state_dir.display().to_string();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let read = |file: &str| {
+            let bytes = std::fs::read(entry.path().join(file)).unwrap_or_default();
+            String::from_utf8_lossy(&bytes).replace('\0', " ")
+        };
+        let cmdline = read("cmdline");
         let program = cmdline.split(' ').next().unwrap_or_default();
         let program = program.rsplit('/').next().unwrap_or_default();
         // The Go peer's binary is named course-go-<hash of its sources>.
-        if program == "bench-floor" || program.starts_with("course-go-") {
+        let side = program == "bench-floor" || program.starts_with("course-go-");
+        if side && (cmdline.contains(&state_dir) || read("environ").contains(&state_dir)) {
             found.push(cmdline);
         }
     }
@@ -170,7 +177,7 @@ async fn assert_bench_left_nothing(lab: &e2e::lab::Lab) {
     let by_name =
         |name: &str| kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
     let roles: kube::Api<k8s_openapi::api::rbac::v1::Role> = kube::Api::all(lab.client());
-    let left = roles.list(&by_name(bench::namespaces::ROLE)).await.unwrap();
+    let left = roles.list(&by_name(bench::places::ROLE)).await.unwrap();
     assert!(
         left.items.is_empty(),
         "{:?}",

@@ -285,3 +285,35 @@ async fn lab_up_refuses_bad_input_in_one_line_and_applies_nothing() {
     );
     refused(&["--kubeconfig", &admin, "--registry", "http://localhost:5001"], "is not HOST[:PORT]");
 }
+
+/// `cargo xtask bench` on attendee 01's lab, as attendee 01: the sides run
+/// on this machine as the lab's controller ServiceAccount, in the
+/// attendee's namespace (a ConfigMap each), the Go peer among them.
+#[tokio::test]
+#[serial]
+async fn a_short_benchmark_runs_in_an_attendees_namespace_and_leaves_nothing() {
+    let lab = lab().await;
+    common::short_bench_on_a_deployment(&lab, &["--peer", "go"], &["my-controller", "course-go"])
+        .await;
+}
+
+/// What only an envtest lab allows: one line each, nothing started.
+#[tokio::test]
+#[serial]
+async fn the_bench_refuses_what_needs_a_lab_the_kit_made_in_one_line() {
+    let name = lab().await.file().name.clone();
+    let refusals: [(&[&str], &str); 2] = [
+        (&["--phases"], "--phases restarts kube-apiserver"),
+        (&["--peer", "kube-runtime"], "--peer kube-runtime installs"),
+    ];
+    for (flags, said) in refusals {
+        let ran = run(&xtask(&["bench", "--name", &name]).args(flags));
+        assert!(!ran.ok, "bench {flags:?} succeeded");
+        let last = ran.stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("error: ") && last.contains(said) && last.contains("existing cluster"),
+            "expected {said:?} in the last line of:\n{}",
+            ran.stderr
+        );
+    }
+}

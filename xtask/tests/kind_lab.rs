@@ -216,3 +216,11 @@ async fn bad_input_is_refused_and_leaves_nothing_behind() {
     let _ = Cmd::argv(["docker", "rmi", other_minor]).output();
     let _ = std::fs::remove_dir_all(&context);
 }
+
+/// `cargo xtask bench` on the kind lab: the sides here, in the lab's
+/// namespace (a ConfigMap each), the Deployment back after.
+#[tokio::test]
+#[serial]
+async fn a_short_benchmark_runs_against_the_kind_lab() {
+    common::short_bench_on_a_deployment(&lab().await, &[], &["my-controller"]).await;
+}

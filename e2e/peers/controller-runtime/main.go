@@ -31,7 +31,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-const name = "my-config"
+// The ConfigMap kept: my-config, or $MY_CONTROLLER_NAME when set (on a
+// cluster the kit did not make, the bench's sides share one namespace, a
+// name each).
+var name = "my-config"
 
 var desired = map[string]string{"app.conf": "env=prod\nreplicas=3"}
 
@@ -72,6 +75,9 @@ func main() {
 	ctrl.SetLogger(zap.New())
 	log := ctrl.Log.WithName("my-config")
 
+	if n := os.Getenv("MY_CONTROLLER_NAME"); n != "" {
+		name = n
+	}
 	config := ctrl.GetConfigOrDie()
 	config.QPS = -1
 	// The namespace of the kubeconfig's context, "default" when it names none

@@ -83,3 +83,61 @@ pub async fn interrupt(child: &mut Child, target: libc::pid_t, log: &Path) -> (E
     .unwrap();
     (status, std::fs::read_to_string(log).unwrap_or_default())
 }
+
+/// The names of the ConfigMaps, Roles and RoleBindings in the namespace of
+/// `lab`'s my-config, as the lab's admin sees them.
+pub async fn objects_in_namespace(lab: &Lab) -> Vec<String> {
+    use k8s_openapi::api::{
+        core::v1::ConfigMap,
+        rbac::v1::{Role, RoleBinding},
+    };
+    use kube::{Api, api::ListParams};
+    let (client, namespace, list) =
+        (lab.client(), lab.desired().namespace(), ListParams::default());
+    let mut names = Vec::new();
+    for cm in Api::<ConfigMap>::namespaced(client.clone(), namespace).list(&list).await.unwrap() {
+        names.push(format!("ConfigMap {}", cm.metadata.name.unwrap_or_default()));
+    }
+    for role in Api::<Role>::namespaced(client.clone(), namespace).list(&list).await.unwrap() {
+        names.push(format!("Role {}", role.metadata.name.unwrap_or_default()));
+    }
+    for binding in Api::<RoleBinding>::namespaced(client, namespace).list(&list).await.unwrap() {
+        names.push(format!("RoleBinding {}", binding.metadata.name.unwrap_or_default()));
+    }
+    names.sort();
+    names
+}
+
+/// A short `cargo xtask bench` on `lab` whose controller is a Deployment,
+/// with `peers` (`--peer …` flags) and its report in a folder of its own:
+/// my-controller's and each peer's rounds all measured, the namespace's
+/// ConfigMaps, Roles and RoleBindings as before, the Deployment back and
+/// keeping my-config.
+pub async fn short_bench_on_a_deployment(lab: &Lab, peers: &[&str], labels: &[&str]) {
+    let before = objects_in_namespace(lab).await;
+    let name = lab.file().name.clone();
+    let out = labkit::project::target_dir().join("bench-tests").join(&name);
+    let _ = std::fs::remove_dir_all(&out);
+    let short = ["-n", "6", "--steady", "2s", "--burst", "5", "--unrelated", "30"];
+    let bench = xtask(&["bench", "--name", &name]).args(peers).arg("--out").path(&out);
+    succeeds(&bench.args(short));
+    let text = std::fs::read_to_string(out.join("latest.json")).expect("latest.json");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["floor"]["self_heal"]["n"], 6, "{text}");
+    let subjects = json["subjects"].as_array().expect("subjects");
+    let measured: Vec<&str> = subjects.iter().filter_map(|s| s["label"].as_str()).collect();
+    assert_eq!(measured.len(), labels.len(), "{measured:?}");
+    for (label, start) in measured.iter().zip(labels) {
+        assert!(label.starts_with(start), "{measured:?}");
+    }
+    for s in subjects {
+        assert_eq!(s["self_heal"]["n"], 6, "{}", s["label"]);
+        assert_eq!(s["correction"]["n"], 6, "{}", s["label"]);
+    }
+    let namespace = lab.desired().namespace();
+    assert_eq!(objects_in_namespace(lab).await, before, "the bench left objects in {namespace}");
+    assert!(lab.controller_running().await.unwrap(), "the lab's controller is not back");
+    let config_maps = lab.config_maps();
+    config_maps.delete(lab.desired().name(), &Default::default()).await.unwrap();
+    e2e::converge::wait_desired(lab).await.unwrap();
+}
