@@ -152,6 +152,13 @@ fn cost(out: &mut String, report: &Report, ours_label: &str) {
 /// The bar my-controller is held to, one line each.
 fn bars(out: &mut String, report: &Report, ours_label: &str) {
     let _ = writeln!(out, "\nbar for {ours_label} (envtest lab, 2-core machine):");
+    if report.provider != "envtest" {
+        let _ = writeln!(
+            out,
+            "  (this run is on a {} lab: its rounds include the way to the cluster's API server)",
+            report.provider
+        );
+    }
     for bar in &report.bars {
         let (mark, value) = match (bar.met, bar.value) {
             (Some(true), Some(v)) => ("met   ", format!("{v:.2} {}", bar.unit)),

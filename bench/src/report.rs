@@ -28,6 +28,8 @@ pub struct Report {
     /// Seconds since the Unix epoch when the run ended; also in the file name.
     pub unix_time: u64,
     pub lab: String,
+    /// `envtest`, `kind` or `existing`: the bars are set for an envtest lab.
+    pub provider: String,
     pub kubernetes_version: String,
     /// CPUs of this machine: the figures depend on it.
     pub cpus: usize,
@@ -197,12 +199,12 @@ impl Bar {
 impl Report {
     /// The report of a run: `measured[0]` is my-controller.
     pub fn new(
-        meta: (u64, String, String, usize),
+        meta: (u64, (String, String), String, usize),
         settings: Settings,
         floor: Floor,
         measured: Vec<Measured>,
     ) -> Report {
-        let (unix_time, lab, kubernetes_version, cpus) = meta;
+        let (unix_time, (lab, provider), kubernetes_version, cpus) = meta;
         let ours = measured.iter().find(|m| m.ours).map(|m| {
             (
                 Series::new(m.self_heal.clone()),
@@ -243,6 +245,7 @@ impl Report {
             format: FORMAT,
             unix_time,
             lab,
+            provider,
             kubernetes_version,
             cpus,
             settings,
@@ -432,7 +435,7 @@ pub mod tests {
             correction: Series::new(vec![3.0, 4.0]),
         };
         Report::new(
-            (1_700_000_000, "bench-lab".into(), "v1.36.3".into(), 2),
+            (1_700_000_000, ("bench-lab".into(), "envtest".into()), "v1.36.3".into(), 2),
             settings(),
             floor,
             vec![
@@ -449,6 +452,7 @@ pub mod tests {
         for key in [
             "unix_time",
             "lab",
+            "provider",
             "kubernetes_version",
             "cpus",
             "settings",
@@ -511,6 +515,9 @@ pub mod tests {
             "{text}"
         );
         assert!(text.contains("MISSED correction p50 ≤ 1.10 × floor p50"), "{text}");
+        assert!(!text.contains("this run is on a"), "{text}");
+        let on_kind = Report { provider: "kind".into(), ..sample() };
+        assert!(render(&on_kind).contains("this run is on a kind lab"));
         // Any other peer: no worse than it.
         let mut other = sample();
         other.subjects[1].label = "their-controller (--peer)".into();
@@ -530,7 +537,7 @@ pub mod tests {
             correction: Series::new(vec![3.0, 4.0]),
         };
         let report = Report::new(
-            (0, "l".into(), "v1.36.3".into(), 2),
+            (0, ("l".into(), "envtest".into()), "v1.36.3".into(), 2),
             settings(),
             floor,
             vec![
