@@ -200,3 +200,105 @@ async fn a_lab_for_another_config_map_keeps_that_one() {
     let name = lab().await.file().name.clone();
     common::another_target(&["lab", "up", "--provider", "envtest", "--name", &name]);
 }
+
+/// A kube-apiserver two minors behind the kit's client, for real: the lab's
+/// own, linked again from the same Go module with that minor stamped into
+/// its version (every package comes from Go's build cache: only the link is
+/// new; kept next to the lab's binary for the next run), serving the lab's
+/// etcd under a prefix of its own, so it is a fresh cluster that says it is
+/// 1.(n-2). `lab up --provider existing` on it is refused by the version
+/// rule in one line, and nothing is applied.
+#[tokio::test]
+#[serial]
+async fn lab_up_refuses_a_cluster_two_minors_behind_in_one_line() {
+    use kube::config::Kubeconfig;
+    let lab = lab().await;
+    let minor = controller::version::target_minor() - 2;
+    let ours = lab.file().processes.iter().find(|p| p.role == "kube-apiserver").unwrap().clone();
+    let binary = ours.binary.with_file_name(format!("kube-apiserver-as-1.{minor}"));
+    if !binary.is_file() {
+        let stamps = [
+            format!("k8s.io/component-base/version.gitVersion=v1.{minor}.0"),
+            "k8s.io/component-base/version.gitMajor=1".into(),
+            format!("k8s.io/component-base/version.gitMinor={minor}"),
+            "k8s.io/component-base/version.gitTreeState=clean".into(),
+        ];
+        let ldflags = std::iter::once("-s -w".to_string())
+            .chain(stamps.iter().map(|s| format!("-X {s}")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let partial = binary.with_file_name(format!(".kube-apiserver-as-1.{minor}.partial"));
+        let module = labkit::project::root().join("xtask/envtest/kubernetes");
+        succeeds(
+            &labkit::command::Cmd::argv(["go", "build", "-trimpath", "-ldflags", &ldflags, "-o"])
+                .path(&partial)
+                .arg("k8s.io/kubernetes/cmd/kube-apiserver")
+                .env("CGO_ENABLED", "0")
+                .dir(&module),
+        );
+        std::fs::rename(&partial, &binary).unwrap();
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut args: Vec<String> =
+        ours.args.iter().filter(|a| !a.starts_with("--secure-port=")).cloned().collect();
+    args.extend([format!("--secure-port={port}"), "--etcd-prefix=/other-minor".into()]);
+    let dir = labkit::project::target_dir().join("other-minor");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("kube-apiserver.log");
+    let server = labkit::command::Cmd::new(binary.display().to_string()).args(&args);
+    let mut server = Stopped(server.spawn_to_log(&log).unwrap());
+    let mut config = Kubeconfig::read_from(&lab.file().admin_kubeconfig).unwrap();
+    for named in &mut config.clusters {
+        named.cluster.as_mut().unwrap().server = Some(format!("https://127.0.0.1:{port}"));
+    }
+    let kubeconfig = dir.join("kubeconfig");
+    labkit::files::write_private(&kubeconfig, &serde_saphyr::to_string(&config).unwrap()).unwrap();
+    let options = kube::config::KubeConfigOptions::default();
+    let client: kube::Client =
+        kube::Config::from_custom_kubeconfig(config, &options).await.unwrap().try_into().unwrap();
+    eventually("the other kube-apiserver to answer", Duration::from_secs(120), || {
+        let (client, exited) = (client.clone(), server.0.try_wait().ok().flatten());
+        async move {
+            if let Some(status) = exited {
+                return Ok(Check::Stop(anyhow::anyhow!("it exited: {status}")));
+            }
+            Ok(match client.apiserver_version().await {
+                Ok(info) if info.minor == minor.to_string() => Check::Done(()),
+                Ok(info) => Check::Stop(anyhow::anyhow!("it says {}", info.git_version)),
+                Err(e) => Check::NotYet(e.to_string()),
+            })
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", labkit::files::tail(&log, 20)));
+
+    let name = "other-minor";
+    let up = ["lab", "up", "--provider", "existing", "--name", name, "--registry", "localhost:9"];
+    let ran = run(&xtask(&up).arg("--kubeconfig").path(&kubeconfig));
+    assert!(!ran.ok, "lab up on a 1.{minor} cluster succeeded");
+    let last = ran.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ")
+            && last.contains(&format!("runs v1.{minor}.0"))
+            && last.contains("more than one minor apart"),
+        "{}",
+        ran.stderr
+    );
+    eprintln!("refused: {last}");
+    assert!(!labkit::project::lab_dir(name).exists(), "the refused lab up left its state");
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(client, "default");
+    assert!(accounts.get_opt("my-controller").await.unwrap().is_none(), "it applied the RBAC");
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+}
+
+/// A child process killed when the test ends, failed or not.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
