@@ -107,11 +107,37 @@ impl Grant {
             }
         }
         let config_maps = places.iter().filter(|p| **p != own).cloned().collect();
+        let grant = Grant { namespaces: all, config_maps, client };
+        let grant = grant.bind_or_take_back(account, sa_namespace).await?;
+        eprintln!("granted {ROLE} to {account} in {} for the sides", grant.namespaces.join(", "));
+        Ok(grant)
+    }
+
+    /// [`Grant::bind`]; a grant refused half-way is taken away again (what
+    /// was not made yet is skipped), so a failed bench leaves nothing bound.
+    async fn bind_or_take_back(self, account: &str, sa_namespace: &str) -> Result<Grant> {
+        match self.bind(account, sa_namespace).await {
+            Ok(()) => Ok(self),
+            Err(error) => Err(match self.revoke().await {
+                Ok(()) => error,
+                Err(left) => {
+                    anyhow::anyhow!(
+                        "{error:#}; taking the half-made grant away failed too: {left:#}"
+                    )
+                }
+            }),
+        }
+    }
+
+    /// Creates each namespace but the lab's that is missing, and binds the
+    /// Role to `namespace/account` in each.
+    async fn bind(&self, account: &str, sa_namespace: &str) -> Result<()> {
+        let (client, own) = (&self.client, &self.namespaces[0]);
         let apply = PatchParams::apply(MANAGER).force();
         let spaces: Api<Namespace> = Api::all(client.clone());
-        for namespace in &all {
+        for namespace in &self.namespaces {
             // The lab's is there (the lab is in it), and who may not read namespaces may bench.
-            if *namespace != own.namespace && spaces.get_opt(namespace).await?.is_none() {
+            if namespace != own && spaces.get_opt(namespace).await?.is_none() {
                 let made = json!({"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": namespace}});
                 spaces.patch(namespace, &apply, &Patch::Apply(&made)).await?;
@@ -137,26 +163,34 @@ impl Grant {
             roles.patch(ROLE, &apply, &Patch::Apply(&role)).await?;
             bindings.patch(ROLE, &apply, &Patch::Apply(&binding)).await?;
         }
-        eprintln!("granted {ROLE} to {account} in {} for the sides", all.join(", "));
-        Ok(Grant { namespaces: all, config_maps, client })
+        Ok(())
     }
 
     /// Deletes the Role and RoleBinding, and the sides' ConfigMaps.
     pub async fn revoke(self) -> Result<()> {
-        let gone = DeleteParams::default();
         for namespace in &self.namespaces {
             let bindings: Api<RoleBinding> = Api::namespaced(self.client.clone(), namespace);
             let roles: Api<Role> = Api::namespaced(self.client.clone(), namespace);
-            bindings.delete(ROLE, &gone).await?;
-            roles.delete(ROLE, &gone).await?;
+            delete_if_there(&bindings, ROLE).await?;
+            delete_if_there(&roles, ROLE).await?;
         }
         for Place { namespace, name } in &self.config_maps {
             let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-            if config_maps.get_opt(name).await?.is_some() {
-                config_maps.delete(name, &gone).await?;
-            }
+            delete_if_there(&config_maps, name).await?;
         }
         Ok(())
+    }
+}
+
+/// Deletes `name`; one that is not there is fine (never made, or gone already).
+async fn delete_if_there<K>(api: &Api<K>, name: &str) -> Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -188,6 +222,108 @@ mod tests {
                 "bench-floor/my-config"
             ]
         );
+    }
+
+    /// A mock API server that records each request as "METHOD path" and
+    /// answers it with `answer(method, path)`: a status code (a Status body
+    /// when it is not 200, else a minimal object of the path's kind).
+    fn mock(answer: fn(&str, &str) -> u16) -> (kube::Client, tokio::task::JoinHandle<Vec<String>>) {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some((request, reply)) = handle.next_request().await {
+                let (method, path) =
+                    (request.method().to_string(), request.uri().path().to_string());
+                let code = answer(&method, &path);
+                let body = match code {
+                    200 if path.contains("/roles") => json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                        "metadata": {"name": ROLE}}),
+                    200 => json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                        "metadata": {"name": ROLE},
+                        "roleRef": {"kind": "Role", "name": ROLE, "apiGroup": "rbac.authorization.k8s.io"}}),
+                    _ => json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                                "code": code, "message": format!("{code} for {path}")}),
+                };
+                seen.push(format!("{method} {path}"));
+                let response = Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap();
+                reply.send_response(response);
+            }
+            seen
+        });
+        (kube::Client::new(service, "default"), server)
+    }
+
+    fn half_made(client: kube::Client) -> Grant {
+        Grant {
+            namespaces: vec!["default".into(), "bench-0".into()],
+            config_maps: vec![Place { namespace: "bench-0".into(), name: "my-config".into() }],
+            client,
+        }
+    }
+
+    /// The binding in the lab's namespace refused (403), after its Role was made.
+    fn binding_refused(method: &str, path: &str) -> u16 {
+        match method {
+            "PATCH" if path.ends_with("/rolebindings/bench-sides") => 403,
+            "PATCH" => 200,
+            _ if path
+                == "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles/bench-sides" =>
+            {
+                200
+            }
+            _ => 404,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_grant_refused_half_way_is_taken_back_and_what_was_not_made_is_skipped() {
+        let (client, server) = mock(binding_refused);
+        let error = match half_made(client).bind_or_take_back("my-controller", "default").await {
+            Ok(_) => panic!("a refused binding was taken for a grant"),
+            Err(error) => format!("{error:#}"),
+        };
+        assert!(error.contains("403 for /apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings/bench-sides"), "{error}");
+        assert!(!error.contains("taking the half-made grant away"), "{error}");
+        let rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces";
+        assert_eq!(
+            server.await.unwrap(),
+            [
+                format!("PATCH {rbac}/default/roles/bench-sides"),
+                format!("PATCH {rbac}/default/rolebindings/bench-sides"),
+                format!("DELETE {rbac}/default/rolebindings/bench-sides"),
+                format!("DELETE {rbac}/default/roles/bench-sides"),
+                format!("DELETE {rbac}/bench-0/rolebindings/bench-sides"),
+                format!("DELETE {rbac}/bench-0/roles/bench-sides"),
+                "DELETE /api/v1/namespaces/bench-0/configmaps/my-config".to_string(),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_grant_that_cannot_be_taken_back_says_so_with_why_it_was_refused() {
+        fn nothing_deleted(method: &str, path: &str) -> u16 {
+            match method {
+                "DELETE" => 500,
+                _ => binding_refused(method, path),
+            }
+        }
+        let (client, _server) = mock(nothing_deleted);
+        let error = match half_made(client).bind_or_take_back("my-controller", "default").await {
+            Ok(_) => panic!("a refused binding was taken for a grant"),
+            Err(error) => format!("{error:#}"),
+        };
+        let (why, left) =
+            error.split_once("; taking the half-made grant away failed too: ").expect(&error);
+        assert!(why.contains("403 for"), "{error}");
+        assert!(left.contains("500 for"), "{error}");
     }
 
     #[test]
