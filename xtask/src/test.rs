@@ -96,11 +96,13 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
         None => {}
     }
     // A cold machine: the kind node image is most of the run's CPU. Built first (the
-    // unit tests and the controller's release build beside it), then the parts side by
-    // side as on a warm machine: built beside the envtest part instead, the Docker labs
-    // had to wait for it and came after that part: 59 min cold, their half with idle CPU.
+    // unit tests and the controller's release build beside it); the Docker part starts
+    // once the release build is done (its container lab mostly waits, and its own wait
+    // for the image is on the build's lock), the envtest part once the image is built.
+    // Built beside the envtest part instead, the Docker labs had to wait for it and came
+    // after that part: 59 min cold, their half with idle CPU.
     let building = match docker_missing().is_none() && node_image_to_build() {
-        true => Some(NodeImageBuild::start()?),
+        true => Some(NodeImageBuild::start("node-image-build.log")?),
         false => None,
     };
     section("unit tests");
@@ -117,15 +119,20 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
         ));
         return envtest_part().await;
     }
-    if let Some(build) = building {
-        // Compiled now rather than beside the suites' timing-bound checks: the container
-        // lab's image and the bench's release binaries share these dependencies.
-        section("the controller's static release build, while the node image builds");
-        let release = crate::image::StaticTarget::detect()?.controller_build();
-        release.run_long("building the static controller")?;
-        build.wait().await?;
-    }
-    let docker = Alongside::start()?;
+    let docker = match building {
+        Some(build) => {
+            // Compiled now rather than beside the suites' timing-bound checks: the container
+            // lab's image and the bench's release binaries share these dependencies.
+            section("the controller's static release build, while the node image builds");
+            let release = crate::image::StaticTarget::detect()?.controller_build();
+            release.run_long("building the static controller")?;
+            let docker = Alongside::start()?;
+            // On an error the Docker part is interrupted (Alongside's drop).
+            build.wait().await?;
+            docker
+        }
+        None => Alongside::start()?,
+    };
     let envtest = envtest_part().await;
     let docker = docker.wait().await?;
     let envtest = envtest?;
@@ -149,9 +156,10 @@ async fn docker_part() -> Result<ExitCode> {
         bail!("the Docker labs cannot run: {why}");
     }
     let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
-    // Built (or found built) while the container lab runs: its tests mostly wait.
+    // Built (or found built) while the container lab runs: its tests mostly wait. When
+    // `cargo xtask test` is building it already, this one waits on the build's lock.
     let node_image_build = match node_image.as_deref() == Some("built") {
-        true => Some(NodeImageBuild::start()?),
+        true => Some(NodeImageBuild::start("node-image-build-docker.log")?),
         false => None,
     };
     let container = UpOptions::envtest(ControllerChoice::Container);
@@ -343,8 +351,9 @@ struct NodeImageBuild {
 const NODE_IMAGE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 impl NodeImageBuild {
-    fn start() -> Result<NodeImageBuild> {
-        let log = labkit::project::target_dir().join("node-image-build.log");
+    /// Its output goes to `log` in the target directory (one a part: two may run at once).
+    fn start(log: &str) -> Result<NodeImageBuild> {
+        let log = labkit::project::target_dir().join(log);
         let _ = std::fs::remove_file(&log);
         section("the kind node image, built in the background at the lowest CPU priority");
         let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"]);

@@ -206,6 +206,7 @@ pub async fn run(source: &Source, dry_run: bool) -> Result<std::process::ExitCod
 /// The image's reference, built first when it is not in Docker yet.
 pub async fn ensure(recipe: &Recipe) -> Result<String> {
     let reference = recipe.reference();
+    let _lock = build_lock(recipe).await?;
     if present_probe(&reference).read().is_ok() {
         eprintln!("node image {reference} is up to date (its inputs are unchanged)");
         return Ok(reference);
@@ -223,6 +224,35 @@ pub async fn ensure(recipe: &Recipe) -> Result<String> {
     let _ = std::fs::remove_dir_all(recipe.work());
     eprintln!("built node image {reference} in {} s", started.elapsed().as_secs());
     Ok(reference)
+}
+
+/// The build's lock, held until dropped: a second build of the same cache (another
+/// `lab up`, `cargo xtask test`'s Docker part while its first part builds) waits for
+/// the first and then finds the image built, instead of compiling it again beside it.
+async fn build_lock(recipe: &Recipe) -> Result<std::fs::File> {
+    std::fs::create_dir_all(&recipe.cache)
+        .with_context(|| format!("cannot create {}", recipe.cache.display()))?;
+    let path = recipe.cache.join("build.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            eprintln!(
+                "another node image build holds {}: waiting for it to end",
+                project::shown(&path)
+            );
+            let waited = tokio::task::spawn_blocking(move || file.lock().map(|()| file));
+            waited.await?.with_context(|| format!("cannot lock {}", path.display()))
+        }
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
 }
 
 /// `docker image inspect` of `reference`: it succeeds when the image is there.
