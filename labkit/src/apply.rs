@@ -1,19 +1,17 @@
 //! `kubectl apply --server-side`, done with kube-rs: the kubectl on these
 //! machines is older than the lab's API server, and a client of our own has
-//! no version skew to worry about. xtask applies the lab's manifests with it,
-//! the stage-2 test its CRD and RBAC.
+//! no version skew to worry about. The suites apply what they need with it
+//! (the stage-2 test its CRD and RBAC); what a command of the kit makes on a
+//! cluster goes through [`crate::owned`], which records it.
 
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 use serde_json::Value;
 
-use std::time::Duration;
-
-use crate::eventually::{Check, eventually};
 use crate::lab_file::Applied;
 
 /// The documents of a multi-document YAML file (empty ones left out).
@@ -62,12 +60,11 @@ pub async fn identify(
         .to_string();
     let namespace = document["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
     let object = Applied { api_version, kind, namespace: Some(namespace), name };
-    let (object, api) = api_of(client, object).await?;
-    Ok((object, api))
+    identify_object(client, object).await
 }
 
 /// `object` with its namespace dropped when its kind is cluster-scoped, and its API.
-async fn api_of(
+pub async fn identify_object(
     client: &kube::Client,
     mut object: Applied,
 ) -> Result<(Applied, Api<DynamicObject>)> {
@@ -102,27 +99,4 @@ async fn apply_one(client: &kube::Client, field_manager: &str, document: Value) 
         .await
         .with_context(|| format!("server-side apply of {object}"))?;
     Ok(object)
-}
-
-/// Deletes `object` with its dependents (a Deployment's pods, a
-/// namespace's contents) and waits until it is gone; gone already is fine.
-/// `true` when there was one to delete.
-pub async fn delete(client: &kube::Client, object: &Applied, within: Duration) -> Result<bool> {
-    let (object, api) = api_of(client, object.clone()).await?;
-    match api.delete(&object.name, &DeleteParams::foreground()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
-        Err(error) => return Err(error).with_context(|| format!("cannot delete {object}")),
-    }
-    eventually(&format!("{object} to be gone"), within, || async {
-        Ok(match api.get_opt(&object.name).await? {
-            None => Check::Done(()),
-            Some(left) => Check::NotYet(format!(
-                "still there, finalizers {:?}",
-                left.metadata.finalizers.unwrap_or_default()
-            )),
-        })
-    })
-    .await?;
-    Ok(true)
 }

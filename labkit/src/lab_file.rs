@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::files;
 
 /// Bumped when a reader of an older file would misread this one.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 pub const FILE_NAME: &str = "lab.json";
 
 /// One lab.
@@ -114,14 +114,12 @@ pub struct Existing {
     /// The kubeconfig and context as given (`admin_kubeconfig` is a copy of that one context).
     pub kubeconfig: PathBuf,
     pub context: String,
-    /// Where the controller, its RBAC and its ConfigMap live.
+    /// Where the controller, its RBAC and its ConfigMap live. What `lab up`
+    /// made there (the namespace too, with `--create-namespace`) is in the
+    /// lab's record ([`crate::record`]), which `lab down` undoes.
     pub namespace: String,
-    /// `lab up` created the namespace (`--create-namespace`): `lab down` removes it.
-    pub created_namespace: bool,
     /// The controller image as the Deployment names it: pushed, by digest.
     pub controller_image: String,
-    /// What `lab up` created, in order; `lab down` deletes exactly these, in reverse.
-    pub applied: Vec<Applied>,
     /// The context may review access and read cluster-wide (SubjectAccessReviews, the API
     /// server's /metrics, Pods in `default`), as an instructor's may and an attendee's not:
     /// the suite's checks that need it run only then.
@@ -129,7 +127,7 @@ pub struct Existing {
     pub cluster_wide: bool,
 }
 
-/// One object a lab applied.
+/// One object a lab made (or will make): its API, namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Applied {
     pub api_version: String,

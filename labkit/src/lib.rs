@@ -1,6 +1,7 @@
 //! What `xtask` and the suites both need: the one command runner, the one
 //! poller, the lab file that is their contract, where things are in the
-//! repository, the machine's tools, and server-side apply of manifests.
+//! repository, the machine's tools, server-side apply of manifests, and the
+//! record of what the kit made on a cluster (`record`, `owned`).
 
 pub mod apply;
 pub mod command;
@@ -9,6 +10,8 @@ pub mod files;
 pub mod fingerprint;
 pub mod kind_releases;
 pub mod lab_file;
+pub mod owned;
 pub mod process;
 pub mod project;
+pub mod record;
 pub mod tools;

@@ -80,6 +80,52 @@ pub fn is_alive(pid: u32) -> bool {
     exists && !is_zombie(pid)
 }
 
+/// The fields of `/proc/PID/stat` after its command name (which may hold spaces).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(String::from).collect())
+}
+
+/// When `pid` started (clock ticks since boot, `/proc/PID/stat` field 22):
+/// with the pid, it names one process, not a later one given the same pid.
+pub fn start_time(pid: u32) -> Option<u64> {
+    // Field 22 overall is the 20th after the command name (state is field 3).
+    stat_fields(pid)?.get(19)?.parse().ok()
+}
+
+/// A process group this process started, as [`crate::record::Group`] records it.
+pub fn group_of(pid: u32) -> Option<crate::record::Group> {
+    Some(crate::record::Group { pgid: pid, started: start_time(pid)? })
+}
+
+/// SIGKILL to `group` if its leader is still the process recorded (same
+/// start time); a group whose leader is gone gets it too when a member of
+/// it is left (found under `/proc`, by its process group id). `true` when
+/// anything was signalled.
+pub fn kill_group(group: crate::record::Group) -> bool {
+    let leader_is_it = start_time(group.pgid) == Some(group.started);
+    let leader_gone = start_time(group.pgid).is_none();
+    let member_left = leader_gone && members(group.pgid).next().is_some();
+    if !(leader_is_it || member_left) {
+        return false;
+    }
+    let Ok(pgid) = libc::pid_t::try_from(group.pgid) else { return false };
+    // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) == 0 }
+}
+
+/// The processes of process group `pgid` (field 5 of their stat).
+fn members(pgid: u32) -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(move |pid| {
+            stat_fields(*pid).and_then(|f| f.get(2)?.parse::<u32>().ok()) == Some(pgid)
+        })
+}
+
 fn is_zombie(pid: u32) -> bool {
     // /proc/<pid>/stat: "pid (comm) S ..."; comm may contain spaces, so read after the last ')'.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

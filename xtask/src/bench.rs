@@ -190,7 +190,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     eprintln!("bench: {labels} against lab {}; their log: {}", args.lab.name, log.display());
     // Caught before any controller starts: an interrupted run stops them and
     // puts the lab back like a finished one.
-    let mut interrupts = Interrupts::catch()?;
+    let mut interrupts = Interrupts::catch(&lab.file().state_dir.join("hangup.log"))?;
     eprintln!("stopping the lab's own controller for the run");
     lab.stop_controller().await?;
     let interrupted = interrupts.first("the controllers under test");
@@ -203,7 +203,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     eprintln!("starting the lab's own controller again");
     // The API server back on its own flags, and the controller with them.
     let restored = lab.restore().await;
-    if interrupts.seen {
+    if interrupts.seen.is_some() {
         restored.context("could not restore the lab")?;
         bail!(
             "interrupted: the controllers under test were stopped and the lab put back as it was"

@@ -156,7 +156,8 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let options = options(&args, texts)?;
-    let mut signals = Interrupts::catch()?;
+    let mut signals =
+        Interrupts::catch(&labkit::project::lab_dir(&args.lab.name).join("hangup.log"))?;
     let mut lab = Lab::find_named(&args.lab.name).await?;
     if let Some(existing) = lab.file().existing.as_ref().filter(|e| !e.cluster_wide) {
         bail!(
@@ -176,7 +177,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let result = grade::run(&lab, &options, signals.first("the program")).await;
     eprintln!("== {}", texts.text("restoring", &[]));
     let restored = restore(&mut lab).await;
-    let interrupted = signals.seen;
+    let interrupted = signals.seen.is_some();
 
     let outcome = match result {
         Ok(report) => Outcome::Graded(report),

@@ -1,49 +1,91 @@
-//! SIGINT and SIGTERM for the commands that take a lab's controller away for
-//! a while (`grade`, `bench`): caught from the start, so none kills xtask
-//! half-way with the lab's controller stopped. The first cancels the work
-//! and the lab is put back; a second gives up at once.
+//! SIGINT, SIGTERM and SIGHUP for the commands that change a cluster
+//! (`lab up`, `grade`, `bench`): caught from the start, so that none kills
+//! xtask half-way. The first cancels the work, and the command undoes or
+//! puts back what it did; what each further one does is the command's
+//! ([`Interrupts::further`]).
+//!
+//! A hang-up (an ssh session dropped) also takes the terminal away: writing
+//! to it would fail, and a failed write to stderr panics in Rust. From a
+//! hang-up on, stdout and stderr go to a file, which says what happened.
 
-use anyhow::Result;
+use std::os::fd::AsRawFd as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 pub struct Interrupts {
     interrupt: Signal,
     terminate: Signal,
-    /// Whether [`Interrupts::first`] has resolved.
-    pub seen: bool,
+    hangup: Signal,
+    /// Where stdout and stderr go after a hang-up.
+    hangup_log: PathBuf,
+    /// The first signal, once it came.
+    pub seen: Option<&'static str>,
 }
 
 impl Interrupts {
-    pub fn catch() -> Result<Interrupts> {
+    /// Catches the three; after a hang-up the output goes to `hangup_log`.
+    pub fn catch(hangup_log: &Path) -> Result<Interrupts> {
         Ok(Interrupts {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
-            seen: false,
+            hangup: signal(SignalKind::hangup())?,
+            hangup_log: hangup_log.to_path_buf(),
+            seen: None,
         })
     }
 
-    /// Resolves on the first signal, saying that `what` stops; from then on,
-    /// another one exits.
-    pub async fn first(&mut self, what: &str) {
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
+    /// The next signal's name (a hang-up first moves the output to the file).
+    async fn next(&mut self) -> &'static str {
+        let name = tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.hangup.recv() => "SIGHUP",
+        };
+        if name == "SIGHUP" {
+            // Failing, nothing can be shown any more: the work goes on regardless.
+            let _ = output_to(&self.hangup_log);
         }
-        self.seen = true;
-        eprintln!("interrupted: stopping {what} and putting the lab back (again to give up)");
-        let (mut interrupt, mut terminate) =
-            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
+        name
+    }
+
+    /// Resolves on the first signal, saying that `what` stops.
+    pub async fn first(&mut self, what: &str) {
+        let name = self.next().await;
+        self.seen = Some(name);
+        eprintln!("{name}: stopping {what}");
+    }
+
+    /// From now on, each further signal calls `each` with its name (in a task
+    /// of its own, until the process ends).
+    pub fn further(mut self, each: impl Fn(&'static str) + Send + 'static) {
         tokio::spawn(async move {
-            if let (Ok(interrupt), Ok(terminate)) = (&mut interrupt, &mut terminate) {
-                tokio::select! {
-                    _ = interrupt.recv() => {}
-                    _ = terminate.recv() => {}
-                }
+            loop {
+                let name = self.next().await;
+                each(name);
             }
-            eprintln!(
-                "given up: the lab's controller may be stopped; `cargo xtask lab reset` starts it anew"
-            );
-            std::process::exit(130);
         });
     }
+}
+
+/// stdout and stderr appended to `log` (made if need be): what xtask says
+/// after a hang-up is kept there instead of lost (or panicking).
+fn output_to(log: &Path) -> Result<()> {
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: dup2 on open descriptors; the file's descriptor outlives the call.
+        if unsafe { libc::dup2(file.as_raw_fd(), fd) } < 0 {
+            return Err(std::io::Error::last_os_error()).context("dup2");
+        }
+    }
+    eprintln!("SIGHUP: the terminal went away; what follows is kept here");
+    Ok(())
 }

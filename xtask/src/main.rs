@@ -3,6 +3,7 @@
 //! Only the verbs live here; each one is a module of its own.
 
 mod bench;
+mod borrow;
 mod cargo;
 mod doctor;
 mod e2e;

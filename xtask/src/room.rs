@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 
 use crate::lab::apply::FIELD_MANAGER;
 use crate::lab::existing::{one_context, parse_namespace};
-use labkit::lab_file::Applied;
 use labkit::project::shown;
+use labkit::record::Record;
 
 /// The attendee's ServiceAccount, Role and RoleBinding, in each namespace.
 const ATTENDEE: &str = "attendee";
@@ -33,6 +33,8 @@ const ROOM_LABEL: &str = "lab-kit.dev/room";
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 /// How long deleting one namespace (with what the attendee left in it) may take.
 const DELETE_WITHIN: Duration = Duration::from_secs(180);
+/// What `room up` makes is recorded as made by it.
+const BY: &str = "room up";
 
 #[derive(Subcommand)]
 pub enum RoomCommand {
@@ -71,7 +73,9 @@ pub struct RoomOptions {
     pub name: String,
 }
 
-/// `target/room/<name>/room.json`: what `room up` created, for `room down`.
+/// `target/room/<name>/room.json`: the room as its attendees and `room down`
+/// see it. What `room up` made on the cluster, with uids, is the room's
+/// record next to it ([`Record`]), which `room down` undoes.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RoomFile {
     /// `--name`: each namespace's `lab-kit.dev/room` label.
@@ -163,6 +167,7 @@ async fn up(
         }
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut record = Record::open(&dir, &format!("room-{}", room.name), None)?;
     let mut file = RoomFile {
         name: room.name.clone(),
         context: context.clone(),
@@ -170,10 +175,11 @@ async fn up(
         kubeconfigs: Vec::new(),
         expires: String::new(),
     };
-    let made = make_all(&client, &config, &namespaces, token_hours, &dir, &mut file).await;
+    let made =
+        make_all(&client, &config, &namespaces, token_hours, &dir, &mut file, &mut record).await;
     if let Err(error) = made {
         eprintln!("room up failed: deleting what it created");
-        delete_namespaces(&client, &file.namespaces).await?;
+        delete_recorded(&client, &mut record).await?;
         let _ = std::fs::remove_dir_all(&dir);
         return Err(error);
     }
@@ -188,8 +194,9 @@ async fn up(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Each attendee's namespace, objects and kubeconfig; `file` is written
-/// after each, so a failure leaves a record of what to delete.
+/// Each attendee's namespace, objects and kubeconfig; each object is in the
+/// room's record before it is made ([`labkit::owned::apply`]), so a failure
+/// or a kill leaves a record of what to delete.
 async fn make_all(
     client: &kube::Client,
     config: &Kubeconfig,
@@ -197,20 +204,21 @@ async fn make_all(
     token_hours: i64,
     dir: &Path,
     file: &mut RoomFile,
+    record: &mut Record,
 ) -> Result<()> {
     let room_json = dir.join("room.json");
     for namespace in namespaces {
         eprintln!("$ kubectl create namespace {namespace}    # done with kube-rs");
         let document = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {ROOM_LABEL: file.name.clone(), ENFORCE: "restricted"}}});
-        let created: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(document)?;
-        Api::all(client.clone()).create(&PostParams::default(), &created).await?;
+        labkit::owned::apply(client, record, BY, FIELD_MANAGER, document).await?;
         file.namespaces.push(namespace.clone());
         labkit::files::write_private(&room_json, serde_json::to_string_pretty(file)?)?;
         eprintln!(
             "$ kubectl apply --server-side -n {namespace} -f -    # ServiceAccount, Role and RoleBinding {ATTENDEE}, done with kube-rs"
         );
-        labkit::apply::documents(client, FIELD_MANAGER, &room_json, attendee_objects(namespace))
-            .await?;
+        for document in attendee_objects(namespace) {
+            labkit::owned::apply(client, record, BY, FIELD_MANAGER, document).await?;
+        }
         eprintln!(
             "$ kubectl create token {ATTENDEE} -n {namespace} --duration={token_hours}h    # done with kube-rs"
         );
@@ -330,16 +338,12 @@ fn expand(rule: &Value) -> Vec<(String, String, String)> {
     triples
 }
 
-async fn delete_namespaces(client: &kube::Client, namespaces: &[String]) -> Result<()> {
-    for namespace in namespaces.iter().rev() {
-        let object = Applied {
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            namespace: None,
-            name: namespace.clone(),
-        };
-        eprintln!("$ kubectl delete namespace {namespace} --wait    # done with kube-rs");
-        labkit::apply::delete(client, &object, DELETE_WITHIN).await?;
+/// What the room's record names, newest first, each with its uid as a
+/// precondition: a namespace someone made again under the same name is left.
+async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<()> {
+    let left = labkit::owned::delete_all(client, record, |_| true, DELETE_WITHIN).await?;
+    if !left.is_empty() {
+        eprintln!("left alone ({}): not this room's, as the lines above say", left.len());
     }
     Ok(())
 }
@@ -364,7 +368,9 @@ async fn down(room: &RoomOptions) -> Result<ExitCode> {
             file.context
         );
     }
-    delete_namespaces(&client, &file.namespaces).await?;
+    if let Some(mut record) = Record::load(&dir)? {
+        delete_recorded(&client, &mut record).await?;
+    }
     std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
     eprintln!(
         "room {} is down: {} namespaces and their kubeconfigs removed",

@@ -8,30 +8,40 @@ use crate::lab::envtest::{self, Layout};
 use crate::lab::{existing, kind};
 use crate::plan;
 use labkit::lab_file::{LabFile, ProviderKind};
+use labkit::project::shown;
+use labkit::record::Record;
 
 pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
     let layout = Layout::new(&labkit::project::lab_dir(name));
-    // Without a readable lab.json (a failed `up` writes none) a kind cluster
-    // of this name may still run, and envtest processes may: both are looked for.
+    // Without a readable lab.json (an `up` that did not finish writes none)
+    // the record says what was made; envtest processes are looked for too.
     let lab = LabFile::read(&layout.state_dir).ok().flatten();
-    if let Some(lab) = lab.as_ref().filter(|lab| lab.provider == ProviderKind::Existing) {
+    let record = Record::load(&layout.state_dir)?;
+    if !dry_run && let Some(record) = &record {
+        crate::borrow::stop_leftovers(record);
+    }
+    let recorded = record.as_ref().and_then(|r| r.provider);
+    if lab.as_ref().map(|l| l.provider).or(recorded) == Some(ProviderKind::Existing) {
+        let record = record.unwrap_or(Record::open(&layout.state_dir, name, recorded)?);
         if dry_run {
             println!(
-                "# delete, in reverse order, what `lab up` created, then remove {}",
-                layout.state_dir.display()
+                "# delete, newest first, what this lab made (its record {}; each with its uid as a precondition), then remove {}",
+                shown(record.file()),
+                shown(&layout.state_dir)
             );
-            for object in lab.existing.iter().flat_map(|e| e.applied.iter()).rev() {
-                println!("  {object}");
+            for entry in record.entries.iter().rev() {
+                let uid = entry.uid.as_deref().unwrap_or("its owner label");
+                println!("  {}    # {}, {uid}", entry.object, entry.by);
             }
             return Ok(ExitCode::SUCCESS);
         }
-        existing::down(lab).await?;
+        existing::down(&layout.state_dir, record).await?;
         eprintln!(
-            "lab {name} is down (the cluster and what the lab did not create are left as they were)"
+            "lab {name} is down (the cluster and what the lab did not make are left as they were)"
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let provider = lab.map(|lab| lab.provider);
+    let provider = lab.map(|lab| lab.provider).or(recorded);
     let kind_too =
         provider != Some(ProviderKind::Envtest) && labkit::tools::on_path("kind").is_some();
     if dry_run {

@@ -39,6 +39,7 @@ use labkit::lab_file::{self, LabFile, ProviderKind, Target};
 use labkit::process::{self, Spawned, StopOutcome};
 use labkit::project;
 use labkit::project::shown;
+use labkit::record::Record;
 
 /// controller-runtime envtest's service range; its first address is the `kubernetes` Service.
 const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
@@ -181,8 +182,11 @@ pub fn up_plan(name: &str, layout: &Layout, host: controller::Host) -> Result<Ve
             |up: &mut Up| {
                 Box::pin(async move {
                     let admin = up.admin.clone().context("no admin client")?;
-                    let rbac = project::manifests_dir().join("rbac.yaml");
-                    labkit::apply::documents(&admin, apply::FIELD_MANAGER, &rbac, apply::rbac_for(&up.target)?).await?;
+                    let dir = &up.layout.state_dir;
+                    let mut record = Record::open(dir, &up.name, Some(ProviderKind::Envtest))?;
+                    for document in apply::rbac_for(&up.target)? {
+                        labkit::owned::apply(&admin, &mut record, "lab up", apply::FIELD_MANAGER, document).await?;
+                    }
                     Ok(())
                 })
             },

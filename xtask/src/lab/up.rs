@@ -1,16 +1,80 @@
-//! `lab up`: start a lab unless a healthy one is already there.
+//! `lab up`: start a lab unless a healthy one is already there. A first
+//! `up` that fails or is interrupted (SIGINT, SIGTERM, SIGHUP) is undone
+//! from the lab's record; one killed leaves the record for `lab down`.
 
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 
+use crate::interrupt::Interrupts;
 use crate::lab::envtest::{self, Layout};
 use crate::lab::{UpOptions, existing, kind, provider};
 use crate::plan;
 use labkit::lab_file::{LabFile, ProviderKind};
+use labkit::project::shown;
+use labkit::record::Record;
 
 pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
     let provider = provider::resolve(options.provider)?;
+    check_flags(options, provider)?;
+    if options.dry_run && provider == ProviderKind::Envtest {
+        let layout = Layout::new(&labkit::project::lab_dir(name));
+        print!("{}", plan::render(&envtest::up_plan(name, &layout, options.controller_host())?));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if options.dry_run {
+        up(name, options, provider).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let state_dir = labkit::project::lab_dir(name);
+    if let Some(record) = Record::load(&state_dir)? {
+        crate::borrow::put_back_leftover(name, record).await?;
+    }
+    // An update of a lab that is up is not undone; a first `up` (or the
+    // completion of an interrupted one) is, from the lab's record.
+    let was_up = LabFile::read(&state_dir).ok().flatten().is_some();
+    let mut signals = Interrupts::catch(&state_dir.join("hangup.log"))?;
+    let result = tokio::select! {
+        result = up(name, options, provider) => result,
+        () = signals.first("lab up") => Err(anyhow!("interrupted")),
+    };
+    let lab = match result {
+        Ok(Some(lab)) => lab,
+        Ok(None) => bail!("lab up finished without writing lab.json"),
+        Err(error) if was_up => return Err(error),
+        Err(error) => {
+            undo(name, provider, signals.seen.is_some(), signals).await;
+            return Err(error);
+        }
+    };
+    print_how_to_use(&lab);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// After a first `up` failed or was interrupted: `lab down`, which undoes
+/// what the lab's record names. A failed envtest `up` has stopped its own
+/// processes and keeps its logs; an interrupted one has not. Each further
+/// signal gives up at once: the record stays for `lab down`.
+async fn undo(name: &str, provider: ProviderKind, interrupted: bool, signals: Interrupts) {
+    if provider == ProviderKind::Envtest && !interrupted {
+        return;
+    }
+    let record = Record::path(&labkit::project::lab_dir(name));
+    let again =
+        format!("`cargo xtask lab down --name {name}` removes what {} names", shown(&record));
+    let said = again.clone();
+    signals.further(move |signal| {
+        eprintln!("{signal}: given up undoing; {said}");
+        std::process::exit(130);
+    });
+    eprintln!("lab up did not finish: undoing what it made");
+    if let Err(error) = super::down::run(name, false).await {
+        eprintln!("warning: the undo failed: {error:#}; {again}");
+    }
+}
+
+/// Flags that belong to another provider are refused in one line.
+fn check_flags(options: &UpOptions, provider: ProviderKind) -> Result<()> {
     if options.bundle.is_some() && provider != ProviderKind::Kind {
         bail!(
             "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
@@ -31,13 +95,13 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
             "--context, --kubeconfig, --namespace, --create-namespace and --registry are for a cluster that exists: use them with --provider existing"
         );
     }
-    if options.dry_run && provider == ProviderKind::Envtest {
-        let layout = Layout::new(&labkit::project::lab_dir(name));
-        print!("{}", plan::render(&envtest::up_plan(name, &layout, options.controller_host())?));
-        return Ok(ExitCode::SUCCESS);
-    }
-    let lab = match provider {
-        ProviderKind::Envtest => match reuse_or_clean(name, &options.target).await? {
+    Ok(())
+}
+
+/// The provider's `up`; `None` after a dry run.
+async fn up(name: &str, options: &UpOptions, provider: ProviderKind) -> Result<Option<LabFile>> {
+    Ok(match provider {
+        ProviderKind::Envtest => Some(match reuse_or_clean(name, &options.target).await? {
             Some(lab) => lab,
             None => {
                 envtest::up(
@@ -48,7 +112,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
                 )
                 .await?
             }
-        },
+        }),
         // kind's own steps skip what is already done (cluster, image, manifests).
         ProviderKind::Kind => {
             if let Ok(Some(lab)) = LabFile::read(&labkit::project::lab_dir(name))
@@ -66,23 +130,13 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
                     kind::NodeImage::parse(options.node_image.as_deref()),
                 ),
             };
-            match kind::up(name, &images, &options.target, options.dry_run).await? {
-                Some(lab) => lab,
-                None if options.dry_run => return Ok(ExitCode::SUCCESS),
-                None => bail!("lab up finished without writing lab.json"),
-            }
+            kind::up(name, &images, &options.target, options.dry_run).await?
         }
         ProviderKind::Existing => {
             let given = given(options)?;
-            match existing::up(name, &given, options.image_builder, options.dry_run).await? {
-                Some(lab) => lab,
-                None if options.dry_run => return Ok(ExitCode::SUCCESS),
-                None => bail!("lab up finished without writing lab.json"),
-            }
+            existing::up(name, &given, options.image_builder, options.dry_run).await?
         }
-    };
-    print_how_to_use(&lab);
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// What `--provider existing` needs, checked.

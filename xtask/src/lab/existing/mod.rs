@@ -13,16 +13,17 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use kube::config::Kubeconfig;
 
 use self::steps::{
-    Up, apply_manifests, check_rights, connect, look_at_namespace, record_digest, undo,
-    write_lab_file,
+    Up, apply_manifests, check_nothing_in_the_way, check_rights, connect, look_at_namespace,
+    record_digest, write_lab_file,
 };
 use crate::image;
 use crate::lab::ExistingOptions;
 use crate::lab::kind::DEPLOYMENT;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
-use labkit::lab_file::{LabFile, Target};
+use labkit::lab_file::{LabFile, ProviderKind, Target};
 use labkit::project::shown;
+use labkit::record::Record;
 
 /// Where and how, as `lab up` was asked, the kubeconfig read.
 #[derive(Clone, Debug)]
@@ -152,8 +153,8 @@ pub fn up_plan(state_dir: &Path, given: &Given, builder: image::Builder) -> Resu
         .collect())
 }
 
-/// Checks: the context, the server's minor, the namespace, the rights — all
-/// before anything is built or applied.
+/// Checks: the context, the server's minor, the namespace, the rights, and
+/// nothing of someone else's in the way — all before anything is built or applied.
 fn checks(given: &Given) -> Vec<Step<Up>> {
     let kubectl = given.kubectl();
     let namespace = &given.namespace;
@@ -167,6 +168,13 @@ fn checks(given: &Given) -> Vec<Step<Up>> {
                 "{kubectl} auth can-i create serviceaccounts,roles,rolebindings,deployments -n {namespace}"
             ),
             |up: &mut Up| Box::pin(check_rights(up)),
+        ),
+        Step::api(
+            format!(
+                "{kubectl} -n {namespace} get serviceaccount,role,rolebinding,deployment/{DEPLOYMENT} configmap/{}    # none there, or this lab's",
+                given.target().name
+            ),
+            |up: &mut Up| Box::pin(check_nothing_in_the_way(up)),
         ),
     ]
 }
@@ -230,8 +238,9 @@ fn record(state_dir: &Path) -> Vec<Step<Up>> {
     })]
 }
 
-/// `lab up --provider existing`: carries out [`up_plan`]; on a failure,
-/// deletes what it created on the way.
+/// `lab up --provider existing`: carries out [`up_plan`], each object
+/// recorded before it is made ([`Record`]). A failure is undone by the
+/// caller ([`crate::lab::up`]) from that record.
 pub async fn up(
     name: &str,
     given: &Given,
@@ -244,47 +253,42 @@ pub async fn up(
         print!("{}", plan::render(&steps));
         return Ok(None);
     }
-    let earlier = match LabFile::read(&state_dir)? {
-        Some(lab) if lab.existing.is_none() => {
-            bail!(
-                "lab {name} is a {} lab: `cargo xtask lab down --name {name}` first",
-                lab.provider
-            )
-        }
-        Some(lab) => lab.existing,
-        None => None,
-    };
-    if let Some(earlier) = &earlier
-        && earlier.namespace != given.namespace
-    {
-        bail!(
+    match LabFile::read(&state_dir)? {
+        Some(lab) if lab.existing.is_none() => bail!(
+            "lab {name} is a {} lab: `cargo xtask lab down --name {name}` first",
+            lab.provider
+        ),
+        Some(lab) if lab.target != given.target() => bail!(
             "lab {name} is in namespace {}, not {}: `cargo xtask lab down --name {name}` first, or use another --name",
-            earlier.namespace,
+            lab.target.namespace,
             given.namespace
-        );
+        ),
+        _ => {}
     }
-    let fresh = earlier.is_none();
-    let mut up = Up::new(name, &state_dir, given, earlier);
-    if let Err(error) = plan::execute(steps, &mut up).await {
-        if fresh {
-            undo(&up).await;
-            let _ = std::fs::remove_dir_all(&state_dir);
-        }
-        return Err(error);
-    }
+    let record = Record::open(&state_dir, name, Some(ProviderKind::Existing))?;
+    let mut up = Up::new(name, &state_dir, given, record);
+    plan::execute(steps, &mut up).await?;
     LabFile::read(&state_dir)
 }
 
-/// `lab down` of a lab on an existing cluster: what `up` created, deleted in
-/// reverse (its namespace last, awaited), then the state. Never the cluster.
-pub async fn down(lab: &LabFile) -> Result<()> {
-    let Some(existing) = &lab.existing else {
-        bail!("lab {} is not on an existing cluster", lab.name)
-    };
-    let client = crate::lab::kubeconfig::client(&lab.admin_kubeconfig).await?;
-    steps::delete_all(&client, &existing.applied).await?;
-    if lab.state_dir.exists() {
-        std::fs::remove_dir_all(&lab.state_dir)?;
+/// `lab down` of a lab on an existing cluster (`lab.json` there or not):
+/// what its record names, deleted newest first (its namespace last, awaited),
+/// then the state. Never the cluster, never what the lab did not make.
+pub async fn down(state_dir: &Path, mut record: Record) -> Result<()> {
+    let kubeconfig = state_dir.join("kubeconfig");
+    if !record.entries.is_empty() {
+        let client = crate::lab::kubeconfig::client(&kubeconfig).await.with_context(|| {
+            format!("the record {} names objects to delete", shown(record.file()))
+        })?;
+        let left = steps::delete_recorded(&client, &mut record).await?;
+        if !left.is_empty() {
+            eprintln!("left alone ({}): not this lab's, as the lines above say", left.len());
+        }
+    }
+    record.remove()?;
+    if state_dir.exists() {
+        std::fs::remove_dir_all(state_dir)
+            .with_context(|| format!("cannot remove {}", state_dir.display()))?;
     }
     Ok(())
 }

@@ -19,17 +19,21 @@ use crate::lab::apply;
 use crate::lab::controller::SERVICE_ACCOUNT;
 use controller::version::{Skew, parse_minor, target_minor};
 use labkit::lab_file::{self, Applied, Existing, LabFile, ProviderKind};
+use labkit::record::{How, Record};
 
 /// How long one deletion (a namespace with its contents) may take.
-const DELETE_WITHIN: Duration = Duration::from_secs(120);
+pub const DELETE_WITHIN: Duration = Duration::from_secs(120);
+/// What `lab up` makes is recorded as made by it.
+const BY: &str = "lab up";
 
 /// What `lab up` learns on the way.
 pub struct Up {
     name: String,
     state_dir: PathBuf,
     given: Given,
-    /// The lab's record from an earlier `up` (this is then an update).
-    earlier: Option<Existing>,
+    /// What this lab made, an earlier `up`'s included (this is then an update
+    /// or the completion of an interrupted one).
+    record: Record,
     client: Option<kube::Client>,
     server: String,
     version: String,
@@ -37,25 +41,22 @@ pub struct Up {
     pub namespace_exists: Option<bool>,
     /// The pushed image by digest.
     digest: Option<String>,
-    /// What this `up` created, in order.
-    created: Vec<Applied>,
     /// See [`Existing::cluster_wide`].
     cluster_wide: bool,
 }
 
 impl Up {
-    pub fn new(name: &str, state_dir: &Path, given: &Given, earlier: Option<Existing>) -> Up {
+    pub fn new(name: &str, state_dir: &Path, given: &Given, record: Record) -> Up {
         Up {
             name: name.into(),
             state_dir: state_dir.into(),
             given: given.clone(),
-            earlier,
+            record,
             client: None,
             server: String::new(),
             version: String::new(),
             namespace_exists: None,
             digest: None,
-            created: Vec::new(),
             cluster_wide: false,
         }
     }
@@ -68,10 +69,15 @@ impl Up {
         &self.given.namespace
     }
 
-    /// What this lab made, an earlier `up`'s and this one's.
-    fn made(&self) -> Vec<Applied> {
-        let earlier = self.earlier.iter().flat_map(|e| e.applied.iter().cloned());
-        earlier.chain(self.created.iter().cloned()).collect()
+    /// The ConfigMap the lab's controller will keep.
+    fn my_config(&self) -> Applied {
+        let target = self.given.target();
+        Applied {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some(target.namespace),
+            name: target.name,
+        }
     }
 }
 
@@ -98,6 +104,11 @@ pub async fn connect(up: &mut Up) -> Result<()> {
     }
     eprintln!("  {} at {}: {skew}", info.git_version, up.server);
     (up.client, up.version) = (Some(client), info.git_version);
+    // Written now: a `lab down` after an interrupted `up` reaches the cluster through it.
+    std::fs::create_dir_all(&up.state_dir)
+        .with_context(|| format!("cannot create {}", up.state_dir.display()))?;
+    let kubeconfig = up.state_dir.join("kubeconfig");
+    labkit::files::write_private(&kubeconfig, serde_saphyr::to_string(&up.given.config)?)?;
     Ok(())
 }
 
@@ -165,6 +176,8 @@ pub async fn check_rights(up: &mut Up) -> Result<()> {
         }
     }
     wanted.push(question("list", "", "pods", Some(&namespace)));
+    // To see whether someone's my-config is in the way.
+    wanted.push(question("get", "", "configmaps", Some(&namespace)));
     if up.namespace_exists == Some(false) {
         wanted.push(question("create", "", "namespaces", None));
     }
@@ -211,14 +224,8 @@ pub fn record_digest(up: &mut Up, out: Result<String>) -> Result<()> {
 pub async fn create_namespace(up: &mut Up) -> Result<()> {
     let document =
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": up.namespace()}});
-    let namespace: Namespace = serde_json::from_value(document)?;
-    Api::<Namespace>::all(up.client()?).create(&PostParams::default(), &namespace).await?;
-    up.created.push(Applied {
-        api_version: "v1".into(),
-        kind: "Namespace".into(),
-        namespace: None,
-        name: up.namespace().into(),
-    });
+    let client = up.client()?;
+    labkit::owned::apply(&client, &mut up.record, BY, apply::FIELD_MANAGER, document).await?;
     Ok(())
 }
 
@@ -246,49 +253,46 @@ fn manifests(namespace: &str, image: &str, target: &lab_file::Target) -> Result<
     Ok(documents)
 }
 
-/// Applies the manifests. An object of the same name that this lab did not
-/// make (nor an interrupted `up` of it, by its field manager) stops it
-/// before anything is applied: it belongs to someone else.
+/// What `up` makes in the namespace, and the my-config its controller will
+/// make: when any of them is there and this lab did not make it, `up` stops
+/// here, before anything is built, pushed or applied — someone's my-config
+/// would be rewritten by the controller, its other keys and binaryData lost.
+pub async fn check_nothing_in_the_way(up: &mut Up) -> Result<()> {
+    let client = up.client()?;
+    let image = "checked before the image is pushed";
+    let mut objects = Vec::new();
+    for document in manifests(up.namespace(), image, &up.given.target())? {
+        objects.push(labkit::apply::identify(&client, &document).await?.0);
+    }
+    objects.push(up.my_config());
+    let in_the_way = labkit::owned::in_the_way(&client, &up.record, &objects).await?;
+    if let Some(first) = in_the_way.first() {
+        let more = match in_the_way.len() {
+            1 => String::new(),
+            n => format!(" (and {} more: {})", n - 1, in_the_way[1..].join("; ")),
+        };
+        bail!(
+            "{first}{more}: use another --namespace, or remove it (`{} -n {} delete …`)",
+            up.given.kubectl(),
+            up.namespace()
+        );
+    }
+    Ok(())
+}
+
+/// Applies the manifests as this lab's ([`labkit::owned::apply`]): made, or
+/// updated when the record claims them. The my-config the controller will
+/// make is recorded before the Deployment that makes it.
 pub async fn apply_manifests(up: &mut Up) -> Result<()> {
     let client = up.client()?;
     let image = up.digest.clone().context("no pushed image")?;
     let documents = manifests(up.namespace(), &image, &up.given.target())?;
-    let made = up.made();
-    let mut fresh = Vec::new();
-    for document in &documents {
-        let (object, api) = labkit::apply::identify(&client, document).await?;
-        match api.get_opt(&object.name).await? {
-            None => fresh.push(object),
-            Some(_) if made.contains(&object) => {}
-            Some(found) => {
-                let managers: Vec<String> = found
-                    .metadata
-                    .managed_fields
-                    .iter()
-                    .flatten()
-                    .filter_map(|m| m.manager.clone())
-                    .collect();
-                if !managers.iter().any(|m| m == apply::FIELD_MANAGER) {
-                    bail!(
-                        "{object} is there already and this lab did not make it (managed by {}): \
-                         use another --namespace, or remove it",
-                        managers.join(", ")
-                    );
-                }
-            }
-        }
-    }
     for document in documents {
-        let object = labkit::apply::identify(&client, &document).await?.0;
-        let source = labkit::project::manifests_dir().join(if object.kind == "Deployment" {
-            "deployment.yaml"
-        } else {
-            "rbac.yaml"
-        });
-        labkit::apply::documents(&client, apply::FIELD_MANAGER, &source, vec![document]).await?;
-        if fresh.contains(&object) {
-            up.created.push(object);
+        if document["kind"] == "Deployment" {
+            let my_config = up.my_config();
+            up.record.intend(&my_config, BY, How::ByController)?;
         }
+        labkit::owned::apply(&client, &mut up.record, BY, apply::FIELD_MANAGER, document).await?;
     }
     Ok(())
 }
@@ -300,12 +304,7 @@ pub async fn wait_rollout(up: &mut Up) -> Result<()> {
 
 /// lab.json, with a kubeconfig of the one context next to it.
 pub async fn write_lab_file(up: &mut Up) -> Result<()> {
-    std::fs::create_dir_all(&up.state_dir)
-        .with_context(|| format!("cannot create {}", up.state_dir.display()))?;
     let kubeconfig = up.state_dir.join("kubeconfig");
-    labkit::files::write_private(&kubeconfig, serde_saphyr::to_string(&up.given.config)?)?;
-    let created_namespace = up.earlier.as_ref().is_some_and(|e| e.created_namespace)
-        || up.created.iter().any(|o| o.kind == "Namespace");
     let namespace = up.namespace().to_string();
     let lab = LabFile {
         format: lab_file::FORMAT,
@@ -334,9 +333,7 @@ pub async fn write_lab_file(up: &mut Up) -> Result<()> {
             kubeconfig: up.given.kubeconfig.clone(),
             context: up.given.context.clone(),
             namespace,
-            created_namespace,
             controller_image: up.digest.clone().unwrap_or_default(),
-            applied: up.made(),
             cluster_wide: up.cluster_wide,
         }),
         target: up.given.target(),
@@ -344,27 +341,9 @@ pub async fn write_lab_file(up: &mut Up) -> Result<()> {
     lab.write()
 }
 
-/// After a failed first `up`: what it created, deleted again.
-pub async fn undo(up: &Up) {
-    let Ok(client) = up.client() else { return };
-    if up.created.is_empty() {
-        return;
-    }
-    eprintln!("lab up failed: deleting what it created");
-    if let Err(error) = delete_all(&client, &up.created).await {
-        eprintln!(
-            "warning: {error:#}: see what is left with `kubectl get all,sa,role,rolebinding -n {}`",
-            up.namespace()
-        );
-    }
-}
-
-/// Deletes `made` in reverse order, each awaited.
-pub async fn delete_all(client: &kube::Client, made: &[Applied]) -> Result<()> {
-    for object in made.iter().rev() {
-        if labkit::apply::delete(client, object, DELETE_WITHIN).await? {
-            eprintln!("  deleted {object}");
-        }
-    }
-    Ok(())
+/// `lab down` of a lab on a cluster the kit did not make: everything its
+/// record names, newest first ([`labkit::owned::delete_all`]); what is not
+/// this lab's is named and left. The record goes when nothing is left of it.
+pub async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<Vec<String>> {
+    labkit::owned::delete_all(client, record, |_| true, DELETE_WITHIN).await
 }

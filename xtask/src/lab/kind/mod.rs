@@ -23,7 +23,9 @@ use crate::image::Builder;
 use crate::lab::node_image;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
+use labkit::lab_file::Applied;
 use labkit::project::shown;
+use labkit::record::Record;
 
 pub use self::phases::up;
 pub use self::status::{logs, status};
@@ -42,6 +44,16 @@ pub fn kind_version() -> Option<String> {
 /// The node's container: kind names it after the cluster.
 pub fn node_container(name: &str) -> String {
     format!("{name}-control-plane")
+}
+
+/// A kind cluster as the lab's record names it; its uid is its node container's ID.
+pub fn cluster_entry(name: &str) -> Applied {
+    Applied {
+        api_version: "kind.x-k8s.io/v1alpha4".into(),
+        kind: "Cluster".into(),
+        namespace: None,
+        name: name.into(),
+    }
 }
 
 /// `--node-image`: which node image the cluster runs.
@@ -135,10 +147,13 @@ pub fn docker_arch() -> &'static str {
     }
 }
 
-/// What `lab down` does for a kind lab (also when lab.json is gone).
+/// What `lab down` does for a kind lab (also when lab.json is gone): the
+/// cluster deleted when this lab's record names it and its node is the one
+/// recorded; a cluster of the name that is not this lab's is left and named.
 pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
     let kubeconfig = shown(&Paths::new(state_dir).kubeconfig);
     let dir = state_dir.to_path_buf();
+    let container = node_container(name);
     vec![
         Step::probe(
             Cmd::argv(["kind", "get", "clusters"]),
@@ -147,6 +162,24 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
                 Ok(())
             },
         ),
+        Step::probe(
+            Cmd::argv(["docker", "inspect", "--format", "{{.Id}}", &container]),
+            |down: &mut Down, out: Result<String>| {
+                down.node_id = out.ok().map(|id| id.trim().to_string());
+                Ok(())
+            },
+        )
+        .when(format!("if a cluster named {name} exists"), |down: &Down| down.exists),
+        Step::own(
+            format!("check that this lab's record names the cluster {name} and its node"),
+            |down: &mut Down| {
+                Box::pin(async move {
+                    down.ours = down.exists && down.judge();
+                    Ok(())
+                })
+            },
+        )
+        .when(format!("if a cluster named {name} exists"), |down: &Down| down.exists),
         Step::run(Cmd::argv([
             "kind",
             "delete",
@@ -156,7 +189,7 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
             "--kubeconfig",
             &kubeconfig,
         ]))
-        .when(format!("if a cluster named {name} exists"), |down: &Down| down.exists),
+        .when(format!("if this lab made the cluster {name}"), |down: &Down| down.ours),
         Step::own(format!("remove {}", shown(state_dir)), move |_| {
             Box::pin(async move {
                 if dir.exists() {
@@ -173,9 +206,39 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
 pub struct Down {
     pub name: String,
     pub exists: bool,
+    /// The ID of the node container of the cluster of that name.
+    pub node_id: Option<String>,
+    /// What this lab made, when its record is there.
+    pub record: Option<Record>,
+    /// The cluster is this lab's: deleted.
+    pub ours: bool,
 }
 
-/// `lab down` for kind: delete the cluster (if kind knows it), remove the state.
+impl Down {
+    /// Whether the cluster of the name is the one the record names, saying why not.
+    fn judge(&self) -> bool {
+        let name = &self.name;
+        let recorded = self.record.as_ref().and_then(|r| r.find(&cluster_entry(name)));
+        let why = match recorded.map(|e| e.uid.as_deref()) {
+            None => "no record of this lab names it".to_string(),
+            // A create cut short before its node was recorded: kind's own cluster of the name.
+            Some(None) => return true,
+            Some(Some(id)) if self.node_id.as_deref() == Some(id) => return true,
+            Some(Some(id)) => format!(
+                "its node container is {}, this lab made {id}",
+                self.node_id.as_deref().unwrap_or("missing")
+            ),
+        };
+        eprintln!(
+            "left alone: the kind cluster {name} is not this lab's ({why}); \
+             `kind delete cluster --name {name}` if it is yours"
+        );
+        false
+    }
+}
+
+/// `lab down` for kind: delete the cluster (if this lab made it), remove the state.
+/// `true` when a cluster was deleted.
 pub async fn down(name: &str, state_dir: &Path) -> Result<bool> {
     if labkit::tools::on_path("kind").is_none() {
         eprintln!(
@@ -183,9 +246,11 @@ pub async fn down(name: &str, state_dir: &Path) -> Result<bool> {
         );
         return Ok(false);
     }
-    let mut down = Down { name: name.to_string(), exists: false };
+    let record = Record::load(state_dir)?;
+    let mut down =
+        Down { name: name.to_string(), exists: false, node_id: None, record, ours: false };
     plan::execute(down_plan(name, state_dir), &mut down).await?;
-    Ok(down.exists)
+    Ok(down.ours)
 }
 
 #[cfg(test)]

@@ -11,19 +11,21 @@ use anyhow::{Context as _, Result};
 use kube::api::{Patch, PatchParams};
 
 use super::steps::{
-    CLEAR_ARGS, Up, apply_manifests, connect, deployments, look_at_deployment, machine_checks,
-    strip_platform, write_cluster_config, write_lab_file,
+    BY, CLEAR_ARGS, Up, apply_manifests, check_cluster_is_ours, connect, deployments,
+    look_at_deployment, machine_checks, record_cluster, strip_platform, write_cluster_config,
+    write_lab_file,
 };
 use super::{
-    CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, Paths, WAIT, bundle, docker_arch, kind_version,
-    node_container, save_platform, shown,
+    CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, Paths, WAIT, bundle, cluster_entry, docker_arch,
+    kind_version, node_container, save_platform, shown,
 };
 use crate::image;
 use crate::lab::{apply, node_image};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
-use labkit::lab_file::{self, LabFile};
+use labkit::lab_file::{self, LabFile, ProviderKind};
 use labkit::project;
+use labkit::record::{How, Record};
 
 /// What every phase names, fixed before the plan is made.
 struct Names {
@@ -57,7 +59,7 @@ pub fn up_plan(
         node: node.to_string(),
     };
     Ok([
-        checks(),
+        checks(&names),
         node_image_phase(images, &names.node),
         cluster(&names),
         controller_image(&names, images)?,
@@ -69,8 +71,10 @@ pub fn up_plan(
     .collect())
 }
 
-/// Checks: Docker, cgroups, kind, an existing cluster — asked, then judged.
-fn checks() -> Vec<Step<Up>> {
+/// Checks: Docker, cgroups, kind, an existing cluster (this lab's, or
+/// refused) — asked, then judged.
+fn checks(names: &Names) -> Vec<Step<Up>> {
+    let Names { name, container, .. } = names;
     vec![
         Step::probe(
             Cmd::argv([
@@ -111,6 +115,19 @@ fn checks() -> Vec<Step<Up>> {
         Step::own("check the machine: Docker, kind, cgroups, inotify, an existing cluster", |up| {
             Box::pin(async move { machine_checks(up) })
         }),
+        Step::probe(
+            Cmd::argv(["docker", "inspect", "--format", "{{.Id}}", container]),
+            |up: &mut Up, out: Result<String>| {
+                up.node_id = out.ok().map(|id| id.trim().to_string());
+                Ok(())
+            },
+        )
+        .when(format!("if a cluster named {name} exists"), |up: &Up| up.cluster_exists),
+        Step::own(
+            format!("check that a cluster named {name} is this lab's (its record names its node)"),
+            |up| Box::pin(async move { check_cluster_is_ours(up) }),
+        )
+        .when(format!("if a cluster named {name} exists"), |up: &Up| up.cluster_exists),
     ]
 }
 
@@ -219,12 +236,21 @@ fn cluster(names: &Names) -> Vec<Step<Up>> {
             format!("check the node image's Kubernetes minor; write {cluster_config}: {CLUSTER_FILE} + what this host needs"),
             move |up: &mut Up| Box::pin(async move { write_cluster_config(up, &dir, &file) }),
         ),
+        Step::own(format!("record the cluster {name} in {} before kind makes it", shown(&Record::path(&paths.state_dir))), |up: &mut Up| {
+            Box::pin(async move {
+                let entry = cluster_entry(&up.name);
+                up.record()?.intend(&entry, BY, How::Created)
+            })
+        })
+        .when(format!("if no cluster named {name} exists"), |up: &Up| !up.cluster_exists),
         Step::run(Cmd::argv([
             "kind", "create", "cluster", "--name", name, "--config", &cluster_config, "--image", node,
             "--kubeconfig", kubeconfig, "--wait", WAIT,
         ]))
         .when(format!("if no cluster named {name} exists"), |up: &Up| !up.cluster_exists)
         .or("kind create cluster failed (its output is above; it removes a half-made cluster itself)"),
+        Step::probe(Cmd::argv(["docker", "inspect", "--format", "{{.Id}}", container]), record_cluster)
+            .when(format!("if no cluster named {name} existed"), |up: &Up| !up.cluster_exists),
         Step::probe(
             Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}} {{.State.Running}}", container]),
             |up: &mut Up, out: Result<String>| {
@@ -314,7 +340,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
         ),
         Step::api(
             format!(
-                "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml{}",
+                "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # made by this lab, or new{}",
                 apply::FIELD_MANAGER,
                 if target.is_default() {
                     String::new()
@@ -358,8 +384,9 @@ fn record(names: &Names) -> Vec<Step<Up>> {
     )]
 }
 
-/// `lab up --provider kind`: carries out [`up_plan`]. A failed first `up`
-/// leaves nothing behind (kind removes a half-made cluster itself).
+/// `lab up --provider kind`: carries out [`up_plan`], the cluster recorded
+/// before kind makes it. A failure is undone by the caller
+/// ([`crate::lab::up`]) from that record: the cluster this run made is deleted.
 pub async fn up(
     name: &str,
     images: &Images,
@@ -387,21 +414,15 @@ pub async fn up(
         print!("{}", plan::render(&steps));
         return Ok(None);
     }
-    let fresh = !state_dir.exists();
     let mut up = Up {
         name: name.to_string(),
         paths: Paths::new(&state_dir),
         node_image: node,
         kind_version,
         target: target.clone(),
+        record: Some(Record::open(&state_dir, name, Some(ProviderKind::Kind))?),
         ..Up::default()
     };
-    let result = plan::execute(steps, &mut up).await;
-    if let Err(error) = result {
-        if fresh && !up.cluster_exists {
-            let _ = std::fs::remove_dir_all(&state_dir);
-        }
-        return Err(error);
-    }
+    plan::execute(steps, &mut up).await?;
     LabFile::read(&state_dir)
 }

@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 
-use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, config, node_container};
+use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, cluster_entry, config, node_container};
 use crate::image;
 use crate::lab::controller::{SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE};
 use crate::lab::{apply, kubeconfig};
@@ -18,6 +18,10 @@ use labkit::command::Cmd;
 use labkit::kind_releases;
 use labkit::lab_file::{self, LabFile, ProviderKind};
 use labkit::project;
+use labkit::record::Record;
+
+/// What `lab up` makes is recorded as made by it.
+pub(super) const BY: &str = "lab up";
 
 /// What `lab up` learns on the way.
 #[derive(Default)]
@@ -33,6 +37,8 @@ pub struct Up {
     pub(super) cgroup_version: Option<String>,
     pub(super) kind_version: Option<String>,
     pub(super) cluster_exists: bool,
+    /// The ID of the node container of a cluster that exists.
+    pub(super) node_id: Option<String>,
     pub(super) node_present: bool,
     /// `/kind/version` of the node image and the capabilities a privileged container gets.
     pub(super) node_facts: Option<String>,
@@ -49,11 +55,18 @@ pub struct Up {
     pub(super) deployment_existed: bool,
     pub(super) running_images: Vec<String>,
     pub(super) leftover_args: bool,
+    /// What this lab made: the cluster first (its node container's ID as
+    /// its uid), then what `lab up` applied in it.
+    pub(super) record: Option<Record>,
 }
 
 impl Up {
     pub(super) fn client(&self) -> Result<kube::Client> {
         self.client.clone().context("no client for the cluster yet")
+    }
+
+    pub(super) fn record(&mut self) -> Result<&mut Record> {
+        self.record.as_mut().context("no record opened")
     }
 
     /// The node must be (re)loaded with the controller image.
@@ -69,17 +82,44 @@ impl Up {
     }
 }
 
+/// The RBAC and the Deployment, applied as this lab's ([`labkit::owned::apply`]).
 pub(super) async fn apply_manifests(up: &mut Up) -> Result<()> {
     let client = up.client()?;
-    let manifests = project::manifests_dir();
-    for (file, documents) in [
-        ("rbac.yaml", apply::rbac_for(&up.target)?),
-        ("deployment.yaml", apply::deployment_for(&up.target)?),
-    ] {
-        labkit::apply::documents(&client, apply::FIELD_MANAGER, &manifests.join(file), documents)
-            .await?;
+    let documents = [apply::rbac_for(&up.target)?, apply::deployment_for(&up.target)?].concat();
+    for document in documents {
+        labkit::owned::apply(&client, up.record()?, BY, apply::FIELD_MANAGER, document).await?;
     }
     Ok(())
+}
+
+/// A cluster of the lab's name that exists must be the one this lab's
+/// record names (by its node container's ID): another is not this lab's
+/// to reuse, and `lab down` would not delete it.
+pub(super) fn check_cluster_is_ours(up: &mut Up) -> Result<()> {
+    if !up.cluster_exists {
+        return Ok(());
+    }
+    let (name, node) = (up.name.clone(), up.node_id.clone());
+    let recorded = up.record()?.find(&cluster_entry(&name)).map(|e| e.uid.clone());
+    match recorded {
+        Some(Some(id)) if node.as_deref() != Some(id.as_str()) => bail!(
+            "a kind cluster named {name} exists, and its node is not the one this lab made \
+             (container {}, recorded {id}): `kind delete cluster --name {name}` if it is yours, or use another --name",
+            node.as_deref().unwrap_or("missing")
+        ),
+        Some(_) => Ok(()),
+        None => bail!(
+            "a kind cluster named {name} exists and this lab did not make it (no record names it): \
+             `kind delete cluster --name {name}` if it is yours, or use another --name"
+        ),
+    }
+}
+
+/// The node container's ID once kind made it: the cluster's uid in the record.
+pub(super) fn record_cluster(up: &mut Up, out: Result<String>) -> Result<()> {
+    let id = out.context("the new cluster's node container is not there")?;
+    let name = up.name.clone();
+    up.record()?.made(&cluster_entry(&name), id.trim())
 }
 
 /// The strategic merge patch that removes a test's `args` from the controller's container.

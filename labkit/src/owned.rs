@@ -1,0 +1,247 @@
+//! Making and deleting objects as a [`Record`]'s owner, never anyone
+//! else's: what Helm and kubectl's ApplySets do with owner labels and uid
+//! preconditions.
+//!
+//! [`apply`] creates an object that is not there (a create, which the API
+//! server refuses when someone made one meanwhile) and updates one only
+//! when the record claims it, its uid in the update so the API server
+//! refuses another object of the same name. [`in_the_way`] says, before
+//! anything is made, which objects of the names a command would make exist
+//! and are not the record's. [`delete`] deletes with the recorded uid as a
+//! precondition; an object that is someone else's is left alone and named.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use serde_json::{Value, json};
+
+use crate::apply::{identify, identify_object};
+use crate::eventually::{Check, eventually};
+use crate::lab_file::Applied;
+use crate::record::{Entry, How, OWNER_LABEL, Record};
+
+/// Creates `document`, or updates it when `record` claims it, as
+/// `field_manager`; recorded (before the create, and with its uid after)
+/// as made by `by`. An object of its name that `record` does not claim
+/// stops it, in one line naming the object and its owner.
+pub async fn apply(
+    client: &kube::Client,
+    record: &mut Record,
+    by: &str,
+    field_manager: &str,
+    mut document: Value,
+) -> Result<Applied> {
+    let (object, api) = identify(client, &document).await?;
+    let labels = document["metadata"]["labels"].as_object().cloned().unwrap_or_default();
+    let mut labels: serde_json::Map<String, Value> = labels;
+    for (key, value) in record.labels() {
+        labels.insert(key, json!(value));
+    }
+    document["metadata"]["labels"] = Value::Object(labels);
+    let live = api.get_opt(&object.name).await.with_context(|| format!("cannot read {object}"))?;
+    let made = match live {
+        None => {
+            record.intend(&object, by, How::Created)?;
+            let typed: DynamicObject =
+                serde_json::from_value(document).context("not a Kubernetes object")?;
+            let params =
+                PostParams { field_manager: Some(field_manager.into()), ..Default::default() };
+            api.create(&params, &typed).await.map_err(|e| match e {
+                kube::Error::Api(s) if s.code == 409 => {
+                    anyhow::anyhow!("{object} was made by someone else a moment ago: left alone")
+                }
+                e => anyhow::Error::new(e).context(format!("cannot create {object}")),
+            })?
+        }
+        Some(live) => {
+            let uid = live.metadata.uid.clone();
+            if !record.claims(&object, uid.as_deref(), live.metadata.labels.as_ref()) {
+                bail!("{}", not_ours(&object, &live));
+            }
+            record.intend(&object, by, How::Created)?;
+            // The uid in the update: another object of this name is refused by the API server.
+            document["metadata"]["uid"] = json!(uid);
+            let typed: DynamicObject =
+                serde_json::from_value(document).context("not a Kubernetes object")?;
+            let params = PatchParams::apply(field_manager).force();
+            api.patch(&object.name, &params, &Patch::Apply(&typed))
+                .await
+                .with_context(|| format!("server-side apply of {object}"))?
+        }
+    };
+    let uid = made.metadata.uid.context("the API server answered without a uid")?;
+    record.made(&object, &uid)?;
+    eprintln!("  applied {object}");
+    Ok(object)
+}
+
+/// One line for an object of that name that is not this owner's: whose it is.
+pub fn not_ours(object: &Applied, live: &DynamicObject) -> String {
+    let labels = live.metadata.labels.as_ref();
+    let whose = match labels.and_then(|l| l.get(OWNER_LABEL)) {
+        Some(owner) => format!("it belongs to {owner} (label {OWNER_LABEL})"),
+        None => {
+            let managers: Vec<String> = live
+                .metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .filter_map(|m| m.manager.clone())
+                .collect();
+            match managers.is_empty() {
+                true => "made by someone else".to_string(),
+                false => format!("managed by {}", managers.join(", ")),
+            }
+        }
+    };
+    format!("{object} is there already and this lab did not make it ({whose})")
+}
+
+/// Of `objects` (as [`Applied`]), each that exists and that `record` does
+/// not claim: one line each ([`not_ours`]). A 403 is one too: what cannot
+/// be read cannot be known to be free.
+pub async fn in_the_way(
+    client: &kube::Client,
+    record: &Record,
+    objects: &[Applied],
+) -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for object in objects {
+        let (object, api) = identify_object(client, object.clone()).await?;
+        match api.get_opt(&object.name).await {
+            Ok(None) => {}
+            Ok(Some(live)) => {
+                let uid = live.metadata.uid.as_deref();
+                let claimed = match record.find(&object).map(|e| e.how) {
+                    // The lab's controller made it; its uid changes as it heals.
+                    Some(How::ByController) => true,
+                    _ => record.claims(&object, uid, live.metadata.labels.as_ref()),
+                };
+                if !claimed {
+                    lines.push(not_ours(&object, &live));
+                }
+            }
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                lines.push(format!("{object} cannot be read with these rights ({})", s.message));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot read {object}")),
+        }
+    }
+    Ok(lines)
+}
+
+/// How a [`delete`] went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// Deleted, and gone.
+    Deleted,
+    /// Not there (any more).
+    Gone,
+    /// Left alone: the object of that name is not this owner's (why).
+    LeftAlone(String),
+}
+
+/// Deletes `entry`'s object with its dependents, if it is this owner's, and
+/// waits until it is gone; then forgets it. The recorded uid is the
+/// delete's precondition: the API server refuses another object of the name.
+pub async fn delete(
+    client: &kube::Client,
+    record: &mut Record,
+    entry: &Entry,
+    within: Duration,
+) -> Result<Deleted> {
+    let (object, api) = identify_object(client, entry.object.clone()).await?;
+    let uid = match (&entry.uid, entry.how) {
+        (Some(uid), How::Created) => uid.clone(),
+        // Not recorded yet (a create cut short), or made by the controller:
+        // what is there now, if it is this owner's.
+        _ => match api.get_opt(&object.name).await? {
+            None => {
+                record.forget(&entry.object)?;
+                return Ok(Deleted::Gone);
+            }
+            Some(live) => {
+                let uid = live.metadata.uid.clone().unwrap_or_default();
+                let ours = entry.how == How::ByController
+                    || record.claims(&object, Some(&uid), live.metadata.labels.as_ref());
+                if !ours {
+                    record.forget(&entry.object)?;
+                    return Ok(Deleted::LeftAlone(not_ours(&object, &live)));
+                }
+                uid
+            }
+        },
+    };
+    let params = DeleteParams {
+        preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+        ..DeleteParams::foreground()
+    };
+    match api.delete(&object.name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            record.forget(&entry.object)?;
+            return Ok(Deleted::Gone);
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            record.forget(&entry.object)?;
+            return Ok(Deleted::LeftAlone(format!(
+                "{object} is not the one this lab made (uid {uid}): someone made it again; left alone"
+            )));
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot delete {object}")),
+    }
+    gone(&api, &object, &uid, within).await?;
+    record.forget(&entry.object)?;
+    Ok(Deleted::Deleted)
+}
+
+/// Until no object of `object`'s name has `uid` (a new one of the name is not ours to wait for).
+async fn gone(
+    api: &Api<DynamicObject>,
+    object: &Applied,
+    uid: &str,
+    within: Duration,
+) -> Result<()> {
+    eventually(&format!("{object} to be gone"), within, || async {
+        Ok(match api.get_opt(&object.name).await? {
+            Some(left) if left.metadata.uid.as_deref() == Some(uid) => Check::NotYet(format!(
+                "still there, finalizers {:?}",
+                left.metadata.finalizers.unwrap_or_default()
+            )),
+            _ => Check::Done(()),
+        })
+    })
+    .await
+}
+
+/// Deletes, newest first, each entry of `record` that `which` selects
+/// ([`delete`]), saying what it did; every one is tried. Returns the lines
+/// of what was left alone; the first failure is the error.
+pub async fn delete_all(
+    client: &kube::Client,
+    record: &mut Record,
+    which: impl Fn(&Entry) -> bool,
+    within: Duration,
+) -> Result<Vec<String>> {
+    let entries: Vec<Entry> = record.entries.iter().rev().filter(|e| which(e)).cloned().collect();
+    let (mut left, mut failed) = (Vec::new(), None);
+    for entry in entries {
+        match delete(client, record, &entry, within).await {
+            Ok(Deleted::Deleted) => eprintln!("  deleted {}", entry.object),
+            Ok(Deleted::Gone) => eprintln!("  {} was gone already", entry.object),
+            Ok(Deleted::LeftAlone(why)) => {
+                eprintln!("  left alone: {why}");
+                left.push(why);
+            }
+            Err(e) => {
+                eprintln!("  could not delete {}: {e:#}", entry.object);
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(left),
+    }
+}

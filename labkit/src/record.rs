@@ -1,0 +1,331 @@
+//! The one record of what the kit made on a cluster: `record.json` in a
+//! lab's (or a room's) state directory.
+//!
+//! An object goes into the record *before* it is created, without a uid,
+//! and again with the uid the API server gave it once the create was
+//! answered; every object also carries the record's owner as a label
+//! ([`OWNER_LABEL`]). So a command killed at any point leaves a record that
+//! the next `up` or `down` completes or undoes: an object whose create was
+//! answered but not yet recorded is still known as this owner's by its
+//! label, and one never created is simply not found. `down` deletes only
+//! what the record names, with the recorded uid as a precondition
+//! ([`crate::owned`]); an object of the same name with another uid, or
+//! another owner's, is left alone and named.
+//!
+//! While `grade` or `bench` has taken the lab's controller away, the record
+//! also says so ([`Borrow`]): which process groups run and which files hold
+//! tokens, so that whatever ended that command, the next one puts the lab back.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::files;
+use crate::lab_file::{Applied, ProviderKind};
+
+/// A record shared by a command and the work it runs (a borrow's program, its grants).
+pub type Shared = std::sync::Arc<tokio::sync::Mutex<Record>>;
+
+/// Bumped when a reader of an older record would misread this one.
+pub const FORMAT: u32 = 1;
+pub const FILE_NAME: &str = "record.json";
+/// The label naming an object's owner: `kubectl get all -l lab-kit.dev/owner=ID`.
+pub const OWNER_LABEL: &str = "lab-kit.dev/owner";
+/// The label every tool reads as "who manages this" (Helm's convention).
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "my-controller-lab-kit";
+
+/// What is made of whom: one lab or one room.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    pub format: u32,
+    /// `<name>-<8 hex>`: this lab or room, not any other of the kit's, on
+    /// this cluster or another (the label's value).
+    pub owner: String,
+    /// The lab's provider (`None` for a room).
+    #[serde(default)]
+    pub provider: Option<ProviderKind>,
+    /// What was made, in order: the newest last.
+    pub entries: Vec<Entry>,
+    /// Set while `grade` or `bench` has the lab's controller stopped.
+    #[serde(default)]
+    pub borrow: Option<Borrow>,
+    #[serde(skip)]
+    path: PathBuf,
+}
+
+/// One thing made on the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    #[serde(flatten)]
+    pub object: Applied,
+    /// The uid the API server gave it (a kind cluster: its node container's
+    /// ID); `None` until the create was answered.
+    pub uid: Option<String>,
+    /// The command that made it: `lab up`, `grade`, `bench`, `room up`, …
+    pub by: String,
+    pub how: How,
+}
+
+/// How an entry came to be this owner's, which says how `down` knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum How {
+    /// Created by the kit: its uid, else its owner label.
+    Created,
+    /// Made at run time by the lab's own controller (its my-config), which
+    /// `lab up` found absent: deleted with the uid it has when the
+    /// controller is gone (the controller recreates it with a new uid).
+    ByController,
+}
+
+/// `grade` or `bench` has the lab's controller stopped; what it runs meanwhile.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Borrow {
+    /// `grade` or `bench`.
+    pub by: String,
+    /// The xtask process that borrowed the lab.
+    pub pid: u32,
+    /// Seconds since the Unix epoch.
+    pub since_unix: u64,
+    /// Process groups it started (the program under grade, the bench's sides).
+    pub groups: Vec<Group>,
+    /// Files holding tokens or kubeconfigs, removed when the lab is put back.
+    pub files: Vec<PathBuf>,
+}
+
+/// A process group, told apart from a later one with the same id by its
+/// leader's start time (`/proc/PID/stat` field 22, clock ticks since boot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub pgid: u32,
+    pub started: u64,
+}
+
+impl Record {
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join(FILE_NAME)
+    }
+
+    /// The record in `dir`, if there is one.
+    pub fn load(dir: &Path) -> Result<Option<Record>> {
+        let path = Self::path(dir);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let mut record: Record = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a record of the kit", path.display()))?;
+        if record.format != FORMAT {
+            bail!(
+                "{} has format {}, this xtask reads {FORMAT}: remove what it names by hand",
+                path.display(),
+                record.format
+            );
+        }
+        record.path = path;
+        Ok(Some(record))
+    }
+
+    /// The record in `dir`, or a new one for `name` (written at its first entry).
+    pub fn open(dir: &Path, name: &str, provider: Option<ProviderKind>) -> Result<Record> {
+        Ok(match Self::load(dir)? {
+            Some(record) => record,
+            None => Record {
+                format: FORMAT,
+                owner: new_owner(name),
+                provider,
+                entries: Vec::new(),
+                borrow: None,
+                path: Self::path(dir),
+            },
+        })
+    }
+
+    /// Where it is written.
+    pub fn file(&self) -> &Path {
+        &self.path
+    }
+
+    /// The labels every object this owner makes carries.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (OWNER_LABEL.to_string(), self.owner.clone()),
+            (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
+        ])
+    }
+
+    pub fn find(&self, object: &Applied) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.object == *object)
+    }
+
+    /// `object` is about to be made by `by`: recorded (and written) first.
+    pub fn intend(&mut self, object: &Applied, by: &str, how: How) -> Result<()> {
+        if self.find(object).is_none() {
+            let entry = Entry { object: object.clone(), uid: None, by: by.into(), how };
+            self.entries.push(entry);
+        }
+        self.save()
+    }
+
+    /// `object` was made (or found to be this owner's) with `uid`.
+    pub fn made(&mut self, object: &Applied, uid: &str) -> Result<()> {
+        let entry = self
+            .entries
+            .iter_mut()
+            .find(|e| e.object == *object)
+            .with_context(|| format!("{object} was not recorded before it was made"))?;
+        entry.uid = Some(uid.to_string());
+        self.save()
+    }
+
+    /// `object` is gone: no longer this owner's to delete.
+    pub fn forget(&mut self, object: &Applied) -> Result<()> {
+        self.entries.retain(|e| e.object != *object);
+        self.save()
+    }
+
+    /// Whether an object found on the cluster as `object`, with `uid` and
+    /// `labels`, is this owner's: its recorded uid, or (a create answered but
+    /// not recorded) its owner label.
+    pub fn claims(
+        &self,
+        object: &Applied,
+        uid: Option<&str>,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> bool {
+        let recorded = self.find(object).and_then(|e| e.uid.as_deref());
+        let labelled = labels.and_then(|l| l.get(OWNER_LABEL)).is_some_and(|o| *o == self.owner);
+        match recorded {
+            Some(recorded) => uid == Some(recorded) || labelled,
+            None => labelled,
+        }
+    }
+
+    /// Written whole (a partial file renamed in): a crash never leaves half a record.
+    pub fn save(&self) -> Result<()> {
+        let parent = self.path.parent().context("the record has no folder")?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+        let partial = self.path.with_extension("json.partial");
+        files::write_private(&partial, serde_json::to_string_pretty(self)? + "\n")?;
+        std::fs::rename(&partial, &self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+
+    /// Shared with the work that adds to it.
+    pub fn shared(self) -> Shared {
+        std::sync::Arc::new(tokio::sync::Mutex::new(self))
+    }
+
+    /// A process group the borrower started (`pid` leads it), recorded at once.
+    pub fn started(&mut self, pid: u32) -> Result<()> {
+        let group = crate::process::group_of(pid).context("the started process is gone already")?;
+        self.borrow.get_or_insert_with(Borrow::default).groups.push(group);
+        self.save()
+    }
+
+    /// A file of the borrower's (a token), removed when the lab is put back.
+    pub fn wrote(&mut self, file: &Path) -> Result<()> {
+        self.borrow.get_or_insert_with(Borrow::default).files.push(file.to_path_buf());
+        self.save()
+    }
+
+    /// Nothing is left to undo: the file goes.
+    pub fn remove(self) -> Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("cannot remove {}", self.path.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `<name>-<8 hex>`, the hex from the system's random source: two labs of
+/// the same name (two laptops, one cluster) are two owners.
+fn new_owner(name: &str) -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 4];
+    // The system's random source does not fail on Linux or macOS; the time is a fallback.
+    if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        bytes = (nanos ^ std::process::id()).to_be_bytes();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    // A label value is at most 63 characters: lab and room names are at most 40.
+    let name: String = name.chars().take(54).collect();
+    format!("{name}-{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str) -> Applied {
+        Applied {
+            api_version: "v1".into(),
+            kind: "ServiceAccount".into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    fn dir(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("labkit-record-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn an_object_is_recorded_before_it_is_made_and_read_back_after_a_crash() {
+        let dir = dir("crash");
+        let mut record = Record::open(&dir, "lab", Some(ProviderKind::Existing)).unwrap();
+        assert!(!Record::path(&dir).exists(), "nothing is written before the first entry");
+        record.intend(&object("a"), "lab up", How::Created).unwrap();
+        // Killed here: the next command reads the intent, without a uid.
+        let read = Record::load(&dir).unwrap().unwrap();
+        assert_eq!(read.owner, record.owner);
+        assert_eq!(read.find(&object("a")).unwrap().uid, None);
+        record.made(&object("a"), "uid-1").unwrap();
+        let read = Record::load(&dir).unwrap().unwrap();
+        assert_eq!(read.find(&object("a")).unwrap().uid.as_deref(), Some("uid-1"));
+        record.forget(&object("a")).unwrap();
+        assert!(Record::load(&dir).unwrap().unwrap().entries.is_empty());
+        record.remove().unwrap();
+        assert!(Record::load(&dir).unwrap().is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_the_recorded_uid_or_the_owners_label_claims_an_object() {
+        let dir = dir("claims");
+        let mut record = Record::open(&dir, "lab", None).unwrap();
+        let other = Record::open(&dir, "lab", None).unwrap();
+        assert_ne!(record.owner, other.owner, "two labs of one name are two owners");
+        assert!(record.owner.starts_with("lab-") && record.owner.len() == "lab-".len() + 8);
+        let (a, b) = (object("a"), object("b"));
+        record.intend(&a, "lab up", How::Created).unwrap();
+        // Intended, create answered, uid not yet recorded: the label tells.
+        assert!(record.claims(&a, Some("u1"), Some(&record.labels())));
+        assert!(!record.claims(&a, Some("u1"), Some(&other.labels())), "another lab's");
+        assert!(!record.claims(&a, Some("u1"), None), "someone's without labels");
+        record.made(&a, "u1").unwrap();
+        assert!(record.claims(&a, Some("u1"), None));
+        assert!(!record.claims(&a, Some("u2"), None), "made again by someone else");
+        assert!(!record.claims(&b, Some("u1"), None), "never recorded");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_long_name_still_makes_a_label_value() {
+        let owner = new_owner(&"a".repeat(80));
+        assert!(owner.len() <= 63, "{owner}");
+    }
+}

@@ -1,0 +1,202 @@
+//! `grade` and `bench` borrow a lab: its controller stopped while they run a
+//! program (the one under grade, the bench's sides) with grants of their
+//! own. Whatever ends them — a result, a failure in any row or round, a
+//! failed stop, Ctrl-C, SIGTERM, SIGHUP, further signals — the lab is put
+//! back ([`Borrow::put_back`]): the process groups they started killed,
+//! the files holding their tokens removed, every object they made deleted
+//! (their entries of the lab's record), my-config writable and as desired,
+//! the lab's controller running and ready.
+//!
+//! The borrow is in the lab's record before the controller is stopped, and
+//! each process group and file as it is made, so a borrower that is killed
+//! outright leaves what the next command needs: `grade`, `bench` and
+//! `lab up` put a lab left borrowed back first ([`put_back_leftover`]),
+//! `lab down` kills what it left running ([`stop_leftovers`]).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use kube::api::{DeleteParams, Preconditions};
+
+use crate::interrupt::Interrupts;
+use e2e::lab::Lab;
+use labkit::record::{Borrow as Borrowed, Record, Shared};
+
+/// How long deleting what a borrower made may take.
+const DELETE_WITHIN: Duration = Duration::from_secs(120);
+
+/// A lab whose controller `by` has stopped.
+pub struct Borrow {
+    by: &'static str,
+    record: Shared,
+    /// Stopping the controller failed: nothing may run, the lab is put back.
+    stop_failed: Option<anyhow::Error>,
+}
+
+impl Borrow {
+    /// Puts back a lab an earlier borrower left, records this borrow, and
+    /// stops the lab's controller (a failure is kept for [`Borrow::stopped`]).
+    pub async fn begin(lab: &mut Lab, by: &'static str) -> Result<Borrow> {
+        let dir = lab.file().state_dir.clone();
+        let name = lab.file().name.clone();
+        let mut record = Record::open(&dir, &name, Some(lab.file().provider))?;
+        if let Some(earlier) = record.borrow.clone() {
+            refuse_if_alive(&name, &earlier)?;
+            eprintln!("{}", left_by(&earlier));
+            record = put_back(lab, record, earlier.by.as_str()).await?;
+        }
+        let since = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs());
+        record.borrow = Some(Borrowed {
+            by: by.into(),
+            pid: std::process::id(),
+            since_unix: since.unwrap_or_default(),
+            ..Borrowed::default()
+        });
+        record.save()?;
+        let stop_failed = lab.stop_controller().await.err();
+        Ok(Borrow { by, record: record.shared(), stop_failed })
+    }
+
+    /// The record, for the work to add what it makes ([`labkit::owned`]),
+    /// the groups it starts and the files it writes.
+    pub fn record(&self) -> Shared {
+        self.record.clone()
+    }
+
+    /// `Ok` when the controller was stopped: the work may run.
+    pub fn stopped(&mut self) -> Result<()> {
+        match self.stop_failed.take() {
+            Some(error) => Err(error.context("could not stop the lab's controller")),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts the lab back (see the module's text); each further signal kills
+    /// the borrower's process groups at once and says that the lab is still
+    /// being put back. Every part is tried; the first failure is returned.
+    pub async fn put_back(self, lab: &mut Lab, signals: Interrupts) -> Result<()> {
+        let dir = lab.file().state_dir.clone();
+        signals.further(move |signal| {
+            eprintln!("{signal}: still putting the lab back (what it started is killed now)");
+            if let Ok(Some(record)) = Record::load(&dir) {
+                stop_leftovers(&record);
+            }
+        });
+        let record = Arc::try_unwrap(self.record)
+            .map_err(|_| anyhow!("the record is still in use by the borrower's work"))?
+            .into_inner();
+        put_back(lab, record, self.by).await.map(|_| ())
+    }
+}
+
+/// A borrower that still runs is not disturbed: refused in one line.
+fn refuse_if_alive(name: &str, earlier: &Borrowed) -> Result<()> {
+    let alive = labkit::process::is_alive(earlier.pid)
+        && std::fs::read(format!("/proc/{}/cmdline", earlier.pid))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("xtask"));
+    if alive && earlier.pid != std::process::id() {
+        bail!(
+            "lab {name} is in use by `cargo xtask {}` (pid {}): wait until it ends, or stop it (kill {})",
+            earlier.by,
+            earlier.pid,
+            earlier.pid
+        );
+    }
+    Ok(())
+}
+
+fn left_by(earlier: &Borrowed) -> String {
+    format!(
+        "the lab was left borrowed by `cargo xtask {}` (pid {}, no longer running): putting it back first",
+        earlier.by, earlier.pid
+    )
+}
+
+/// Kills the process groups a borrow recorded and removes its files: what
+/// must not outlive the borrower, whatever else is done with the lab.
+pub fn stop_leftovers(record: &Record) {
+    let Some(borrow) = &record.borrow else { return };
+    for group in &borrow.groups {
+        if labkit::process::kill_group(*group) {
+            eprintln!("  killed process group {} (started by {})", group.pgid, borrow.by);
+        }
+    }
+    for file in &borrow.files {
+        if std::fs::remove_file(file).is_ok() {
+            eprintln!("  removed {}", labkit::project::shown(file));
+        }
+    }
+}
+
+/// `lab up` on a lab a killed borrower left: put back first.
+pub async fn put_back_leftover(name: &str, record: Record) -> Result<()> {
+    let Some(earlier) = record.borrow.clone() else { return Ok(()) };
+    refuse_if_alive(name, &earlier)?;
+    eprintln!("{}", left_by(&earlier));
+    match Lab::find_named(name).await {
+        Ok(mut lab) => put_back(&mut lab, record, &earlier.by).await.map(|_| ()),
+        // No lab.json (an `up` that did not finish): nothing runs to start again.
+        Err(_) => {
+            stop_leftovers(&record);
+            let mut record = record;
+            record.borrow = None;
+            record.save()
+        }
+    }
+}
+
+/// The lab put back after `by`, every part tried: the record without the borrow.
+async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record> {
+    let mut failures = Vec::new();
+    stop_leftovers(&record);
+    let client = lab.client();
+    let made = labkit::owned::delete_all(&client, &mut record, |e| e.by == by, DELETE_WITHIN).await;
+    if let Err(e) = made {
+        failures.push(e.context(format!("could not delete what {by} made")));
+    }
+    if let Err(e) = writable_my_config(lab).await {
+        failures.push(e);
+    }
+    eprintln!("starting the lab's own controller again");
+    let restored = async {
+        lab.restore().await?;
+        e2e::converge::wait_desired(lab).await
+    };
+    if let Err(e) = restored.await {
+        failures.push(e.context("could not put the lab's controller back"));
+    }
+    record.borrow = None;
+    record.save()?;
+    match failures.into_iter().next() {
+        None => Ok(record),
+        Some(first) => Err(first.context(format!(
+            "`cargo xtask lab reset --name {}` makes the lab anew",
+            lab.file().name
+        ))),
+    }
+}
+
+/// A my-config left immutable (the grade's failed-write row) is deleted,
+/// with its uid as a precondition: the lab's controller makes it anew.
+async fn writable_my_config(lab: &Lab) -> Result<()> {
+    let api = lab.config_maps();
+    let name = lab.desired().name();
+    let Some(live) = api.get_opt(name).await? else { return Ok(()) };
+    if live.immutable != Some(true) {
+        return Ok(());
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: live.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    eprintln!("  {name} was left immutable: deleting it, the controller makes it anew");
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e).context(format!("cannot delete the immutable {name}")),
+    }
+}
