@@ -87,7 +87,8 @@ pub async fn measure(
     log: &Path,
 ) -> Result<(Report, Vec<Span>)> {
     // Left by an interrupted run, they would distort the idle figures.
-    load::delete_all(&lab.config_maps()).await?;
+    let unrelated = load::Unrelated::of(lab).await?;
+    unrelated.delete_all().await?;
     ensure!(specs.iter().any(Spec::is_ours), "the bench measures my-controller");
     // The floor (the `bench-floor` binary) runs as a process of its own, as
     // every subject does; it acts with the controller's identity. It is the
@@ -115,16 +116,16 @@ pub async fn measure(
         tally.burst = Some(burst);
     }
 
-    let api = lab.config_maps();
     eprintln!(
         "\n== {} unrelated ConfigMaps, {} creates in flight",
         settings.unrelated, settings.parallel
     );
-    load::create(&api, settings.unrelated, settings.parallel).await?;
+    unrelated.create(settings.unrelated, settings.parallel).await?;
+    labkit::test_hook::at("bench:unrelated")?;
     for (spec, tally) in specs.iter().zip(&mut tallies) {
         run.among_unrelated(spec, tally, settings.rounds.min(UNRELATED_ROUNDS)).await?;
     }
-    load::delete_all(&api).await?;
+    unrelated.delete_all().await?;
 
     let n = settings.rounds;
     let measured = specs.iter().zip(tallies).map(|(spec, t)| t.measured(spec, n)).collect();
@@ -179,6 +180,7 @@ impl Run<'_> {
         n: usize,
     ) -> Result<()> {
         for block in 0..blocks {
+            labkit::test_hook::at(&format!("bench:block:{block}"))?;
             // Rounds spread evenly; the first blocks take the remainder.
             let share = n / blocks + usize::from(block < n % blocks);
             let names: Vec<String> = sides.iter().map(|s| s.spec.label()).collect();

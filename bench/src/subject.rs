@@ -122,6 +122,7 @@ impl Subject {
         // whatever `sh -c` started.
         let child = cmd.spawn_to_log(log).context("cannot start the controller")?;
         let pid = child.id();
+        lab.started(pid).await;
         let mut subject = Subject { child, pid, startup: Duration::ZERO };
         subject.wait_ready(lab, spec, log).await?;
         subject.startup = started.elapsed();

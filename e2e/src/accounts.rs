@@ -4,7 +4,7 @@
 
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::{
-    authentication::v1::{TokenRequest, TokenRequestSpec},
+    authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
     core::v1::ServiceAccount,
 };
 use kube::{
@@ -23,9 +23,40 @@ pub async fn token(
     name: &str,
     seconds: i64,
 ) -> Result<(String, String)> {
+    token_bound(admin, namespace, name, seconds, None).await
+}
+
+/// An object a token is bound to: the API server refuses the token once
+/// the object is deleted (or made again with another uid).
+pub struct BoundTo(BoundObjectReference);
+
+impl BoundTo {
+    /// The Secret `name` with `uid`, in the ServiceAccount's namespace.
+    pub fn secret(name: &str, uid: &str) -> BoundTo {
+        BoundTo(BoundObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Secret".into()),
+            name: Some(name.into()),
+            uid: Some(uid.into()),
+        })
+    }
+}
+
+/// [`token`], bound to `bound` when given: it dies with that object.
+pub async fn token_bound(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+    seconds: i64,
+    bound: Option<BoundTo>,
+) -> Result<(String, String)> {
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
     let request = TokenRequest {
-        spec: Some(TokenRequestSpec { expiration_seconds: Some(seconds), ..Default::default() }),
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(seconds),
+            bound_object_ref: bound.map(|b| b.0),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let granted = accounts

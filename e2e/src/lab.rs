@@ -23,6 +23,7 @@ use kube::{
 
 use crate::{deployment::DeploymentHost, http_probe, metrics::Scrape};
 
+mod borrowed;
 mod logs;
 pub mod probes;
 mod views;
@@ -35,6 +36,7 @@ use labkit::{
     lab_file::{LabFile, Process, ProviderKind},
     process::{self, Spawned},
     project,
+    record::Shared,
 };
 
 /// The lab name `cargo xtask lab up` uses unless told otherwise.
@@ -58,6 +60,9 @@ pub struct Lab {
     extra_args: BTreeMap<String, Vec<String>>,
     /// The controller is a local process of the caller's ([`Lab::with_local_controller`]).
     local_controller: bool,
+    /// The lab's record while `grade` or `bench` borrows it: the processes
+    /// they start go into it ([`Lab::started`]).
+    record: Option<Shared>,
 }
 
 /// The admin client, and the same without kube's retries (see [`Lab`]).
@@ -128,6 +133,7 @@ impl Lab {
             desired,
             extra_args: BTreeMap::new(),
             local_controller: false,
+            record: None,
         })
     }
 

@@ -3,6 +3,7 @@
 //! Used by the e2e tests and by `cargo xtask e2e` (and the workshop verbs).
 
 pub mod accounts;
+pub mod cluster;
 pub mod converge;
 pub mod deployment;
 pub mod etcd;

@@ -14,4 +14,5 @@ pub mod owned;
 pub mod process;
 pub mod project;
 pub mod record;
+pub mod test_hook;
 pub mod tools;

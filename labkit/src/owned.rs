@@ -13,13 +13,15 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use serde_json::{Value, json};
 
 use crate::apply::{identify, identify_object};
 use crate::eventually::{Check, eventually};
 use crate::lab_file::Applied;
-use crate::record::{Entry, How, OWNER_LABEL, Record};
+use crate::record::{Collection, Entry, How, OWNER_LABEL, Record};
 
 /// Creates `document`, or updates it when `record` claims it, as
 /// `field_manager`; recorded (before the create, and with its uid after)
@@ -80,7 +82,7 @@ pub async fn apply(
 pub fn not_ours(object: &Applied, live: &DynamicObject) -> String {
     let labels = live.metadata.labels.as_ref();
     let whose = match labels.and_then(|l| l.get(OWNER_LABEL)) {
-        Some(owner) => format!("it belongs to {owner} (label {OWNER_LABEL})"),
+        Some(owner) => format!("it belongs to {owner}, by its label {OWNER_LABEL}"),
         None => {
             let managers: Vec<String> = live
                 .metadata
@@ -142,7 +144,7 @@ pub enum Deleted {
     LeftAlone(String),
 }
 
-/// Deletes `entry`'s object with its dependents, if it is this owner's, and
+/// Deletes `entry`'s object (a Deployment with its pods), if it is this owner's, and
 /// waits until it is gone; then forgets it. The recorded uid is the
 /// delete's precondition: the API server refuses another object of the name.
 pub async fn delete(
@@ -173,9 +175,16 @@ pub async fn delete(
             }
         },
     };
+    // A Deployment goes with its pods (foreground: gone means its controller
+    // has stopped); anything else at once — without a garbage collector (an
+    // envtest lab) a foreground deletion would never finish.
+    let propagation = match object.kind.as_str() {
+        "Deployment" => DeleteParams::foreground(),
+        _ => DeleteParams::background(),
+    };
     let params = DeleteParams {
         preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
-        ..DeleteParams::foreground()
+        ..propagation
     };
     match api.delete(&object.name, &params).await {
         Ok(_) => {}
@@ -244,4 +253,30 @@ pub async fn delete_all(
         Some(e) => Err(e),
         None => Ok(left),
     }
+}
+
+/// Deletes every object of `collection` (a deletecollection with its label
+/// selector, repeated: the API server deletes one at a time and may end the
+/// request at its timeout) and waits until none is left.
+pub async fn delete_collection(
+    client: &kube::Client,
+    collection: &Collection,
+    within: Duration,
+) -> Result<()> {
+    let object = Applied {
+        api_version: collection.api_version.clone(),
+        kind: collection.kind.clone(),
+        namespace: Some(collection.namespace.clone()),
+        name: String::new(),
+    };
+    let (_, api) = identify_object(client, object).await?;
+    let selector = ListParams::default().labels(&collection.selector);
+    let what = format!("{} -l {} to be gone", collection.kind, collection.selector);
+    eventually(&what, within, || async {
+        // A timeout here is expected for a large collection: count and repeat.
+        let _ = api.delete_collection(&DeleteParams::default(), &selector).await;
+        let left = api.list_metadata(&selector).await?.items.len();
+        Ok(Check::done_if(left == 0, (), format!("{left} left")))
+    })
+    .await
 }

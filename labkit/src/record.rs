@@ -13,8 +13,9 @@
 //! another owner's, is left alone and named.
 //!
 //! While `grade` or `bench` has taken the lab's controller away, the record
-//! also says so ([`Borrow`]): which process groups run and which files hold
-//! tokens, so that whatever ended that command, the next one puts the lab back.
+//! also says so ([`Borrow`]): which process groups run and what it made by
+//! the many, its token files in one folder, so that whatever ended that
+//! command, the next one puts the lab back.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -81,7 +82,9 @@ pub enum How {
     ByController,
 }
 
-/// `grade` or `bench` has the lab's controller stopped; what it runs meanwhile.
+/// `grade` or `bench` has the lab's controller stopped; what it runs
+/// meanwhile. The files holding its tokens are in [`BORROWED_DIR`] next to
+/// the record, removed whole when the lab is put back.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Borrow {
     /// `grade` or `bench`.
@@ -92,9 +95,24 @@ pub struct Borrow {
     pub since_unix: u64,
     /// Process groups it started (the program under grade, the bench's sides).
     pub groups: Vec<Group>,
-    /// Files holding tokens or kubeconfigs, removed when the lab is put back.
-    pub files: Vec<PathBuf>,
+    /// Objects it made by the many, found by their labels (each with the
+    /// owner's): the bench's unrelated ConfigMaps.
+    #[serde(default)]
+    pub collections: Vec<Collection>,
 }
+
+/// Objects of one kind in one namespace that carry `selector`'s labels.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collection {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    /// `key=value,…`, the owner's label among them.
+    pub selector: String,
+}
+
+/// Where a borrower's token files go, next to the record: removed whole.
+pub const BORROWED_DIR: &str = "borrowed";
 
 /// A process group, told apart from a later one with the same id by its
 /// leader's start time (`/proc/PID/stat` field 22, clock ticks since boot).
@@ -156,6 +174,15 @@ impl Record {
             (OWNER_LABEL.to_string(), self.owner.clone()),
             (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
         ])
+    }
+
+    /// The entry of kind `kind` named `namespace/name`, whatever its API version.
+    pub fn find_named(&self, kind: &str, namespace: &str, name: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| {
+            e.object.kind == kind
+                && e.object.namespace.as_deref() == Some(namespace)
+                && e.object.name == name
+        })
     }
 
     pub fn find(&self, object: &Applied) -> Option<&Entry> {
@@ -228,10 +255,18 @@ impl Record {
         self.save()
     }
 
-    /// A file of the borrower's (a token), removed when the lab is put back.
-    pub fn wrote(&mut self, file: &Path) -> Result<()> {
-        self.borrow.get_or_insert_with(Borrow::default).files.push(file.to_path_buf());
+    /// Objects the borrower makes by the many (see [`Borrow::collections`]).
+    pub fn collection(&mut self, collection: Collection) -> Result<()> {
+        let borrow = self.borrow.get_or_insert_with(Borrow::default);
+        if !borrow.collections.contains(&collection) {
+            borrow.collections.push(collection);
+        }
         self.save()
+    }
+
+    /// The borrower's folder for token files ([`BORROWED_DIR`]).
+    pub fn borrowed_dir(&self) -> PathBuf {
+        self.path.parent().unwrap_or(Path::new(".")).join(BORROWED_DIR)
     }
 
     /// Nothing is left to undo: the file goes.

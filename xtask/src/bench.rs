@@ -31,7 +31,10 @@ use clap::{Args, ValueEnum};
 use e2e::lab::Lab;
 use labkit::{lab_file::ProviderKind, project};
 
-use crate::{cargo, interrupt::Interrupts, lab::LabName};
+use crate::{borrow::Borrow, cargo, interrupt::Interrupts, lab::LabName};
+use bench::places::BY;
+use labkit::record::Shared;
+use serde_json::json;
 
 /// Rounds of each kind in a block by default: short enough that a few slow
 /// seconds of a shared machine land on every side (with 50, they still
@@ -132,15 +135,19 @@ impl BenchArgs {
 }
 
 /// How long the sides' token lasts: longer than a run of 1000 rounds with
-/// every peer (it is not renewed), short enough not to outlive the day.
+/// every peer (it is not renewed). It is bound to a Secret the run makes and
+/// deletes: the token dies with it, whenever the run ends.
 const SIDES_TOKEN_SECONDS: i64 = 12 * 3600;
+/// The Secret the sides' token is bound to.
+const TOKEN_SECRET: &str = "bench-sides-token";
 
 /// The lab as the sides see it, when it is not the lab itself: on a lab
 /// whose controller is a Deployment (kind, an existing cluster), a
-/// kubeconfig for that Deployment's ServiceAccount, next to lab.json, and a
-/// free loopback port for ours. `None` on envtest, whose controller is a
-/// process with a kubeconfig already.
-async fn sides_here(lab: &Lab) -> Result<Option<Lab>> {
+/// kubeconfig for that Deployment's ServiceAccount — a token bound to a
+/// Secret of the run's, in the borrow's folder — and a free loopback port
+/// for ours. `None` on envtest, whose controller is a process with a
+/// kubeconfig already.
+async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
     if lab.deployment().is_none() {
         return Ok(None);
     }
@@ -148,9 +155,21 @@ async fn sides_here(lab: &Lab) -> Result<Option<Lab>> {
         .controller_service_account()
         .split_once('/')
         .context("the lab's ServiceAccount is namespace/name")?;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": TOKEN_SECRET, "namespace": namespace}});
+    let client = lab.client();
+    let made = {
+        let mut record = record.lock().await;
+        labkit::owned::apply(&client, &mut record, BY, places::MANAGER, secret).await?;
+        record.find_named("Secret", namespace, TOKEN_SECRET).and_then(|e| e.uid.clone())
+    };
+    let bound = e2e::accounts::BoundTo::secret(TOKEN_SECRET, &made.context("no uid")?);
     let (token, expires) =
-        e2e::accounts::token(&lab.client(), namespace, account, SIDES_TOKEN_SECONDS).await?;
-    let kubeconfig = lab.file().state_dir.join("bench-controller.kubeconfig");
+        e2e::accounts::token_bound(&client, namespace, account, SIDES_TOKEN_SECONDS, Some(bound))
+            .await?;
+    let dir = lab.borrowed_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let kubeconfig = dir.join("bench-controller.kubeconfig");
     let config = e2e::accounts::kubeconfig_with_token(lab.file(), &token)?;
     labkit::files::write_private(&kubeconfig, &serde_saphyr::to_string(&config)?)?;
     let port = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
@@ -158,8 +177,8 @@ async fn sides_here(lab: &Lab) -> Result<Option<Lab>> {
         .context("no free loopback port for the controller under test")?
         .port();
     eprintln!(
-        "the sides run here as ServiceAccount {namespace}/{account} (a token until {expires}, in {}), \
-         each keeping a ConfigMap of its own in namespace {}",
+        "the sides run here as ServiceAccount {namespace}/{account} (a token until {expires} or \
+         until Secret {TOKEN_SECRET} is deleted, in {}), each keeping a ConfigMap of its own in namespace {}",
         kubeconfig.display(),
         lab.desired().namespace()
     );
@@ -185,32 +204,33 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     let dir = args.out.clone().unwrap_or_else(|| project::target_dir().join("bench"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let log = dir.join("controller.log");
-    let here = sides_here(&lab).await?;
     let labels = specs.iter().map(Spec::label).collect::<Vec<_>>().join(", ");
     eprintln!("bench: {labels} against lab {}; their log: {}", args.lab.name, log.display());
-    // Caught before any controller starts: an interrupted run stops them and
-    // puts the lab back like a finished one.
+    // Caught before anything is made: an interrupted run puts the lab back
+    // like a finished one (crate::borrow).
     let mut interrupts = Interrupts::catch(&lab.file().state_dir.join("hangup.log"))?;
     eprintln!("stopping the lab's own controller for the run");
-    lab.stop_controller().await?;
-    let interrupted = interrupts.first("the controllers under test");
-    let measured =
-        measure(&mut lab, here.as_ref(), &args, (&specs, &built), &log, interrupted).await;
-    if let Some(here) = &here {
-        // The token stays valid until it expires; its file goes now.
-        let _ = std::fs::remove_file(&here.file().controller.kubeconfig);
-    }
-    eprintln!("starting the lab's own controller again");
+    let mut borrow = Borrow::begin(&mut lab, BY).await?;
+    let record = borrow.record();
+    let measured = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
+        Err(error) => Err(error),
+        Ok(()) => {
+            let interrupted = interrupts.first("the controllers under test");
+            measure(&mut lab, &args, (&specs, &built), &log, &record, interrupted).await
+        }
+    };
+    drop(record);
+    let interrupted = interrupts.seen.is_some();
     // The API server back on its own flags, and the controller with them.
-    let restored = lab.restore().await;
-    if interrupts.seen.is_some() {
-        restored.context("could not restore the lab")?;
+    let restored = borrow.put_back(&mut lab, interrupts).await;
+    if interrupted {
+        restored?;
         bail!(
             "interrupted: the controllers under test were stopped and the lab put back as it was"
         );
     }
     let (mut report, spans, audit) = measured?;
-    restored.context("could not restore the lab")?;
+    restored?;
     if let Some(audit) = audit {
         report.phases = phases::rows(&spans, &audit.requests()?, lab.desired().name());
     }
@@ -228,24 +248,27 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
 /// template for the kube-runtime peer, the audit log for `--phases`; the
 /// Role, the sides' ConfigMaps, the unrelated ones and stage 2 are taken
 /// away again whatever happened, `interrupted` included (the sides'
-/// processes are killed as the run is dropped).
-/// The sides run against `here` ([`sides_here`]) when given, else `lab`.
+/// processes are killed as the run is dropped). What is made is in the
+/// lab's `record` first, so the borrow's put-back deletes what a killed run left.
+/// The sides run here ([`sides_here`]) on a lab whose controller is a Deployment.
 async fn measure(
     lab: &mut Lab,
-    here: Option<&Lab>,
     args: &BenchArgs,
     (specs, built): (&[Spec], &Built),
     log: &Path,
+    record: &Shared,
     interrupted: impl Future<Output = ()>,
 ) -> Result<(report::Report, Vec<phases::Span>, Option<phases::Audit>)> {
-    let sharing = match here {
-        Some(_) => Sharing::OneNamespace,
-        None => Sharing::NamespaceEach,
-    };
-    let own = places::Place::kept_in(lab);
-    let grant = places::Grant::grant(lab, &places::of_sides(&own, specs, sharing)).await?;
     let stage2 = built.stage2.is_some();
     let result = async {
+        let here = sides_here(lab, record).await?;
+        let sharing = match here {
+            Some(_) => Sharing::OneNamespace,
+            None => Sharing::NamespaceEach,
+        };
+        let own = places::Place::kept_in(lab);
+        places::grant(lab, &places::of_sides(&own, specs, sharing), record).await?;
+        labkit::test_hook::at("bench:granted")?;
         if stage2 {
             peers::kube_runtime_install(lab).await?;
         }
@@ -253,7 +276,7 @@ async fn measure(
             true => Some(phases::Audit::enable(lab).await?),
             false => None,
         };
-        let sides = here.unwrap_or(lab);
+        let sides = here.as_ref().unwrap_or(lab);
         let (report, spans) =
             run::measure(sides, &args.settings(), (specs, sharing), &built.floor, log).await?;
         anyhow::Ok((report, spans, audit))
@@ -263,10 +286,16 @@ async fn measure(
         () = interrupted => Err(anyhow::anyhow!("interrupted")),
     };
     let mut cleanup = Vec::new();
-    let revoked = grant.revoke().await;
+    let revoked = places::revoke(lab, record).await;
     cleanup.push(revoked.context("could not take the sides' Role and ConfigMaps away"));
-    let unrelated = load::delete_all(&lab.config_maps()).await;
-    cleanup.push(unrelated.context("could not delete the unrelated ConfigMaps"));
+    let unrelated = load::Unrelated::of(lab).await;
+    cleanup.push(
+        match unrelated {
+            Ok(unrelated) => unrelated.delete_all().await,
+            Err(e) => Err(e),
+        }
+        .context("could not delete the unrelated ConfigMaps"),
+    );
     if stage2 {
         cleanup.push(
             e2e::examples::stage2_uninstall(lab).await.context("could not take stage 2 away"),

@@ -3,9 +3,10 @@
 //! as a table in the reader's language (`xtask/grade/*.toml`) and, with
 //! `--json`, as a file an instructor collects (`--collect DIR`: the room).
 //!
-//! The lab's own controller is stopped for the grade and started again
-//! afterwards, whatever happens: a failure, Ctrl-C or SIGTERM (a second one
-//! gives up at once and says how to repair the lab).
+//! The lab is borrowed for the grade ([`crate::borrow`]): its own controller
+//! stopped, and put back afterwards whatever happens — a result, a failure,
+//! Ctrl-C, SIGTERM, SIGHUP, further signals, a failed stop; a grade killed
+//! outright is put back by the next command.
 
 mod collect;
 
@@ -29,6 +30,7 @@ use e2e::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    borrow::Borrow,
     interrupt::Interrupts,
     lab::LabName,
     locale::{self, Lang},
@@ -173,11 +175,14 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     announce(texts, &file, &target, &options, &command, lab.desired().namespace())?;
     eprintln!("{}", texts.text("controller_stopped", &[]));
 
-    lab.stop_controller().await?;
-    let result = grade::run(&lab, &options, signals.first("the program")).await;
+    let mut borrow = Borrow::begin(&mut lab, "grade").await?;
+    let result = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
+        Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first("the program")).await,
+        Err(error) => Err(error),
+    };
     eprintln!("== {}", texts.text("restoring", &[]));
-    let restored = restore(&mut lab).await;
     let interrupted = signals.seen.is_some();
+    let restored = borrow.put_back(&mut lab, signals).await;
 
     let outcome = match result {
         Ok(report) => Outcome::Graded(report),
@@ -299,13 +304,6 @@ fn progress(texts: &'static Texts) -> grade::Progress {
             eprintln!("{}", texts.text("watching", &[("window", &window)]));
         }
     })
-}
-
-/// The lab's controller with its own flags, ready, and its ConfigMap right.
-async fn restore(lab: &mut Lab) -> Result<()> {
-    lab.restore_controller().await?;
-    e2e::converge::wait_desired(lab).await?;
-    Ok(())
 }
 
 /// Why `program` cannot be started, if it cannot: neither a file (a path

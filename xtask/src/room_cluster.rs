@@ -9,14 +9,12 @@
 //! each node gets its own podCIDR in that conflist and a route to the
 //! others' — what kindnetd does in kind's own images.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, ensure};
+use anyhow::{Context as _, Result};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
-use kube::discovery::{Discovery, verbs};
+use kube::api::{Api, DeleteParams, ListParams};
 
 use crate::lab::kind::config::{self, Host};
 use labkit::command::Cmd;
@@ -217,46 +215,6 @@ async fn settle(client: &kube::Client) -> Result<()> {
         ))
     })
     .await
-}
-
-/// Every object the cluster lists (`kind namespace/name`), but for what
-/// comes and goes by itself (Events, Leases): to compare before and after.
-pub async fn snapshot(client: &kube::Client) -> Result<BTreeSet<String>> {
-    let discovery = Discovery::new(client.clone()).run().await?;
-    let mut seen = BTreeSet::new();
-    for group in discovery.groups() {
-        for (resource, capabilities) in group.recommended_resources() {
-            if !capabilities.supports_operation(verbs::LIST)
-                || ["Event", "Lease"].contains(&resource.kind.as_str())
-            {
-                continue;
-            }
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-            for object in api.list(&ListParams::default()).await?.items {
-                seen.insert(describe(&resource, &object));
-            }
-        }
-    }
-    Ok(seen)
-}
-
-fn describe(resource: &ApiResource, object: &DynamicObject) -> String {
-    let name = object.metadata.name.clone().unwrap_or_default();
-    match &object.metadata.namespace {
-        Some(namespace) => format!("{}/{} {namespace}/{name}", resource.group, resource.kind),
-        None => format!("{}/{} {name}", resource.group, resource.kind),
-    }
-}
-
-/// What `after` has that `before` had not, and the other way round.
-pub fn difference(before: &BTreeSet<String>, after: &BTreeSet<String>) -> Result<()> {
-    let added: Vec<&String> = after.difference(before).collect();
-    let removed: Vec<&String> = before.difference(after).collect();
-    ensure!(
-        added.is_empty() && removed.is_empty(),
-        "the cluster is not as it was: added {added:?}, removed {removed:?}"
-    );
-    Ok(())
 }
 
 impl RoomCluster {

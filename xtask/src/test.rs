@@ -139,12 +139,13 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
     Ok(if envtest == ExitCode::SUCCESS { docker } else { envtest })
 }
 
-/// The envtest lab with the controller as a process: the suite, the lab's own tests, the grader's.
+/// The envtest lab with the controller as a process: the suite, the lab's own tests, the
+/// grader's, the guest's (its API server standing in for a cluster the kit did not make).
 async fn envtest_part() -> Result<ExitCode> {
     on_fresh_lab(
         LAB_NAME,
         &UpOptions::envtest(ControllerChoice::Process),
-        &["envtest_lab", "grade"],
+        &["envtest_lab", "grade", "guest"],
     )
     .await
 }

@@ -22,12 +22,13 @@ use controller::desired::Desired;
 use futures::FutureExt as _;
 use serde::{Deserialize, Serialize};
 
-pub use observer::{Counts, IDENTITY};
+pub use observer::{BY, Counts, IDENTITY};
 pub use program::Stopped;
 
 use crate::lab::Lab;
 
 use labkit::command::Cmd;
+use labkit::record::Shared;
 
 /// A ConfigMap name the identity's first request reads (it need not exist).
 pub const PROBE_NAME: &str = "my-controller-grade-probe";
@@ -289,10 +290,14 @@ impl Reason {
 /// controller must be stopped by the caller, which restores it afterwards;
 /// the program's identity and the program itself are gone when this
 /// returns, whether it returns a report, an error, or `cancel` fires first
-/// (then the error says so).
+/// (then the error says so). What it makes — the identity, the schemas,
+/// the program's process group, its kubeconfig — is in `record` (the lab's)
+/// before it exists, as made by [`BY`], so that whoever puts the lab back
+/// after a grade that was killed finds it.
 pub async fn run(
     lab: &Lab,
     options: &Options,
+    record: Shared,
     cancel: impl Future<Output = ()>,
 ) -> anyhow::Result<Report> {
     let desired =
@@ -300,7 +305,7 @@ pub async fn run(
             .map_err(|e| anyhow::anyhow!("the desired data: {e}"))?;
     let dir = lab.file().state_dir.join("grade");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let kubeconfig = dir.join("kubeconfig");
+    let kubeconfig = observer::kubeconfig_in(&lab.borrowed_dir());
     let argv: Vec<String> = options
         .command
         .iter()
@@ -312,23 +317,17 @@ pub async fn run(
     let log = dir.join("program.log");
     std::fs::write(&log, "").with_context(|| format!("cannot write {}", log.display()))?;
 
-    let observer =
-        observer::Observer::install(lab.file(), lab.client(), desired.namespace(), &dir).await;
-    let observer = match observer {
+    let observer = observer::Observer::install(lab, record.clone(), desired.namespace());
+    let observer = match observer.await {
         Ok(observer) => observer,
         Err(e) => {
             // Whatever part was applied goes again.
-            let _ = observer::Observer::forget(lab.client(), desired.namespace(), &dir).await;
+            let _ = observer::Observer::forget(lab.client(), &record, &kubeconfig).await;
             return Err(e.context("cannot set up the program's identity"));
         }
     };
-    let mut grading = rows::Grading::new(
-        lab,
-        observer,
-        program::Program::new(cmd, log.clone()),
-        desired,
-        options,
-    );
+    let program = program::Program::new(cmd, log.clone(), record);
+    let mut grading = rows::Grading::new(lab, observer, program, desired, options);
     let outcome = tokio::select! {
         done = AssertUnwindSafe(grading.all()).catch_unwind() => match done {
             Ok(result) => result,

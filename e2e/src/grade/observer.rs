@@ -9,27 +9,25 @@
 //! program does, a write that changes nothing included (the API server
 //! answers such an update without a new resourceVersion, so the object alone
 //! cannot show it). A program needs no metrics or logs of its own for this.
+//!
+//! The schemas are cluster-wide: each is named after the lab's record's
+//! owner, so two grades on one cluster (an instructor grading two labs)
+//! count their own programs apart. The counter is each API server's own: on
+//! a cluster with more than one, the grader says so in one line and stops.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use k8s_openapi::api::{
-    core::v1::{ConfigMap, ServiceAccount},
-    flowcontrol::v1::FlowSchema,
-    rbac::v1::{Role, RoleBinding},
-};
-use kube::{
-    Api, Client,
-    api::{DeleteParams, Patch, PatchParams},
-};
+use k8s_openapi::api::{core::v1::ConfigMap, discovery::v1::EndpointSlice};
+use kube::{Api, Client, api::ListParams};
 use serde_json::{Value, json};
 
-use crate::{accounts, metrics::Scrape};
+use crate::{accounts, lab::Lab, metrics::Scrape};
 
 use labkit::{
     eventually::{Check, eventually},
     files,
-    lab_file::LabFile,
+    record::Shared,
 };
 
 /// The ServiceAccount, Role and RoleBinding of the graded program.
@@ -38,6 +36,8 @@ pub const IDENTITY: &str = "my-controller-grade";
 const TOKEN_SECONDS: i64 = 3600;
 /// Field manager of what the grade applies.
 const MANAGER: &str = "lab-kit-grade";
+/// What a grade makes is recorded as made by it.
+pub const BY: &str = "grade";
 /// The API server's per-FlowSchema request counter.
 const DISPATCHED: &str = "apiserver_flowcontrol_dispatched_requests_total";
 /// A priority level every API server has (APF's suggested configuration);
@@ -85,8 +85,14 @@ const OTHERS: &str = "others";
 /// `service-accounts` (9000): the program's requests land here first.
 const FIRST_PRECEDENCE: i32 = 1000;
 
-fn schema_name(suffix: &str) -> String {
-    format!("{IDENTITY}-{suffix}")
+/// The program's kubeconfig, in the borrow's folder `dir` (removed whole when the lab is put back).
+pub fn kubeconfig_in(dir: &Path) -> PathBuf {
+    dir.join("grade.kubeconfig")
+}
+
+/// A schema's name: the identity's, the lab's (its record's owner), the suffix.
+fn schema_name(owner: &str, suffix: &str) -> String {
+    format!("{IDENTITY}-{owner}-{suffix}")
 }
 
 /// The program's identity and the schemas counting its requests, in the
@@ -94,31 +100,43 @@ fn schema_name(suffix: &str) -> String {
 pub struct Observer {
     admin: Client,
     namespace: String,
+    /// The lab's record: what the grade made is in it.
+    record: Shared,
+    /// The record's owner, in the schemas' names.
+    owner: String,
     /// Its kubeconfig: the lab's cluster, the ServiceAccount's token. Mode 0600.
     pub kubeconfig: PathBuf,
 }
 
 impl Observer {
     /// The ServiceAccount with the course's Role in `namespace`, a kubeconfig
-    /// for it in `dir`, and the schemas; returns once a request made with
-    /// that kubeconfig is seen counted (so a count of 0 later means "none").
-    pub async fn install(
-        lab: &LabFile,
-        admin: Client,
-        namespace: &str,
-        dir: &Path,
-    ) -> anyhow::Result<Observer> {
+    /// for it in the borrow's folder ([`kubeconfig_in`]), and the schemas,
+    /// each recorded before it is made;
+    /// returns once a request made with that kubeconfig is seen counted (so a
+    /// count of 0 later means "none").
+    pub async fn install(lab: &Lab, record: Shared, namespace: &str) -> anyhow::Result<Observer> {
+        let admin = lab.client();
+        one_api_server(&admin).await?;
+        let owner = record.lock().await.owner.clone();
         let observer = Observer {
             admin,
             namespace: namespace.to_string(),
-            kubeconfig: dir.join("kubeconfig"),
+            record,
+            owner,
+            kubeconfig: kubeconfig_in(&lab.borrowed_dir()),
         };
-        observer.apply_identity().await?;
-        observer.apply_schemas().await?;
+        labkit::test_hook::at("grade:identity")?;
+        for document in observer.identity().into_iter().chain(observer.schemas()) {
+            let mut record = observer.record.lock().await;
+            labkit::owned::apply(&observer.admin, &mut record, BY, MANAGER, document).await?;
+        }
         let (token, _expires) =
             accounts::token(&observer.admin, namespace, IDENTITY, TOKEN_SECONDS).await?;
-        let kubeconfig = accounts::kubeconfig_with_token(lab, &token)?;
+        let kubeconfig = accounts::kubeconfig_with_token(lab.file(), &token)?;
         let text = serde_saphyr::to_string(&kubeconfig)?;
+        let dir = lab.borrowed_dir();
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         files::write_private(&observer.kubeconfig, text)?;
         observer.prove_counting().await?;
         Ok(observer)
@@ -129,12 +147,11 @@ impl Observer {
         format!("system:serviceaccount:{}:{IDENTITY}", self.namespace)
     }
 
-    async fn apply_identity(&self) -> anyhow::Result<()> {
-        let params = PatchParams::apply(MANAGER).force();
+    /// The ServiceAccount, the course's Role (its section 六, rule for rule) and the binding.
+    fn identity(&self) -> Vec<Value> {
         let ns = self.namespace.as_str();
         let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": IDENTITY, "namespace": ns}});
-        // The course's Role, rule for rule (its section 六).
         let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": IDENTITY, "namespace": ns},
             "rules": [{"apiGroups": [""], "resources": ["configmaps"],
@@ -143,35 +160,27 @@ impl Observer {
             "metadata": {"name": IDENTITY, "namespace": ns},
             "subjects": [{"kind": "ServiceAccount", "name": IDENTITY, "namespace": ns}],
             "roleRef": {"kind": "Role", "name": IDENTITY, "apiGroup": "rbac.authorization.k8s.io"}});
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.admin.clone(), ns);
-        let roles: Api<Role> = Api::namespaced(self.admin.clone(), ns);
-        let bindings: Api<RoleBinding> = Api::namespaced(self.admin.clone(), ns);
-        accounts.patch(IDENTITY, &params, &Patch::Apply(&account)).await?;
-        roles.patch(IDENTITY, &params, &Patch::Apply(&role)).await?;
-        bindings.patch(IDENTITY, &params, &Patch::Apply(&binding)).await?;
-        Ok(())
+        vec![account, role, binding]
     }
 
-    async fn apply_schemas(&self) -> anyhow::Result<()> {
-        let params = PatchParams::apply(MANAGER).force();
-        let schemas: Api<FlowSchema> = Api::all(self.admin.clone());
+    /// The four schemas, in matching order.
+    fn schemas(&self) -> Vec<Value> {
         let subject = json!([{"kind": "ServiceAccount",
             "serviceAccount": {"name": IDENTITY, "namespace": self.namespace}}]);
+        let mut schemas = Vec::new();
         let mut precedence = FIRST_PRECEDENCE;
         for (suffix, verbs) in WRITE_SCHEMAS {
             let rules = json!([{"subjects": subject, "resourceRules": [{"verbs": verbs,
                 "apiGroups": [""], "resources": ["configmaps"], "namespaces": ["*"]}]}]);
-            let name = schema_name(suffix);
-            schemas.patch(&name, &params, &Patch::Apply(&schema(&name, precedence, rules))).await?;
+            schemas.push(schema(&schema_name(&self.owner, suffix), precedence, rules));
             precedence += 1;
         }
         let rules = json!([{"subjects": subject,
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
                                "namespaces": ["*"], "clusterScope": true}],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]);
-        let name = schema_name(OTHERS);
-        schemas.patch(&name, &params, &Patch::Apply(&schema(&name, precedence, rules))).await?;
-        Ok(())
+        schemas.push(schema(&schema_name(&self.owner, OTHERS), precedence, rules));
+        schemas
     }
 
     /// Makes requests as the program until one is counted: the schemas are
@@ -199,7 +208,8 @@ impl Observer {
         let text = self.admin.request_text(request).await.context("the API server's /metrics")?;
         let scrape = Scrape::parse(&text);
         let count = |suffix: &str| {
-            scrape.sum_matching(DISPATCHED, &[("flow_schema", schema_name(suffix).as_str())])
+            let name = schema_name(&self.owner, suffix);
+            scrape.sum_matching(DISPATCHED, &[("flow_schema", name.as_str())])
         };
         Ok(Counts {
             creates: count("creates"),
@@ -211,39 +221,48 @@ impl Observer {
 
     /// Removes the schemas, the identity and its kubeconfig.
     pub async fn remove(self) -> anyhow::Result<()> {
-        Observer::forget(
-            self.admin,
-            &self.namespace,
-            self.kubeconfig.parent().unwrap_or(Path::new(".")),
-        )
-        .await
+        Observer::forget(self.admin, &self.record, &self.kubeconfig).await
     }
 
-    /// Removes whatever a grade in `namespace` (files in `dir`) applied,
-    /// present or not; every removal is tried, the first failure returned.
-    pub async fn forget(admin: Client, namespace: &str, dir: &Path) -> anyhow::Result<()> {
-        let schemas: Api<FlowSchema> = Api::all(admin.clone());
-        let mut names: Vec<String> = WRITE_SCHEMAS.iter().map(|(s, _)| schema_name(s)).collect();
-        names.push(schema_name(OTHERS));
-        let mut results = Vec::new();
-        for name in &names {
-            results.push(delete(&schemas, name).await);
-        }
-        let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), namespace);
-        let roles: Api<Role> = Api::namespaced(admin.clone(), namespace);
-        let accounts: Api<ServiceAccount> = Api::namespaced(admin, namespace);
-        results.push(delete(&bindings, IDENTITY).await);
-        results.push(delete(&roles, IDENTITY).await);
-        results.push(delete(&accounts, IDENTITY).await);
-        let kubeconfig = dir.join("kubeconfig");
-        if kubeconfig.exists() {
-            results.push(
-                std::fs::remove_file(&kubeconfig)
-                    .with_context(|| format!("cannot remove {}", kubeconfig.display())),
-            );
-        }
-        results.into_iter().collect()
+    /// Removes whatever a grade recorded in `record` (by its uid) and its
+    /// `kubeconfig`; every removal is tried, the first failure returned.
+    pub async fn forget(admin: Client, record: &Shared, kubeconfig: &Path) -> anyhow::Result<()> {
+        let mut record = record.lock().await;
+        let within = crate::converge::HEAL_WITHIN;
+        let deleted = labkit::owned::delete_all(&admin, &mut record, |e| e.by == BY, within).await;
+        let removed = match kubeconfig.exists() {
+            true => std::fs::remove_file(kubeconfig)
+                .with_context(|| format!("cannot remove {}", kubeconfig.display())),
+            false => Ok(()),
+        };
+        deleted?;
+        removed
     }
+}
+
+/// The counter is per API server: a cluster that answers from more than one
+/// (the `kubernetes` Service's endpoints) cannot be counted here.
+async fn one_api_server(admin: &Client) -> anyhow::Result<()> {
+    let slices: Api<EndpointSlice> = Api::namespaced(admin.clone(), "default");
+    let params = ListParams::default().labels("kubernetes.io/service-name=kubernetes");
+    let addresses: Vec<String> = slices
+        .list(&params)
+        .await
+        .context("the kubernetes Service's EndpointSlices")?
+        .items
+        .iter()
+        .flat_map(|s| s.endpoints.iter().flatten().flat_map(|e| e.addresses.clone()))
+        .collect();
+    if addresses.len() > 1 {
+        bail!(
+            "this cluster answers from {} API servers ({}): the grader counts the program's requests \
+             from one API server's /metrics (APF's dispatched counter), and cannot count them here — \
+             grade on a lab with one (an envtest or kind lab)",
+            addresses.len(),
+            addresses.join(", ")
+        );
+    }
+    Ok(())
 }
 
 fn schema(name: &str, precedence: i32, rules: Value) -> Value {
@@ -253,16 +272,4 @@ fn schema(name: &str, precedence: i32, rules: Value) -> Value {
                  "priorityLevelConfiguration": {"name": PRIORITY_LEVEL},
                  "distinguisherMethod": {"type": "ByUser"},
                  "rules": rules}})
-}
-
-/// Deletes `name`; already gone is fine.
-async fn delete<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
-        Err(e) => bail!("cannot delete {name}: {e}"),
-    }
 }

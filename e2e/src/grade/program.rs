@@ -16,6 +16,7 @@ use labkit::{
     command::Cmd,
     eventually::{Check, eventually},
     files,
+    record::Shared,
 };
 
 /// How a stop by signal went.
@@ -42,20 +43,28 @@ pub struct Program {
     pub log: PathBuf,
     child: Option<Child>,
     pub runs: u32,
+    /// The lab's record: each run's process group goes into its borrow, so
+    /// that a grade killed outright has it killed by the next command.
+    record: Shared,
 }
 
 impl Program {
-    pub fn new(cmd: Cmd, log: PathBuf) -> Program {
-        Program { cmd, log, child: None, runs: 0 }
+    pub fn new(cmd: Cmd, log: PathBuf, record: Shared) -> Program {
+        Program { cmd, log, child: None, runs: 0, record }
     }
 
-    /// Starts a run, its output appended to the log after a header line.
-    pub fn start(&mut self) -> anyhow::Result<()> {
+    /// Starts a run, its output appended to the log after a header line,
+    /// its process group in the lab's record.
+    pub async fn start(&mut self) -> anyhow::Result<()> {
         self.runs += 1;
         let header = format!("=== run {} of `{}` ===\n", self.runs, self.cmd);
         let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         std::io::Write::write_all(&mut log, header.as_bytes())?;
-        self.child = Some(self.cmd.spawn_to_log(&self.log)?);
+        let child = self.cmd.spawn_to_log(&self.log)?;
+        let pid = child.id();
+        self.child = Some(child);
+        // Gone already (it exited at once): nothing to record.
+        let _ = self.record.lock().await.started(pid);
         Ok(())
     }
 

@@ -88,7 +88,10 @@ impl<'a> Grading<'a> {
         self.ensure_absent().await?;
         let before = self.observer().counts().await?;
         let started = Instant::now();
-        self.program.start().map_err(|e| self.refused(Reason::CannotStart(format!("{e:#}"))))?;
+        self.program
+            .start()
+            .await
+            .map_err(|e| self.refused(Reason::CannotStart(format!("{e:#}"))))?;
         match self.connect(before, self.options.connect_within).await? {
             Ok(_) => {}
             Err(Some(status)) => {
@@ -99,11 +102,18 @@ impl<'a> Grading<'a> {
                 return Err(self.refused(Reason::NeverConnected(within)).into());
             }
         }
+        let at = |row: RowId| labkit::test_hook::at(&format!("grade:row:{}", row.key()));
+        at(RowId::Starts)?;
         self.starts(before, started).await?;
+        at(RowId::SelfHeal)?;
         self.self_heal().await?;
+        at(RowId::Correction)?;
         self.correction().await?;
+        at(RowId::FailedWrite)?;
         self.failed_write().await?;
+        at(RowId::Rerun)?;
         self.rerun_and_hot_loop().await?;
+        at(RowId::CleanExit)?;
         self.clean_exit().await?;
         self.diagnose();
         Ok(())

@@ -7,6 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use anyhow::Context as _;
 use controller::desired::Desired;
 use kube::config::Kubeconfig;
 
@@ -26,6 +27,7 @@ impl Lab {
             desired,
             extra_args: BTreeMap::new(),
             local_controller: self.local_controller,
+            record: self.record.clone(),
         })
     }
 
@@ -44,13 +46,14 @@ impl Lab {
             desired: self.desired.clone(),
             extra_args: BTreeMap::new(),
             local_controller: true,
+            record: self.record.clone(),
         }
     }
 
     /// The controller's kubeconfig, its context's namespace the one this lab
     /// keeps my-config in ([`Lab::keeping`]): for programs that take their
     /// namespace from the kubeconfig, as kubectl does. Outside the lab's
-    /// namespace a copy is written next to lab.json.
+    /// namespace a copy is written in the borrow's folder ([`Lab::borrowed_dir`]).
     pub fn controller_kubeconfig(&self) -> anyhow::Result<PathBuf> {
         let (path, namespace) = (&self.file.controller.kubeconfig, self.desired.namespace());
         if namespace == self.file.target.namespace {
@@ -62,7 +65,10 @@ impl Lab {
                 context.namespace = Some(namespace.to_string());
             }
         }
-        let copy = self.file.state_dir.join(format!("controller-{namespace}.kubeconfig"));
+        let dir = self.borrowed_dir();
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let copy = dir.join(format!("controller-{namespace}.kubeconfig"));
         labkit::files::write_private(&copy, &serde_saphyr::to_string(&config)?)?;
         Ok(copy)
     }

@@ -39,9 +39,10 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
         t("collect_failing"),
     );
     for (attendee, graded) in &newest {
+        let attendee = printable(attendee);
         let passed = graded.rows.iter().filter(|r| r.passed).count();
         let failing: Vec<String> = match &graded.refused {
-            Some(refused) => vec![refused.lines().next().unwrap_or_default().to_string()],
+            Some(refused) => vec![printable(refused.lines().next().unwrap_or_default())],
             None => graded
                 .rows
                 .iter()
@@ -65,4 +66,28 @@ pub(super) fn host_name() -> String {
     let ok = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
     let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
     if ok { String::from_utf8_lossy(&buffer[..end]).into_owned() } else { "unknown".into() }
+}
+
+/// What an attendee handed in, safe to print in a table on the
+/// instructor's terminal: control characters (an escape sequence would
+/// drive the terminal) shown escaped, `|` escaped for the table.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '|' => "\\|".to_string(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn what_attendees_hand_in_cannot_drive_the_terminal_or_break_the_table() {
+        assert_eq!(printable("ann\u{1b}[2J\r|x\u{7}"), "ann\\u{1b}[2J\\r\\|x\\u{7}");
+        assert_eq!(printable("张三 o'brien"), "张三 o'brien");
+    }
 }

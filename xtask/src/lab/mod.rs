@@ -229,6 +229,14 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow).await,
         LabCommand::Stage2 { lab } => {
             let lab = e2e::lab::Lab::find_named(&lab.name).await?;
+            if let Some(existing) = &lab.file().existing {
+                anyhow::bail!(
+                    "lab stage2 installs a CustomResourceDefinition, cluster-wide, which the kit does \
+                     not do on a cluster it did not make (lab {} is on context {}): use an envtest or kind lab",
+                    lab.file().name,
+                    existing.context
+                );
+            }
             let kubeconfig = e2e::examples::stage2_install(&lab).await?.display().to_string();
             let admin = lab.file().admin_kubeconfig.display();
             println!(

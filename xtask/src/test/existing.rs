@@ -29,7 +29,7 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
         NodeImage::parse(node_image).reference(crate::lab::kind::kind_version().as_deref())?;
     let mut cluster = room_cluster::make(&node).await?;
     let admin = crate::lab::kubeconfig::client(&cluster.kubeconfig).await?;
-    let before = room_cluster::snapshot(&admin).await?;
+    let before = e2e::cluster::snapshot(&admin).await?;
     let room = || RoomOptions {
         kubeconfig: Some(cluster.kubeconfig.clone()),
         context: Some(cluster.context.clone()),
@@ -45,8 +45,8 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
         crate::lab::down::run(name, false).await?;
     }
     crate::room::run(RoomCommand::Down { room: room() }).await?;
-    let after = room_cluster::snapshot(&admin).await?;
-    room_cluster::difference(&before, &after)?;
+    let after = e2e::cluster::snapshot(&admin).await?;
+    e2e::cluster::difference(&before, &after)?;
     eprintln!("the cluster is as it was: {} objects, the same before and after", after.len());
     cluster.remove_now();
     result

@@ -92,6 +92,7 @@ impl Grading<'_> {
         let before = self.observer().counts().await?;
         let frozen = json!({"immutable": true, "data": {self.first_key(): DRIFTED}});
         self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&frozen)).await?;
+        labkit::test_hook::at("grade:immutable")?;
         // Until it has tried (and been refused), or had the time to.
         let (program, observer) = (&mut self.program, self.observer.as_ref().expect("alive"));
         let _ = poll("an update of the immutable object", REFUSAL_WITHIN, false, || {
@@ -133,7 +134,7 @@ impl Grading<'_> {
         self.exited = None;
         let version_before = self.version().await?;
         let before = self.observer().counts().await?;
-        self.program.start()?;
+        self.program.start().await?;
         let connected = match self.connect(before, self.options.connect_within).await? {
             Ok(after) => after,
             Err(Some(status)) => {

@@ -271,11 +271,7 @@ pub async fn check_nothing_in_the_way(up: &mut Up) -> Result<()> {
             1 => String::new(),
             n => format!(" (and {} more: {})", n - 1, in_the_way[1..].join("; ")),
         };
-        bail!(
-            "{first}{more}: use another --namespace, or remove it (`{} -n {} delete …`)",
-            up.given.kubectl(),
-            up.namespace()
-        );
+        bail!("{first}{more}: use another --namespace, or remove it if it is yours to remove");
     }
     Ok(())
 }

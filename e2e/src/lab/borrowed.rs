@@ -1,0 +1,38 @@
+//! The lab while `grade` or `bench` borrows it (xtask's `borrow`): the
+//! lab's record shared with the work, so that every process group started
+//! for the lab is in it, and the folder for the borrow's token files.
+
+use labkit::record::Shared;
+
+use super::Lab;
+
+impl Lab {
+    /// From now on the process groups started for this lab go into `record`.
+    pub fn with_record(&mut self, record: Shared) {
+        self.record = Some(record);
+    }
+
+    /// The borrow is over: processes started from now on are not recorded.
+    pub fn forget_record(&mut self) {
+        self.record = None;
+    }
+
+    /// The lab's record while it is borrowed ([`Lab::with_record`]).
+    pub fn record(&self) -> Option<Shared> {
+        self.record.clone()
+    }
+
+    /// `pid` (a process group's leader) was started for this lab: in the
+    /// lab's record while it is borrowed, so that it never outlives the borrow.
+    pub async fn started(&self, pid: u32) {
+        if let Some(record) = &self.record {
+            // Gone already (it exited at once): nothing to record.
+            let _ = record.lock().await.started(pid);
+        }
+    }
+
+    /// Where the token files of a borrow go ([`labkit::record::BORROWED_DIR`]).
+    pub fn borrowed_dir(&self) -> std::path::PathBuf {
+        self.file.state_dir.join(labkit::record::BORROWED_DIR)
+    }
+}
