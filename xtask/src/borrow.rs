@@ -8,10 +8,11 @@
 //! the lab's controller running and ready.
 //!
 //! The borrow is in the lab's record before the controller is stopped, and
-//! each process group and file as it is made, so a borrower that is killed
-//! outright leaves what the next command needs: `grade`, `bench` and
-//! `lab up` put a lab left borrowed back first ([`put_back_leftover`]),
-//! `lab down` kills what it left running ([`stop_leftovers`]).
+//! each process group and object as it is made (its token files in one
+//! folder), so a borrower that is killed outright leaves what the next
+//! command needs: `grade`, `bench`, `lab up`, `lab controller`, `e2e` and
+//! `exp` put a lab left borrowed back first ([`put_back_if_left`]), `lab down`
+//! kills what it left running ([`stop_leftovers`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -134,7 +135,16 @@ pub fn stop_leftovers(record: &Record) {
     }
 }
 
-/// `lab up` on a lab a killed borrower left: put back first.
+/// A lab a killed borrower left is put back before another command uses it
+/// (`lab up`, `lab controller`, `e2e`, `exp`); a lab never borrowed is left as it is.
+pub async fn put_back_if_left(name: &str) -> Result<()> {
+    match Record::load(&labkit::project::lab_dir(name))? {
+        Some(record) => put_back_leftover(name, record).await,
+        None => Ok(()),
+    }
+}
+
+/// [`put_back_if_left`] with the lab's record read already.
 pub async fn put_back_leftover(name: &str, record: Record) -> Result<()> {
     let Some(earlier) = record.borrow.clone() else { return Ok(()) };
     refuse_if_alive(name, &earlier)?;

@@ -90,10 +90,16 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::Room(command) => room::run(command).await,
-        Command::E2e { exp, lab } => e2e::run(&lab.name, exp.as_deref()),
-        Command::Exp { experiment, lab, lang } => {
-            exp::run(&lab.name, experiment.as_deref(), locale::Lang::or_locale(lang)).await
-        }
+        Command::E2e { exp, lab } => match borrow::put_back_if_left(&lab.name).await {
+            Ok(()) => e2e::run(&lab.name, exp.as_deref()),
+            Err(e) => Err(e),
+        },
+        Command::Exp { experiment, lab, lang } => match borrow::put_back_if_left(&lab.name).await {
+            Ok(()) => {
+                exp::run(&lab.name, experiment.as_deref(), locale::Lang::or_locale(lang)).await
+            }
+            Err(e) => Err(e),
+        },
         Command::Grade(args) => grade::run(args).await,
         Command::Test { only } => test::run(only).await,
         Command::Doctor { lab, provider } => doctor::run(&lab.name, provider),

@@ -210,6 +210,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
             up::run(&lab.name, &options).await
         }
         LabCommand::Controller { action, lab } => {
+            crate::borrow::put_back_if_left(&lab.name).await?;
             let mut lab = e2e::lab::Lab::find_named(&lab.name).await?;
             match action {
                 ControllerAction::Stop => {

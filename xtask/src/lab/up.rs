@@ -27,9 +27,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let state_dir = labkit::project::lab_dir(name);
-    if let Some(record) = Record::load(&state_dir)? {
-        crate::borrow::put_back_leftover(name, record).await?;
-    }
+    crate::borrow::put_back_if_left(name).await?;
     // An update of a lab that is up is not undone; a first `up` (or the
     // completion of an interrupted one) is, from the lab's record.
     let was_up = LabFile::read(&state_dir).ok().flatten().is_some();
