@@ -176,43 +176,119 @@ async fn the_grader_refuses_an_attendee_in_one_line_and_leaves_the_lab_running()
     assert!(lab.controller_running().await.unwrap(), "the lab's controller is not running");
 }
 
-/// The instructor grades on the same cluster, in a namespace of their own.
-#[tokio::test]
-#[serial]
-async fn the_grader_passes_my_controller_on_the_instructors_lab() {
-    let kubeconfig =
-        labkit::project::target_dir().join("room-cluster/kubeconfig").display().to_string();
-    let name = "room-instructor";
+/// The instructor's labs: two, in namespaces of their own, to grade two
+/// programs at once.
+const INSTRUCTOR_LABS: [(&str, &str); 2] =
+    [("room-instructor-a", "room-grading-a"), ("room-instructor-b", "room-grading-b")];
+
+/// `lab up` of an instructor's lab (`name` in `namespace`, made for it).
+fn instructor_lab_up(name: &str, namespace: &str) {
+    let kubeconfig = instructor_kubeconfig();
     let up = ["lab", "up", "--provider", "existing", "--name", name, "--kubeconfig", &kubeconfig];
-    common::succeeds(&xtask(&up).args([
-        "--namespace",
-        "room-grading",
-        "--create-namespace",
-        "--registry",
-        REGISTRY,
-    ]));
-    common::succeeds(&labkit::command::cargo([
-        "build",
-        "-p",
-        "controller",
-        "--bin",
-        "my-controller",
-    ]));
-    let program = labkit::project::target_dir().join("debug/my-controller").display().to_string();
-    let grade = ["grade", "--name", name, "--lang", "en", "--resync", "1s", "--", &program];
-    let ran = run(&xtask(&grade).args([
-        "--kubeconfig",
-        "{kubeconfig}",
-        "--namespace",
-        "room-grading",
+    common::succeeds(
+        &xtask(&up)
+            .args(["--namespace", namespace, "--create-namespace"])
+            .args(["--registry", REGISTRY]),
+    );
+}
+
+/// The `my-controller` binary, built (the program the instructor grades).
+fn my_controller() -> String {
+    let build = ["build", "-p", "controller", "--bin", "my-controller"];
+    common::succeeds(&labkit::command::cargo(build));
+    labkit::project::target_dir().join("debug/my-controller").display().to_string()
+}
+
+/// `cargo xtask grade` of my-controller on lab `name`, keeping `namespace`'s my-config.
+fn grade_my_controller(name: &str, namespace: &str, program: &str) -> labkit::command::Cmd {
+    let grade = ["grade", "--name", name, "--lang", "en", "--resync", "1s", "--", program];
+    xtask(&grade).args(["--kubeconfig", "{kubeconfig}", "--namespace", namespace]).args([
         "--resync",
         "1s",
         "--listen",
         "127.0.0.1:0",
-    ]));
+    ])
+}
+
+/// The instructor grades on the same cluster, in namespaces of their own:
+/// two programs at once, each graded as it would be alone (every row
+/// passes), the FlowSchemas of each named after its lab.
+#[tokio::test]
+#[serial]
+async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
+    let admin = instructor().await;
+    let before = e2e::cluster::snapshot(&admin).await.unwrap();
+    for (name, namespace) in INSTRUCTOR_LABS {
+        instructor_lab_up(name, namespace);
+    }
+    let made = e2e::cluster::snapshot(&admin).await.unwrap();
+    let program = my_controller();
+    let dir = labkit::project::target_dir().join("room-logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let grades: Vec<_> = INSTRUCTOR_LABS
+        .iter()
+        .map(|(name, namespace)| {
+            let log = dir.join(format!("grade-{name}.log"));
+            let child = grade_my_controller(name, namespace, &program).spawn_to_log(&log).unwrap();
+            (child, log)
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for (mut child, log) in grades {
+        let status = child.wait().unwrap();
+        let printed = std::fs::read_to_string(&log).unwrap_or_default();
+        eprintln!("---- {} ({status}):\n{printed}", log.display());
+        if !status.success() || !printed.contains("all 7 rows pass") {
+            failed.push(log);
+        }
+    }
+    let after_grades = e2e::cluster::snapshot(&admin).await.unwrap();
+    let downs: Vec<_> = INSTRUCTOR_LABS
+        .iter()
+        .map(|(name, _)| run(&xtask(&["lab", "down", "--name", name])))
+        .collect();
+    assert!(failed.is_empty(), "graded at once, not every row passed: {failed:?}");
+    e2e::cluster::difference(&made, &after_grades).unwrap();
+    for down in downs {
+        assert!(down.ok, "lab down failed:\n{}", down.stderr);
+    }
+    e2e::cluster::difference(&before, &e2e::cluster::snapshot(&admin).await.unwrap()).unwrap();
+}
+
+/// What the lab tests on the envtest lab prove at each phase, here once on
+/// a cluster the kit did not make: a grade on the instructor's lab hung up
+/// (SIGHUP) while its program runs, a bench on attendee 01's lab (as
+/// attendee 01) interrupted with a second signal during the put-back —
+/// each time the cluster's objects as before, the Deployment running.
+#[tokio::test]
+#[serial]
+async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
+    let admin = instructor().await;
+    let (name, namespace) = INSTRUCTOR_LABS[0];
+    instructor_lab_up(name, namespace);
+    let before = e2e::cluster::snapshot(&admin).await.unwrap();
+    let program = my_controller();
+    let grade = grade_my_controller(name, namespace, &program)
+        .env(labkit::test_hook::VARIABLE, "grade:row:self_heal=SIGHUP");
+    let ran = run(&grade);
+    let hangup = labkit::project::lab_dir(name).join("hangup.log");
+    let printed = format!("{}{}", ran.stderr, std::fs::read_to_string(&hangup).unwrap_or_default());
+    assert!(!ran.ok && printed.contains("SIGHUP: the terminal went away"), "{printed}");
+    e2e::cluster::difference(&before, &e2e::cluster::snapshot(&admin).await.unwrap()).unwrap();
+    let instructors = Lab::find_named(name).await.unwrap();
+    controller_node(&instructors).await;
     let down = run(&xtask(&["lab", "down", "--name", name]));
-    assert!(ran.ok, "the grade failed:\n{}\n{}", ran.stdout, ran.stderr);
     assert!(down.ok, "lab down failed:\n{}", down.stderr);
+
+    let attendees = lab().await;
+    let before = e2e::cluster::snapshot(&admin).await.unwrap();
+    let out = labkit::project::target_dir().join("bench-tests").join("interrupted");
+    let bench = ["bench", "--name", &attendees.file().name, "-n", "4", "--steady", "1s"];
+    let bench = xtask(&bench).args(["--burst", "3", "--unrelated", "20", "--out"]).path(&out);
+    let ran = run(&bench.env(labkit::test_hook::VARIABLE, "bench:block:1=SIGINT,put_back=SIGTERM"));
+    assert!(!ran.ok && ran.stderr.contains("still putting the lab back"), "{}", ran.stderr);
+    e2e::cluster::difference(&before, &e2e::cluster::snapshot(&admin).await.unwrap()).unwrap();
+    controller_node(&attendees).await;
 }
 
 /// `lab up --provider existing ARGS` under a lab name of its own: it must
