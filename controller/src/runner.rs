@@ -44,6 +44,7 @@ use crate::{
     http::{self, Workers},
     metrics::{Metrics, ReconcileResult},
     reconcile::{self, Context, Error, key_of, result_label, show},
+    shutdown::{Grace, finish_work, stop_serving},
     telemetry,
     version::{self, Skew},
 };
@@ -73,18 +74,7 @@ pub const LOG_CREDENTIALS_EXPIRE: &str = "the kubeconfig's exec plugin handed ou
 
 pub type Key = ObjectRef<ConfigMap>;
 
-/// How `run` ended when it did not end cleanly.
-#[derive(Debug, thiserror::Error)]
-pub enum Stopped {
-    /// The grace period ran out: what was cut off.
-    #[error("shutdown grace of {grace:?} ran out: cut off {what}")]
-    CutOff { grace: Duration, what: String },
-    /// A second signal during the shutdown: exit at once.
-    #[error("second signal: exiting at once, cutting off {what}")]
-    Interrupted { what: String },
-    #[error(transparent)]
-    Failed(#[from] anyhow::Error),
-}
+pub use crate::shutdown::Stopped;
 
 /// Runs the controller until the first item of `signals` (SIGINT/SIGTERM),
 /// then stops taking work and lets a running reconcile finish and pending
@@ -142,53 +132,21 @@ pub async fn run(
         _ = signals.next() => {}
     }
 
-    info!(grace = ?settings.shutdown_grace, "{LOG_SHUTTING_DOWN}");
+    let grace = Grace::from_now(settings.shutdown_grace);
+    info!(grace = ?grace.of, "{LOG_SHUTTING_DOWN}");
     workers.stopping();
     queue.shut_down();
     // The watch keeps the cache current until the running reconciles are
     // done, so they act on the latest state (a change that arrived just
     // before the signal included); the shut-down queue takes no new keys.
-    let finished = finish_work(tasks, &ctx, &queue, settings.shutdown_grace, &mut signals).await;
+    let finished = finish_work(tasks, &ctx, &queue, grace, &mut signals).await;
     for task in &background {
         task.abort();
     }
     finished?;
-    let _ = http_stop.send(());
     let started = Instant::now();
-    if let Ok(served) = server.await {
-        served.context("the HTTP server failed")?;
-    }
+    stop_serving(server, http_stop, grace, settings.listen, &mut signals).await?;
     info!(took = ?started.elapsed(), "stopped");
-    Ok(())
-}
-
-/// The running reconciles finish and pending Events go out, within `grace`;
-/// the end of it, or a second signal, cuts them off.
-async fn finish_work(
-    tasks: Vec<JoinHandle<()>>,
-    ctx: &Arc<Context>,
-    queue: &WorkQueue<Key>,
-    grace: Duration,
-    signals: &mut (impl Stream<Item = ()> + Unpin),
-) -> Result<(), Stopped> {
-    let deadline = tokio::time::Instant::now() + grace;
-    let finish = async {
-        for task in tasks {
-            if let Err(e) = task.await {
-                error!(error = %e, "a worker ended abnormally");
-            }
-        }
-        // Events are published a moment after their write: send what is pending.
-        ctx.recorder.flush().await;
-    };
-    let cut_off = || cut_off(queue, ctx);
-    tokio::select! {
-        _ = finish => {}
-        _ = tokio::time::sleep_until(deadline) => {
-            return Err(Stopped::CutOff { grace, what: cut_off() });
-        }
-        _ = signals.next() => return Err(Stopped::Interrupted { what: cut_off() }),
-    }
     Ok(())
 }
 
@@ -234,17 +192,6 @@ fn log_starting(settings: &Settings) {
         built_for = %version::target(),
         "{LOG_STARTING}"
     );
-}
-
-/// What a shutdown cut short: the reconciles still running, the Events not sent.
-fn cut_off(queue: &WorkQueue<Key>, ctx: &Context) -> String {
-    let mut parts: Vec<String> =
-        queue.processing().iter().map(|k| format!("the reconcile of {}", show(k))).collect();
-    let events = ctx.recorder.pending();
-    if events > 0 {
-        parts.push(format!("{events} Events not sent"));
-    }
-    if parts.is_empty() { "nothing (it was about to end)".into() } else { parts.join(" and ") }
 }
 
 /// The informer (course step 2): list, then watch, the one object we care
