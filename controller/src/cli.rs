@@ -77,6 +77,12 @@ pub struct Cli {
     #[arg(long, env = "MY_CONTROLLER_NO_PACING")]
     pub no_pacing: bool,
 
+    /// How long each watch request lasts before the API server ends it and a new one
+    /// starts (its timeoutSeconds), 1s to 1h. A connection that brings no byte for 3s
+    /// longer is taken for dead (HTTP/1.1 has no pings): not ready, listed again.
+    #[arg(long, env = "MY_CONTROLLER_WATCH_TIMEOUT", default_value = "290s", value_parser = watch_timeout)]
+    pub watch_timeout: Duration,
+
     /// Address for /healthz, /readyz and /metrics.
     #[arg(long, env = "MY_CONTROLLER_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -104,6 +110,8 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Corrections are paced ([`crate::pace`]) unless this is false.
     pub pacing: bool,
+    /// Each watch's timeoutSeconds; a connection silent for longer fails ([`crate::connect::read_timeout`]).
+    pub watch_timeout: Duration,
     pub listen: SocketAddr,
     pub rate_limit: RateLimit,
 }
@@ -129,6 +137,7 @@ impl Cli {
             reconcile_timeout: self.reconcile_timeout,
             shutdown_grace: self.shutdown_grace,
             pacing: !self.no_pacing,
+            watch_timeout: self.watch_timeout,
             listen: self.listen,
             rate_limit: RateLimit::default(),
         })
@@ -152,6 +161,15 @@ fn resync(s: &str) -> Result<Duration, String> {
 /// `--reconcile-delay` and `--shutdown-grace`.
 fn up_to_5m(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::ZERO, Duration::from_secs(300))
+}
+
+/// Whole seconds: the API server takes timeoutSeconds.
+fn watch_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(3600) || d.subsec_nanos() != 0 {
+        return Err(format!("{s} is out of range: use whole seconds, 1s to 1h"));
+    }
+    Ok(d)
 }
 
 fn reconcile_timeout(s: &str) -> Result<Duration, String> {
@@ -247,6 +265,9 @@ mod tests {
             ("--max-retries", "-1"),
             ("--reconcile-delay", "6m"),
             ("--shutdown-grace", "301s"),
+            ("--watch-timeout", "0"),
+            ("--watch-timeout", "1.5s"),
+            ("--watch-timeout", "2h"),
         ] {
             let error = parse(&[flag, bad]).unwrap_err().to_string();
             assert!(error.lines().next().unwrap().contains(bad), "{flag} {bad}: {error}");
@@ -293,6 +314,7 @@ mod tests {
             "[default: 5]",
             "[default: 0s]",
             "[default: 10s]",
+            "[default: 290s]",
             "[default: 0.0.0.0:8080]",
             "[default: text]",
         ] {

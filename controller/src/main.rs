@@ -64,7 +64,9 @@ async fn run_until_stopped() -> ExitCode {
         eprintln!("my-controller: {e}");
         return ExitCode::from(BAD_INPUT);
     }
-    let client = match connect::client(cli.kubeconfig.as_deref()).await {
+    let read_timeout = connect::read_timeout(settings.watch_timeout);
+    let client = match connect::client_reading_within(cli.kubeconfig.as_deref(), read_timeout).await
+    {
         Ok(client) => client,
         Err(e) => {
             eprintln!("my-controller: {e}");

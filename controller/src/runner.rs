@@ -62,6 +62,10 @@ pub const LOG_SYNCED: &str = "cache synced";
 /// was too old for the API server).
 pub const LOG_RELISTED: &str = "watch re-listed; cache in sync again";
 pub const LOG_WATCH_FAILED: &str = "watch failed; not ready; listing again after a pause";
+/// A response (the watch's, or the LIST's) brought no byte within the read
+/// timeout: its connection is taken for dead.
+pub const LOG_WATCH_SILENT: &str = "no byte from the API server within --watch-timeout + 3s: connection taken for dead; not ready; listing again after a pause";
+
 pub const LOG_UNREACHABLE: &str = "API server not reachable yet";
 /// A 409 on an update: the newer version's watch event brings the key back.
 pub const LOG_CONFLICT: &str = "conflict; the newer version's event brings the key back";
@@ -109,7 +113,7 @@ pub async fn run(
         tokio::spawn(log_server_version(client.clone())),
         tokio::spawn(inform(
             Api::namespaced(client, settings.desired.namespace()),
-            settings.desired.name().to_string(),
+            watch_config(settings.desired.name(), settings.watch_timeout),
             writer,
             queue.clone(),
             key.clone(),
@@ -194,6 +198,13 @@ fn log_starting(settings: &Settings) {
     );
 }
 
+/// The watch of `name` alone, each request lasting `timeout` (the API server
+/// ends it then; the watcher starts the next from where it was).
+pub fn watch_config(name: &str, timeout: Duration) -> watcher::Config {
+    let seconds = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX);
+    watcher::Config::default().fields(&format!("metadata.name={name}")).timeout(seconds)
+}
+
 /// The informer (course step 2): list, then watch, the one object we care
 /// about. The field selector keeps the cache at one object however many
 /// ConfigMaps the namespace holds. Every event only enqueues the key.
@@ -207,9 +218,14 @@ fn log_starting(settings: &Settings) {
 /// Where client-go would first resume a dropped watch from its
 /// resourceVersion, this lists again at once: one object by name costs one
 /// small LIST, and a compacted revision (410 Gone) is never asked for.
+///
+/// A watch whose connection stays open but brings nothing fails too: the
+/// client's read timeout ([`crate::connect::read_timeout`]) is above the
+/// watch's timeoutSeconds ([`watch_config`]), which the API server
+/// always ends in time, so a silence past it is a dead connection.
 async fn inform(
     api: Api<ConfigMap>,
-    name: String,
+    config: watcher::Config,
     mut writer: Writer<ConfigMap>,
     queue: WorkQueue<Key>,
     key: Key,
@@ -217,7 +233,6 @@ async fn inform(
     synced: oneshot::Sender<()>,
 ) {
     let mut synced = Some(synced);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut backoff = WatchBackoff::default();
     loop {
         let events = watcher(api.clone(), config.clone());
@@ -228,11 +243,12 @@ async fn inform(
                 Err(e) => {
                     ready.store(false, Ordering::Release);
                     let delay = backoff.next().unwrap_or(Duration::from_secs(30));
-                    warn!(
-                        error = %connect::one_line(&e),
-                        retry_in = %telemetry::rounded(delay),
-                        "{LOG_WATCH_FAILED}"
-                    );
+                    let (error, retry_in) = (connect::one_line(&e), telemetry::rounded(delay));
+                    if connect::is_silence(&e) {
+                        warn!(%error, %retry_in, "{LOG_WATCH_SILENT}");
+                    } else {
+                        warn!(%error, %retry_in, "{LOG_WATCH_FAILED}");
+                    }
                     tokio::time::sleep(delay).await;
                     break;
                 }
@@ -609,6 +625,7 @@ mod tests {
             reconcile_timeout: Duration::from_secs(30),
             shutdown_grace: grace,
             pacing: true,
+            watch_timeout: Duration::from_secs(290),
             listen: "127.0.0.1:0".parse().unwrap(),
             rate_limit: RateLimit::default(),
         }
@@ -722,7 +739,7 @@ mod tests {
         let desired = crate::desired::Desired::default();
         let task = tokio::spawn(inform(
             Api::namespaced(client, "default"),
-            "my-config".into(),
+            watch_config("my-config", Duration::from_secs(290)),
             writer,
             WorkQueue::new(RateLimit::default()),
             key_of(&desired),
@@ -772,6 +789,31 @@ mod tests {
         let gaps = gaps(&relists);
         for (gap, floor) in gaps.iter().zip([0.8, 1.6, 3.2, 6.4]) {
             assert!(*gap >= floor * 0.999, "gaps {gaps:?}");
+        }
+    }
+
+    /// Each watch asks the API server to end it after `--watch-timeout`, and
+    /// for bookmarks: the read timeout above it never trips on a healthy watch.
+    #[tokio::test(start_paused = true)]
+    async fn each_watch_asks_to_end_after_the_watch_timeout() {
+        let (client, mock) = MockApi::informer(crate::fixtures::Informer::WatchRefused(403));
+        let (_cache, writer) = reflector::store();
+        let (synced, _first_sync) = oneshot::channel();
+        let task = tokio::spawn(inform(
+            Api::namespaced(client, "default"),
+            watch_config("my-config", Duration::from_secs(7)),
+            writer,
+            WorkQueue::new(RateLimit::default()),
+            key_of(&crate::desired::Desired::default()),
+            Arc::new(AtomicBool::new(false)),
+            synced,
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        task.abort();
+        let seen = mock.seen.lock().unwrap().clone();
+        let watch = seen.iter().find(|s| s.uri.contains("watch=true")).expect("a WATCH");
+        for part in ["timeoutSeconds=7", "allowWatchBookmarks=true", "metadata.name%3Dmy-config"] {
+            assert!(watch.uri.contains(part), "{part} not in {}", watch.uri);
         }
     }
 
