@@ -11,6 +11,7 @@
 //! | [`writers`]       | conflict storm, `immutable: true`, a finalizer holding a delete |
 //! | [`lifecycle`]     | SIGTERM (idle and mid-reconcile), bad input writes nothing   |
 //! | [`watch`]         | the Role loses `list` or `watch`: growing gaps, not ready     |
+//! | [`silence`]       | a connection that stays open and brings nothing: noticed, re-listed |
 //! | [`others`]        | `binaryData`, another controller's object, a second writer   |
 //! | [`expiry`]        | an exec plugin's client certificate that expires             |
 
@@ -19,6 +20,7 @@ mod expiry;
 mod lifecycle;
 mod others;
 mod rbac;
+mod silence;
 mod watch;
 mod writers;
 
@@ -38,6 +40,7 @@ pub use self::{
     lifecycle::{bad_input_writes_nothing, sigterm_finishes_reconcile_then_exits},
     others::{binary_data_removed, owned_elsewhere_left_alone, second_writer_paced},
     rbac::{create_denied_gives_up_then_heals, files_private_secrets_unreadable},
+    silence::silent_watch_noticed_and_relisted,
     watch::{list_refused_backs_off, watch_refused_not_ready},
     writers::{
         desired_after_conflict_storm, immutable_drift_reported_not_written,
@@ -81,6 +84,14 @@ pub const ALL: &[Experiment] = &[
         ["watch-refused"],
         "the Role loses watch → not ready (no frozen cache that looks ready), a new LIST after each refusal; watch back → ready, heals",
         RunsOn::OwnCluster(RESTARTS_API_SERVER)
+    ),
+    entry!(
+        silent_watch_noticed_and_relisted,
+        ["silent-watch", "frozen-connection"],
+        "a proxy stops forwarding on the controller's open connections → not ready within --watch-timeout + 3 s, re-listed through a new connection, a drift made meanwhile corrected",
+        RunsOn::Envtest(
+            "it puts a TCP proxy of its own between a controller process and kube-apiserver"
+        )
     ),
     entry!(
         reconcile_cannot_hang,
