@@ -71,10 +71,7 @@ pub struct Cli {
     #[arg(long, env = "MY_CONTROLLER_SHUTDOWN_GRACE", default_value = "10s", value_parser = up_to_5m)]
     pub shutdown_grace: Duration,
 
-    /// Write every correction at once, however many come in a row (by default, after 3
-    /// within 10s the next ones wait 1s, 2s, 4s…: a second writer is not fought). For a
-    /// benchmark, whose correction rounds are such a writer by design.
-    #[arg(long, env = "MY_CONTROLLER_NO_PACING")]
+    #[arg(long, env = "MY_CONTROLLER_NO_PACING", help = no_pacing_help())]
     pub no_pacing: bool,
 
     /// How long each watch request lasts before the API server ends it and a new one
@@ -161,6 +158,16 @@ fn resync(s: &str) -> Result<Duration, String> {
 /// `--reconcile-delay` and `--shutdown-grace`.
 fn up_to_5m(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::ZERO, Duration::from_secs(300))
+}
+
+/// `--no-pacing`: what it turns off, as the pacing does it ([`crate::pace::SUMMARY`]).
+fn no_pacing_help() -> String {
+    format!(
+        "Write every correction at once, however many come in a row. By default {}; a \
+         Warning Event Contended names the other writer's field manager. For a benchmark, whose \
+         correction rounds are such a writer by design.",
+        crate::pace::SUMMARY
+    )
 }
 
 /// Whole seconds: the API server takes timeoutSeconds.
@@ -286,6 +293,14 @@ mod tests {
         assert_eq!(s.resync, None, "0: no periodic resync");
         assert_eq!(s.max_retries, 0, "0: given up after the first failure");
         assert!(s.shutdown_grace.is_zero(), "0: nothing waited for");
+    }
+
+    #[test]
+    fn the_help_says_what_the_pacing_does() {
+        let help = <Cli as clap::CommandFactory>::command().render_long_help().to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(help.contains(crate::pace::SUMMARY), "--help lacks the pacing:\n{help}");
+        assert!(!help.contains("not fought"), "{help}");
     }
 
     #[test]

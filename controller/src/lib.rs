@@ -7,6 +7,7 @@
 //! | [`reconcile`] | one reconcile: cache read → compare → create/update/nothing  |
 //! | [`runner`]    | informer → keys → queue → workers; failure policy; shutdown  |
 //! | [`shutdown`]  | what a shutdown waits for within its grace, and what it cut off |
+//! | [`pace`]      | the pace of corrections beside a second writer               |
 //! | [`http`]      | `/healthz`, `/readyz`, `/metrics`                            |
 //! | [`metrics`]   | the Prometheus metrics                                       |
 //! | [`events`]    | Kubernetes Events, published a moment after their write      |
