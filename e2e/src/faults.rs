@@ -12,7 +12,8 @@
 //! | [`lifecycle`]     | SIGTERM (idle and mid-reconcile), bad input writes nothing   |
 //! | [`watch`]         | the Role loses `list` or `watch`: growing gaps, not ready     |
 //! | [`silence`]       | a connection that stays open and brings nothing: noticed, re-listed |
-//! | [`others`]        | `binaryData`, another controller's object, a second writer   |
+//! | [`others`]        | `binaryData`, another controller's object                    |
+//! | [`second_writer`] | a second writer: paced corrections, its field manager named  |
 //! | [`expiry`]        | an exec plugin's client certificate that expires             |
 
 pub(crate) mod control_plane;
@@ -20,6 +21,7 @@ mod expiry;
 mod lifecycle;
 mod others;
 mod rbac;
+mod second_writer;
 mod silence;
 mod watch;
 mod writers;
@@ -38,8 +40,9 @@ pub use self::{
     },
     expiry::exits_before_credentials_expire,
     lifecycle::{bad_input_writes_nothing, sigterm_finishes_reconcile_then_exits},
-    others::{binary_data_removed, owned_elsewhere_left_alone, second_writer_paced},
+    others::{binary_data_removed, owned_elsewhere_left_alone},
     rbac::{create_denied_gives_up_then_heals, files_private_secrets_unreadable},
+    second_writer::second_writer_paced,
     silence::silent_watch_noticed_and_relisted,
     watch::{list_refused_backs_off, watch_refused_not_ready},
     writers::{
@@ -147,7 +150,7 @@ pub const ALL: &[Experiment] = &[
     entry!(
         second_writer_paced,
         ["two-writers"],
-        "a second my-controller with other --data → corrections paced (tens of writes in 10 s, not thousands); it stops → desired"
+        "a writer answering each correction at once, then a second my-controller with other --data → corrections at the stated pace (not thousands), a Warning Event naming each writer; stopped → desired"
     ),
     entry!(
         waits_for_finalizer_then_recreates,
