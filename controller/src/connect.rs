@@ -48,10 +48,15 @@ pub fn read_timeout(watch_timeout: Duration) -> Duration {
 }
 
 /// Whether `e` is a response that brought no byte within the read timeout
-/// (an I/O timeout somewhere in its causes).
+/// (an I/O timeout somewhere in its causes, and not one of connecting:
+/// the connect timeout's error is a timeout too).
 pub fn is_silence(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(e);
     while let Some(e) = next {
+        let client = e.downcast_ref::<hyper_util::client::legacy::Error>();
+        if client.is_some_and(|client| client.is_connect()) {
+            return false;
+        }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             // An io::Error's `source` skips the error it wraps: look at it too.
             let inner = io.get_ref().is_some_and(|inner| is_silence(inner));
@@ -371,6 +376,27 @@ mod tests {
         assert!(!is_silence(&kube::Error::ReadEvents(refused)));
         assert!(!is_silence(&kube::Error::LinesCodecMaxLineLengthExceeded));
         assert_eq!(read_timeout(Duration::from_secs(290)), Duration::from_secs(293));
+    }
+
+    /// A connect that fails (here refused; a connect timeout the same way) is
+    /// not a silent connection, whatever its causes say.
+    #[tokio::test]
+    async fn a_connect_error_is_not_silence() {
+        let mut config = Config::new("http://127.0.0.1:1".parse().unwrap());
+        config.read_timeout = Some(Duration::from_secs(1));
+        let client = build(config).unwrap();
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::all(client);
+        let e = api.list(&Default::default()).await.unwrap_err();
+        assert!(!is_silence(&e), "{e}");
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        let mut connect = false;
+        while let Some(e) = source {
+            connect |= e
+                .downcast_ref::<hyper_util::client::legacy::Error>()
+                .is_some_and(|c| c.is_connect());
+            source = e.source();
+        }
+        assert!(connect, "the stack's connect error is in the causes: {e}");
     }
 
     #[tokio::test]
