@@ -71,11 +71,14 @@ pub struct Cli {
     #[arg(long, env = "MY_CONTROLLER_SHUTDOWN_GRACE", default_value = "10s", value_parser = up_to_5m)]
     pub shutdown_grace: Duration,
 
-    /// Write every correction at once, however many come in a row (by default, after 3
-    /// within 10s the next ones wait 1s, 2s, 4s…: a second writer is not fought). For a
-    /// benchmark, whose correction rounds are such a writer by design.
-    #[arg(long, env = "MY_CONTROLLER_NO_PACING")]
+    #[arg(long, env = "MY_CONTROLLER_NO_PACING", help = no_pacing_help())]
     pub no_pacing: bool,
+
+    /// How long each watch request lasts before the API server ends it and a new one
+    /// starts (its timeoutSeconds), 1s to 1h. A connection that brings no byte for 3s
+    /// longer is taken for dead (HTTP/1.1 has no pings): not ready, listed again.
+    #[arg(long, env = "MY_CONTROLLER_WATCH_TIMEOUT", default_value = "290s", value_parser = watch_timeout)]
+    pub watch_timeout: Duration,
 
     /// Address for /healthz, /readyz and /metrics.
     #[arg(long, env = "MY_CONTROLLER_LISTEN", default_value = "0.0.0.0:8080")]
@@ -104,6 +107,8 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Corrections are paced ([`crate::pace`]) unless this is false.
     pub pacing: bool,
+    /// Each watch's timeoutSeconds; a connection silent for longer fails ([`crate::connect::read_timeout`]).
+    pub watch_timeout: Duration,
     pub listen: SocketAddr,
     pub rate_limit: RateLimit,
 }
@@ -129,6 +134,7 @@ impl Cli {
             reconcile_timeout: self.reconcile_timeout,
             shutdown_grace: self.shutdown_grace,
             pacing: !self.no_pacing,
+            watch_timeout: self.watch_timeout,
             listen: self.listen,
             rate_limit: RateLimit::default(),
         })
@@ -152,6 +158,25 @@ fn resync(s: &str) -> Result<Duration, String> {
 /// `--reconcile-delay` and `--shutdown-grace`.
 fn up_to_5m(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::ZERO, Duration::from_secs(300))
+}
+
+/// `--no-pacing`: what it turns off, as the pacing does it ([`crate::pace::SUMMARY`]).
+fn no_pacing_help() -> String {
+    format!(
+        "Write every correction at once, however many come in a row. By default {}; a \
+         Warning Event Contended names the other writer's field manager. For a benchmark, whose \
+         correction rounds are such a writer by design.",
+        crate::pace::SUMMARY
+    )
+}
+
+/// Whole seconds: the API server takes timeoutSeconds.
+fn watch_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(3600) || d.subsec_nanos() != 0 {
+        return Err(format!("{s} is out of range: use whole seconds, 1s to 1h"));
+    }
+    Ok(d)
 }
 
 fn reconcile_timeout(s: &str) -> Result<Duration, String> {
@@ -247,6 +272,9 @@ mod tests {
             ("--max-retries", "-1"),
             ("--reconcile-delay", "6m"),
             ("--shutdown-grace", "301s"),
+            ("--watch-timeout", "0"),
+            ("--watch-timeout", "1.5s"),
+            ("--watch-timeout", "2h"),
         ] {
             let error = parse(&[flag, bad]).unwrap_err().to_string();
             assert!(error.lines().next().unwrap().contains(bad), "{flag} {bad}: {error}");
@@ -265,6 +293,14 @@ mod tests {
         assert_eq!(s.resync, None, "0: no periodic resync");
         assert_eq!(s.max_retries, 0, "0: given up after the first failure");
         assert!(s.shutdown_grace.is_zero(), "0: nothing waited for");
+    }
+
+    #[test]
+    fn the_help_says_what_the_pacing_does() {
+        let help = <Cli as clap::CommandFactory>::command().render_long_help().to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(help.contains(crate::pace::SUMMARY), "--help lacks the pacing:\n{help}");
+        assert!(!help.contains("not fought"), "{help}");
     }
 
     #[test]
@@ -293,6 +329,7 @@ mod tests {
             "[default: 5]",
             "[default: 0s]",
             "[default: 10s]",
+            "[default: 290s]",
             "[default: 0.0.0.0:8080]",
             "[default: text]",
         ] {

@@ -4,7 +4,7 @@
 //! Reaching the API server is *not* checked here: a server that is down is
 //! waited for, not an error.
 
-use std::path::Path;
+use std::{path::Path, time::Duration};
 
 use kube::{
     Client, Config,
@@ -14,6 +14,63 @@ use kube::{
 /// Builds a client from `path`, or from `$KUBECONFIG`, `~/.kube/config` and
 /// the in-cluster ServiceAccount, in that order.
 pub async fn client(path: Option<&Path>) -> Result<Client, String> {
+    build(config(path).await?).map_err(|e| format!("cannot build a client: {}", one_line(&e)))
+}
+
+/// [`client`], each response bounded: one that brings no byte for
+/// `read_timeout` (a watch's body included) fails with a timeout
+/// ([`is_silence`]). kube sets no read timeout: its watcher's own idle timeout
+/// (timeoutSeconds + 5 s) watches again quietly, and that new request has no
+/// bound, so a connection that stays open but delivers nothing went
+/// unnoticed. The timer counts from the request's last write, not from when
+/// its pooled connection went idle.
+pub async fn client_reading_within(
+    path: Option<&Path>,
+    read_timeout: Duration,
+) -> Result<Client, String> {
+    let mut config = config(path).await?;
+    config.read_timeout = Some(read_timeout);
+    config.reset_reader_on_write = true;
+    build(config).map_err(|e| format!("cannot build a client: {}", one_line(&e)))
+}
+
+/// How much longer than a watch's timeoutSeconds its connection may bring no
+/// byte. The API server ends a watch at exactly its timeoutSeconds (and its
+/// watch cache sends a BOOKMARK every minute before that, and 2 s before the
+/// end), so a healthy watch never trips it; and it is under the 5 s kube's
+/// watcher adds for its own idle timeout, which would watch again without a
+/// word.
+pub const SILENCE_MARGIN: Duration = Duration::from_secs(3);
+
+/// The read timeout for a controller whose watches last `watch_timeout`.
+pub fn read_timeout(watch_timeout: Duration) -> Duration {
+    watch_timeout + SILENCE_MARGIN
+}
+
+/// Whether `e` is a response that brought no byte within the read timeout
+/// (an I/O timeout somewhere in its causes, and not one of connecting:
+/// the connect timeout's error is a timeout too).
+pub fn is_silence(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        let client = e.downcast_ref::<hyper_util::client::legacy::Error>();
+        if client.is_some_and(|client| client.is_connect()) {
+            return false;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            // An io::Error's `source` skips the error it wraps: look at it too.
+            let inner = io.get_ref().is_some_and(|inner| is_silence(inner));
+            if io.kind() == std::io::ErrorKind::TimedOut || inner {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// The configuration [`client`] builds from (see there).
+async fn config(path: Option<&Path>) -> Result<Config, String> {
     let config = match path {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
@@ -33,7 +90,7 @@ pub async fn client(path: Option<&Path>) -> Result<Client, String> {
         })?,
     };
     refuse_proxy(&config, |name| std::env::var(name).ok())?;
-    build(config).map_err(|e| format!("cannot build a client: {}", one_line(&e)))
+    Ok(config)
 }
 
 /// The client stack below dials the API server directly: a proxy the
@@ -308,6 +365,38 @@ mod tests {
         assert_eq!(stop_before_expiry(Some(&at(3600)), now), Some(s(3540)));
         assert_eq!(stop_before_expiry(Some(&at(5)), now), Some(s(4)));
         assert_eq!(stop_before_expiry(Some(&at(-5)), now), Some(s(0)), "expired: at once");
+    }
+
+    #[test]
+    fn a_timeout_anywhere_in_the_causes_is_silence() {
+        use std::io::{Error, ErrorKind};
+        let read = Error::other(Error::from(ErrorKind::TimedOut));
+        assert!(is_silence(&kube::Error::ReadEvents(read)));
+        let refused = Error::from(ErrorKind::ConnectionRefused);
+        assert!(!is_silence(&kube::Error::ReadEvents(refused)));
+        assert!(!is_silence(&kube::Error::LinesCodecMaxLineLengthExceeded));
+        assert_eq!(read_timeout(Duration::from_secs(290)), Duration::from_secs(293));
+    }
+
+    /// A connect that fails (here refused; a connect timeout the same way) is
+    /// not a silent connection, whatever its causes say.
+    #[tokio::test]
+    async fn a_connect_error_is_not_silence() {
+        let mut config = Config::new("http://127.0.0.1:1".parse().unwrap());
+        config.read_timeout = Some(Duration::from_secs(1));
+        let client = build(config).unwrap();
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::all(client);
+        let e = api.list(&Default::default()).await.unwrap_err();
+        assert!(!is_silence(&e), "{e}");
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        let mut connect = false;
+        while let Some(e) = source {
+            connect |= e
+                .downcast_ref::<hyper_util::client::legacy::Error>()
+                .is_some_and(|c| c.is_connect());
+            source = e.source();
+        }
+        assert!(connect, "the stack's connect error is in the causes: {e}");
     }
 
     #[tokio::test]

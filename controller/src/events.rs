@@ -19,7 +19,10 @@
 //! EventCorrelator does the same for Go controllers):
 //! * repeats fold into one series: kube's Recorder keys a series on the whole
 //!   reference, resourceVersion included, which changes with every write, so
-//!   the reference is handed over without it;
+//!   a repeat is handed over with the version its series began at; but not
+//!   on the note, and a series keeps its first note — so a new note (another
+//!   writer named) is handed over with its own version, and is a new Event
+//!   ([`Notes`]);
 //! * a rate limit per object and reason: a burst of [`BURST`], then one per
 //!   [`REFILL`]; the rest are counted in `events_dropped_total`;
 //! * a bounded queue to the publisher ([`QUEUE`] Events): when the API server
@@ -71,6 +74,49 @@ pub struct Recorder {
     dropped: Counter,
     /// When the last reconcile started ([`Recorder::busy`]).
     activity: Activity,
+    notes: Notes,
+}
+
+/// Per object and reason, the note of its current series and the version of
+/// the object that series began at (see the module's notes on series).
+#[derive(Clone, Default)]
+struct Notes(Arc<std::sync::Mutex<HashMap<(String, String), Began>>>);
+
+/// A series' note, and the resourceVersion of its first Event.
+type Began = (Option<String>, Option<String>);
+
+impl Notes {
+    /// Series kept at most; past it they start over (a new Event each).
+    const MAX: usize = 1024;
+
+    /// `reference` as kube's Recorder must see it to fold `event` into its
+    /// series: with the version the series began at, a new one for a new note.
+    fn series(&self, event: &Event, reference: &ObjectReference) -> ObjectReference {
+        let key = (object_key(reference), event.reason.clone());
+        let mut notes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if notes.len() >= Self::MAX && !notes.contains_key(&key) {
+            notes.clear();
+        }
+        let version = match notes.get(&key) {
+            Some((note, version)) if *note == event.note => version.clone(),
+            _ => {
+                let version = reference.resource_version.clone();
+                notes.insert(key, (event.note.clone(), version.clone()));
+                version
+            }
+        };
+        ObjectReference { resource_version: version, ..reference.clone() }
+    }
+}
+
+/// `namespace/name/uid` of the object an Event is about.
+fn object_key(reference: &ObjectReference) -> String {
+    format!(
+        "{}/{}/{}",
+        reference.namespace.as_deref().unwrap_or_default(),
+        reference.name.as_deref().unwrap_or_default(),
+        reference.uid.as_deref().unwrap_or_default()
+    )
 }
 
 /// The start of the last reconcile, shared with the publisher.
@@ -119,7 +165,7 @@ impl Recorder {
             dropped.clone(),
             activity.clone(),
         ));
-        Recorder { queue, pending, dropped, activity }
+        Recorder { queue, pending, dropped, activity, notes: Notes::default() }
     }
 
     /// A reconcile starts now: Events wait until none has started for
@@ -137,8 +183,8 @@ impl Recorder {
         event: &Event,
         reference: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        // One series per object, whatever version of it the Event was about.
-        let reference = ObjectReference { resource_version: None, ..reference.clone() };
+        // One series per object, reason and note, whatever version it is about.
+        let reference = self.notes.series(event, reference);
         let command = Command::Publish(Box::new((copy(event), reference)));
         // Counted before it is handed over: the publisher may take it (and
         // count it off) before `try_send` even returns.
@@ -180,12 +226,7 @@ impl SpamFilter {
     const MAX_BUCKETS: usize = 1024;
 
     fn allow(&mut self, event: &Event, reference: &ObjectReference, now: Instant) -> bool {
-        let object = format!(
-            "{}/{}/{}",
-            reference.namespace.as_deref().unwrap_or_default(),
-            reference.name.as_deref().unwrap_or_default(),
-            reference.uid.as_deref().unwrap_or_default()
-        );
+        let object = object_key(reference);
         let refill = |tokens: f64, since: Instant| {
             let earned = now.saturating_duration_since(since).as_secs_f64() / REFILL.as_secs_f64();
             (tokens + earned).min(f64::from(BURST))
@@ -451,6 +492,32 @@ mod tests {
         );
         assert_eq!(dropped.get() as usize, reports as usize - sent.len());
         assert_eq!(recorder.pending(), 0);
+    }
+
+    /// kube keeps a series' first note: a new note (another writer named)
+    /// is a new Event, and its repeats join that one.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_note_is_a_new_event_and_its_repeats_join_it() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let recorder = Recorder::new(client, reporter(), Counter::default());
+        let contended = |writer: &str| Event {
+            type_: EventType::Warning,
+            note: Some(format!("field manager {writer:?} keeps putting other data back")),
+            ..event("Contended")
+        };
+        for (n, writer) in [(1, "ci-job"), (2, "ci-job"), (3, "operator"), (4, "operator")] {
+            recorder.publish(&contended(writer), &version(n)).await.unwrap();
+        }
+        recorder.flush().await;
+        let sent = api.event_requests();
+        let methods: Vec<&Method> = sent.iter().map(|s| &s.method).collect();
+        assert_eq!(methods, [Method::POST, Method::PATCH, Method::POST, Method::PATCH]);
+        let notes: Vec<&str> = sent.iter().map(|s| s.body["note"].as_str().unwrap()).collect();
+        assert!(notes[..2].iter().all(|n| n.contains("\"ci-job\"")), "{notes:?}");
+        assert!(notes[2..].iter().all(|n| n.contains("\"operator\"")), "{notes:?}");
+        let name = |i: usize| sent[i].body["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(sent[1].uri.contains(&name(0)) && sent[3].uri.contains(&name(2)));
+        assert_ne!(name(0), name(2));
     }
 
     #[tokio::test(start_paused = true)]

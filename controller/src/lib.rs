@@ -6,6 +6,8 @@
 //! | [`desired`]   | the desired ConfigMap, its defaults and validation           |
 //! | [`reconcile`] | one reconcile: cache read → compare → create/update/nothing  |
 //! | [`runner`]    | informer → keys → queue → workers; failure policy; shutdown  |
+//! | [`shutdown`]  | what a shutdown waits for within its grace, and what it cut off |
+//! | [`pace`]      | the pace of corrections beside a second writer               |
 //! | [`http`]      | `/healthz`, `/readyz`, `/metrics`                            |
 //! | [`metrics`]   | the Prometheus metrics                                       |
 //! | [`events`]    | Kubernetes Events, published a moment after their write      |
@@ -24,6 +26,7 @@ pub mod metrics;
 pub mod pace;
 pub mod reconcile;
 pub mod runner;
+pub mod shutdown;
 pub mod stage2;
 pub mod telemetry;
 pub mod version;

@@ -6,6 +6,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
+    time::Duration,
 };
 
 use clap::Parser;
@@ -19,8 +20,24 @@ const INTERRUPTED: u8 = 130;
 /// Exit status when the credentials are about to expire (a restart renews them).
 const CREDENTIALS_EXPIRE: u8 = 3;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// How long the runtime's blocking threads (a DNS lookup, say) may hold the
+/// exit once `run` has returned: within the second `--shutdown-grace` allows.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(500);
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("my-controller: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run_until_stopped());
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    code
+}
+
+async fn run_until_stopped() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -47,7 +64,9 @@ async fn main() -> ExitCode {
         eprintln!("my-controller: {e}");
         return ExitCode::from(BAD_INPUT);
     }
-    let client = match connect::client(cli.kubeconfig.as_deref()).await {
+    let read_timeout = connect::read_timeout(settings.watch_timeout);
+    let client = match connect::client_reading_within(cli.kubeconfig.as_deref(), read_timeout).await
+    {
         Ok(client) => client,
         Err(e) => {
             eprintln!("my-controller: {e}");

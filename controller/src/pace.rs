@@ -2,12 +2,12 @@
 //!
 //! Someone who edits my-config by hand is corrected at once. A second writer
 //! that keeps putting other data back — another instance with other
-//! `--data`, a CI job, an operator — is not fought at API-server speed: after
-//! [`FREE`] corrections in a row, each further one waits 1 s, 2 s, 4 s, 8 s;
-//! a correction more than [`QUIET`] after the previous one starts a new row.
-//! Two such writers then change the object about eight times in half a
-//! minute each, instead of hundreds of times a second; and a person's edit
-//! after a fight waits at most one gap.
+//! `--data`, a CI job, an operator — is corrected at a bounded rate, not at
+//! API-server speed: [`SUMMARY`] says how, in the words of `--help` and
+//! docs/controller.md, and a test derives it from the constants. Its
+//! corrections never stop: whoever is right is for a person to decide, and
+//! the Warning Event `Contended` names the other writer's field manager.
+//! A person's edit after a fight waits at most one gap.
 
 use std::time::Duration;
 
@@ -19,6 +19,31 @@ pub const FREE: u32 = 3;
 const FIRST_WAIT: Duration = Duration::from_secs(1);
 /// A correction this long after the previous one starts a new row.
 pub const QUIET: Duration = Duration::from_secs(10);
+
+/// What the pacing does, as `--help` and docs/controller.md say it; the test
+/// `the_summary_is_what_the_constants_do` derives every figure in it.
+pub const SUMMARY: &str = "the first 3 corrections in a row are written at once, each next one \
+     1s, 2s, 4s, 8s after the one before, and a correction more than 10s after the previous one \
+     starts a new row: beside a second writer that puts its data back at once, 7 corrections \
+     every 31s, for as long as it does";
+
+/// Corrections written within `window` of the first, beside a writer that
+/// puts its data back at once: [`SUMMARY`]'s rate, for a test to hold a
+/// real run to.
+pub fn corrections_within(window: Duration) -> u32 {
+    let (mut pace, start) = (Pace::default(), Instant::now());
+    let (mut now, mut written) = (start, 0);
+    while now <= start + window {
+        match pace.wait(now) {
+            None => {
+                pace.corrected(now);
+                written += 1;
+            }
+            Some(wait) => now += wait,
+        }
+    }
+    written
+}
 
 #[derive(Debug, Default)]
 pub struct Pace {
@@ -115,6 +140,66 @@ mod tests {
         assert_eq!(pace.wait(Instant::now()), None);
         pace.corrected(Instant::now());
         assert_eq!(pace.row(), 1);
+    }
+
+    /// When each correction is written beside a writer that undoes every
+    /// one at once, over ten (virtual) minutes.
+    async fn against_an_instant_writer() -> Vec<Duration> {
+        let mut pace = Pace::default();
+        let start = Instant::now();
+        let mut written = Vec::new();
+        while start.elapsed() < Duration::from_secs(600) {
+            match pace.wait(Instant::now()) {
+                None => {
+                    pace.corrected(Instant::now());
+                    written.push(start.elapsed());
+                }
+                Some(wait) => tokio::time::advance(wait).await,
+            }
+        }
+        written
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_summary_is_what_the_constants_do() {
+        let written = against_an_instant_writer().await;
+        let gaps: Vec<Duration> = written.windows(2).map(|w| w[1] - w[0]).collect();
+        // A gap over QUIET starts a row; every row is alike, for ever.
+        let starts: Vec<usize> =
+            std::iter::once(0).chain((1..written.len()).filter(|i| gaps[i - 1] > QUIET)).collect();
+        assert!(starts.len() >= 10, "{written:?}");
+        let (per_row, cycle) = (starts[1] - starts[0], written[starts[1]] - written[starts[0]]);
+        for row in starts.windows(2) {
+            assert_eq!((row[1] - row[0], written[row[1]] - written[row[0]]), (per_row, cycle));
+        }
+        let at_once = gaps.iter().take_while(|g| g.is_zero()).count() + 1;
+        let waits: Vec<String> =
+            gaps[at_once - 1..per_row - 1].iter().map(|g| format!("{}s", g.as_secs())).collect();
+        let derived = format!(
+            "the first {at_once} corrections in a row are written at once, each next one {} after \
+             the one before, and a correction more than {}s after the previous one starts a new \
+             row: beside a second writer that puts its data back at once, {per_row} corrections \
+             every {}s, for as long as it does",
+            waits.join(", "),
+            QUIET.as_secs(),
+            cycle.as_secs()
+        );
+        assert_eq!(SUMMARY, derived);
+    }
+
+    #[test]
+    fn corrections_within_a_window_follow_the_rows() {
+        let within = |secs| corrections_within(Duration::from_secs(secs));
+        assert_eq!([within(0), within(1), within(8), within(30), within(31)], [3, 4, 6, 7, 10]);
+        assert_eq!(within(31 * 10 - 1), 7 * 10);
+    }
+
+    #[test]
+    fn the_docs_say_what_the_pacing_does() {
+        let page = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/controller.md");
+        let text = std::fs::read_to_string(page).unwrap();
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(text.contains(SUMMARY), "docs/controller.md does not say: {SUMMARY}");
     }
 
     #[tokio::test(start_paused = true)]

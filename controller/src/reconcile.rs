@@ -275,7 +275,10 @@ fn last_data_writer(live: &ConfigMap) -> String {
         Some(f) if f.manager.as_deref() == Some(FIELD_MANAGER) => {
             format!("another {FIELD_MANAGER} (same field manager)")
         }
-        Some(f) => f.manager.clone().unwrap_or_else(|| "someone".into()),
+        Some(f) => match &f.manager {
+            Some(manager) => format!("field manager {manager:?}"),
+            None => "someone".into(),
+        },
         None => "someone".into(),
     }
 }
@@ -307,8 +310,11 @@ async fn report_paced(
     }
     let writer = last_data_writer(live);
     warn!(key = %show(key), corrections_in_a_row = row, %writer, %retry_in, "{LOG_PACED}");
+    // The same words for every wait while the same writer goes on, so the
+    // Recorder folds them into one Event; another writer gets an Event of its own.
     let note = format!(
-        "corrected {row} times in a row, {writer} changed it again: next correction in {retry_in}"
+        "{writer} keeps putting other data back; corrections are paced: {}",
+        crate::pace::SUMMARY
     );
     publish(ctx, live, EventType::Warning, REASON_CONTENDED, "Update", &note).await;
     Outcome::Paced(wait)
@@ -455,6 +461,41 @@ mod tests {
         assert_eq!(puts, 4);
     }
 
+    /// Beside a writer that keeps putting its data back, the wait is reported
+    /// in a Warning Event naming that writer's field manager (from managedFields).
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_correction_names_the_other_field_manager_in_a_warning() {
+        let (client, api) = MockApi::start(Scenario::Accept);
+        let mut theirs = drifted();
+        theirs.metadata.managed_fields = written_by(&[(
+            "ci-job",
+            "2026-12-01T10:00:02Z",
+            serde_json::json!({"f:data": {"f:app.conf": {}, "f:extra": {}}}),
+        )])
+        .metadata
+        .managed_fields;
+        let (ctx, _writer) = context(client, Some(theirs));
+        let key = key_of(&ctx.desired);
+        for _ in 0..crate::pace::FREE {
+            assert_eq!(reconcile(&ctx, &key).await.unwrap(), Outcome::Corrected);
+        }
+        assert!(matches!(reconcile(&ctx, &key).await.unwrap(), Outcome::Paced(_)));
+        drop(ctx);
+        let seen = api.finish().await;
+        let warnings: Vec<_> =
+            seen.iter().filter(|s| s.is_event() && s.body["type"] == "Warning").collect();
+        assert_eq!(warnings.len(), 1, "{warnings:#?}");
+        let warning = &warnings[0];
+        assert_eq!(warning.method, Method::POST);
+        assert_eq!(warning.body["reason"], REASON_CONTENDED);
+        assert_eq!(warning.body["regarding"]["name"], "my-config");
+        let note = warning.body["note"].as_str().unwrap();
+        assert!(note.starts_with("field manager \"ci-job\" keeps putting"), "{note}");
+        assert!(note.ends_with(crate::pace::SUMMARY), "{note}");
+        let puts = seen.iter().filter(|s| s.method == Method::PUT).count();
+        assert_eq!(puts, crate::pace::FREE as usize);
+    }
+
     #[tokio::test]
     async fn in_sync_sends_nothing() {
         let (client, api) = MockApi::start(Scenario::Accept);
@@ -575,7 +616,7 @@ mod tests {
             (FIELD_MANAGER, "2026-12-01T10:00:01Z", serde_json::json!({"f:metadata": {}})),
             ("kubectl-edit", "2026-12-01T10:00:02Z", key.clone()),
         ]);
-        assert_eq!(last_data_writer(&edited), "kubectl-edit");
+        assert_eq!(last_data_writer(&edited), "field manager \"kubectl-edit\"");
         // The creator holds only `f:data`'s `.`: not a writer of the data.
         let twin = written_by(&[
             ("e2e-fault", "2026-12-01T10:00:09Z", created),

@@ -44,6 +44,7 @@ use crate::{
     http::{self, Workers},
     metrics::{Metrics, ReconcileResult},
     reconcile::{self, Context, Error, key_of, result_label, show},
+    shutdown::{Grace, finish_work, stop_serving},
     telemetry,
     version::{self, Skew},
 };
@@ -61,6 +62,10 @@ pub const LOG_SYNCED: &str = "cache synced";
 /// was too old for the API server).
 pub const LOG_RELISTED: &str = "watch re-listed; cache in sync again";
 pub const LOG_WATCH_FAILED: &str = "watch failed; not ready; listing again after a pause";
+/// A response (the watch's, or the LIST's) brought no byte within the read
+/// timeout: its connection is taken for dead.
+pub const LOG_WATCH_SILENT: &str = "no byte from the API server within --watch-timeout + 3s: connection taken for dead; not ready; listing again after a pause";
+
 pub const LOG_UNREACHABLE: &str = "API server not reachable yet";
 /// A 409 on an update: the newer version's watch event brings the key back.
 pub const LOG_CONFLICT: &str = "conflict; the newer version's event brings the key back";
@@ -73,18 +78,7 @@ pub const LOG_CREDENTIALS_EXPIRE: &str = "the kubeconfig's exec plugin handed ou
 
 pub type Key = ObjectRef<ConfigMap>;
 
-/// How `run` ended when it did not end cleanly.
-#[derive(Debug, thiserror::Error)]
-pub enum Stopped {
-    /// The grace period ran out: what was cut off.
-    #[error("shutdown grace of {grace:?} ran out: cut off {what}")]
-    CutOff { grace: Duration, what: String },
-    /// A second signal during the shutdown: exit at once.
-    #[error("second signal: exiting at once, cutting off {what}")]
-    Interrupted { what: String },
-    #[error(transparent)]
-    Failed(#[from] anyhow::Error),
-}
+pub use crate::shutdown::Stopped;
 
 /// Runs the controller until the first item of `signals` (SIGINT/SIGTERM),
 /// then stops taking work and lets a running reconcile finish and pending
@@ -119,7 +113,7 @@ pub async fn run(
         tokio::spawn(log_server_version(client.clone())),
         tokio::spawn(inform(
             Api::namespaced(client, settings.desired.namespace()),
-            settings.desired.name().to_string(),
+            watch_config(settings.desired.name(), settings.watch_timeout),
             writer,
             queue.clone(),
             key.clone(),
@@ -142,53 +136,21 @@ pub async fn run(
         _ = signals.next() => {}
     }
 
-    info!(grace = ?settings.shutdown_grace, "{LOG_SHUTTING_DOWN}");
+    let grace = Grace::from_now(settings.shutdown_grace);
+    info!(grace = ?grace.of, "{LOG_SHUTTING_DOWN}");
     workers.stopping();
     queue.shut_down();
     // The watch keeps the cache current until the running reconciles are
     // done, so they act on the latest state (a change that arrived just
     // before the signal included); the shut-down queue takes no new keys.
-    let finished = finish_work(tasks, &ctx, &queue, settings.shutdown_grace, &mut signals).await;
+    let finished = finish_work(tasks, &ctx, &queue, grace, &mut signals).await;
     for task in &background {
         task.abort();
     }
     finished?;
-    let _ = http_stop.send(());
     let started = Instant::now();
-    if let Ok(served) = server.await {
-        served.context("the HTTP server failed")?;
-    }
+    stop_serving(server, http_stop, grace, settings.listen, &mut signals).await?;
     info!(took = ?started.elapsed(), "stopped");
-    Ok(())
-}
-
-/// The running reconciles finish and pending Events go out, within `grace`;
-/// the end of it, or a second signal, cuts them off.
-async fn finish_work(
-    tasks: Vec<JoinHandle<()>>,
-    ctx: &Arc<Context>,
-    queue: &WorkQueue<Key>,
-    grace: Duration,
-    signals: &mut (impl Stream<Item = ()> + Unpin),
-) -> Result<(), Stopped> {
-    let deadline = tokio::time::Instant::now() + grace;
-    let finish = async {
-        for task in tasks {
-            if let Err(e) = task.await {
-                error!(error = %e, "a worker ended abnormally");
-            }
-        }
-        // Events are published a moment after their write: send what is pending.
-        ctx.recorder.flush().await;
-    };
-    let cut_off = || cut_off(queue, ctx);
-    tokio::select! {
-        _ = finish => {}
-        _ = tokio::time::sleep_until(deadline) => {
-            return Err(Stopped::CutOff { grace, what: cut_off() });
-        }
-        _ = signals.next() => return Err(Stopped::Interrupted { what: cut_off() }),
-    }
     Ok(())
 }
 
@@ -236,15 +198,11 @@ fn log_starting(settings: &Settings) {
     );
 }
 
-/// What a shutdown cut short: the reconciles still running, the Events not sent.
-fn cut_off(queue: &WorkQueue<Key>, ctx: &Context) -> String {
-    let mut parts: Vec<String> =
-        queue.processing().iter().map(|k| format!("the reconcile of {}", show(k))).collect();
-    let events = ctx.recorder.pending();
-    if events > 0 {
-        parts.push(format!("{events} Events not sent"));
-    }
-    if parts.is_empty() { "nothing (it was about to end)".into() } else { parts.join(" and ") }
+/// The watch of `name` alone, each request lasting `timeout` (the API server
+/// ends it then; the watcher starts the next from where it was).
+pub fn watch_config(name: &str, timeout: Duration) -> watcher::Config {
+    let seconds = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX);
+    watcher::Config::default().fields(&format!("metadata.name={name}")).timeout(seconds)
 }
 
 /// The informer (course step 2): list, then watch, the one object we care
@@ -260,9 +218,14 @@ fn cut_off(queue: &WorkQueue<Key>, ctx: &Context) -> String {
 /// Where client-go would first resume a dropped watch from its
 /// resourceVersion, this lists again at once: one object by name costs one
 /// small LIST, and a compacted revision (410 Gone) is never asked for.
+///
+/// A watch whose connection stays open but brings nothing fails too: the
+/// client's read timeout ([`crate::connect::read_timeout`]) is above the
+/// watch's timeoutSeconds ([`watch_config`]), which the API server
+/// always ends in time, so a silence past it is a dead connection.
 async fn inform(
     api: Api<ConfigMap>,
-    name: String,
+    config: watcher::Config,
     mut writer: Writer<ConfigMap>,
     queue: WorkQueue<Key>,
     key: Key,
@@ -270,7 +233,6 @@ async fn inform(
     synced: oneshot::Sender<()>,
 ) {
     let mut synced = Some(synced);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut backoff = WatchBackoff::default();
     loop {
         let events = watcher(api.clone(), config.clone());
@@ -281,11 +243,12 @@ async fn inform(
                 Err(e) => {
                     ready.store(false, Ordering::Release);
                     let delay = backoff.next().unwrap_or(Duration::from_secs(30));
-                    warn!(
-                        error = %connect::one_line(&e),
-                        retry_in = %telemetry::rounded(delay),
-                        "{LOG_WATCH_FAILED}"
-                    );
+                    let (error, retry_in) = (connect::one_line(&e), telemetry::rounded(delay));
+                    if connect::is_silence(&e) {
+                        warn!(%error, %retry_in, "{LOG_WATCH_SILENT}");
+                    } else {
+                        warn!(%error, %retry_in, "{LOG_WATCH_FAILED}");
+                    }
                     tokio::time::sleep(delay).await;
                     break;
                 }
@@ -662,6 +625,7 @@ mod tests {
             reconcile_timeout: Duration::from_secs(30),
             shutdown_grace: grace,
             pacing: true,
+            watch_timeout: Duration::from_secs(290),
             listen: "127.0.0.1:0".parse().unwrap(),
             rate_limit: RateLimit::default(),
         }
@@ -775,7 +739,7 @@ mod tests {
         let desired = crate::desired::Desired::default();
         let task = tokio::spawn(inform(
             Api::namespaced(client, "default"),
-            "my-config".into(),
+            watch_config("my-config", Duration::from_secs(290)),
             writer,
             WorkQueue::new(RateLimit::default()),
             key_of(&desired),
@@ -825,6 +789,31 @@ mod tests {
         let gaps = gaps(&relists);
         for (gap, floor) in gaps.iter().zip([0.8, 1.6, 3.2, 6.4]) {
             assert!(*gap >= floor * 0.999, "gaps {gaps:?}");
+        }
+    }
+
+    /// Each watch asks the API server to end it after `--watch-timeout`, and
+    /// for bookmarks: the read timeout above it never trips on a healthy watch.
+    #[tokio::test(start_paused = true)]
+    async fn each_watch_asks_to_end_after_the_watch_timeout() {
+        let (client, mock) = MockApi::informer(crate::fixtures::Informer::WatchRefused(403));
+        let (_cache, writer) = reflector::store();
+        let (synced, _first_sync) = oneshot::channel();
+        let task = tokio::spawn(inform(
+            Api::namespaced(client, "default"),
+            watch_config("my-config", Duration::from_secs(7)),
+            writer,
+            WorkQueue::new(RateLimit::default()),
+            key_of(&crate::desired::Desired::default()),
+            Arc::new(AtomicBool::new(false)),
+            synced,
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        task.abort();
+        let seen = mock.seen.lock().unwrap().clone();
+        let watch = seen.iter().find(|s| s.uri.contains("watch=true")).expect("a WATCH");
+        for part in ["timeoutSeconds=7", "allowWatchBookmarks=true", "metadata.name%3Dmy-config"] {
+            assert!(watch.uri.contains(part), "{part} not in {}", watch.uri);
         }
     }
 

@@ -11,7 +11,9 @@
 //! | [`writers`]       | conflict storm, `immutable: true`, a finalizer holding a delete |
 //! | [`lifecycle`]     | SIGTERM (idle and mid-reconcile), bad input writes nothing   |
 //! | [`watch`]         | the Role loses `list` or `watch`: growing gaps, not ready     |
-//! | [`others`]        | `binaryData`, another controller's object, a second writer   |
+//! | [`silence`]       | a connection that stays open and brings nothing: noticed, re-listed |
+//! | [`others`]        | `binaryData`, another controller's object                    |
+//! | [`second_writer`] | a second writer: paced corrections, its field manager named  |
 //! | [`expiry`]        | an exec plugin's client certificate that expires             |
 
 pub(crate) mod control_plane;
@@ -19,6 +21,8 @@ mod expiry;
 mod lifecycle;
 mod others;
 mod rbac;
+mod second_writer;
+mod silence;
 mod watch;
 mod writers;
 
@@ -36,8 +40,10 @@ pub use self::{
     },
     expiry::exits_before_credentials_expire,
     lifecycle::{bad_input_writes_nothing, sigterm_finishes_reconcile_then_exits},
-    others::{binary_data_removed, owned_elsewhere_left_alone, second_writer_paced},
+    others::{binary_data_removed, owned_elsewhere_left_alone},
     rbac::{create_denied_gives_up_then_heals, files_private_secrets_unreadable},
+    second_writer::second_writer_paced,
+    silence::silent_watch_noticed_and_relisted,
     watch::{list_refused_backs_off, watch_refused_not_ready},
     writers::{
         desired_after_conflict_storm, immutable_drift_reported_not_written,
@@ -81,6 +87,14 @@ pub const ALL: &[Experiment] = &[
         ["watch-refused"],
         "the Role loses watch → not ready (no frozen cache that looks ready), a new LIST after each refusal; watch back → ready, heals",
         RunsOn::OwnCluster(RESTARTS_API_SERVER)
+    ),
+    entry!(
+        silent_watch_noticed_and_relisted,
+        ["silent-watch", "frozen-connection"],
+        "a proxy stops forwarding on the controller's open connections → not ready within --watch-timeout + 3 s, re-listed through a new connection, a drift made meanwhile corrected",
+        RunsOn::Envtest(
+            "it puts a TCP proxy of its own between a controller process and kube-apiserver"
+        )
     ),
     entry!(
         reconcile_cannot_hang,
@@ -136,7 +150,7 @@ pub const ALL: &[Experiment] = &[
     entry!(
         second_writer_paced,
         ["two-writers"],
-        "a second my-controller with other --data → corrections paced (tens of writes in 10 s, not thousands); it stops → desired"
+        "a writer answering each correction at once, then a second my-controller with other --data → corrections at the stated pace (not thousands), a Warning Event naming each writer; stopped → desired"
     ),
     entry!(
         waits_for_finalizer_then_recreates,

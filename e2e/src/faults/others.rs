@@ -1,20 +1,19 @@
 //! Someone else's hand on my-config: `binaryData` beside the data, another
-//! controller that owns it, a second writer that keeps putting other data
-//! back. The controller corrects what is its to correct, leaves what another
-//! controller owns, and does not fight a second writer at API-server speed.
+//! controller that owns it. The controller corrects what is its to correct
+//! and leaves what another controller owns (a second writer that keeps
+//! putting other data back: [`super::second_writer`]).
 
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use controller::{
     metrics::RECONCILES,
-    reconcile::{LOG_OWNED, LOG_PACED, REASON_CONTENDED},
+    reconcile::{LOG_OWNED, REASON_CONTENDED},
 };
-use futures::TryStreamExt;
 use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, Patch, PostParams, WatchEvent, WatchParams},
+    api::{DeleteParams, ListParams, Patch, PostParams},
 };
 use serde_json::json;
 use tokio::time::Instant;
@@ -128,89 +127,4 @@ async fn contended_event(lab: &Lab) -> anyhow::Result<()> {
         Ok(Check::done_if(found, (), format!("{} Events", list.items.len())))
     })
     .await
-}
-
-/// How long the two writers are left to fight.
-const FIGHT: Duration = Duration::from_secs(10);
-/// Writes the two may make in [`FIGHT`]: each corrects a few times at once,
-/// then at 1, 2, 4, … s gaps. Unpaced, they write hundreds of times a second.
-const MAX_FIGHT_WRITES: usize = 40;
-
-/// A second my-controller with other `--data` keeps my-config too: the two
-/// correct each other, each pacing its corrections, so my-config changes
-/// tens of times in 10 s, not thousands; the second stopped → desired again.
-pub async fn second_writer_paced(lab: &mut Lab) -> anyhow::Result<Measured> {
-    let result = fight(lab).await;
-    then_restore(lab, result).await
-}
-
-async fn fight(lab: &mut Lab) -> anyhow::Result<Measured> {
-    // A fresh controller: its corrections start a new row (see controller::pace).
-    lab.restart_controller(&[]).await?;
-    wait_desired(lab).await?;
-    let mark = lab.log_mark()?;
-    let key = crate::suite::first_key(lab.desired());
-    let desired = lab.desired();
-    let log = lab.file().state_dir.join("second-writer.log");
-    // This run's lines only.
-    let _ = std::fs::remove_file(&log);
-    let cmd = super::host_controller()?
-        .arg("--kubeconfig")
-        .path(&lab.file().admin_kubeconfig)
-        .args(["--namespace", desired.namespace(), "--name", desired.name()])
-        .args(["--data", &format!("{key}=env=second-writer"), "--listen", "127.0.0.1:0"]);
-    let mut second = cmd.spawn_to_log(&log)?;
-    let writes = count_changes(lab, FIGHT).await;
-    // SAFETY: kill with a pid we own (its own process group, as spawned).
-    unsafe { libc::kill(-(second.id() as libc::pid_t), libc::SIGTERM) };
-    let _ = second.wait();
-    let writes = writes?;
-    // The lab's controller corrects once its paced wait is over (a few seconds).
-    let stopped = Instant::now();
-    wait_desired(lab).await?;
-    let healed = stopped.elapsed();
-    ensure!(
-        writes <= MAX_FIGHT_WRITES,
-        "two writers changed my-config {writes} times in {}: not paced",
-        secs(FIGHT)
-    );
-    // Which of the two waits first is a race; together they must have.
-    let ours = lines_with(&lab.controller_log(&mark).await?, LOG_PACED).len();
-    let theirs = lines_with(&std::fs::read_to_string(&log)?, LOG_PACED).len();
-    ensure!(ours + theirs >= 1, "neither controller paced its corrections");
-    Ok(Measured::took(
-        healed,
-        format!(
-            "a second my-controller with other data for {}: my-config changed {writes} times, \
-             the two paced {ours} + {theirs} times (each report: a growing wait); second stopped → \
-             desired in {}",
-            secs(FIGHT),
-            secs(healed)
-        ),
-    ))
-}
-
-/// How many times my-config changed during `window`, seen through a watch.
-async fn count_changes(lab: &Lab, window: Duration) -> anyhow::Result<usize> {
-    let api = lab.config_maps();
-    let fields = format!("metadata.name={}", lab.desired().name());
-    let from = api.list(&ListParams::default().fields(&fields)).await?;
-    let version = from.metadata.resource_version.unwrap_or_default();
-    let params = WatchParams::default().fields(&fields).timeout(window.as_secs() as u32 + 5);
-    let stream = api.watch(&params, &version).await?;
-    futures::pin_mut!(stream);
-    let mut changes = 0;
-    let end = Instant::now() + window;
-    loop {
-        let next = match tokio::time::timeout_at(end, stream.try_next()).await {
-            Err(_elapsed) => break,
-            Ok(next) => next?,
-        };
-        match next {
-            Some(WatchEvent::Modified(_) | WatchEvent::Added(_)) => changes += 1,
-            Some(_) => {}
-            None => break,
-        }
-    }
-    Ok(changes)
 }
