@@ -148,8 +148,10 @@ async fn sides_here(lab: &Lab) -> Result<Option<Lab>> {
         .controller_service_account()
         .split_once('/')
         .context("the lab's ServiceAccount is namespace/name")?;
-    let (token, expires) =
-        e2e::accounts::token(&lab.client(), namespace, account, SIDES_TOKEN_SECONDS).await?;
+    // No longer than the lab's own credential: a room's attendee may mint no longer token.
+    let seconds =
+        crate::room::token_seconds_within(&lab.file().admin_kubeconfig, SIDES_TOKEN_SECONDS);
+    let (token, expires) = e2e::accounts::token(&lab.client(), namespace, account, seconds).await?;
     let kubeconfig = lab.file().state_dir.join("bench-controller.kubeconfig");
     let config = e2e::accounts::kubeconfig_with_token(lab.file(), &token)?;
     labkit::files::write_private(&kubeconfig, &serde_saphyr::to_string(&config)?)?;
