@@ -1,7 +1,9 @@
 //! Unrelated ConfigMaps: many objects in my-config's namespace that the
 //! controller must not pay for. It watches one object through a field
 //! selector, so neither its list nor its watch carries them and its memory
-//! must not grow with them.
+//! must not grow with them. In a namespace with a ResourceQuota on
+//! ConfigMaps (a room's attendee: xtask/src/room/attendee.rs) only what fits
+//! is made, some kept free for the lab's own.
 
 use std::time::Duration;
 
@@ -9,7 +11,8 @@ use super::Progress;
 use anyhow::Context as _;
 use e2e::lab::Lab;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, ResourceQuota};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::{
     Api,
     api::{DeleteParams, ListParams, ObjectMeta, PostParams},
@@ -24,6 +27,9 @@ pub const LABEL: &str = "bench.my-controller.dev/unrelated";
 /// Each one's data: about 1 KiB, so a controller that did cache them would
 /// show it (10 000 of them are ~10 MiB of data alone).
 const PAYLOAD_BYTES: usize = 1024;
+/// Of a ConfigMap quota, the share kept free for the lab's own (percent), and at least this many.
+const KEEP_FREE_PERCENT: u64 = 10;
+const KEEP_FREE_AT_LEAST: u64 = 5;
 /// How long the deletion of all of them may take.
 const DELETE_WITHIN: Duration = Duration::from_secs(600);
 
@@ -68,9 +74,12 @@ fn selector_of(labels: &BTreeMap<String, String>) -> String {
 }
 
 impl Unrelated {
-    /// Creates `count` unrelated ConfigMaps, `parallel` requests in flight.
-    /// Ones left by an interrupted run are fine (409 AlreadyExists is skipped).
-    pub async fn create(&self, count: usize, parallel: usize) -> anyhow::Result<()> {
+    /// Creates `count` unrelated ConfigMaps, or as many as fit the
+    /// namespace's quota ([`fitting`]), `parallel` requests in flight;
+    /// returns how many. Ones left by an interrupted run are fine (409
+    /// AlreadyExists is skipped).
+    pub async fn create(&self, count: usize, parallel: usize) -> anyhow::Result<usize> {
+        let count = fitting(&self.api, count).await?;
         let mut progress = Progress::new("unrelated ConfigMaps created", count);
         let payload = "x".repeat(PAYLOAD_BYTES);
         let api = &self.api;
@@ -99,7 +108,7 @@ impl Unrelated {
         while created.try_next().await?.is_some() {
             progress.add(1);
         }
-        Ok(())
+        Ok(count)
     }
 
     /// Deletes every unrelated ConfigMap (deletecollection with the label
@@ -133,5 +142,114 @@ impl Unrelated {
         })
         .await?;
         Ok(())
+    }
+}
+
+/// How many of `asked` ConfigMaps the namespace's ResourceQuotas leave room
+/// for, keeping some free ([`Room::fits`]); said in one line when fewer.
+/// Quotas that cannot be read are not known: then `asked`.
+pub async fn fitting(api: &Api<ConfigMap>, asked: usize) -> anyhow::Result<usize> {
+    let Some(namespace) = api.namespace() else { return Ok(asked) };
+    let quotas: Api<ResourceQuota> = Api::namespaced(api.clone().into_client(), namespace);
+    let listed = match quotas.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(s)) if s.code == 403 => return Ok(asked),
+        Err(e) => return Err(e).context("reading the namespace's ResourceQuotas"),
+    };
+    let tightest = listed.iter().filter_map(Room::of).min_by_key(|room| room.fits(usize::MAX));
+    let Some(room) = tightest else { return Ok(asked) };
+    let fits = room.fits(asked);
+    if fits < asked {
+        eprintln!(
+            "unrelated ConfigMaps: {fits} of the {asked} asked, to fit ResourceQuota {namespace}/{} \
+             ({} of {} ConfigMaps used, {} kept free)",
+            room.quota,
+            room.used,
+            room.hard,
+            room.keep()
+        );
+    }
+    Ok(fits)
+}
+
+/// One quota's limit on ConfigMaps, and what is used of it.
+#[derive(Debug)]
+struct Room {
+    quota: String,
+    hard: u64,
+    used: u64,
+}
+
+impl Room {
+    fn of(quota: &ResourceQuota) -> Option<Room> {
+        let key = |map: &std::collections::BTreeMap<String, Quantity>| {
+            ["count/configmaps", "configmaps"].iter().find_map(|k| map.get(*k)).and_then(objects)
+        };
+        let hard = key(quota.spec.as_ref()?.hard.as_ref()?)?;
+        let status = quota.status.as_ref();
+        let used = status.and_then(|s| s.used.as_ref()).and_then(key).unwrap_or(0);
+        Some(Room { quota: quota.metadata.name.clone().unwrap_or_default(), hard, used })
+    }
+
+    fn keep(&self) -> u64 {
+        (self.hard * KEEP_FREE_PERCENT / 100).max(KEEP_FREE_AT_LEAST)
+    }
+
+    fn fits(&self, asked: usize) -> usize {
+        let free = self.hard.saturating_sub(self.used).saturating_sub(self.keep());
+        asked.min(usize::try_from(free).unwrap_or(usize::MAX))
+    }
+}
+
+/// An object count as a quota writes it: `100`, `1k`, `2Ki`.
+fn objects(quantity: &Quantity) -> Option<u64> {
+    let text = quantity.0.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(digits);
+    let scale: u64 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quota(hard: &str, used: Option<&str>) -> ResourceQuota {
+        let map = |v: &str| [("count/configmaps".to_string(), Quantity(v.into()))].into();
+        ResourceQuota {
+            metadata: ObjectMeta { name: Some("room-limits".into()), ..Default::default() },
+            spec: Some(k8s_openapi::api::core::v1::ResourceQuotaSpec {
+                hard: Some(map(hard)),
+                ..Default::default()
+            }),
+            status: used.map(|u| k8s_openapi::api::core::v1::ResourceQuotaStatus {
+                used: Some(map(u)),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn what_fits_a_quota_keeps_some_free() {
+        let room = Room::of(&quota("100", Some("4"))).unwrap();
+        assert_eq!((room.hard, room.used, room.keep()), (100, 4, 10));
+        assert_eq!(room.fits(10_000), 86);
+        assert_eq!(room.fits(30), 30);
+        assert_eq!(Room::of(&quota("20", Some("18"))).unwrap().fits(10), 0);
+        assert_eq!(Room::of(&quota("1k", None)).unwrap().fits(10_000), 900);
+    }
+
+    #[test]
+    fn counts_read_as_quotas_write_them() {
+        let of = |s: &str| objects(&Quantity(s.into()));
+        assert_eq!((of("100"), of("2k"), of("1Ki")), (Some(100), Some(2000), Some(1024)));
+        assert_eq!((of("1.5"), of("x")), (None, None));
     }
 }

@@ -164,9 +164,11 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
         record.find_named("Secret", namespace, TOKEN_SECRET).and_then(|e| e.uid.clone())
     };
     let bound = e2e::accounts::BoundTo::secret(TOKEN_SECRET, &made.context("no uid")?);
+    // No longer than the lab's own credential: a room's attendee may mint no longer token.
+    let seconds =
+        crate::room::token_seconds_within(&lab.file().admin_kubeconfig, SIDES_TOKEN_SECONDS);
     let (token, expires) =
-        e2e::accounts::token_bound(&client, namespace, account, SIDES_TOKEN_SECONDS, Some(bound))
-            .await?;
+        e2e::accounts::token_bound(&client, namespace, account, seconds, Some(bound)).await?;
     let dir = lab.borrowed_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let kubeconfig = dir.join("bench-controller.kubeconfig");

@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use common::{lab, run, xtask};
 use e2e::lab::Lab;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use labkit::eventually::{Check, eventually};
 use serial_test::serial;
@@ -392,4 +394,284 @@ async fn the_bench_refuses_what_needs_a_lab_the_kit_made_in_one_line() {
             ran.stderr
         );
     }
+}
+
+/// The room's name (xtask/src/test/existing.rs) and the policy `room up` installs for it.
+const ROOM_POLICY: &str = "ValidatingAdmissionPolicy 'lab-kit-room-test-room'";
+
+/// One escalation attempt's outcome, printed as one line; `Err` when it was allowed
+/// or refused for another reason than `by`.
+fn denied<T>(what: &str, by: &str, answer: Result<T, kube::Error>) -> Result<(), String> {
+    match answer {
+        Ok(_) => {
+            eprintln!("ALLOWED  {what}");
+            Err(format!("allowed: {what}"))
+        }
+        Err(kube::Error::Api(s)) if s.message.contains(by) => {
+            // The policy's own words, without the API server's preamble naming it.
+            let why = s.message.split_once("denied request: ").map_or(s.message.as_str(), |w| w.1);
+            eprintln!("denied   {what}: {} {why}", s.code);
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("REFUSED OTHERWISE  {what}: {e}");
+            Err(format!("{what}: refused, but not by {by:?}: {e}"))
+        }
+    }
+}
+
+fn binding(name: &str, role: &str, subject: serde_json::Value) -> RoleBinding {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [subject],
+    }))
+    .unwrap()
+}
+
+/// Every escalation attendee 01 might try through the API, as attendee 01:
+/// each must be refused, by the room's policy, RBAC or the quota.
+#[tokio::test]
+#[serial]
+async fn an_attendee_can_escalate_nothing_through_the_api() {
+    let a = attendee(1).await;
+    let mut failures = Vec::new();
+    let bindings: Api<RoleBinding> = Api::namespaced(a.clone(), "attendee-01");
+    let group = |name: &str| serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name});
+    let account = |ns: &str, name: &str| serde_json::json!({"kind": "ServiceAccount", "name": name, "namespace": ns});
+    let attempts = [
+        (
+            "a RoleBinding of Role attendee to every anonymous caller",
+            binding("x-anonymous", "attendee", group("system:unauthenticated")),
+        ),
+        (
+            "a RoleBinding of Role my-controller to every authenticated user",
+            binding("x-authenticated", "my-controller", group("system:authenticated")),
+        ),
+        (
+            "a RoleBinding of Role my-controller to attendee-02's ServiceAccount",
+            binding("x-neighbour", "my-controller", account("attendee-02", "attendee")),
+        ),
+        (
+            "a RoleBinding of Role attendee (it mints tokens) to the lab's own my-controller",
+            binding("x-renewal", "attendee", account("attendee-01", "my-controller")),
+        ),
+    ];
+    for (what, attempt) in attempts {
+        let name = attempt.metadata.name.clone().unwrap();
+        let answer = bindings.create(&PostParams::default(), &attempt).await;
+        if answer.is_ok() {
+            let _ = bindings.delete(&name, &DeleteParams::default()).await;
+        }
+        failures.extend(denied(what, ROOM_POLICY, answer).err());
+    }
+    let roles: Api<Role> = Api::namespaced(a.clone(), "attendee-01");
+    let minting: Role = serde_json::from_value(serde_json::json!({"metadata": {"name": "x-minting"},
+        "rules": [{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"], "resourceNames": ["my-controller"]}]}))
+    .unwrap();
+    let answer = roles.create(&PostParams::default(), &minting).await;
+    if answer.is_ok() {
+        let _ = roles.delete("x-minting", &DeleteParams::default()).await;
+    }
+    failures.extend(
+        denied("a Role that mints my-controller's tokens, to bind elsewhere", ROOM_POLICY, answer)
+            .err(),
+    );
+    failures.extend(tokens(&a).await);
+    failures.extend(legacy_token(&a).await);
+    failures.extend(pod_as_attendee(&a).await);
+    failures.extend(beyond_the_quota(&a).await);
+    assert!(failures.is_empty(), "an attendee escalated:\n{}", failures.join("\n"));
+}
+
+/// A token for a year, for the attendee itself (renewed for ever), for a neighbour's account.
+async fn tokens(a: &kube::Client) -> Vec<String> {
+    let request = |ns: &str, name: &str, seconds: i64| {
+        let accounts: Api<ServiceAccount> = Api::namespaced(a.clone(), ns);
+        let spec = TokenRequestSpec { expiration_seconds: Some(seconds), ..Default::default() };
+        let request = TokenRequest { spec: Some(spec), ..Default::default() };
+        let name = name.to_string();
+        async move { accounts.create_token_request(&name, &PostParams::default(), &request).await }
+    };
+    let rbac = "cannot create resource \"serviceaccounts/token\"";
+    let answers = [
+        (
+            "a token for my-controller lasting a year",
+            ROOM_POLICY,
+            request("attendee-01", "my-controller", 365 * 24 * 3600).await,
+        ),
+        (
+            "a token for the attendee itself (it would renew itself)",
+            rbac,
+            request("attendee-01", "attendee", 3600).await,
+        ),
+        (
+            "a token for attendee-02's my-controller",
+            rbac,
+            request("attendee-02", "my-controller", 3600).await,
+        ),
+    ];
+    answers.into_iter().filter_map(|(what, by, answer)| denied(what, by, answer).err()).collect()
+}
+
+/// A Secret the API server would fill with a token of the attendee's that never expires.
+async fn legacy_token(a: &kube::Client) -> Vec<String> {
+    let secrets: Api<Secret> = Api::namespaced(a.clone(), "attendee-01");
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "x-legacy-token", "annotations": {"kubernetes.io/service-account.name": "attendee"}},
+        "type": "kubernetes.io/service-account-token"}))
+    .unwrap();
+    let answer = secrets.create(&PostParams::default(), &secret).await;
+    if answer.is_ok() {
+        let _ = secrets.delete("x-legacy-token", &DeleteParams::default()).await;
+    }
+    let what = "a Secret of type kubernetes.io/service-account-token for the attendee (a token that never expires)";
+    denied(what, ROOM_POLICY, answer).err().into_iter().collect()
+}
+
+/// A Pod as the restricted Pod Security Standard wants it, running `script` on Debian.
+fn probe_pod(name: &str, account: &str, script: &str) -> Pod {
+    let image = std::env::var("LAB_ROOM_DEBIAN_IMAGE")
+        .expect("LAB_ROOM_DEBIAN_IMAGE (`cargo xtask test` sets it)");
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "serviceAccountName": account, "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "probe", "image": image, "command": ["sh", "-c", script],
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]},
+    }))
+    .unwrap()
+}
+
+/// A pod running as the attendee: the kubelet would renew its token for as long as it lives.
+async fn pod_as_attendee(a: &kube::Client) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(a.clone(), "attendee-01");
+    let answer =
+        pods.create(&PostParams::default(), &probe_pod("x-as-attendee", "attendee", "true")).await;
+    if answer.is_ok() {
+        let _ = pods.delete("x-as-attendee", &DeleteParams::default()).await;
+    }
+    denied(
+        "a pod running as the attendee (a token renewed for as long as it runs)",
+        ROOM_POLICY,
+        answer,
+    )
+    .err()
+    .into_iter()
+    .collect()
+}
+
+/// The bench's unrelated ConfigMaps, 10 000 asked: only what fits the quota
+/// is made (bench/src/load.rs); then ConfigMaps one by one until the quota refuses one.
+async fn beyond_the_quota(a: &kube::Client) -> Vec<String> {
+    let api: Api<ConfigMap> = Api::namespaced(a.clone(), "attendee-01");
+    let made = bench::load::create(&api, 10_000, 8).await.unwrap();
+    assert!(made < 100, "the bench made {made} ConfigMaps, more than the room's quota holds");
+    let label = "e2e.lab/quota-test";
+    let mut answer = Ok(());
+    for i in 0..100 {
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("x-quota-{i:03}"), "labels": {label: "true"}}}))
+        .unwrap();
+        if let Err(e) = api.create(&PostParams::default(), &cm).await {
+            answer = Err(e);
+            break;
+        }
+    }
+    let what = format!("ConfigMaps beyond the quota (the bench made {made} of the 10000 it asked)");
+    let outcome = denied(&what, "exceeded quota", answer).err();
+    let selector = ListParams::default().labels(&format!("{label}=true"));
+    api.delete_collection(&DeleteParams::default(), &selector).await.unwrap();
+    bench::load::delete_all(&api).await.unwrap();
+    outcome.into_iter().collect()
+}
+
+/// The IP of the ready controller pod in `namespace`, as the instructor sees it.
+async fn controller_ip(namespace: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(instructor().await, namespace);
+    let listed = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=my-controller"))
+        .await
+        .unwrap();
+    listed
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .find_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .unwrap_or_else(|| panic!("no controller pod with an IP in {namespace}"))
+}
+
+/// A pod of attendee 01 connects to its own controller (the control: the
+/// network works, and the NetworkPolicy admits the namespace's own pods)
+/// and to attendee 02's: refused by attendee 02's NetworkPolicy.
+#[tokio::test]
+#[serial]
+async fn an_attendees_pod_cannot_reach_a_neighbours_pod() {
+    let (own, theirs) = (controller_ip("attendee-01").await, controller_ip("attendee-02").await);
+    let curl = |ip: &str| {
+        format!("curl -s -m 5 -o /dev/null -w '%{{http_code}}' http://{ip}:8080/healthz")
+    };
+    // Until its own controller answers: a new pod is admitted once the enforcer has seen it.
+    let script = format!(
+        "for i in $(seq 1 30); do {} >/dev/null && break; sleep 1; done; echo \"own $({})\"; echo \"neighbour $({})\"",
+        curl(&own).replace(" -w '%{http_code}'", "").replace("-s ", "-sf "),
+        curl(&own),
+        curl(&theirs)
+    );
+    let pods: Api<Pod> = Api::namespaced(attendee(1).await, "attendee-01");
+    pods.create(&PostParams::default(), &probe_pod("x-reach", "default", &script)).await.unwrap();
+    let ended = eventually("the probe pod to end", Duration::from_secs(180), || async {
+        let phase = pods.get("x-reach").await?.status.and_then(|s| s.phase).unwrap_or_default();
+        Ok(Check::done_if(["Succeeded", "Failed"].contains(&phase.as_str()), phase.clone(), phase))
+    })
+    .await;
+    let log = pods.logs("x-reach", &Default::default()).await.unwrap_or_default();
+    pods.delete("x-reach", &DeleteParams::default()).await.unwrap();
+    assert_eq!(ended.unwrap(), "Succeeded", "{log}");
+    assert!(log.contains("own 200"), "the probe did not reach its own controller at {own}: {log}");
+    let neighbour = log.lines().find_map(|l| l.strip_prefix("neighbour ")).unwrap_or_default();
+    if neighbour == "000" {
+        eprintln!(
+            "denied   a connection from attendee-01's pod to attendee-02's controller at {theirs}:8080 (its own at {own} answered 200)"
+        );
+    } else {
+        eprintln!(
+            "ALLOWED  a connection from attendee-01's pod to attendee-02's controller: HTTP {neighbour}"
+        );
+        panic!("attendee-01's pod reached attendee-02's controller: {log}");
+    }
+}
+
+/// Attendee 01's kubeconfig works from another folder with the instructor's
+/// CA file gone: it carries the CA inline (the instructor's names a file).
+#[tokio::test]
+#[serial]
+async fn an_attendees_kubeconfig_carries_its_ca_and_works_from_another_folder() {
+    let instructor = labkit::project::target_dir().join("room-cluster/instructor");
+    let text = std::fs::read_to_string(instructor.join("kubeconfig")).unwrap();
+    assert!(
+        text.contains("certificate-authority: ca.crt"),
+        "the instructor's CA is not a file:\n{text}"
+    );
+    let attendee = std::fs::read_to_string(room_dir().join("attendee-01.kubeconfig")).unwrap();
+    assert!(attendee.contains("certificate-authority-data:"), "no CA inline");
+    assert!(!attendee.contains("certificate-authority:"), "a CA file named");
+    let elsewhere = std::env::temp_dir().join(format!("attendee-laptop-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("attendee-01.kubeconfig"), &attendee).unwrap();
+    let (ca, away) = (instructor.join("ca.crt"), instructor.join("ca.crt.away"));
+    std::fs::rename(&ca, &away).unwrap();
+    let listed = async {
+        let config = kube::config::Kubeconfig::read_from(elsewhere.join("attendee-01.kubeconfig"))?;
+        let config = kube::Config::from_custom_kubeconfig(config, &Default::default()).await?;
+        let own: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config)?, "attendee-01");
+        anyhow::Ok(own.list(&ListParams::default()).await?.items.len())
+    }
+    .await;
+    std::fs::rename(&away, &ca).unwrap();
+    let _ = std::fs::remove_dir_all(&elsewhere);
+    let listed = listed.unwrap();
+    eprintln!(
+        "attendee-01's kubeconfig, copied elsewhere, the instructor's CA file gone: {listed} ConfigMaps listed"
+    );
 }

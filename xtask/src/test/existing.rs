@@ -1,13 +1,16 @@
 //! The part of `cargo xtask test` on a cluster the kit did not make
 //! ([`crate::room_cluster`]): a room of three attendees, each attendee's lab
 //! up at the same time with their own kubeconfig, the e2e suite in each in turn,
-//! `xtask/tests/existing_cluster.rs` (isolation, rescheduling, the grader),
-//! and the cluster left exactly as it was.
+//! `xtask/tests/existing_cluster.rs` (isolation, every escalation an attendee
+//! might try, rescheduling, the grader), and the cluster left exactly as it was.
+//! The instructor's kubeconfig names its CA by a file path, as many do: the
+//! attendees' kubeconfigs must carry it inline.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
+use base64::Engine as _;
 use labkit::command::Cmd;
 
 use super::section;
@@ -20,6 +23,8 @@ pub const ROOM: &str = "test-room";
 pub const LABS: [&str; 3] = ["room-attendee-01", "room-attendee-02", "room-attendee-03"];
 /// Tells `xtask/tests/existing_cluster.rs` where the room's kubeconfigs are.
 pub const ROOM_DIR_ENV: &str = "LAB_ROOM_DIR";
+/// Tells it the image its probe pods run (Debian with curl, in the room's registry).
+pub const DEBIAN_ENV: &str = "LAB_ROOM_DEBIAN_IMAGE";
 
 pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     section(
@@ -30,8 +35,9 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     let mut cluster = room_cluster::make(&node).await?;
     let admin = crate::lab::kubeconfig::client(&cluster.kubeconfig).await?;
     let before = e2e::cluster::snapshot(&admin).await?;
+    let instructor = with_ca_file(&cluster.kubeconfig)?;
     let room = || RoomOptions {
-        kubeconfig: Some(cluster.kubeconfig.clone()),
+        kubeconfig: Some(instructor.clone()),
         context: Some(cluster.context.clone()),
         name: ROOM.into(),
     };
@@ -39,7 +45,7 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     let up =
         RoomCommand::Up { attendees: 3, token_hours: 2, prefix: "attendee".into(), room: room() };
     crate::room::run(up).await?;
-    let result = attendees().await;
+    let result = attendees(&cluster.debian).await;
     section("lab down for each attendee, room down");
     for name in LABS {
         crate::lab::down::run(name, false).await?;
@@ -57,8 +63,27 @@ pub fn room_dir() -> PathBuf {
     labkit::project::target_dir().join("room").join(ROOM)
 }
 
+/// kind's kubeconfig with its CA moved into a file beside it, named by a
+/// relative path: `target/room-cluster/instructor/{kubeconfig,ca.crt}`.
+fn with_ca_file(kind: &Path) -> Result<PathBuf> {
+    let dir = labkit::project::target_dir().join("room-cluster/instructor");
+    std::fs::create_dir_all(&dir)?;
+    let text = std::fs::read_to_string(kind)?;
+    let mut config: serde_json::Value = serde_saphyr::from_str(&text)?;
+    let cluster = &mut config["clusters"][0]["cluster"];
+    let data = cluster["certificate-authority-data"].as_str().context("kind's CA is inline")?;
+    let pem = base64::engine::general_purpose::STANDARD.decode(data)?;
+    labkit::files::write_public(&dir.join("ca.crt"), pem)?;
+    cluster["certificate-authority"] = "ca.crt".into();
+    cluster.as_object_mut().context("a cluster entry")?.remove("certificate-authority-data");
+    let path = dir.join("kubeconfig");
+    labkit::files::write_private(&path, serde_saphyr::to_string(&config)?)?;
+    eprintln!("the instructor's kubeconfig, its CA in a file beside it: {}", path.display());
+    Ok(path)
+}
+
 /// Each attendee's lab up at once, the e2e suite in each, then the tests.
-async fn attendees() -> Result<ExitCode> {
+async fn attendees(debian: &str) -> Result<ExitCode> {
     section("lab up --provider existing, three attendees at once");
     // `cargo xtask`, as a person types it: this process's own binary may have been
     // rebuilt by the tests before (its path then names a deleted file).
@@ -87,9 +112,12 @@ async fn attendees() -> Result<ExitCode> {
         "existing_cluster",
         "--",
         "--test-threads=1",
+        // Each escalation tried is one line of its own: shown.
+        "--nocapture",
     ])
     .env(e2e::lab::NAME_ENV, LABS[0])
     .env(ROOM_DIR_ENV, room_dir().display().to_string())
+    .env(DEBIAN_ENV, debian)
     .run();
     ensure!(failed.is_empty(), "the e2e suite failed in {failed:?}");
     tests?;

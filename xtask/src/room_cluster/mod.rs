@@ -3,22 +3,19 @@
 //! workers on the node image the kind lab uses, and an OCI registry built
 //! here from distribution's Go module (`xtask/registry`), wired to the nodes
 //! as kind's local-registry guide does (a `certs.d` mirror for
-//! `localhost:PORT`, the registry on the `kind` network).
-//!
-//! The node image carries a one-node pod network (`node_image::stage`): here
-//! each node gets its own podCIDR in that conflist and a route to the
-//! others' — what kindnetd does in kind's own images.
+//! `localhost:PORT`, the registry on the `kind` network). Its pod network is
+//! wired by hand ([`pod_network`]); NetworkPolicy is enforced by kube-router
+//! ([`network_policy`]), as kindnetd does in kind's own images.
+
+mod network_policy;
+mod pod_network;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams};
 
 use crate::lab::kind::config::{self, Host};
 use labkit::command::Cmd;
-use labkit::eventually::{Check, eventually};
 use labkit::project::{self, shown};
 
 pub const CLUSTER: &str = "lab-kit-room";
@@ -26,13 +23,14 @@ const REGISTRY: &str = "lab-kit-registry";
 /// The registry as this machine and the nodes' containerd name it.
 pub const REGISTRY_HOST: &str = "localhost:5001";
 const REGISTRY_MODULE: &str = "xtask/registry";
-const NODES_READY_WITHIN: Duration = Duration::from_secs(180);
 
 /// A running room cluster; dropped, it is deleted with its registry.
 pub struct RoomCluster {
     /// The instructor's kubeconfig (kind's, written here, not to ~/.kube/config).
     pub kubeconfig: PathBuf,
     pub context: String,
+    /// Debian with a shell and curl, in the room's registry: what the tests' probe pods run.
+    pub debian: String,
     removed: bool,
 }
 
@@ -92,6 +90,7 @@ pub async fn make(node_image: &str) -> Result<RoomCluster> {
     let mut cluster = RoomCluster {
         kubeconfig: kubeconfig.clone(),
         context: format!("kind-{CLUSTER}"),
+        debian: String::new(),
         removed: false,
     };
     cluster.remove_now();
@@ -127,94 +126,11 @@ pub async fn make(node_image: &str) -> Result<RoomCluster> {
     }
     Cmd::argv(["docker", "network", "connect", "kind", REGISTRY]).run()?;
     let client = crate::lab::kubeconfig::client(&kubeconfig).await?;
-    pod_network(&client).await?;
+    pod_network::wire(&client).await?;
+    cluster.debian = network_policy::install(&client).await?;
     Ok(cluster)
 }
 
-/// Each node's conflist set to its podCIDR, routes to the other nodes' pods; then [`settle`].
-async fn pod_network(client: &kube::Client) -> Result<()> {
-    let nodes = Api::<Node>::all(client.clone());
-    let listed = eventually("every node to have a podCIDR", NODES_READY_WITHIN, || async {
-        let items = nodes.list(&ListParams::default()).await?.items;
-        let wired: Vec<(String, String, String)> = items
-            .iter()
-            .filter_map(|n| {
-                let cidr = n.spec.as_ref()?.pod_cidr.clone()?;
-                let status = n.status.as_ref()?;
-                let ip = status
-                    .addresses
-                    .iter()
-                    .flatten()
-                    .find(|a| a.type_ == "InternalIP")?
-                    .address
-                    .clone();
-                Some((n.metadata.name.clone()?, cidr, ip))
-            })
-            .collect();
-        Ok(Check::done_if(
-            items.len() == 3 && wired.len() == 3,
-            wired.clone(),
-            format!("{} of {} nodes with a podCIDR", wired.len(), items.len()),
-        ))
-    })
-    .await?;
-    for (node, cidr, _) in &listed {
-        let subnet = format!("s#\"subnet\": \"[^\"]*\"#\"subnet\": \"{cidr}\"#");
-        Cmd::argv([
-            "docker",
-            "exec",
-            node,
-            "sed",
-            "-i",
-            &subnet,
-            "/etc/cni/net.d/10-lab-kit.conflist",
-        ])
-        .run()?;
-        for (other, their_cidr, their_ip) in &listed {
-            if other != node {
-                Cmd::argv([
-                    "docker", "exec", node, "ip", "route", "replace", their_cidr, "via", their_ip,
-                ])
-                .run()?;
-            }
-        }
-    }
-    settle(client).await
-}
-
-/// CoreDNS restarted onto the nodes' own ranges, then every node Ready and
-/// the replaced pods gone: what is listed next is the cluster's settled state.
-async fn settle(client: &kube::Client) -> Result<()> {
-    let (nodes, pods) =
-        (Api::<Node>::all(client.clone()), Api::<Pod>::namespaced(client.clone(), "kube-system"));
-    let dns = ListParams::default().labels("k8s-app=kube-dns");
-    pods.delete_collection(&DeleteParams::default(), &dns).await?;
-    eventually("three nodes Ready and CoreDNS running", NODES_READY_WITHIN, || async {
-        let ready = nodes
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
-        let listed = pods.list(&dns).await?.items;
-        let running = |p: &&Pod| {
-            p.metadata.deletion_timestamp.is_none()
-                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-        };
-        let settled = listed.iter().filter(running).count();
-        Ok(Check::done_if(
-            ready == 3 && settled >= 1 && settled == listed.len(),
-            (),
-            format!("{ready} nodes Ready, {settled} of {} CoreDNS pods running", listed.len()),
-        ))
-    })
-    .await
 }
 
 impl RoomCluster {

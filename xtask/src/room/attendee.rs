@@ -1,0 +1,154 @@
+//! What each attendee's namespace holds besides the namespace itself: the
+//! attendee's ServiceAccount, Role and RoleBinding, a ResourceQuota and a
+//! LimitRange (one attendee cannot fill the cluster for all), and a
+//! NetworkPolicy (no other namespace's pod reaches theirs).
+
+use serde_json::{Value, json};
+
+/// The attendee's ServiceAccount, Role and RoleBinding, in each namespace.
+pub const ATTENDEE: &str = "attendee";
+/// The lab's controller ServiceAccount (`manifests/rbac.yaml`): the only one
+/// an attendee may mint tokens for (the bench and the e2e suite act as it).
+pub const LAB_ACCOUNT: &str = "my-controller";
+/// Labels what the room made in a namespace, for `kubectl get -l`.
+pub const ROOM_LABEL: &str = "lab-kit.dev/room";
+/// The ResourceQuota, LimitRange and NetworkPolicy, in each namespace.
+pub const LIMITS: &str = "room-limits";
+
+/// What one attendee's namespace may hold at most. Sized to the kit's own
+/// use with room to spare: the lab (one Deployment, its pod, a ReplicaSet per
+/// rollout, kept 10 deep), the e2e suite (a few ConfigMaps, a second
+/// controller run here), `cargo xtask bench` (a ConfigMap per side, its
+/// unrelated ConfigMaps sized to what is left: bench/src/load.rs) — but not
+/// 10 000 ConfigMaps in etcd.
+pub const QUOTA: &[(&str, &str)] = &[
+    ("count/configmaps", "100"),
+    ("count/secrets", "20"),
+    ("count/serviceaccounts", "10"),
+    ("count/roles.rbac.authorization.k8s.io", "10"),
+    ("count/rolebindings.rbac.authorization.k8s.io", "10"),
+    ("count/deployments.apps", "5"),
+    ("count/replicasets.apps", "30"),
+    ("pods", "10"),
+    ("requests.cpu", "1"),
+    ("requests.memory", "1Gi"),
+    ("limits.cpu", "2"),
+    ("limits.memory", "2Gi"),
+];
+
+/// A container that says nothing gets these (the quota then admits it); none may ask for more than `max`.
+const CONTAINER_DEFAULTS: &[(&str, &str, &str, &str)] = &[
+    // resource, request, limit, max
+    ("cpu", "10m", "200m", "1"),
+    ("memory", "32Mi", "128Mi", "512Mi"),
+];
+
+/// The rules of the attendee's Role: what the course's controller needs, and
+/// what `lab up`, the e2e suite, `lab down` and the bench do there. Tokens
+/// only for the lab's ServiceAccount (never the attendee's own: it would
+/// renew itself); the room's quota, limits and policy readable, not writable.
+pub fn rules() -> Vec<Value> {
+    let all = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
+    let read = ["get", "list", "watch"];
+    let rule = |group: &str, resources: &[&str], verbs: &[&str]| json!({"apiGroups": [group], "resources": resources, "verbs": verbs});
+    vec![
+        rule("", &["configmaps", "serviceaccounts", "pods", "events"], &all),
+        json!({"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"], "resourceNames": [LAB_ACCOUNT]}),
+        rule("", &["pods/eviction"], &["create"]),
+        rule("", &["pods/log", "pods/proxy"], &["get"]),
+        // The bench binds its token to a Secret it makes and deletes.
+        rule("", &["secrets"], &["get", "create", "delete"]),
+        rule("", &["resourcequotas", "limitranges"], &read),
+        rule("networking.k8s.io", &["networkpolicies"], &read),
+        rule("events.k8s.io", &["events"], &all),
+        rule("apps", &["deployments", "deployments/scale"], &all),
+        rule("apps", &["replicasets"], &read),
+        rule("rbac.authorization.k8s.io", &["roles", "rolebindings"], &all),
+        rule("authorization.k8s.io", &["localsubjectaccessreviews"], &["create"]),
+    ]
+}
+
+/// Every object the room makes in `namespace` (after the namespace), in
+/// order. `sources` are the addresses outside the pod network that must
+/// reach the attendee's pods ([`super::network`]).
+pub fn objects(namespace: &str, sources: &[String]) -> Vec<Value> {
+    let meta = |name: &str| json!({"name": name, "namespace": namespace, "labels": {ROOM_LABEL: ATTENDEE}});
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(ATTENDEE)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(ATTENDEE), "rules": rules()}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(ATTENDEE),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ATTENDEE},
+            "subjects": [{"kind": "ServiceAccount", "name": ATTENDEE, "namespace": namespace}]}),
+        json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta(LIMITS),
+            "spec": {"hard": QUOTA.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>()}}),
+        limit_range(meta(LIMITS)),
+        network_policy(meta(LIMITS), sources),
+    ]
+}
+
+fn limit_range(metadata: Value) -> Value {
+    let (mut request, mut limit, mut max) = (json!({}), json!({}), json!({}));
+    for (resource, r, l, m) in CONTAINER_DEFAULTS {
+        request[resource] = json!(r);
+        limit[resource] = json!(l);
+        max[resource] = json!(m);
+    }
+    json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": metadata, "spec": {"limits": [{
+        "type": "Container", "defaultRequest": request, "default": limit, "max": max}]}})
+}
+
+/// Every pod of the namespace takes connections from the namespace's own
+/// pods and from `sources` (the nodes: the kubelet's probes; the API
+/// server: its pod proxy, which the e2e suite reads /metrics through), and
+/// from nothing else. Outgoing traffic is not limited.
+fn network_policy(metadata: Value, sources: &[String]) -> Value {
+    let mut from = vec![json!({"podSelector": {}})];
+    from.extend(sources.iter().map(|ip| json!({"ipBlock": {"cidr": ip}})));
+    json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata,
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": from}]}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_only_for_the_labs_account_and_the_room_objects_read_only() {
+        let rules = rules();
+        let grants = |resource: &str| -> Vec<&Value> {
+            rules
+                .iter()
+                .filter(|r| r["resources"].as_array().unwrap().iter().any(|x| x == resource))
+                .collect()
+        };
+        let token = grants("serviceaccounts/token");
+        assert_eq!(token.len(), 1);
+        assert_eq!(token[0]["resourceNames"], json!([LAB_ACCOUNT]));
+        for resource in ["resourcequotas", "limitranges", "networkpolicies"] {
+            assert_eq!(grants(resource)[0]["verbs"], json!(["get", "list", "watch"]), "{resource}");
+        }
+    }
+
+    #[test]
+    fn the_namespace_gets_a_quota_limits_and_a_policy_open_to_its_own_pods_and_the_sources() {
+        let objects = objects("attendee-01", &["172.18.0.2/32".into()]);
+        let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "ServiceAccount",
+                "Role",
+                "RoleBinding",
+                "ResourceQuota",
+                "LimitRange",
+                "NetworkPolicy"
+            ]
+        );
+        assert_eq!(objects[3]["spec"]["hard"]["count/configmaps"], "100");
+        assert_eq!(objects[4]["spec"]["limits"][0]["default"]["memory"], "128Mi");
+        let from = &objects[5]["spec"]["ingress"][0]["from"];
+        assert_eq!(from[0], json!({"podSelector": {}}));
+        assert_eq!(from[1]["ipBlock"]["cidr"], "172.18.0.2/32");
+        assert!(objects.iter().all(|o| o["metadata"]["namespace"] == "attendee-01"));
+    }
+}

@@ -1,0 +1,96 @@
+//! `room up`'s proof that the room is isolated: SubjectAccessReviews as
+//! each attendee, for every verb and resource their Role grants at home, in
+//! a neighbour's namespace and in `default` — each must be denied.
+
+use anyhow::{Result, bail};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, PostParams};
+use serde_json::Value;
+
+use super::attendee::{self, ATTENDEE};
+
+/// Each attendee may do nothing in the next one's namespace, nor in
+/// `default` (SubjectAccessReview as the attendee, for every verb and
+/// resource its Role grants at home).
+pub async fn check(client: &kube::Client, namespaces: &[String]) -> Result<()> {
+    let reviews = Api::<SubjectAccessReview>::all(client.clone());
+    let triples: Vec<(String, String, String)> =
+        attendee::rules().iter().flat_map(expand).collect();
+    let mut asked = 0;
+    for (i, home) in namespaces.iter().enumerate() {
+        let elsewhere = namespaces.get((i + 1) % namespaces.len()).filter(|n| *n != home);
+        for other in elsewhere.into_iter().map(String::as_str).chain(["default"]) {
+            for (group, resource, verb) in &triples {
+                let review = SubjectAccessReview {
+                    spec: SubjectAccessReviewSpec {
+                        user: Some(format!("system:serviceaccount:{home}:{ATTENDEE}")),
+                        groups: Some(vec![
+                            "system:serviceaccounts".into(),
+                            format!("system:serviceaccounts:{home}"),
+                            "system:authenticated".into(),
+                        ]),
+                        resource_attributes: Some(resource_attributes(
+                            other, group, resource, verb,
+                        )),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                let answer = reviews.create(&PostParams::default(), &review).await?;
+                asked += 1;
+                if answer.status.is_some_and(|s| s.allowed) {
+                    bail!(
+                        "{home}'s attendee may {verb} {resource} in {other}: the room is not isolated (a ClusterRoleBinding grants it?)"
+                    );
+                }
+            }
+        }
+    }
+    eprintln!(
+        "isolation: {asked} SubjectAccessReviews, each attendee denied everything in a neighbour's namespace and in default"
+    );
+    Ok(())
+}
+
+fn resource_attributes(
+    namespace: &str,
+    group: &str,
+    resource: &str,
+    verb: &str,
+) -> ResourceAttributes {
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((r, s)) => (r.to_string(), Some(s.to_string())),
+        None => (resource.to_string(), None),
+    };
+    ResourceAttributes {
+        namespace: Some(namespace.into()),
+        group: Some(group.into()),
+        resource: Some(resource),
+        subresource,
+        verb: Some(verb.into()),
+        ..Default::default()
+    }
+}
+
+/// A Role rule as (group, resource, verb) triples.
+fn expand(rule: &Value) -> Vec<(String, String, String)> {
+    let list = |key: &str| -> Vec<String> {
+        rule[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect()
+    };
+    let mut triples = Vec::new();
+    for group in list("apiGroups") {
+        for resource in list("resources") {
+            for verb in list("verbs") {
+                triples.push((group.clone(), resource.clone(), verb));
+            }
+        }
+    }
+    triples
+}

@@ -1,0 +1,315 @@
+//! `cargo xtask room up|down`: one cluster for a workshop room. Per
+//! attendee a namespace, a ServiceAccount bound to the attendee's Role in
+//! that namespace only, a quota, limits and a NetworkPolicy, and a
+//! kubeconfig of its own (a TokenRequest token of bounded lifetime, the
+//! cluster's CA inline); for the room, an admission policy that closes what
+//! RBAC leaves open ([`guard`]). `room down` deletes exactly those. An
+//! attendee then runs `lab up --provider existing --kubeconfig
+//! attendee-07.kubeconfig` with no cluster-wide rights
+//! (docs/existing-cluster.md).
+
+mod attendee;
+mod guard;
+mod isolation;
+mod kubeconfig;
+mod network;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Subcommand};
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::lab::apply::FIELD_MANAGER;
+use crate::lab::existing::{one_context, parse_namespace};
+use labkit::project::shown;
+use labkit::record::Record;
+
+pub use kubeconfig::token_seconds_within;
+
+use attendee::{ATTENDEE, LIMITS, ROOM_LABEL};
+
+/// Pod Security: an attendee's pods run as the course's controller does
+/// (non-root, no privileges), not as anything on the instructor's nodes.
+const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+/// How long deleting one namespace (with what the attendee left in it) may take.
+const DELETE_WITHIN: Duration = Duration::from_secs(180);
+/// What `room up` makes is recorded as made by it.
+const BY: &str = "room up";
+
+#[derive(Subcommand)]
+pub enum RoomCommand {
+    /// Per attendee: a namespace, a ServiceAccount with the attendee's Role there only, a
+    /// quota, limits and a NetworkPolicy, and a kubeconfig (a token of bounded lifetime) under
+    /// target/room/<name>/; for the room, an admission policy (docs/existing-cluster.md).
+    Up {
+        /// How many attendees (namespaces `<prefix>-01` …).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
+        attendees: u32,
+        /// How long the attendees' tokens are valid, in hours (the API server may cap it); no
+        /// token an attendee mints may be longer.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(i64).range(1..=48))]
+        token_hours: i64,
+        /// The namespaces' prefix (a DNS label).
+        #[arg(long, default_value = "attendee", value_parser = parse_namespace)]
+        prefix: String,
+        #[command(flatten)]
+        room: RoomOptions,
+    },
+    /// Delete what `room up` created (the namespaces, with everything in them), and its files.
+    Down {
+        #[command(flatten)]
+        room: RoomOptions,
+    },
+}
+
+#[derive(Args)]
+pub struct RoomOptions {
+    /// The instructor's kubeconfig (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The instructor's context [default: the kubeconfig's current one].
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// The room's name: its state is target/room/<name>/.
+    #[arg(long, default_value = "room", value_parser = parse_namespace)]
+    pub name: String,
+}
+
+/// `target/room/<name>/room.json`: the room as its attendees and `room down`
+/// see it. What `room up` made on the cluster, with uids, is the room's
+/// record next to it ([`Record`]), which `room down` undoes.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RoomFile {
+    /// `--name`: each namespace's `lab-kit.dev/room` label.
+    pub name: String,
+    pub context: String,
+    /// The attendees' namespaces, in order; each has the attendee's objects.
+    pub namespaces: Vec<String>,
+    /// The attendees' kubeconfigs, by namespace order.
+    pub kubeconfigs: Vec<PathBuf>,
+    /// When the tokens expire (RFC 3339).
+    pub expires: String,
+}
+
+pub async fn run(command: RoomCommand) -> Result<ExitCode> {
+    match command {
+        RoomCommand::Up { attendees, token_hours, prefix, room } => {
+            up(&room, attendees, token_hours, &prefix).await
+        }
+        RoomCommand::Down { room } => down(&room).await,
+    }
+}
+
+fn room_dir(name: &str) -> PathBuf {
+    labkit::project::target_dir().join("room").join(name)
+}
+
+/// The instructor's kubeconfig cut to one context, and a client for it.
+async fn connect(room: &RoomOptions) -> Result<(Kubeconfig, String, kube::Client)> {
+    let (config, _, context, _) =
+        one_context(room.kubeconfig.as_deref(), room.context.as_deref(), None)?;
+    let options = KubeConfigOptions::default();
+    let client: kube::Client =
+        kube::Config::from_custom_kubeconfig(config.clone(), &options).await?.try_into()?;
+    client
+        .apiserver_version()
+        .await
+        .with_context(|| format!("the API server of context {context} does not answer"))?;
+    Ok((config, context, client))
+}
+
+async fn up(
+    room: &RoomOptions,
+    attendees: u32,
+    token_hours: i64,
+    prefix: &str,
+) -> Result<ExitCode> {
+    let dir = room_dir(&room.name);
+    if dir.join("room.json").exists() {
+        bail!(
+            "room {} is up already ({}): `cargo xtask room down --name {}` first, or another --name",
+            room.name,
+            shown(&dir),
+            room.name
+        );
+    }
+    let (config, context, client) = connect(room).await?;
+    let namespaces: Vec<String> = (1..=attendees).map(|i| format!("{prefix}-{i:02}")).collect();
+    nothing_in_the_way(&client, &room.name, &namespaces).await?;
+    let sources = network::sources(&client).await?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut record = Record::open(&dir, &format!("room-{}", room.name), None)?;
+    let mut file = RoomFile {
+        name: room.name.clone(),
+        context: context.clone(),
+        namespaces: Vec::new(),
+        kubeconfigs: Vec::new(),
+        expires: String::new(),
+    };
+    let making =
+        Making { client: &client, config: &config, token_hours, sources: &sources, dir: &dir };
+    let made = async {
+        making.all(&namespaces, &mut file, &mut record).await?;
+        let first = crate::lab::kubeconfig::client(&file.kubeconfigs[0]).await?;
+        guard::enforced(&first, &namespaces[0], &room.name).await?;
+        isolation::check(&client, &namespaces).await
+    }
+    .await;
+    if let Err(error) = made {
+        eprintln!("room up failed: deleting what it created");
+        delete_recorded(&client, &mut record).await?;
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(error);
+    }
+    eprintln!("room {}: {} attendees, tokens valid until {}", room.name, attendees, file.expires);
+    for (namespace, kubeconfig) in file.namespaces.iter().zip(&file.kubeconfigs) {
+        eprintln!(
+            "  {namespace}: cargo xtask lab up --provider existing --kubeconfig {} --registry HOST[:PORT]",
+            shown(kubeconfig)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Before anything is made: none of the namespaces exists (the room would
+/// not own it), nor a policy of the room's name.
+async fn nothing_in_the_way(
+    client: &kube::Client,
+    room: &str,
+    namespaces: &[String],
+) -> Result<()> {
+    let namespace_api = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    for namespace in namespaces {
+        if namespace_api.get_opt(namespace).await?.is_some() {
+            bail!(
+                "namespace {namespace} exists already: this room would not own it (another --prefix, or remove it)"
+            );
+        }
+    }
+    let policies =
+        Api::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>::all(
+            client.clone(),
+        );
+    if policies.get_opt(&guard::name(room)).await?.is_some() {
+        bail!(
+            "ValidatingAdmissionPolicy {} exists already: another room of this name is up on this cluster (another --name)",
+            guard::name(room)
+        );
+    }
+    Ok(())
+}
+
+/// What `room up` makes, and from what.
+struct Making<'a> {
+    client: &'a kube::Client,
+    config: &'a Kubeconfig,
+    token_hours: i64,
+    /// Where the attendees' pods must be reachable from ([`network`]).
+    sources: &'a [String],
+    dir: &'a Path,
+}
+
+impl Making<'_> {
+    /// The room's policy, then each attendee's namespace, objects and
+    /// kubeconfig; each object is in the room's record before it is made
+    /// ([`labkit::owned::apply`]), so a failure or a kill leaves a record of
+    /// what to delete.
+    async fn all(
+        &self,
+        namespaces: &[String],
+        file: &mut RoomFile,
+        record: &mut Record,
+    ) -> Result<()> {
+        eprintln!(
+            "$ kubectl apply --server-side -f -    # ValidatingAdmissionPolicy and its binding {}, done with kube-rs",
+            guard::name(&file.name)
+        );
+        for document in guard::objects(&file.name, self.token_hours * 3600) {
+            labkit::owned::apply(self.client, record, BY, FIELD_MANAGER, document).await?;
+        }
+        for namespace in namespaces {
+            self.attendee(namespace, file, record).await?;
+        }
+        Ok(())
+    }
+
+    async fn attendee(
+        &self,
+        namespace: &str,
+        file: &mut RoomFile,
+        record: &mut Record,
+    ) -> Result<()> {
+        let room_json = self.dir.join("room.json");
+        eprintln!("$ kubectl create namespace {namespace}    # done with kube-rs");
+        let document = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {ROOM_LABEL: file.name.clone(), ENFORCE: "restricted"}}});
+        labkit::owned::apply(self.client, record, BY, FIELD_MANAGER, document).await?;
+        file.namespaces.push(namespace.to_string());
+        labkit::files::write_private(&room_json, serde_json::to_string_pretty(file)?)?;
+        eprintln!(
+            "$ kubectl apply --server-side -n {namespace} -f -    # ServiceAccount, Role and RoleBinding {ATTENDEE}; ResourceQuota, LimitRange and NetworkPolicy {LIMITS}; done with kube-rs"
+        );
+        for document in attendee::objects(namespace, self.sources) {
+            labkit::owned::apply(self.client, record, BY, FIELD_MANAGER, document).await?;
+        }
+        let hours = self.token_hours;
+        eprintln!(
+            "$ kubectl create token {ATTENDEE} -n {namespace} --duration={hours}h    # done with kube-rs"
+        );
+        let (token, expires) =
+            e2e::accounts::token(self.client, namespace, ATTENDEE, hours * 3600).await?;
+        let path = self.dir.join(format!("{namespace}.kubeconfig"));
+        let config = kubeconfig::for_attendee(self.config, namespace, &token)?;
+        labkit::files::write_private(&path, serde_saphyr::to_string(&config)?)?;
+        file.kubeconfigs.push(path);
+        file.expires = expires;
+        labkit::files::write_private(&room_json, serde_json::to_string_pretty(file)?)
+    }
+}
+
+/// What the room's record names, newest first, each with its uid as a
+/// precondition: a namespace someone made again under the same name is left.
+async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<()> {
+    let left = labkit::owned::delete_all(client, record, |_| true, DELETE_WITHIN).await?;
+    if !left.is_empty() {
+        eprintln!("left alone ({}): not this room's, as the lines above say", left.len());
+    }
+    Ok(())
+}
+
+async fn down(room: &RoomOptions) -> Result<ExitCode> {
+    let dir = room_dir(&room.name);
+    let text = match std::fs::read_to_string(dir.join("room.json")) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("room {} is not up (nothing at {})", room.name, shown(&dir));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(error) => return Err(error).context("cannot read room.json"),
+    };
+    let file: RoomFile = serde_json::from_str(&text).context("room.json is not a room file")?;
+    let (_, context, client) = connect(room).await?;
+    if context != file.context {
+        bail!(
+            "room {} was made on context {}, not {context}: pass --context {}",
+            room.name,
+            file.context,
+            file.context
+        );
+    }
+    if let Some(mut record) = Record::load(&dir)? {
+        delete_recorded(&client, &mut record).await?;
+    }
+    std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    eprintln!(
+        "room {} is down: {} namespaces and their kubeconfigs removed",
+        room.name,
+        file.namespaces.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}

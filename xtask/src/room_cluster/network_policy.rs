@@ -1,0 +1,106 @@
+//! NetworkPolicy on the room cluster: kube-router's network policy
+//! controller (iptables and ipset), built from `xtask/kube-router` on the
+//! node image's Debian rootfs (which has both programs), pushed to the
+//! room's registry and run as a DaemonSet (`xtask/kube-router/kube-router.yaml`).
+//!
+//! kind's own enforcer, kindnetd, embeds kube-network-policies, and both
+//! queue each new connection to userspace with nftables' `queue` statement:
+//! on a kernel without CONFIG_NFT_QUEUE (these CI machines) every rule they
+//! write is refused. kube-router writes iptables rules and ipsets instead.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::api::Api;
+
+use super::REGISTRY_HOST;
+use crate::lab::node_image::{self, go_builds};
+use labkit::command::Cmd;
+use labkit::eventually::{Check, eventually};
+use labkit::project::{self, shown};
+
+const MODULE: &str = "xtask/kube-router";
+const KUBE_ROUTER: &str = "github.com/cloudnativelabs/kube-router/v2";
+const READY_WITHIN: Duration = Duration::from_secs(180);
+
+/// The enforcer built (unless Docker has this very image), pushed, running
+/// on every node. Returns its base as pushed too: the room's tests run
+/// their probes on it (Debian, with a shell and curl).
+pub async fn install(client: &kube::Client) -> Result<String> {
+    let base = rootfs().await?;
+    let image = image(&base)?;
+    Cmd::argv(["docker", "push", "-q", &image]).run()?;
+    let pushed = format!("{REGISTRY_HOST}/{base}");
+    Cmd::argv(["docker", "tag", &base, &pushed]).run()?;
+    Cmd::argv(["docker", "push", "-q", &pushed]).run()?;
+    let manifest = project::root().join(MODULE).join("kube-router.yaml");
+    let mut documents = labkit::apply::read_documents(&manifest)?;
+    for document in &mut documents {
+        if document["kind"] == "DaemonSet" {
+            document["spec"]["template"]["spec"]["containers"][0]["image"] = image.clone().into();
+        }
+    }
+    eprintln!("$ kubectl apply --server-side -f {}    # done with kube-rs", shown(&manifest));
+    labkit::apply::documents(client, "lab-kit-room-cluster", &manifest, documents).await?;
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), "kube-system");
+    eventually("kube-router ready on every node", READY_WITHIN, || async {
+        let status = daemon_sets.get("kube-router").await?.status.unwrap_or_default();
+        Ok(Check::done_if(
+            status.desired_number_scheduled > 0
+                && status.number_ready == status.desired_number_scheduled,
+            (),
+            format!("{} of {} ready", status.number_ready, status.desired_number_scheduled),
+        ))
+    })
+    .await?;
+    Ok(pushed)
+}
+
+/// `localhost:5001/lab-kit/kube-router:<version>-<fingerprint>`: the
+/// fingerprint covers the module's go.mod and go.sum and the base image.
+fn image(base: &str) -> Result<String> {
+    let dir = project::root().join(MODULE);
+    let go_mod = go_builds::read_go_mod(MODULE)?;
+    let version = go_builds::required_version(&go_mod, KUBE_ROUTER)?;
+    let go_sum = std::fs::read_to_string(dir.join("go.sum")).context("xtask/kube-router/go.sum")?;
+    let inputs = format!("{go_mod}\n{go_sum}\n{base}\n{}", dockerfile(base));
+    let fingerprint = &labkit::fingerprint::sha256_hex(inputs.as_bytes())[..12];
+    let tag = format!("{REGISTRY_HOST}/lab-kit/kube-router:{version}-{fingerprint}");
+    if node_image::present_probe(&tag).succeeds() {
+        return Ok(tag);
+    }
+    let out = project::target_dir().join("kube-router");
+    std::fs::create_dir_all(&out)?;
+    let stamp = format!("-s -w -X {KUBE_ROUTER}/pkg/version.Version={version}");
+    Cmd::argv(["go", "build", "-trimpath", "-ldflags", &stamp, "-o"])
+        .path(&out.join("kube-router"))
+        .arg(format!("{KUBE_ROUTER}/cmd/kube-router"))
+        .env("CGO_ENABLED", "0")
+        .dir(&dir)
+        .run_long("building kube-router")?;
+    labkit::files::write_public(&out.join("Dockerfile"), dockerfile(base))?;
+    Cmd::argv(["docker", "build", "-q", "-t", &tag, &shown(&out)])
+        .env("DOCKER_BUILDKIT", "0")
+        .run()?;
+    Ok(tag)
+}
+
+fn dockerfile(base: &str) -> String {
+    format!(
+        "# Written by xtask/src/room_cluster/network_policy.rs.\nFROM {base}\n\
+         COPY kube-router /usr/local/bin/kube-router\nENTRYPOINT [\"/usr/local/bin/kube-router\"]\n"
+    )
+}
+
+/// The node image's Debian rootfs as a Docker image (iptables, ipset),
+/// made first if Docker lacks it (`cargo xtask lab node-image` makes it too).
+async fn rootfs() -> Result<String> {
+    let recipe = node_image::Recipe::new(&Default::default())?;
+    let image = recipe.rootfs.image();
+    if !node_image::present_probe(&image).succeeds() {
+        let steps = node_image::rootfs::steps(&recipe)?;
+        crate::plan::execute(steps, &mut node_image::Build::default()).await?;
+    }
+    Ok(image)
+}
