@@ -3,25 +3,15 @@
 //! status 2, no panic — and no request, since it fails before connecting
 //! (the kubeconfig used points at a port nothing listens on).
 
+mod common;
+
+use common::unreachable_kubeconfig;
 use std::{path::PathBuf, process::Command};
 
 fn scratch() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("bad-input-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// A well-formed kubeconfig whose server nothing answers on.
-fn unreachable_kubeconfig(dir: &std::path::Path) -> PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n\
-         users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n\
-         current-context: x\n",
-    )
-    .unwrap();
-    path
 }
 
 /// Runs the binary and returns its stderr, checking the bad-input contract.

@@ -2,10 +2,12 @@
 //! port does: the real binary, its API server unreachable (it waits for it
 //! and never exits for that), a request half-sent on `--listen`, SIGTERM.
 
+mod common;
+
+use common::unreachable_kubeconfig;
 use std::{
     io::{Read, Write},
     net::TcpStream,
-    path::PathBuf,
     process::{Child, Command, ExitStatus, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -167,17 +169,4 @@ fn a_second_signal_ends_the_wait_for_a_half_sent_request_at_once() {
 /// A port nothing listens on now (the kernel's pick, released).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A well-formed kubeconfig whose server nothing answers on.
-fn unreachable_kubeconfig(dir: &std::path::Path) -> PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n\
-         users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n\
-         current-context: x\n",
-    )
-    .unwrap();
-    path
 }

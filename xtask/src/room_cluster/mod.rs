@@ -131,8 +131,6 @@ pub async fn make(node_image: &str) -> Result<RoomCluster> {
     Ok(cluster)
 }
 
-}
-
 impl RoomCluster {
     /// Deletes the cluster and the registry.
     pub fn remove_now(&mut self) {
