@@ -57,6 +57,12 @@ impl Unrelated {
         Ok(Unrelated { api: lab.config_maps(), labels })
     }
 
+    /// Those of `api`'s namespace with no owner: for a test acting as
+    /// someone without a lab of their own.
+    pub fn in_namespace(api: Api<ConfigMap>) -> Unrelated {
+        Unrelated { api, labels: BTreeMap::from([(LABEL.to_string(), "true".to_string())]) }
+    }
+
     fn selector(&self) -> ListParams {
         ListParams::default().labels(&selector_of(&self.labels))
     }

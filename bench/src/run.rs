@@ -205,6 +205,7 @@ impl Run<'_> {
             for side in sides.iter_mut() {
                 side.rounds.warm_up(&side.lab).await?;
             }
+            labkit::test_hook::at(&format!("bench:block:{block}:running"))?;
             let before = running.iter().map(|(_, s)| s.usage()).collect::<Result<Vec<_>>>()?;
             for round in 0..share {
                 // Each round starts one further along too: no side always

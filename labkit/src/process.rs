@@ -115,6 +115,13 @@ pub fn kill_group(group: crate::record::Group) -> bool {
     unsafe { libc::kill(-pgid, libc::SIGKILL) == 0 }
 }
 
+/// Whether a process of `group` still runs (a zombie does not): its leader,
+/// the one recorded, or a member left after the leader.
+pub fn group_runs(group: crate::record::Group) -> bool {
+    let leader = start_time(group.pgid) == Some(group.started) && is_alive(group.pgid);
+    leader || members(group.pgid).any(is_alive)
+}
+
 /// The processes of process group `pgid` (field 5 of their stat).
 fn members(pgid: u32) -> impl Iterator<Item = u32> {
     std::fs::read_dir("/proc")

@@ -252,7 +252,7 @@ async fn lab_up_refuses_a_cluster_two_minors_behind_in_one_line() {
         named.cluster.as_mut().unwrap().server = Some(format!("https://127.0.0.1:{port}"));
     }
     let kubeconfig = dir.join("kubeconfig");
-    labkit::files::write_private(&kubeconfig, &serde_saphyr::to_string(&config).unwrap()).unwrap();
+    labkit::files::write_private(&kubeconfig, serde_saphyr::to_string(&config).unwrap()).unwrap();
     let options = kube::config::KubeConfigOptions::default();
     let client: kube::Client =
         kube::Config::from_custom_kubeconfig(config, &options).await.unwrap().try_into().unwrap();

@@ -565,7 +565,8 @@ async fn pod_as_attendee(a: &kube::Client) -> Vec<String> {
 /// is made (bench/src/load.rs); then ConfigMaps one by one until the quota refuses one.
 async fn beyond_the_quota(a: &kube::Client) -> Vec<String> {
     let api: Api<ConfigMap> = Api::namespaced(a.clone(), "attendee-01");
-    let made = bench::load::create(&api, 10_000, 8).await.unwrap();
+    let unrelated = bench::load::Unrelated::in_namespace(api.clone());
+    let made = unrelated.create(10_000, 8).await.unwrap();
     assert!(made < 100, "the bench made {made} ConfigMaps, more than the room's quota holds");
     let label = "e2e.lab/quota-test";
     let mut answer = Ok(());
@@ -582,7 +583,7 @@ async fn beyond_the_quota(a: &kube::Client) -> Vec<String> {
     let outcome = denied(&what, "exceeded quota", answer).err();
     let selector = ListParams::default().labels(&format!("{label}=true"));
     api.delete_collection(&DeleteParams::default(), &selector).await.unwrap();
-    bench::load::delete_all(&api).await.unwrap();
+    unrelated.delete_all().await.unwrap();
     outcome.into_iter().collect()
 }
 

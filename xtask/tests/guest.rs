@@ -294,7 +294,8 @@ async fn a_grade_killed_outright_is_put_back_by_the_next_command() {
     assert!(!programs_running().is_empty(), "the scene: the killed grade's program runs on");
     let record = Record::load(&lab.file().state_dir).unwrap().unwrap();
     assert_eq!(record.borrow.as_ref().map(|b| b.by.as_str()), Some("grade"));
-    let up = run(&xtask(&["lab", "up", "--name", &name]));
+    let provider = lab.file().provider.to_string();
+    let up = run(&xtask(&["lab", "up", "--name", &name, "--provider", &provider]));
     let printed = format!("{}{}", up.stdout, up.stderr);
     assert!(up.ok, "lab up after a killed grade failed:\n{printed}");
     assert!(printed.contains("left borrowed by `cargo xtask grade`"), "{printed}");
@@ -341,12 +342,12 @@ async fn a_bench_killed_outright_is_put_back_by_the_next_command() {
     let before = objects(&lab).await;
     let args = bench_args(&name, &bench_out());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let ran = run(&xtask(&args).env(labkit::test_hook::VARIABLE, "bench:block:1=SIGKILL"));
+    let ran = run(&xtask(&args).env(labkit::test_hook::VARIABLE, "bench:block:1:running=SIGKILL"));
     assert!(!ran.ok, "a killed bench succeeded");
     let record = Record::load(&lab.file().state_dir).unwrap().unwrap();
     assert_eq!(record.borrow.as_ref().map(|b| b.by.as_str()), Some("bench"));
     let sides = record.borrow.as_ref().map(|b| b.groups.clone()).unwrap_or_default();
-    let alive = |g: &labkit::record::Group| labkit::process::start_time(g.pgid) == Some(g.started);
+    let alive = |g: &labkit::record::Group| labkit::process::group_runs(*g);
     assert!(sides.iter().any(alive), "the scene: the sides run on ({sides:?})");
     // `grade` finds it too, before it stops the controller; a program that
     // exits at once is then refused, and the lab put back again.
