@@ -273,3 +273,41 @@ fn schema(name: &str, precedence: i32, rules: Value) -> Value {
                  "distinguisherMethod": {"type": "ByUser"},
                  "rules": rules}})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    /// [`one_api_server`] where the `kubernetes` Service's EndpointSlice holds
+    /// `addresses` (a mock API server, checking the request's shape).
+    async fn with_addresses(addresses: &[&str]) -> anyhow::Result<()> {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let endpoints: Vec<Value> = addresses.iter().map(|a| json!({"addresses": [a]})).collect();
+        let server = tokio::spawn(async move {
+            let (request, reply) = handle.next_request().await.expect("a request");
+            let path = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+            assert_eq!(request.uri().path(), path);
+            let query = request.uri().query().unwrap_or_default().to_string();
+            assert!(query.contains("service-name"), "{query}");
+            let body = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSliceList",
+                "metadata": {}, "items": [{"metadata": {"name": "kubernetes"},
+                "addressType": "IPv4", "endpoints": endpoints}]});
+            let body = Body::from(serde_json::to_vec(&body).unwrap());
+            let response = Response::builder().header("content-type", "application/json");
+            reply.send_response(response.body(body).unwrap());
+        });
+        let result = one_api_server(&Client::new(service, "default")).await;
+        server.await.unwrap();
+        result
+    }
+
+    #[tokio::test]
+    async fn a_cluster_of_more_than_one_api_server_is_said_in_one_line() {
+        assert!(with_addresses(&["172.18.0.2"]).await.is_ok());
+        let error = with_addresses(&["172.18.0.2", "172.18.0.3"]).await.unwrap_err().to_string();
+        let said = "answers from 2 API servers (172.18.0.2, 172.18.0.3)";
+        assert!(error.contains(said) && !error.contains('\n'), "{error}");
+    }
+}
