@@ -62,6 +62,10 @@ pub struct GradeArgs {
     /// How long it gets to exit after SIGINT or SIGTERM.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     exit_within: Duration,
+    /// How many of the program's writes the conflict row makes conflict, one
+    /// after another (the grader's tests make 20: its steadiness).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    conflicts: u32,
     /// Print the room's table from the JSON results in DIR instead of grading.
     #[arg(long, value_name = "DIR", conflicts_with = "command")]
     collect: Option<PathBuf>,
@@ -226,6 +230,7 @@ fn options(args: &GradeArgs, texts: &'static Texts) -> Result<Options> {
         resync: args.resync,
         connect_within: args.connect_within,
         exit_within: args.exit_within,
+        conflicts: args.conflicts,
         shown: true,
         progress: progress(texts),
         ..Options::new(args.command.clone())
@@ -618,8 +623,8 @@ mod tests {
         .unwrap();
         let text = collect(&dir, Texts::of(Lang::En)).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(text.contains("| ann | 7/7 | — |"), "{text}");
-        assert!(text.contains("| bo | 6/7 | starts and creates (experiment 1) |"), "{text}");
+        assert!(text.contains("| ann | 8/8 | — |"), "{text}");
+        assert!(text.contains("| bo | 7/8 | starts and creates (experiment 1) |"), "{text}");
         assert!(text.contains("3 results"), "{text}");
     }
 }

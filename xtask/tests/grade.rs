@@ -52,7 +52,7 @@ impl Graded {
 
     fn assert_passes(&self) {
         assert_eq!(self.code, Some(0), "the grade did not pass:\n{}", self.printed);
-        assert_eq!(self.json["rows"].as_array().map(Vec::len), Some(7), "{}", self.printed);
+        assert_eq!(self.json["rows"].as_array().map(Vec::len), Some(8), "{}", self.printed);
         assert!(self.failed().is_empty(), "{}", self.printed);
     }
 
@@ -217,8 +217,64 @@ async fn notfound_as_an_error_fails_every_create_and_points_at_notfound() {
 #[serial]
 async fn exiting_on_the_first_error_fails_the_failed_write() {
     let graded = variant("exits-on-first-error", "en").await;
-    graded.assert_fails(&["failed_write"], "keep_running");
+    // The first run is over: the conflict row, next in it, is not run.
+    assert_eq!(graded.failed(), ["failed_write", "conflict"], "{}", graded.printed);
     assert_eq!(graded.row("failed_write")["seen_key"], "exited", "{}", graded.printed);
+    assert_eq!(graded.row("failed_write")["hint"], "keep_running", "{}", graded.printed);
+    assert_eq!(graded.row("conflict")["seen_key"], "not_run", "{}", graded.printed);
+}
+
+/// The conflict row made 20 times in a row (`--conflicts 20`) against the
+/// course's program: each of its updates answered 409, each retried.
+#[tokio::test]
+#[serial]
+async fn the_course_program_retries_twenty_conflicts_in_a_row() {
+    let program = course(None).await;
+    let args = ["--conflicts", "20"];
+    let graded = grade("conflicts", &args, &[&program, "-kubeconfig", "{kubeconfig}"]).await;
+    graded.assert_passes();
+    let row = graded.row("conflict");
+    assert_eq!(row["seen_key"], "conflict.pass", "{}", graded.printed);
+    assert_eq!(row["values"]["conflicts"], "20", "{}", graded.printed);
+}
+
+#[tokio::test]
+#[serial]
+async fn stopping_on_a_conflict_fails_the_conflict_row_and_points_at_q6() {
+    let graded = variant("stops-on-conflict", "en").await;
+    graded.assert_fails(&["conflict"], "conflict");
+    assert_eq!(graded.row("conflict")["seen_key"], "conflict.not_back", "{}", graded.printed);
+}
+
+#[tokio::test]
+#[serial]
+async fn exiting_on_a_conflict_fails_the_conflict_row_and_points_at_q6() {
+    let graded = variant("exits-on-conflict", "en").await;
+    graded.assert_fails(&["conflict"], "conflict");
+    assert_eq!(graded.row("conflict")["seen_key"], "exited", "{}", graded.printed);
+}
+
+/// Writes on events only (its resync the course's 30 s, which it leaves
+/// alone): the events the hot-loop row provokes catch it.
+#[tokio::test]
+#[serial]
+async fn writing_on_every_event_fails_the_hot_loop() {
+    let program = course(Some("writes-on-every-event")).await;
+    let graded = grade("every-event", &[], &[&program, "-kubeconfig", "{kubeconfig}"]).await;
+    graded.assert_fails(&["hot_loop"], "no_write_when_right");
+}
+
+/// Writes on resyncs only, a resync a minute — longer than the row's window
+/// (the course's 30 s): the relist the row provokes catches it.
+#[tokio::test]
+#[serial]
+async fn writing_on_a_minutely_resync_fails_the_hot_loop() {
+    let program = course(Some("writes-on-resync")).await;
+    let graded = grade("on-resync", &[], &[&program, "-kubeconfig", "{kubeconfig}"]).await;
+    graded.assert_fails(&["hot_loop"], "no_write_when_right");
+    let relists =
+        graded.row("hot_loop")["values"]["relists"].as_str().unwrap_or_default().to_string();
+    assert_ne!(relists, "0", "{}", graded.printed);
 }
 
 #[tokio::test]

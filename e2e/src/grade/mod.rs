@@ -6,11 +6,14 @@
 //! [`observer`]); `KUBECONFIG` and `{kubeconfig}` in its command give it that
 //! identity. Every row is judged from the API server alone: the ConfigMap as
 //! stored, and the program's requests as the API server counted them — no
-//! metrics, logs or Events are asked of the program. [`run`] always stops the
+//! metrics, logs or Events are asked of the program. It reaches the API
+//! server through the grade's [`proxy`] on loopback, which can make one of
+//! its writes conflict and its informer list again. [`run`] always stops the
 //! program and takes the identity away; the caller restores the controller.
 
 mod observer;
 mod program;
+mod proxy;
 mod rows;
 
 use std::{
@@ -50,6 +53,9 @@ pub struct Options {
     pub quiet: Duration,
     /// How long it gets to exit after SIGINT or SIGTERM.
     pub exit_within: Duration,
+    /// How many of its writes "conflicts" makes conflict, one after another
+    /// (more than 1: a test of the grader's own steadiness).
+    pub conflicts: u32,
     /// Say what is waited for while waiting (a person runs it).
     pub shown: bool,
     /// Told as the grade goes on.
@@ -99,6 +105,7 @@ impl Options {
             connect_within: Duration::from_secs(60),
             quiet: Duration::from_secs(5),
             exit_within: Duration::from_secs(5),
+            conflicts: 1,
             shown: false,
             progress: Progress::default(),
         }
@@ -113,17 +120,19 @@ pub enum RowId {
     SelfHeal,
     Correction,
     FailedWrite,
+    Conflict,
     Rerun,
     HotLoop,
     CleanExit,
 }
 
 impl RowId {
-    pub const ALL: [RowId; 7] = [
+    pub const ALL: [RowId; 8] = [
         RowId::Starts,
         RowId::SelfHeal,
         RowId::Correction,
         RowId::FailedWrite,
+        RowId::Conflict,
         RowId::Rerun,
         RowId::HotLoop,
         RowId::CleanExit,
@@ -136,6 +145,7 @@ impl RowId {
             RowId::SelfHeal => "self_heal",
             RowId::Correction => "correction",
             RowId::FailedWrite => "failed_write",
+            RowId::Conflict => "conflict",
             RowId::Rerun => "rerun",
             RowId::HotLoop => "hot_loop",
             RowId::CleanExit => "clean_exit",
@@ -159,6 +169,8 @@ pub enum Hint {
     UpdateRefused,
     /// A failure is retried, then given up; the program keeps running.
     KeepRunning,
+    /// A 409 Conflict is retried with the newer object (self-check Q6).
+    Conflict,
     /// Right means no write at all.
     NoWriteWhenRight,
     /// SIGINT and SIGTERM end it cleanly.
@@ -168,13 +180,14 @@ pub enum Hint {
 }
 
 impl Hint {
-    pub const ALL: [Hint; 9] = [
+    pub const ALL: [Hint; 10] = [
         Hint::Kick,
         Hint::NotFound,
         Hint::DesiredData,
         Hint::Correct,
         Hint::UpdateRefused,
         Hint::KeepRunning,
+        Hint::Conflict,
         Hint::NoWriteWhenRight,
         Hint::Signals,
         Hint::Exited,
@@ -188,6 +201,7 @@ impl Hint {
             Hint::Correct => "correct",
             Hint::UpdateRefused => "update_refused",
             Hint::KeepRunning => "keep_running",
+            Hint::Conflict => "conflict",
             Hint::NoWriteWhenRight => "no_write_when_right",
             Hint::Signals => "signals",
             Hint::Exited => "exited",
@@ -220,11 +234,14 @@ pub const SEEN: &[(&str, &[&str])] = &[
     ("correction.not_back", &["key", "within", "updates", "last"]),
     ("failed_write.pass", &["updates", "after"]),
     ("failed_write.not_recreated", &["updates", "within", "last"]),
+    ("conflict.pass", &["conflicts", "after"]),
+    ("conflict.cannot_conflict", &["method", "status"]),
+    ("conflict.not_back", &["conflicts", "within", "last"]),
     ("rerun.pass", &["stopped", "connected", "quiet", "version"]),
     ("rerun.wrote", &["quiet", "creates", "updates", "deletes", "before", "now"]),
     ("rerun.never_connected", &["within"]),
-    ("hot_loop.pass", &["window", "resync"]),
-    ("hot_loop.wrote", &["window", "resync", "writes", "before", "now"]),
+    ("hot_loop.pass", &["window", "resync", "relists"]),
+    ("hot_loop.wrote", &["window", "resync", "relists", "writes", "before", "now"]),
     ("clean_exit.pass", &["sigint", "sigterm"]),
     ("clean_exit.fail", &["sigint", "sigterm"]),
     ("exited", &["status", "last_line"]),
@@ -305,7 +322,7 @@ pub async fn run(
             .map_err(|e| anyhow::anyhow!("the desired data: {e}"))?;
     let dir = lab.file().state_dir.join("grade");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let kubeconfig = observer::kubeconfig_in(&lab.borrowed_dir());
+    let kubeconfig = proxy::kubeconfig_in(&lab.borrowed_dir());
     let argv: Vec<String> = options
         .command
         .iter()
@@ -326,8 +343,19 @@ pub async fn run(
             return Err(e.context("cannot set up the program's identity"));
         }
     };
-    let program = program::Program::new(cmd, log.clone(), record);
-    let mut grading = rows::Grading::new(lab, observer, program, desired, options);
+    let target =
+        proxy::Target { namespace: desired.namespace().into(), name: desired.name().into() };
+    let proxy =
+        proxy::Proxy::start(&observer.kubeconfig, &lab.borrowed_dir(), target, lab.client()).await;
+    let proxy = match proxy {
+        Ok(proxy) => proxy,
+        Err(e) => {
+            let _ = observer.remove().await;
+            return Err(e.context("cannot start the grade's proxy to the API server"));
+        }
+    };
+    let program = program::Program::new(cmd, log.clone(), record.clone());
+    let mut grading = rows::Grading::new(lab, observer, proxy, record, program, desired, options);
     let outcome = tokio::select! {
         done = AssertUnwindSafe(grading.all()).catch_unwind() => match done {
             Ok(result) => result,

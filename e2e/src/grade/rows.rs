@@ -1,5 +1,5 @@
 //! The rows, in the course's order: the four experiments, a write that fails,
-//! a quiet resync, a clean exit. Each sets its scene as admin (only when the
+//! a write that conflicts, a quiet resync, a clean exit. Each sets its scene as admin (only when the
 //! program did not leave it so), acts like a person with kubectl, and
 //! records what it saw; [`Grading::diagnose`] then picks what to re-read.
 
@@ -22,16 +22,21 @@ use super::{
     Hint, Options, Reason, Refused, Row, RowId, Step,
     observer::{Counts, Observer},
     program::{Program, Stopped},
+    proxy::Proxy,
 };
 use crate::{converge::HEAL_WITHIN, lab::Lab};
 use labkit::eventually::{Check, poll};
 
+mod conflict;
 mod course;
+mod provoke;
 
 /// How long a program gets to try (and fail) to correct an immutable object.
 const REFUSAL_WITHIN: Duration = Duration::from_secs(3);
 /// "No hot loop" watches this much past one resync.
 const RESYNC_MARGIN: Duration = Duration::from_secs(3);
+/// It watches at least this long past the last event it provoked.
+const SETTLE: Duration = Duration::from_secs(3);
 /// How often an observation window looks at the program.
 const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 
@@ -41,6 +46,10 @@ const DRIFTED: &str = "env=dev";
 pub(super) struct Grading<'a> {
     api: Api<ConfigMap>,
     observer: Option<Observer>,
+    /// Between the program and the API server, until [`Grading::finish`].
+    proxy: Option<Proxy>,
+    /// The lab's record: what a row makes in the cluster goes in it first.
+    record: labkit::record::Shared,
     program: Program,
     desired: controller::desired::Desired,
     options: &'a Options,
@@ -62,6 +71,8 @@ impl<'a> Grading<'a> {
     pub(super) fn new(
         lab: &Lab,
         observer: Observer,
+        proxy: Proxy,
+        record: labkit::record::Shared,
         program: Program,
         desired: controller::desired::Desired,
         options: &'a Options,
@@ -69,6 +80,8 @@ impl<'a> Grading<'a> {
         Grading {
             api: Api::namespaced(lab.client(), desired.namespace()),
             observer: Some(observer),
+            proxy: Some(proxy),
+            record,
             program,
             desired,
             options,
@@ -80,6 +93,10 @@ impl<'a> Grading<'a> {
 
     fn observer(&self) -> &Observer {
         self.observer.as_ref().expect("the observer lives until finish")
+    }
+
+    fn proxy(&self) -> &Proxy {
+        self.proxy.as_ref().expect("the proxy lives until finish")
     }
 
     /// Every row, in order. An `Err` is a program that cannot be graded
@@ -111,6 +128,8 @@ impl<'a> Grading<'a> {
         self.correction().await?;
         at(RowId::FailedWrite)?;
         self.failed_write().await?;
+        at(RowId::Conflict)?;
+        self.conflict().await?;
         at(RowId::Rerun)?;
         self.rerun_and_hot_loop().await?;
         at(RowId::CleanExit)?;
@@ -126,6 +145,9 @@ impl<'a> Grading<'a> {
     /// Stops the program (killed if need be) and removes its identity.
     pub(super) async fn finish(&mut self) -> (Vec<Row>, String, anyhow::Result<()>) {
         self.program.kill().await;
+        if let Some(proxy) = self.proxy.take() {
+            let _ = std::fs::remove_file(&proxy.kubeconfig);
+        }
         let observer = self.observer.take().expect("finish runs once");
         let user = observer.user();
         let removed = observer.remove().await;
@@ -317,6 +339,7 @@ impl<'a> Grading<'a> {
         for row in self.rows.iter_mut().filter(|r| !r.passed) {
             let hint = match (row.id, row.seen.as_str()) {
                 (RowId::FailedWrite, "exited") => Hint::KeepRunning,
+                (RowId::Conflict, "exited") => Hint::Conflict,
                 (_, "exited" | "not_run") | (RowId::Rerun, "rerun.never_connected") => Hint::Exited,
                 (RowId::Starts, "starts.absent") if value(row, "creates") == 0.0 => {
                     // It creates when an event comes, so what is missing is the kick.
@@ -329,6 +352,7 @@ impl<'a> Grading<'a> {
                 (RowId::Correction, _) if value(row, "updates") == 0.0 => Hint::Correct,
                 (RowId::Correction, _) => Hint::UpdateRefused,
                 (RowId::FailedWrite, _) => Hint::NotFound,
+                (RowId::Conflict, _) => Hint::Conflict,
                 (RowId::Rerun | RowId::HotLoop, _) => Hint::NoWriteWhenRight,
                 (RowId::CleanExit, _) => Hint::Signals,
             };

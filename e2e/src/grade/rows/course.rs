@@ -1,5 +1,6 @@
 //! The rows themselves, in the course's order: the four experiments, a
-//! write that fails, a quiet resync, a clean exit ([`super`] holds what
+//! write that fails, (a write that conflicts: [`super::conflict`]), a quiet
+//! resync, a clean exit ([`super`] holds what
 //! they share: the program, the waits, the record).
 
 use super::*;
@@ -160,7 +161,7 @@ impl Grading<'_> {
             let mut values: BTreeMap<String, String> = [
                 ("connected", ms(connected)),
                 ("quiet", secs(self.options.quiet)),
-                ("version", version_quiet.clone()),
+                ("version", version_quiet),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
@@ -178,35 +179,44 @@ impl Grading<'_> {
                     ("updates", count(quiet.updates)),
                     ("deletes", count(quiet.deletes)),
                     ("before", version_before),
-                    ("now", version_quiet.clone()),
+                    ("now", version_quiet),
                 ],
             );
         }
 
-        self.hot_loop(version_quiet).await
+        self.hot_loop().await
     }
 
-    /// Row 6: no hot loop — through the first resync after the quiet window
-    /// (and a margin), no write; my-config's version as it was (`since`).
-    async fn hot_loop(&mut self, version_quiet: String) -> anyhow::Result<()> {
+    /// Row 7: no hot loop — events that change nothing it owns and a relist
+    /// ([`super::provoke`]), then on through the first resync after the quiet
+    /// window (and a margin, at least [`SETTLE`] past the last event): no
+    /// write; my-config's version as the grader's last write left it.
+    async fn hot_loop(&mut self) -> anyhow::Result<()> {
         let window = hot_loop_window(self.options.resync, self.options.quiet);
         let rest = window.saturating_sub(self.options.quiet);
         self.options.progress.tell(Step::Watching { window });
         let after_quiet = self.observer().counts().await?;
-        if let Some(status) = self.observe(rest).await {
+        let started = Instant::now();
+        let provoked = self.provoke().await?;
+        let left = rest.saturating_sub(started.elapsed()).max(SETTLE);
+        if let Some(status) = self.observe(left).await {
             self.push_exited(RowId::HotLoop, status);
             return Ok(());
         }
         let writes = self.observer().counts().await?.since(&after_quiet).writes();
         let version_end = self.version().await?;
-        let values = [("window", secs(window)), ("resync", secs(self.options.resync))];
-        if writes == 0.0 && version_end == version_quiet {
+        let values = [
+            ("window", secs(window)),
+            ("resync", secs(self.options.resync)),
+            ("relists", provoked.relists.to_string()),
+        ];
+        if writes == 0.0 && version_end == provoked.version {
             self.push(RowId::HotLoop, true, "hot_loop.pass", &values);
         } else {
             let mut values = values.to_vec();
             values.extend([
                 ("writes", count(writes)),
-                ("before", version_quiet),
+                ("before", provoked.version),
                 ("now", version_end),
             ]);
             self.push(RowId::HotLoop, false, "hot_loop.wrote", &values);

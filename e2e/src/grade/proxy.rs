@@ -1,0 +1,426 @@
+//! A reverse proxy on loopback between the graded program and the API
+//! server: the program's kubeconfig ([`kubeconfig_in`]) names
+//! `http://127.0.0.1:PORT` and holds no credentials (client-go sends none
+//! over plain HTTP); the proxy adds the program's token to each request, so
+//! the API server still sees — and APF still counts ([`super::observer`]) —
+//! the program itself.
+//! Requests and responses pass unchanged, watches streaming, except where a
+//! row asks for one of two things a real cluster does to every controller
+//! sooner or later, made to happen now:
+//!
+//! - **A conflict** ([`Proxy::arm_conflict`]): the program's next update of
+//!   my-config (PUT or PATCH) is held while another field manager writes
+//!   my-config (an annotation), then passed on: when the update carries the
+//!   resourceVersion it read, the API server answers 409 Conflict.
+//! - **A relist** ([`Proxy::relist`]): the program's watches of ConfigMaps
+//!   are ended, and each watch it resumes is answered as an API server
+//!   answers a watch from a compacted resourceVersion — 410 Gone, "too old
+//!   resource version" — so its informer lists again.
+//!
+//! Nothing of it is in the cluster: it dies with the grade.
+
+mod request;
+
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{HeaderName, Request, Response, StatusCode, Uri, header};
+use http_body_util::{BodyExt as _, Full, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api, Config,
+    api::{Patch, PatchParams},
+    client::ConfigExt as _,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde_json::json;
+use tokio::sync::{oneshot, watch};
+
+pub use request::Target;
+use request::{Kind, classify};
+
+/// The program's kubeconfig, in the borrow's folder `dir` (removed whole when the lab is put back).
+pub fn kubeconfig_in(dir: &Path) -> PathBuf {
+    dir.join("grade-program.kubeconfig")
+}
+
+/// The other writer's field manager, and the annotation it writes.
+pub const RIVAL_MANAGER: &str = "lab-kit-grade-rival";
+pub const RIVAL_ANNOTATION: &str = "lab-kit.grade/rival";
+
+type Body = UnsyncBoxBody<Bytes, BoxError>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Forward = dyn Fn(Request<Incoming>) -> BoxFuture<'static, Result<Response<Incoming>, BoxError>>
+    + Send
+    + Sync;
+
+/// How the program's update went when another writer wrote first.
+#[derive(Clone, Debug)]
+pub struct Contested {
+    /// PUT or PATCH.
+    pub method: String,
+    /// What the API server answered the program: 409 when it carried the
+    /// resourceVersion it had read.
+    pub status: u16,
+}
+
+/// The running proxy; dropped, it stops (and with it every stream it passes).
+pub struct Proxy {
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+    /// The program's kubeconfig: the proxy's address, the program's token.
+    pub kubeconfig: PathBuf,
+}
+
+struct Shared {
+    forward: Box<Forward>,
+    /// `Bearer <the program's token>`.
+    authorization: http::HeaderValue,
+    /// `https://host:port` of the API server.
+    base: Uri,
+    target: Target,
+    /// The admin's ConfigMaps: the other writer.
+    api: Api<ConfigMap>,
+    /// Armed: told how the next update of the target went.
+    conflict: Mutex<Option<oneshot::Sender<Result<Contested, String>>>>,
+    rival_writes: AtomicU64,
+    /// Bumped to end every open watch.
+    cut: watch::Sender<u64>,
+    open_watches: AtomicUsize,
+    /// Resumed watches still to be answered 410 Gone.
+    gone_owed: AtomicUsize,
+    lists: AtomicU64,
+}
+
+impl Proxy {
+    /// Listens on loopback, passing requests to the API server of the
+    /// kubeconfig `real` (the program's identity: its token, the cluster's
+    /// CA) with its token, and writes the program's kubeconfig into `dir`:
+    /// `real` with the proxy's `http://` address, no CA and no token.
+    /// `admin` is the other writer.
+    pub async fn start(
+        real: &Path,
+        dir: &Path,
+        target: Target,
+        admin: kube::Client,
+    ) -> anyhow::Result<Proxy> {
+        let kubeconfig = Kubeconfig::read_from(real)
+            .with_context(|| format!("cannot read {}", real.display()))?;
+        let config =
+            Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("cannot use {}", real.display()))?;
+        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        let https = config.rustls_https_connector_with_connector(http)?;
+        // As the file holds it (kube keeps a token secret in memory).
+        let token = serde_json::to_value(&kubeconfig)?["users"]
+            .as_array()
+            .and_then(|users| {
+                users.iter().find_map(|u| u["user"]["token"].as_str().map(String::from))
+            })
+            .with_context(|| format!("{} holds no token", real.display()))?;
+        let mut authorization = http::HeaderValue::try_from(format!("Bearer {token}"))
+            .context("the token is not a header value")?;
+        authorization.set_sensitive(true);
+        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
+        let forward: Box<Forward> = Box::new(move |request| {
+            let client = client.clone();
+            Box::pin(async move { client.request(request).await.map_err(BoxError::from) })
+        });
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            forward,
+            authorization,
+            base: config.cluster_url.clone(),
+            api: Api::namespaced(admin, &target.namespace),
+            target,
+            conflict: Mutex::new(None),
+            rival_writes: AtomicU64::new(0),
+            cut: watch::Sender::new(0),
+            open_watches: AtomicUsize::new(0),
+            gone_owed: AtomicUsize::new(0),
+            lists: AtomicU64::new(0),
+        });
+        let server = tokio::spawn(serve(listener, shared.clone()));
+        let path = kubeconfig_in(dir);
+        let text = serde_saphyr::to_string(&through(kubeconfig, addr))?;
+        labkit::files::write_private(&path, text)?;
+        Ok(Proxy { shared, server, kubeconfig: path })
+    }
+
+    /// The program's next update of the target is contested (see the
+    /// module's doc); the receiver tells how it went.
+    pub fn arm_conflict(&self) -> oneshot::Receiver<Result<Contested, String>> {
+        let (tell, told) = oneshot::channel();
+        *self.shared.conflict.lock().expect("not poisoned") = Some(tell);
+        told
+    }
+
+    /// The next update is passed on as it is again.
+    pub fn disarm(&self) {
+        self.shared.conflict.lock().expect("not poisoned").take();
+    }
+
+    /// Ends the program's open watches of ConfigMaps and answers the watch
+    /// each resumes with 410 Gone; returns how many were open.
+    pub fn relist(&self) -> usize {
+        let open = self.shared.open_watches.load(Ordering::SeqCst);
+        self.shared.gone_owed.store(open, Ordering::SeqCst);
+        self.shared.cut.send_modify(|n| *n += 1);
+        open
+    }
+
+    /// How many times the program listed ConfigMaps (a watch-list included) so far.
+    pub fn lists(&self) -> u64 {
+        self.shared.lists.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// `kubeconfig` with every cluster at the proxy's address, over plain HTTP on
+/// loopback: no CA, no server name; and no user's token (the proxy adds it).
+fn through(mut kubeconfig: Kubeconfig, addr: SocketAddr) -> Kubeconfig {
+    for user in kubeconfig.auth_infos.iter_mut().filter_map(|u| u.auth_info.as_mut()) {
+        user.token = None;
+    }
+    for cluster in kubeconfig.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        cluster.server = Some(format!("http://{addr}"));
+        cluster.certificate_authority = None;
+        cluster.certificate_authority_data = None;
+        cluster.tls_server_name = None;
+        cluster.insecure_skip_tls_verify = None;
+    }
+    kubeconfig
+}
+
+/// Accepts connections until aborted; each one's task ends with it (a `JoinSet`).
+async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        connections.spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(shared.handle(request).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+        // Reap the finished ones as we go.
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+/// Headers of one hop, not passed on (RFC 9110, 7.6.1), and the Host (the upstream's is set).
+const HOP_BY_HOP: [HeaderName; 7] = [
+    header::CONNECTION,
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::HOST,
+];
+
+impl Shared {
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        let kind = classify(request.method(), request.uri(), &self.target);
+        if kind.is_list() {
+            self.lists.fetch_add(1, Ordering::SeqCst);
+            // It lists again: nothing more is owed.
+            self.gone_owed.store(0, Ordering::SeqCst);
+        }
+        if kind == Kind::ResumedWatch && take_one(&self.gone_owed) {
+            return gone(request.uri());
+        }
+        let contested = match kind {
+            Kind::UpdateOfTarget => self.conflict.lock().expect("not poisoned").take(),
+            _ => None,
+        };
+        let Some(tell) = contested else {
+            return self.pass(request, kind).await;
+        };
+        if let Err(e) = self.rival_write().await {
+            let _ = tell.send(Err(e));
+            return self.pass(request, kind).await;
+        }
+        let method = request.method().to_string();
+        let response = self.pass(request, kind).await;
+        let _ = tell.send(Ok(Contested { method, status: response.status().as_u16() }));
+        response
+    }
+
+    /// Another field manager writes the target: an annotation, nothing the program owns.
+    async fn rival_write(&self) -> Result<(), String> {
+        let n = self.rival_writes.fetch_add(1, Ordering::SeqCst) + 1;
+        let patch = json!({"metadata": {"annotations": {RIVAL_ANNOTATION: n.to_string()}}});
+        let params =
+            PatchParams { field_manager: Some(RIVAL_MANAGER.into()), ..Default::default() };
+        self.api
+            .patch(&self.target.name, &params, &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the other writer's patch of {}: {e}", self.target.name))
+    }
+
+    /// The request, passed to the API server; its response, streamed back.
+    async fn pass(self: &Arc<Self>, request: Request<Incoming>, kind: Kind) -> Response<Body> {
+        let (mut parts, body) = request.into_parts();
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let base = self.base.to_string();
+        parts.uri = match format!("{}{path}", base.trim_end_matches('/')).parse() {
+            Ok(uri) => uri,
+            Err(e) => return status(StatusCode::BAD_REQUEST, &format!("the path {path}: {e}")),
+        };
+        for name in HOP_BY_HOP {
+            parts.headers.remove(name);
+        }
+        parts.headers.insert(header::AUTHORIZATION, self.authorization.clone());
+        let response = match (self.forward)(Request::from_parts(parts, body)).await {
+            Ok(response) => response,
+            Err(e) => {
+                let why = format!("the grade's proxy could not reach the API server: {e}");
+                return status(StatusCode::BAD_GATEWAY, &why);
+            }
+        };
+        let (mut parts, body) = response.into_parts();
+        for name in HOP_BY_HOP {
+            parts.headers.remove(name);
+        }
+        let body = match kind.is_watch() && parts.status.is_success() {
+            true => self.cuttable(body),
+            false => body.map_err(BoxError::from).boxed_unsync(),
+        };
+        Response::from_parts(parts, body)
+    }
+
+    /// A watch's body, passed on until [`Proxy::relist`] cuts it; counted while open.
+    fn cuttable(self: &Arc<Self>, body: Incoming) -> Body {
+        let cut = self.cut.subscribe();
+        let open = OpenWatch::new(self.clone());
+        let frames =
+            futures::stream::unfold((body, cut, open), |(mut body, mut cut, open)| async move {
+                tokio::select! {
+                    _ = cut.changed() => None,
+                    frame = body.frame() => match frame? {
+                        Ok(frame) => Some((Ok(frame), (body, cut, open))),
+                        Err(e) => Some((Err(BoxError::from(e)), (body, cut, open))),
+                    },
+                }
+            });
+        StreamBody::new(frames).boxed_unsync()
+    }
+}
+
+/// One open watch, counted in [`Shared::open_watches`] until dropped.
+struct OpenWatch(Arc<Shared>);
+
+impl OpenWatch {
+    fn new(shared: Arc<Shared>) -> OpenWatch {
+        shared.open_watches.fetch_add(1, Ordering::SeqCst);
+        OpenWatch(shared)
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.open_watches.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Takes one from `owed` when it is above 0.
+fn take_one(owed: &AtomicUsize) -> bool {
+    owed.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+}
+
+/// A watch answered as an API server answers one from a compacted
+/// resourceVersion: 200, one ERROR event holding a 410 Expired Status, the end.
+/// JSON whatever the program asked for: clients decode by the response's type.
+fn gone(uri: &Uri) -> Response<Body> {
+    let version = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("resourceVersion="))
+        .unwrap_or_default();
+    let event = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+        "metadata": {}, "status": "Failure", "reason": "Expired", "code": 410,
+        "message": format!("too old resource version: {version}")}});
+    let mut line = event.to_string();
+    line.push('\n');
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(full(line))
+        .expect("a valid response")
+}
+
+/// An error of the proxy's own, as the API server words errors (a Status).
+fn status(code: StatusCode, message: &str) -> Response<Body> {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "code": code.as_u16()});
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(full(body.to_string()))
+        .expect("a valid response")
+}
+
+fn full(text: String) -> Body {
+    Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed_unsync()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_programs_kubeconfig_names_the_proxy_and_holds_no_token() {
+        let yaml = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority-data: Zm9v\ncontexts:\n- name: lab\n  context: {cluster: lab, user: grade}\ncurrent-context: lab\nusers:\n- name: grade\n  user: {token: secret}\n";
+        let kubeconfig = Kubeconfig::from_yaml(yaml).unwrap();
+        let through = through(kubeconfig, "127.0.0.1:4711".parse().unwrap());
+        let cluster = through.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("http://127.0.0.1:4711"));
+        assert!(cluster.certificate_authority_data.is_none());
+        let text = serde_saphyr::to_string(&through).unwrap();
+        assert!(!text.contains("secret"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_resumed_watch_owed_a_410_gets_one_event_of_410_expired() {
+        let response = gone(
+            &"/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=42".parse().unwrap(),
+        );
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let event: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(event["type"], "ERROR");
+        assert_eq!(event["object"]["code"], 410);
+        assert_eq!(event["object"]["reason"], "Expired");
+        assert_eq!(event["object"]["message"], "too old resource version: 42");
+        let owed = AtomicUsize::new(2);
+        assert!(take_one(&owed) && take_one(&owed) && !take_one(&owed));
+    }
+}

@@ -1,0 +1,142 @@
+//! Which of the program's requests the proxy acts on, from the method, the
+//! path and the query alone (bodies are the program's encoding — client-go
+//! sends protobuf — and are never read).
+
+use http::{Method, Uri};
+
+/// What a request of the program is, for the proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A PUT or PATCH of the target object itself: an update, which may carry
+    /// a resourceVersion (and can then conflict).
+    UpdateOfTarget,
+    /// A watch of ConfigMaps that resumes from a resourceVersion: what the
+    /// program sends after its watch ended, and what a relist is forced with.
+    ResumedWatch,
+    /// A list of ConfigMaps: the program (re)filling its cache.
+    List,
+    /// A watch that lists first (`sendInitialEvents=true`, client-go's
+    /// watch-list), then goes on as a watch: a list too.
+    WatchList,
+    /// A watch of ConfigMaps from no particular resourceVersion.
+    Watch,
+    /// Anything else: passed on, not looked at.
+    Other,
+}
+
+impl Kind {
+    /// A response that streams until the proxy cuts it.
+    pub fn is_watch(self) -> bool {
+        matches!(self, Kind::ResumedWatch | Kind::Watch | Kind::WatchList)
+    }
+
+    /// The program fills its cache from the start.
+    pub fn is_list(self) -> bool {
+        matches!(self, Kind::List | Kind::WatchList)
+    }
+}
+
+/// The object the grade is about: `namespace/name`, a ConfigMap.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// What `method uri` is, for `target`.
+pub fn classify(method: &Method, uri: &Uri, target: &Target) -> Kind {
+    let path = uri.path().trim_end_matches('/');
+    let query = |key: &str| query_value(uri.query().unwrap_or_default(), key);
+    // The old watch prefix (/api/v1/watch/…) is a watch whatever its query says.
+    let (path, old_watch) = match path.strip_prefix("/api/v1/watch/") {
+        Some(rest) => (format!("/api/v1/{rest}"), true),
+        None => (path.to_string(), false),
+    };
+    let namespaced = format!("/api/v1/namespaces/{}/configmaps", target.namespace);
+    let collection = path == namespaced || path == "/api/v1/configmaps";
+    let object = path == format!("{namespaced}/{}", target.name);
+    let watching = old_watch || matches!(query("watch").as_deref(), Some("true" | "1"));
+    if object && !old_watch && (method == Method::PUT || method == Method::PATCH) {
+        return Kind::UpdateOfTarget;
+    }
+    if method != Method::GET || !(collection || object && watching) {
+        return Kind::Other;
+    }
+    if !watching {
+        return if collection { Kind::List } else { Kind::Other };
+    }
+    if query("sendInitialEvents").as_deref() == Some("true") {
+        return Kind::WatchList;
+    }
+    match query("resourceVersion").as_deref() {
+        Some(version) if !version.is_empty() && version != "0" => Kind::ResumedWatch,
+        _ => Kind::Watch,
+    }
+}
+
+/// The first value of `key` in a query string (`a=1&b=2`), as sent.
+fn query_value(query: &str, key: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == key).then(|| v.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(method: Method, uri: &str) -> Kind {
+        let target = Target { namespace: "default".into(), name: "my-config".into() };
+        classify(&method, &uri.parse().unwrap(), &target)
+    }
+
+    #[test]
+    fn an_update_of_my_config_is_a_put_or_patch_of_it_alone() {
+        let object = "/api/v1/namespaces/default/configmaps/my-config";
+        assert_eq!(kind(Method::PUT, object), Kind::UpdateOfTarget);
+        assert_eq!(kind(Method::PATCH, &format!("{object}?fieldManager=me")), Kind::UpdateOfTarget);
+        assert_eq!(kind(Method::GET, object), Kind::Other);
+        assert_eq!(kind(Method::DELETE, object), Kind::Other);
+        // Another ConfigMap, another namespace, a subresource, another resource.
+        assert_eq!(kind(Method::PUT, "/api/v1/namespaces/default/configmaps/other"), Kind::Other);
+        assert_eq!(
+            kind(Method::PUT, "/api/v1/namespaces/kube-system/configmaps/my-config"),
+            Kind::Other
+        );
+        assert_eq!(kind(Method::PUT, &format!("{object}/status")), Kind::Other);
+        assert_eq!(kind(Method::PUT, "/api/v1/namespaces/default/secrets/my-config"), Kind::Other);
+        assert_eq!(kind(Method::POST, "/api/v1/namespaces/default/configmaps"), Kind::Other);
+    }
+
+    #[test]
+    fn watches_lists_and_resumed_watches_are_told_apart() {
+        let cms = "/api/v1/namespaces/default/configmaps";
+        assert_eq!(kind(Method::GET, &format!("{cms}?limit=500&resourceVersion=0")), Kind::List);
+        assert_eq!(kind(Method::GET, "/api/v1/configmaps"), Kind::List);
+        // client-go's watch-list: a watch that sends the whole list first.
+        let watch_list = "?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&watch=true";
+        assert_eq!(kind(Method::GET, &format!("{cms}{watch_list}")), Kind::WatchList);
+        // client-go and kube-rs resuming from where their watch ended.
+        let resumed =
+            "?allowWatchBookmarks=true&resourceVersion=4711&timeoutSeconds=290&watch=true";
+        assert_eq!(kind(Method::GET, &format!("{cms}{resumed}")), Kind::ResumedWatch);
+        let by_name = "?fieldSelector=metadata.name%3Dmy-config&watch=1&resourceVersion=12";
+        assert_eq!(kind(Method::GET, &format!("{cms}{by_name}")), Kind::ResumedWatch);
+        assert_eq!(
+            kind(Method::GET, "/api/v1/watch/namespaces/default/configmaps?resourceVersion=9"),
+            Kind::ResumedWatch
+        );
+        assert_eq!(kind(Method::GET, &format!("{cms}?watch=true&resourceVersion=0")), Kind::Watch);
+        assert_eq!(kind(Method::GET, &format!("{cms}?watch=true")), Kind::Watch);
+        assert_eq!(
+            kind(Method::GET, "/api/v1/namespaces/default/pods?watch=true&resourceVersion=3"),
+            Kind::Other
+        );
+        assert_eq!(kind(Method::GET, "/apis/apps/v1/deployments"), Kind::Other);
+        assert_eq!(kind(Method::GET, "/version"), Kind::Other);
+        assert!(Kind::ResumedWatch.is_watch() && Kind::Watch.is_watch());
+        assert!(Kind::WatchList.is_watch() && Kind::WatchList.is_list() && Kind::List.is_list());
+        assert!(!Kind::List.is_watch() && !Kind::UpdateOfTarget.is_watch());
+    }
+}

@@ -1,0 +1,86 @@
+//! Row 5, self-check Q6: a write that conflicts. The scene is experiment 3
+//! (a drift); the proxy holds the program's update until another writer has
+//! written my-config, so the update's resourceVersion is stale and the API
+//! server answers 409 Conflict. The program must retry with the newer object
+//! and put the data back, running on.
+
+use super::*;
+use crate::grade::proxy::{RIVAL_ANNOTATION, RIVAL_MANAGER};
+
+/// How long the proxy's word on the contested update may lag behind the
+/// data coming back (the API server commits before the proxy has its answer).
+const TOLD_WITHIN: Duration = Duration::from_secs(5);
+
+impl Grading<'_> {
+    /// `options.conflicts` drifts in a row, each with its update contested.
+    pub(super) async fn conflict(&mut self) -> anyhow::Result<()> {
+        if !self.scene_is_set(RowId::Conflict).await? {
+            return Ok(());
+        }
+        let result = self.conflicts().await;
+        self.proxy().disarm();
+        // The other writer's annotation goes again (gone already when my-config is).
+        let unmark = json!({"metadata": {"annotations": {RIVAL_ANNOTATION: null}}});
+        let params =
+            PatchParams { field_manager: Some(RIVAL_MANAGER.into()), ..PatchParams::default() };
+        match self.api.patch(self.desired.name(), &params, &Patch::Merge(&unmark)).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        result
+    }
+
+    async fn conflicts(&mut self) -> anyhow::Result<()> {
+        let key = self.first_key();
+        let mut slowest = Duration::ZERO;
+        for done in 0..self.options.conflicts.max(1) {
+            self.ensure_desired().await?;
+            let told = self.proxy().arm_conflict();
+            let drift = json!({"data": {key.clone(): DRIFTED}});
+            self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&drift)).await?;
+            let until = self.until_desired(HEAL_WITHIN).await?;
+            let conflicts = done.to_string();
+            let after = match until {
+                Until::Reached { after } => after,
+                Until::TimedOut { last } => {
+                    let within = secs(HEAL_WITHIN);
+                    let values = [("conflicts", conflicts), ("within", within), ("last", last)];
+                    self.push(RowId::Conflict, false, "conflict.not_back", &values);
+                    return Ok(());
+                }
+                Until::Exited(status) => {
+                    self.push_exited(RowId::Conflict, status);
+                    return Ok(());
+                }
+            };
+            let contested = match tokio::time::timeout(TOLD_WITHIN, told).await {
+                Ok(Ok(Ok(contested))) => Some(contested),
+                Ok(Ok(Err(rival))) => anyhow::bail!("{rival}"),
+                // Put back with no update (PUT or PATCH) of my-config.
+                Ok(Err(_)) | Err(_) => None,
+            };
+            match contested {
+                Some(c) if c.status == 409 => slowest = slowest.max(after),
+                // Its write carries no resourceVersion: nothing can conflict with it.
+                Some(c) => {
+                    let values = [("method", c.method), ("status", c.status.to_string())];
+                    self.push(RowId::Conflict, true, "conflict.cannot_conflict", &values);
+                    return Ok(());
+                }
+                None => {
+                    let values = [("method", "-".to_string()), ("status", "-".to_string())];
+                    self.push(RowId::Conflict, true, "conflict.cannot_conflict", &values);
+                    return Ok(());
+                }
+            }
+        }
+        let conflicts = self.options.conflicts.max(1).to_string();
+        self.push(
+            RowId::Conflict,
+            true,
+            "conflict.pass",
+            &[("conflicts", conflicts), ("after", ms(slowest))],
+        );
+        Ok(())
+    }
+}
