@@ -272,6 +272,18 @@ async fn exiting_on_a_conflict_fails_the_conflict_row_and_points_at_q6() {
     assert_eq!(graded.row("conflict")["seen_key"], "exited", "{}", graded.printed);
 }
 
+/// An update without resourceVersion cannot conflict: the row says so and passes.
+#[tokio::test]
+#[serial]
+async fn an_unconditional_update_cannot_conflict_and_passes() {
+    let graded = variant("updates-unconditionally", "en").await;
+    graded.assert_passes();
+    let row = graded.row("conflict");
+    assert_eq!(row["seen_key"], "conflict.cannot_conflict", "{}", graded.printed);
+    assert_eq!(row["values"]["method"], "PUT", "{}", graded.printed);
+    assert_eq!(row["values"]["status"], "200", "{}", graded.printed);
+}
+
 /// Writes on events only (its resync the course's 30 s, which it leaves
 /// alone): the events the hot-loop row provokes catch it.
 #[tokio::test]
