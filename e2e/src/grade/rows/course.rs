@@ -125,7 +125,7 @@ impl Grading<'_> {
         Ok(())
     }
 
-    /// Rows 5 and 6, experiment 4: stopped with SIGINT (Ctrl-C) and started
+    /// Rows 6 and 7, experiment 4: stopped with SIGINT (Ctrl-C) and started
     /// again while my-config is right → no write within the quiet window;
     /// then none through a resync either.
     pub(super) async fn rerun_and_hot_loop(&mut self) -> anyhow::Result<()> {
@@ -224,7 +224,7 @@ impl Grading<'_> {
         Ok(())
     }
 
-    /// Row 7: SIGTERM → exit 0 promptly (and SIGINT did the same, when measured).
+    /// Row 8: SIGTERM → exit 0 promptly (and SIGINT did the same, when measured).
     pub(super) async fn clean_exit(&mut self) -> anyhow::Result<()> {
         let sigterm = self.program.stop(libc::SIGTERM, self.options.exit_within).await?;
         if matches!(sigterm, Stopped::AlreadyGone { .. }) && self.exited.is_some() {
