@@ -29,6 +29,8 @@ use e2e::{
 };
 use serde::{Deserialize, Serialize};
 
+use labkit::say::pick;
+
 use crate::{
     borrow::Borrow,
     interrupt::Interrupts,
@@ -141,8 +143,15 @@ struct GradedRow {
 
 const FORMAT: u32 = 1;
 
+impl GradeArgs {
+    /// `--lang`, else the locale's.
+    pub fn lang(&self) -> Lang {
+        Lang::or_locale(self.lang)
+    }
+}
+
 pub async fn run(args: GradeArgs) -> Result<ExitCode> {
-    let lang = Lang::or_locale(args.lang);
+    let lang = args.lang();
     let texts = Texts::of(lang);
     if let Some(dir) = &args.collect {
         print!("{}", collect(dir, texts)?);
@@ -160,15 +169,9 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let options = options(&args, texts)?;
     let mut signals =
         Interrupts::catch(&labkit::project::lab_dir(&args.lab.name).join("hangup.log"))?;
+    let program = pick("the program", "程序");
     let mut lab = Lab::find_named(&args.lab.name).await?;
-    if let Some(existing) = lab.file().existing.as_ref().filter(|e| !e.cluster_wide) {
-        bail!(
-            "grading needs cluster-wide rights (FlowSchemas that count the program's requests, the \
-             API server's /metrics), which {}'s user does not have: the instructor grades, from a \
-             lab of their own context (`cargo xtask lab up --provider existing --context …`)",
-            existing.namespace
-        );
-    }
+    cluster_wide(lab.file())?;
     let command = labkit::command::Cmd::argv(&args.command).to_string();
     let target = lab.desired().to_string();
     let file = lab.file().clone();
@@ -177,7 +180,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
 
     let mut borrow = Borrow::begin(&mut lab, "grade").await?;
     let result = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
-        Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first("the program")).await,
+        Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first(program)).await,
         Err(error) => Err(error),
     };
     eprintln!("== {}", texts.text("restoring", &[]));
@@ -189,21 +192,23 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         Err(error) => match error.downcast::<Refused>() {
             Ok(refused) => Outcome::Refused(refused),
             Err(error) => {
-                restored.context("could not put the lab's controller back")?;
+                restored.context(not_back())?;
                 return Err(error);
             }
         },
     };
     if let Err(e) = restored {
-        eprintln!(
-            "error: could not put the lab's controller back: {e:#}\n\
-             `cargo xtask lab reset --name {}` starts it anew",
-            file.name
-        );
+        eprintln!("{}", not_put_back(&file.name, &e));
         return Ok(ExitCode::FAILURE);
     }
     if interrupted {
-        bail!("interrupted: the program was stopped and the lab put back as it was");
+        bail!(
+            "{}",
+            pick(
+                "interrupted: the program was stopped and the lab put back as it was",
+                "被打断了：程序已经停下，实验环境恢复原样"
+            )
+        );
     }
     let graded = GradeFile::new(&args, &outcome, texts, lang, &file, &command, &target)?;
     show(&args, &outcome, &graded, texts)?;
@@ -214,10 +219,52 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     })
 }
 
+fn not_back() -> &'static str {
+    pick("could not put the lab's controller back", "没能让实验环境的控制器回来")
+}
+
+/// The error of a lab whose controller did not come back, and what to do.
+fn not_put_back(name: &str, error: &anyhow::Error) -> String {
+    pick(
+        format!(
+            "error: could not put the lab's controller back: {error:#}\n\
+             `cargo xtask lab reset --name {name}` starts it anew"
+        ),
+        format!(
+            "错误：没能让实验环境的控制器回来：{error:#}\n\
+             `cargo xtask lab reset --name {name}` 重新启动它"
+        ),
+    )
+}
+
+/// Refused on a lab whose user lacks cluster-wide rights (a room attendee's).
+fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
+    let Some(existing) = file.existing.as_ref().filter(|e| !e.cluster_wide) else {
+        return Ok(());
+    };
+    let namespace = &existing.namespace;
+    bail!(
+        "{}",
+        pick(
+            format!(
+                "grading needs cluster-wide rights (FlowSchemas that count the program's \
+                 requests, the API server's /metrics), which {namespace}'s user does not have: \
+                 the instructor grades, from a lab of their own context \
+                 (`cargo xtask lab up --provider existing --context …`)"
+            ),
+            format!(
+                "评分需要整个集群的权限（数程序请求的 FlowSchema、API Server 的 /metrics），\
+                 {namespace} 的用户没有：由讲师在自己 context 的实验环境里评分\
+                 （`cargo xtask lab up --provider existing --context …`）"
+            )
+        )
+    );
+}
+
 /// The grading's options from the flags (`--data` checked as the controller checks it).
 fn options(args: &GradeArgs, texts: &'static Texts) -> Result<Options> {
-    let mut data =
-        controller::desired::parse_pairs(&args.data).map_err(|e| anyhow::anyhow!("--data: {e}"))?;
+    let mut data = controller::desired::parse_pairs(&args.data)
+        .map_err(|e| anyhow::anyhow!("--data{} {e}", pick(":", "：")))?;
     if data.is_empty() {
         data = controller::desired::default_data();
     }
@@ -311,9 +358,10 @@ fn progress(texts: &'static Texts) -> grade::Progress {
 fn not_a_program(program: &str) -> Option<String> {
     if program.contains('/') {
         let path = Path::new(program);
-        return (!path.is_file()).then(|| "no such file".to_string());
+        return (!path.is_file()).then(|| pick("no such file", "没有这个文件").to_string());
     }
-    labkit::tools::on_path(program).is_none().then(|| "no such program on PATH".to_string())
+    let missing = pick("no such program on PATH", "PATH 里没有这个程序");
+    labkit::tools::on_path(program).is_none().then(|| missing.to_string())
 }
 
 impl GradeFile {
@@ -518,7 +566,7 @@ mod tests {
         assert_eq!(en.len(), 3);
         let zh: BTreeMap<String, String> =
             phrases(&values, Texts::of(Lang::Zh)).into_iter().collect();
-        assert_eq!(zh["sigterm"], "3 ms 后 exit 0");
+        assert_eq!(zh["sigterm"], "3 ms 后exit 0");
     }
 
     #[test]

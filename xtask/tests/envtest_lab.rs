@@ -48,6 +48,11 @@ async fn a_chinese_locale_narrates_in_chinese() {
         assert!(told.stdout.lines().any(|l| l.starts_with(label)), "no {label}:\n{}", told.stdout);
     }
     assert!(told.stdout.lines().any(|l| l.starts_with("结果：") && l.ends_with("通过")));
+    common::assert_chinese("cargo xtask exp heal", &told.stdout);
+    common::assert_chinese("cargo xtask exp heal", &common::without_cargo(&told.stderr));
+    let listing = run(&xtask(&["exp", "--lang", "zh"]));
+    assert!(listing.ok, "{}", listing.stderr);
+    common::assert_chinese("cargo xtask exp", &listing.stdout);
     common::write_sample("exp-heal.zh-CN.txt", &told.stdout);
 }
 

@@ -4,6 +4,7 @@
 //! `my-controller` pass every row; each broken variant of the
 //! course's program (`grade/*.patch`) fails the row it should, with the hint
 //! it should; bad programs are refused in one line; Ctrl-C puts the lab back.
+//! A grade in Chinese prints no English sentence (`common::assert_chinese`).
 
 mod common;
 
@@ -91,14 +92,7 @@ async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or(Value::Null);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let shown: String = stderr
-        .lines()
-        .filter(|l| {
-            !l.trim_start().starts_with("Finished") && !l.trim_start().starts_with("Running")
-        })
-        .map(|l| format!("{l}\n"))
-        .chain(std::iter::once(String::from_utf8_lossy(&out.stdout).into_owned()))
-        .collect();
+    let shown = common::without_cargo(&stderr) + &String::from_utf8_lossy(&out.stdout);
     let graded = Graded { code: out.status.code(), printed, shown, json };
     assert_lab_as_it_was().await;
     graded
@@ -194,6 +188,7 @@ async fn variant(patch: &str, lang: &str) -> Graded {
 async fn without_the_kick_only_starts_fails_and_points_at_the_kick() {
     let graded = variant("no-kick", "zh").await;
     graded.assert_fails(&["starts"], "kick");
+    common::assert_chinese("cargo xtask grade --lang zh", &graded.shown);
     common::write_sample("grade-no-kick.zh-CN.txt", &graded.shown);
 }
 
