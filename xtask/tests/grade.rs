@@ -255,8 +255,9 @@ async fn the_pages_typed_into_a_fresh_project_pass() {
 #[tokio::test]
 #[serial]
 async fn a_step4_whose_reconcile_panics_once_still_passes() {
-    let project = fresh_project("zh-CN", "panics-once").await;
-    let main_rs = pages::main_rs("zh-CN", "04-controller.md").unwrap();
+    // The English page: its code is the example's, comments and all, which the patch's context is.
+    let project = fresh_project("en", "panics-once").await;
+    let main_rs = pages::main_rs("en", "04-controller.md").unwrap();
     std::fs::write(project.join("src/main.rs"), main_rs).unwrap();
     let patch = project::root().join("xtask/tests/grade/step4-panics-once.patch");
     Cmd::argv(["git", "apply"])
