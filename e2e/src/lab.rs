@@ -37,6 +37,7 @@ use labkit::{
     process::{self, Spawned},
     project,
     record::Shared,
+    say::pick,
 };
 
 /// The lab name `cargo xtask lab up` uses unless told otherwise.
@@ -107,17 +108,32 @@ impl Lab {
     pub async fn find_named(name: &str) -> anyhow::Result<Lab> {
         let state_dir = project::lab_dir(name);
         let file = LabFile::read(&state_dir)?.ok_or_else(|| {
+            let path = LabFile::path(&state_dir);
+            let path = path.display();
             anyhow!(
-                "no lab named {name} is up (no {}): run `cargo xtask lab up` first",
-                LabFile::path(&state_dir).display()
+                "{}",
+                pick(
+                    format!(
+                        "no lab named {name} is up (no {path}): run `cargo xtask lab up` first"
+                    ),
+                    format!(
+                        "没有叫 {name} 的实验环境在运行（没有 {path}）：先运行 `cargo xtask lab up`"
+                    )
+                )
             )
         })?;
         let (client, probe) = clients(&file.admin_kubeconfig).await?;
         client.apiserver_version().await.with_context(|| {
-            format!(
-                "the lab {name}'s API server ({}) does not answer: see `cargo xtask lab status`, \
-                 or `cargo xtask lab down` and `cargo xtask lab up`",
-                file.api_server_url
+            let url = &file.api_server_url;
+            pick(
+                format!(
+                    "the lab {name}'s API server ({url}) does not answer: see `cargo xtask lab \
+                     status`, or `cargo xtask lab down` and `cargo xtask lab up`"
+                ),
+                format!(
+                    "实验环境 {name} 的 API Server（{url}）没有应答：看 `cargo xtask lab status`，\
+                     或者 `cargo xtask lab down` 之后 `cargo xtask lab up`"
+                ),
             )
         })?;
         let desired = Desired::new(

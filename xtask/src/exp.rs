@@ -660,6 +660,26 @@ mod tests {
     }
 
     #[test]
+    fn the_chinese_file_has_no_english_sentence() {
+        let zh = Lang::Zh.narrations();
+        let names: Vec<&str> = names().collect();
+        let allowed = labkit::say::Allowed { names: &names, ..Default::default() };
+        let mut texts: Vec<&String> = zh.labels.values().chain(zh.texts.values()).collect();
+        for exp in &zh.experiment {
+            let reaction = match &exp.reaction {
+                Reaction::Timed(text) | Reaction::NotTimed(text) => text,
+            };
+            texts.extend([&exp.course, &exp.measured, &exp.about_to, reaction]);
+            texts.extend(exp.about.iter().chain(&exp.notice));
+            texts.extend(exp.by_hand.iter().map(|h| &h.why));
+        }
+        for text in texts {
+            let english = labkit::say::english_words(text, allowed);
+            assert!(english.is_empty(), "xtask/exp/zh-CN.toml: English {english:?} in {text}");
+        }
+    }
+
+    #[test]
     fn chinese_narration_is_chinese() {
         let zh = Lang::Zh.narrations();
         let text = narrate(in_language(resolve("heal").unwrap(), zh), zh);

@@ -488,13 +488,17 @@ fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
     let text = serde_json::to_string_pretty(graded)?;
     let partial = path.with_extension("json.partial");
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
+        std::fs::create_dir_all(parent).with_context(|| cannot("create", "建不了", parent))?;
     }
-    std::fs::write(&partial, text)
-        .with_context(|| format!("cannot write {}", partial.display()))?;
-    std::fs::rename(&partial, path).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&partial, text).with_context(|| cannot("write", "写不了", &partial))?;
+    std::fs::rename(&partial, path).with_context(|| cannot("write", "写不了", path))?;
     Ok(())
+}
+
+/// `cannot write PATH`, in the language chosen.
+fn cannot(en: &str, zh: &str, path: &Path) -> String {
+    let path = path.display();
+    pick(format!("cannot {en} {path}"), format!("{zh} {path}"))
 }
 
 #[cfg(test)]
@@ -574,6 +578,11 @@ mod tests {
         let zh = Texts::of(Lang::Zh);
         for (key, text) in zh.rows.iter().chain(&zh.hints).chain(&zh.refused) {
             assert!(text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "{key}: {text}");
+        }
+        let tables = [&zh.rows, &zh.seen, &zh.hints, &zh.texts, &zh.refused, &zh.stops];
+        for (key, text) in tables.into_iter().flatten() {
+            let english = labkit::say::english_words(text, Default::default());
+            assert!(english.is_empty(), "zh-CN.toml {key}: English {english:?} in {text}");
         }
     }
 
