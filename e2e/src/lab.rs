@@ -26,6 +26,7 @@ use crate::{deployment::DeploymentHost, http_probe, metrics::Scrape};
 mod borrowed;
 mod logs;
 pub mod probes;
+mod said;
 mod views;
 
 use probes::{api_server_ready, controller_ready, etcd_ready, wait_ports_free, wait_ready};
@@ -37,7 +38,6 @@ use labkit::{
     process::{self, Spawned},
     project,
     record::Shared,
-    say::pick,
 };
 
 /// The lab name `cargo xtask lab up` uses unless told otherwise.
@@ -107,35 +107,11 @@ impl Lab {
     /// environment.
     pub async fn find_named(name: &str) -> anyhow::Result<Lab> {
         let state_dir = project::lab_dir(name);
-        let file = LabFile::read(&state_dir)?.ok_or_else(|| {
-            let path = LabFile::path(&state_dir);
-            let path = path.display();
-            anyhow!(
-                "{}",
-                pick(
-                    format!(
-                        "no lab named {name} is up (no {path}): run `cargo xtask lab up` first"
-                    ),
-                    format!(
-                        "没有叫 {name} 的实验环境在运行（没有 {path}）：先运行 `cargo xtask lab up`"
-                    )
-                )
-            )
-        })?;
+        let file = LabFile::read(&state_dir)?
+            .ok_or_else(|| anyhow!("{}", said::not_up(name, &LabFile::path(&state_dir))))?;
         let (client, probe) = clients(&file.admin_kubeconfig).await?;
-        client.apiserver_version().await.with_context(|| {
-            let url = &file.api_server_url;
-            pick(
-                format!(
-                    "the lab {name}'s API server ({url}) does not answer: see `cargo xtask lab \
-                     status`, or `cargo xtask lab down` and `cargo xtask lab up`"
-                ),
-                format!(
-                    "实验环境 {name} 的 API Server（{url}）没有应答：看 `cargo xtask lab status`，\
-                     或者 `cargo xtask lab down` 之后 `cargo xtask lab up`"
-                ),
-            )
-        })?;
+        let answered = client.apiserver_version().await;
+        answered.with_context(|| said::silent(name, &file.api_server_url))?;
         let desired = Desired::new(
             &file.target.namespace,
             &file.target.name,

@@ -9,8 +9,10 @@
 //! outright is put back by the next command.
 
 mod collect;
+mod said;
 
 use collect::{collect, host_name};
+use said::{cannot, cluster_wide, not_back, not_put_back};
 
 use std::{
     collections::BTreeMap,
@@ -217,48 +219,6 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         Outcome::Graded(_) => ExitCode::FAILURE,
         Outcome::Refused(_) => ExitCode::from(2),
     })
-}
-
-fn not_back() -> &'static str {
-    pick("could not put the lab's controller back", "没能让实验环境的控制器回来")
-}
-
-/// The error of a lab whose controller did not come back, and what to do.
-fn not_put_back(name: &str, error: &anyhow::Error) -> String {
-    pick(
-        format!(
-            "error: could not put the lab's controller back: {error:#}\n\
-             `cargo xtask lab reset --name {name}` starts it anew"
-        ),
-        format!(
-            "错误：没能让实验环境的控制器回来：{error:#}\n\
-             `cargo xtask lab reset --name {name}` 重新启动它"
-        ),
-    )
-}
-
-/// Refused on a lab whose user lacks cluster-wide rights (a room attendee's).
-fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
-    let Some(existing) = file.existing.as_ref().filter(|e| !e.cluster_wide) else {
-        return Ok(());
-    };
-    let namespace = &existing.namespace;
-    bail!(
-        "{}",
-        pick(
-            format!(
-                "grading needs cluster-wide rights (FlowSchemas that count the program's \
-                 requests, the API server's /metrics), which {namespace}'s user does not have: \
-                 the instructor grades, from a lab of their own context \
-                 (`cargo xtask lab up --provider existing --context …`)"
-            ),
-            format!(
-                "评分需要整个集群的权限（数程序请求的 FlowSchema、API Server 的 /metrics），\
-                 {namespace} 的用户没有：由讲师在自己 context 的实验环境里评分\
-                 （`cargo xtask lab up --provider existing --context …`）"
-            )
-        )
-    );
 }
 
 /// The grading's options from the flags (`--data` checked as the controller checks it).
@@ -493,12 +453,6 @@ fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
     std::fs::write(&partial, text).with_context(|| cannot("write", "写不了", &partial))?;
     std::fs::rename(&partial, path).with_context(|| cannot("write", "写不了", path))?;
     Ok(())
-}
-
-/// `cannot write PATH`, in the language chosen.
-fn cannot(en: &str, zh: &str, path: &Path) -> String {
-    let path = path.display();
-    pick(format!("cannot {en} {path}"), format!("{zh} {path}"))
 }
 
 #[cfg(test)]
