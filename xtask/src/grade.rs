@@ -224,7 +224,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
 /// The grading's options from the flags (`--data` checked as the controller checks it).
 fn options(args: &GradeArgs, texts: &'static Texts) -> Result<Options> {
     let mut data = controller::desired::parse_pairs(&args.data)
-        .map_err(|e| anyhow::anyhow!("--data{} {e}", pick(":", "：")))?;
+        .map_err(|e| anyhow::anyhow!("{}", pick(format!("--data: {e}"), format!("--data：{e}"))))?;
     if data.is_empty() {
         data = controller::desired::default_data();
     }
@@ -405,7 +405,16 @@ fn refused_text(refused: &Refused, texts: &Texts) -> String {
         Texts::get(&texts.refused, refused.reason.key()),
         &[("why", refused.reason.value()), ("kubeconfig", grade::KUBECONFIG_WORD)],
     );
-    format!("{}\n{}", texts.text("refused", &[("reason", &reason)]), refused.detail)
+    format!("{}\n{}", texts.text("refused", &[("reason", &reason)]), program_lines(&refused.detail))
+}
+
+/// The program's last lines under their heading, each as `  | …` (as `exp`
+/// shows the controller's log): what it printed, told apart from what the
+/// grade says.
+fn program_lines(tail: &str) -> String {
+    let mut lines = tail.lines();
+    let heading = lines.next().unwrap_or_default().to_string();
+    lines.fold(heading, |text, line| format!("{text}\n  | {line}"))
 }
 
 /// The table a person reads: one line per row, then what to re-read.
@@ -538,6 +547,15 @@ mod tests {
             let english = labkit::say::english_words(text, Default::default());
             assert!(english.is_empty(), "zh-CN.toml {key}: English {english:?} in {text}");
         }
+    }
+
+    #[test]
+    fn the_programs_lines_are_set_off_under_their_heading() {
+        assert_eq!(
+            program_lines("last lines of p:\n=== run 1 ===\noops"),
+            "last lines of p:\n  | === run 1 ===\n  | oops"
+        );
+        assert_eq!(program_lines("(p is empty)"), "(p is empty)");
     }
 
     #[test]

@@ -219,10 +219,14 @@ async fn exiting_on_the_first_error_fails_the_failed_write() {
 #[tokio::test]
 #[serial]
 async fn ignoring_sigterm_fails_the_clean_exit() {
-    let graded = variant("ignores-sigterm", "en").await;
+    // In Chinese: how a stop went is said in the reader's language too.
+    let graded = variant("ignores-sigterm", "zh").await;
     graded.assert_fails(&["clean_exit"], "signals");
-    let seen = graded.row("clean_exit")["seen"].as_str().unwrap_or_default().to_string();
-    assert!(seen.contains("killed"), "{seen}");
+    let row = graded.row("clean_exit");
+    assert_eq!(row["values"]["sigterm.kind"], "killed", "{}", graded.printed);
+    let seen = row["seen"].as_str().unwrap_or_default().to_string();
+    assert!(seen.contains("被强制结束"), "{seen}");
+    common::assert_chinese("cargo xtask grade --lang zh", &graded.shown);
 }
 
 /// The pages as a learner follows them: page 00's `cargo new` and `cargo
@@ -333,12 +337,15 @@ async fn a_program_that_is_not_there_is_refused_before_the_lab_is_touched() {
 #[tokio::test]
 #[serial]
 async fn a_program_that_exits_at_once_is_refused_with_what_it_printed() {
-    let graded =
-        grade("exits-at-once", &[], &["sh", "-c", "echo cannot find my kubeconfig; exit 3"]).await;
+    // In Chinese: the refusal is, the program's own (English) lines are set off as its.
+    let (args, program) =
+        (["--lang", "zh"], ["sh", "-c", "echo cannot find my kubeconfig; exit 3"]);
+    let graded = grade("exits-at-once", &args, &program).await;
     assert_eq!(graded.code, Some(2), "{}", graded.printed);
-    assert!(graded.printed.contains("exited at once (exit 3)"), "{}", graded.printed);
-    assert!(graded.printed.contains("cannot find my kubeconfig"), "{}", graded.printed);
+    assert!(graded.printed.contains("一启动就退出了（退出码 3）"), "{}", graded.printed);
+    assert!(graded.printed.contains("  | cannot find my kubeconfig"), "{}", graded.printed);
     assert!(graded.json["refused"].is_string(), "the JSON says why: {}", graded.json);
+    common::assert_chinese("cargo xtask grade --lang zh", &graded.shown);
 }
 
 #[tokio::test]
