@@ -32,6 +32,17 @@ async fn every_narrated_experiment_tells_its_story_and_passes() {
         if exp == "heal" {
             common::write_sample("exp-heal.txt", &told.stdout);
         }
+        // Each narration in Chinese too: no English sentence left (heal: below, by the locale).
+        if exp != "heal" {
+            let told = run(&xtask(&["exp", exp, "--name", &name, "--lang", "zh"]));
+            assert!(
+                told.ok,
+                "cargo xtask exp {exp} --lang zh failed:\n{}\n{}",
+                told.stdout, told.stderr
+            );
+            let printed = told.stdout + &common::without_cargo(&told.stderr);
+            common::assert_chinese(&format!("cargo xtask exp {exp} --lang zh"), &printed);
+        }
     }
 }
 
