@@ -660,6 +660,18 @@ mod tests {
     }
 
     #[test]
+    fn chinese_lines_take_full_width_brackets() {
+        let zh = Lang::Zh.narrations();
+        let text = narrate(in_language(resolve("heal").unwrap(), zh), zh);
+        assert!(text.starts_with("== heal（课程实验 2）："), "{text}");
+        let reaction = text.lines().find(|l| l.starts_with(zh.label("reaction_time"))).unwrap();
+        assert!(
+            reaction.ends_with("56.0 ms（删除 → watch 看到它带着期望的数据回来）"),
+            "{reaction}"
+        );
+    }
+
+    #[test]
     fn the_chinese_file_has_no_english_sentence() {
         let zh = Lang::Zh.narrations();
         let names: Vec<&str> = names().collect();
