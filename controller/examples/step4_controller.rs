@@ -166,7 +166,9 @@ impl Controller {
         self.queue.done(&key);
         true
     }
+}
 
+impl Controller {
     // ---------- reconcile: where 90% of your work will be ----------
     async fn reconcile(&self, key: &str) -> anyhow::Result<()> {
         let (namespace, name) = key.split_once('/').context("a key is namespace/name")?;

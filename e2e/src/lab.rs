@@ -26,6 +26,7 @@ use crate::{deployment::DeploymentHost, http_probe, metrics::Scrape};
 mod borrowed;
 mod logs;
 pub mod probes;
+mod said;
 mod views;
 
 use probes::{api_server_ready, controller_ready, etcd_ready, wait_ports_free, wait_ready};
@@ -106,20 +107,11 @@ impl Lab {
     /// environment.
     pub async fn find_named(name: &str) -> anyhow::Result<Lab> {
         let state_dir = project::lab_dir(name);
-        let file = LabFile::read(&state_dir)?.ok_or_else(|| {
-            anyhow!(
-                "no lab named {name} is up (no {}): run `cargo xtask lab up` first",
-                LabFile::path(&state_dir).display()
-            )
-        })?;
+        let file = LabFile::read(&state_dir)?
+            .ok_or_else(|| anyhow!("{}", said::not_up(name, &LabFile::path(&state_dir))))?;
         let (client, probe) = clients(&file.admin_kubeconfig).await?;
-        client.apiserver_version().await.with_context(|| {
-            format!(
-                "the lab {name}'s API server ({}) does not answer: see `cargo xtask lab status`, \
-                 or `cargo xtask lab down` and `cargo xtask lab up`",
-                file.api_server_url
-            )
-        })?;
+        let answered = client.apiserver_version().await;
+        answered.with_context(|| said::silent(name, &file.api_server_url))?;
         let desired = Desired::new(
             &file.target.namespace,
             &file.target.name,

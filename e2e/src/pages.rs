@@ -1,7 +1,8 @@
 //! The course pages a learner types from (docs/zh-CN/0N-*.md and docs/en/),
 //! read as the learner reads them: page 00's `cargo new` and `cargo add`
 //! lines make the project, and each step's ```rust blocks, in order, are its
-//! whole `src/main.rs`. The step examples are those files (a tidy test), and
+//! whole `src/main.rs`. The step examples are those files (a tidy test: the
+//! English pages as they are, the Chinese ones with Chinese comments), and
 //! xtask/tests/grade.rs builds them from the pages and grades step 4.
 
 use std::path::{Path, PathBuf};

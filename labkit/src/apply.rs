@@ -37,7 +37,10 @@ pub async fn documents(
         let object = apply_one(client, field_manager, document)
             .await
             .with_context(|| format!("{} document {}", source.display(), index + 1))?;
-        eprintln!("  applied {object}");
+        eprintln!(
+            "{}",
+            crate::say::pick(format!("  applied {object}"), format!("  已应用 {object}"))
+        );
         applied.push(object);
     }
     Ok(applied)

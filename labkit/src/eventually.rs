@@ -8,6 +8,8 @@ use std::{future::Future, time::Duration};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::time::Instant;
 
+use crate::say::pick;
+
 /// What one look found.
 pub enum Check<T> {
     Done(T),
@@ -69,7 +71,14 @@ where
         let last = match answer {
             Ok(Check::Done(value)) => {
                 if shown {
-                    eprintln!("  {what}: ready after {:.1}s", start.elapsed().as_secs_f64());
+                    let after = start.elapsed().as_secs_f64();
+                    eprintln!(
+                        "{}",
+                        pick(
+                            format!("  {what}: ready after {after:.1}s"),
+                            format!("  {what}：{after:.1} 秒后就绪")
+                        )
+                    );
                 }
                 return Ok(value);
             }
@@ -85,7 +94,14 @@ where
         let now = Instant::now();
         let last = one_line(&last);
         if shown && (last_shown.as_deref() != Some(last.as_str()) || now - shown_at >= HEARTBEAT) {
-            eprintln!("  {what}: waiting ({:.1}s) - {last}", (now - start).as_secs_f64());
+            let waited = (now - start).as_secs_f64();
+            eprintln!(
+                "{}",
+                pick(
+                    format!("  {what}: waiting ({waited:.1}s) - {last}"),
+                    format!("  {what}：等待中（{waited:.1} 秒）——{last}")
+                )
+            );
             (last_shown, shown_at) = (Some(last.clone()), now);
         }
         if now >= deadline {

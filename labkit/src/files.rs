@@ -7,6 +7,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::say::pick;
+
 /// Private keys, tokens and kubeconfigs: readable by the owner only (0600).
 pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
     write_with_mode(path, contents.as_ref(), 0o600)
@@ -39,14 +41,21 @@ pub fn tail(path: &Path, lines: usize) -> String {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
             let all: Vec<&str> = text.lines().collect();
-            let start = all.len().saturating_sub(lines);
+            let (start, path) = (all.len().saturating_sub(lines), path.display());
             if all.is_empty() {
-                format!("({} is empty)", path.display())
+                pick(format!("({path} is empty)"), format!("（{path} 是空的）"))
             } else {
-                format!("last lines of {}:\n{}", path.display(), all[start..].join("\n"))
+                let last = all[start..].join("\n");
+                pick(
+                    format!("last lines of {path}:\n{last}"),
+                    format!("{path} 的最后几行：\n{last}"),
+                )
             }
         }
-        Err(error) => format!("({} cannot be read: {error})", path.display()),
+        Err(error) => {
+            let path = path.display();
+            pick(format!("({path} cannot be read: {error})"), format!("（{path} 读不了：{error}）"))
+        }
     }
 }
 

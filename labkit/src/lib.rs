@@ -1,7 +1,8 @@
 //! What `xtask` and the suites both need: the one command runner, the one
 //! poller, the lab file that is their contract, where things are in the
-//! repository, the machine's tools, server-side apply of manifests, and the
-//! record of what the kit made on a cluster (`record`, `owned`).
+//! repository, the machine's tools, server-side apply of manifests, the
+//! record of what the kit made on a cluster (`record`, `owned`), and the
+//! language it talks to a person in (`say`).
 
 pub mod apply;
 pub mod command;
@@ -14,5 +15,6 @@ pub mod owned;
 pub mod process;
 pub mod project;
 pub mod record;
+pub mod say;
 pub mod test_hook;
 pub mod tools;

@@ -22,6 +22,7 @@ use crate::apply::{identify, identify_object};
 use crate::eventually::{Check, eventually};
 use crate::lab_file::Applied;
 use crate::record::{Collection, Entry, How, OWNER_LABEL, Record};
+use crate::say::pick;
 
 /// Creates `document`, or updates it when `record` claims it, as
 /// `field_manager`; recorded (before the create, and with its uid after)
@@ -74,7 +75,7 @@ pub async fn apply(
     };
     let uid = made.metadata.uid.context("the API server answered without a uid")?;
     record.made(&object, &uid)?;
-    eprintln!("  applied {object}");
+    eprintln!("{}", pick(format!("  applied {object}"), format!("  已应用 {object}")));
     Ok(object)
 }
 
@@ -237,14 +238,24 @@ pub async fn delete_all(
     let (mut left, mut failed) = (Vec::new(), None);
     for entry in entries {
         match delete(client, record, &entry, within).await {
-            Ok(Deleted::Deleted) => eprintln!("  deleted {}", entry.object),
-            Ok(Deleted::Gone) => eprintln!("  {} was gone already", entry.object),
+            Ok(Deleted::Deleted) => {
+                let o = &entry.object;
+                eprintln!("{}", pick(format!("  deleted {o}"), format!("  已删除 {o}")));
+            }
+            Ok(Deleted::Gone) => {
+                let o = &entry.object;
+                eprintln!("{}", pick(format!("  {o} was gone already"), format!("  {o} 早已不在")));
+            }
             Ok(Deleted::LeftAlone(why)) => {
-                eprintln!("  left alone: {why}");
+                eprintln!("{}", pick(format!("  left alone: {why}"), format!("  没有动它：{why}")));
                 left.push(why);
             }
             Err(e) => {
-                eprintln!("  could not delete {}: {e:#}", entry.object);
+                let o = &entry.object;
+                eprintln!(
+                    "{}",
+                    pick(format!("  could not delete {o}: {e:#}"), format!("  删不掉 {o}：{e:#}"))
+                );
                 failed.get_or_insert(e);
             }
         }

@@ -188,7 +188,13 @@ async fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> 
         if gone(pid, TERM_GRACE).await.is_ok() {
             return Ok(StopOutcome::Stopped { killed: false, after: start.elapsed() });
         }
-        eprintln!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL");
+        eprintln!(
+            "{}",
+            crate::say::pick(
+                format!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL"),
+                format!("  pid {pid} 收到 SIGTERM {TERM_GRACE:?} 后仍在运行：SIGKILL")
+            )
+        );
     }
     signal_group(pid, libc::SIGKILL)?;
     gone(pid, KILL_GRACE).await.context("it survived SIGKILL")?;

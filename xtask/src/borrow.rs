@@ -21,7 +21,10 @@ use kube::api::{DeleteParams, Preconditions};
 
 use crate::interrupt::Interrupts;
 use e2e::lab::Lab;
-use labkit::record::{Borrow as Borrowed, Record, Shared};
+use labkit::{
+    record::{Borrow as Borrowed, Record, Shared},
+    say::pick,
+};
 
 /// How long deleting what a borrower made may take: an object, and a
 /// collection (the bench's 10 000 unrelated ConfigMaps take minutes).
@@ -71,7 +74,8 @@ impl Borrow {
     /// `Ok` when the controller was stopped: the work may run.
     pub fn stopped(&mut self) -> Result<()> {
         match self.stop_failed.take() {
-            Some(error) => Err(error.context("could not stop the lab's controller")),
+            Some(error) => Err(error
+                .context(pick("could not stop the lab's controller", "停不下实验环境的控制器"))),
             None => Ok(()),
         }
     }
@@ -84,7 +88,13 @@ impl Borrow {
         // A test's second signal comes here; a failure it asks for is not one of put-back's.
         let _ = labkit::test_hook::at("put_back");
         signals.further(move |signal| {
-            eprintln!("{signal}: still putting the lab back (what it started is killed now)");
+            eprintln!(
+                "{}",
+                pick(
+                    format!("{signal}: still putting the lab back (what it started is killed now)"),
+                    format!("{signal}：还在把实验环境恢复原样（它启动的进程现在就结束）")
+                )
+            );
             if let Ok(Some(record)) = Record::load(&dir) {
                 stop_leftovers(&record);
             }
@@ -102,20 +112,37 @@ fn refuse_if_alive(name: &str, earlier: &Borrowed) -> Result<()> {
         && std::fs::read(format!("/proc/{}/cmdline", earlier.pid))
             .is_ok_and(|c| String::from_utf8_lossy(&c).contains("xtask"));
     if alive && earlier.pid != std::process::id() {
+        let (by, pid) = (&earlier.by, earlier.pid);
         bail!(
-            "lab {name} is in use by `cargo xtask {}` (pid {}): wait until it ends, or stop it (kill {})",
-            earlier.by,
-            earlier.pid,
-            earlier.pid
+            "{}",
+            pick(
+                format!(
+                    "lab {name} is in use by `cargo xtask {by}` (pid {pid}): wait until it ends, \
+                     or stop it (`kill {pid}`)"
+                ),
+                format!(
+                    "实验环境 {name} 正被 `cargo xtask {by}`（pid {pid}）占用：等它结束，或者停掉它（`kill {pid}`）"
+                )
+            )
         );
     }
     Ok(())
 }
 
+fn what_made_stays(by: &str) -> String {
+    pick(format!("could not delete what {by} made"), format!("删不掉 {by} 建的东西"))
+}
+
 fn left_by(earlier: &Borrowed) -> String {
-    format!(
-        "the lab was left borrowed by `cargo xtask {}` (pid {}, no longer running): putting it back first",
-        earlier.by, earlier.pid
+    let (by, pid) = (&earlier.by, earlier.pid);
+    pick(
+        format!(
+            "the lab was left borrowed by `cargo xtask {by}` (pid {pid}, no longer running): \
+             putting it back first"
+        ),
+        format!(
+            "实验环境被 `cargo xtask {by}`（pid {pid}，已经不在运行）借用后没有归还：先恢复原样"
+        ),
     )
 }
 
@@ -125,13 +152,27 @@ pub fn stop_leftovers(record: &Record) {
     if let Some(borrow) = &record.borrow {
         for group in &borrow.groups {
             if labkit::process::kill_group(*group) {
-                eprintln!("  killed process group {} (started by {})", group.pgid, borrow.by);
+                let (pgid, by) = (group.pgid, &borrow.by);
+                eprintln!(
+                    "{}",
+                    pick(
+                        format!("  killed process group {pgid} (started by {by})"),
+                        format!("  结束了进程组 {pgid}（{by} 启动的）")
+                    )
+                );
             }
         }
     }
     let dir = record.borrowed_dir();
     if dir.exists() && std::fs::remove_dir_all(&dir).is_ok() {
-        eprintln!("  removed {} (the borrow's token files)", labkit::project::shown(&dir));
+        let dir = labkit::project::shown(&dir);
+        eprintln!(
+            "{}",
+            pick(
+                format!("  removed {dir} (the borrow's token files)"),
+                format!("  删除了 {dir}（借用期间的令牌文件）")
+            )
+        );
     }
 }
 
@@ -171,32 +212,41 @@ async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record>
         let deleted =
             labkit::owned::delete_collection(&client, collection, COLLECTION_WITHIN).await;
         if let Err(e) = deleted {
-            failures.push(e.context(format!("could not delete what {by} made")));
+            failures.push(e.context(what_made_stays(by)));
         }
     }
     let made = labkit::owned::delete_all(&client, &mut record, |e| e.by == by, DELETE_WITHIN).await;
     if let Err(e) = made {
-        failures.push(e.context(format!("could not delete what {by} made")));
+        failures.push(e.context(what_made_stays(by)));
     }
     if let Err(e) = writable_my_config(lab).await {
         failures.push(e);
     }
-    eprintln!("starting the lab's own controller again");
+    eprintln!(
+        "{}",
+        pick("starting the lab's own controller again", "重新启动实验环境自己的控制器")
+    );
     let restored = async {
         lab.restore().await?;
         e2e::converge::wait_desired(lab).await
     };
     if let Err(e) = restored.await {
-        failures.push(e.context("could not put the lab's controller back"));
+        failures.push(e.context(pick(
+            "could not put the lab's controller back",
+            "没能让实验环境的控制器回来",
+        )));
     }
     record.borrow = None;
     record.save()?;
     match failures.into_iter().next() {
         None => Ok(record),
-        Some(first) => Err(first.context(format!(
-            "`cargo xtask lab reset --name {}` makes the lab anew",
-            lab.file().name
-        ))),
+        Some(first) => {
+            let name = &lab.file().name;
+            Err(first.context(pick(
+                format!("`cargo xtask lab reset --name {name}` makes the lab anew"),
+                format!("`cargo xtask lab reset --name {name}` 重建实验环境"),
+            )))
+        }
     }
 }
 
@@ -216,10 +266,19 @@ async fn writable_my_config(lab: &Lab) -> Result<()> {
         }),
         ..DeleteParams::default()
     };
-    eprintln!("  {name} was left immutable: deleting it, the controller makes it anew");
+    eprintln!(
+        "{}",
+        pick(
+            format!("  {name} was left immutable: deleting it, the controller makes it anew"),
+            format!("  {name} 还是 immutable：删掉它，控制器会重建")
+        )
+    );
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(e).context(format!("cannot delete the immutable {name}")),
+        Err(e) => Err(e).context(pick(
+            format!("cannot delete the immutable {name}"),
+            format!("删不掉 immutable 的 {name}"),
+        )),
     }
 }

@@ -34,7 +34,9 @@ use labkit::{
 };
 use serde::Deserialize;
 
-use crate::locale::Lang;
+use labkit::say::pick;
+
+use crate::locale::{Lang, fill};
 
 /// Labels are padded to one width (terminal columns) so the texts line up.
 const LABEL_WIDTH: usize = 20;
@@ -187,7 +189,14 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
     let words = lang.narrations();
     let exp = in_language(resolve(exp)?, words);
     if LabFile::read(&labkit::project::lab_dir(lab_name))?.is_none() {
-        bail!("no lab named {lab_name} is up: run `{}` first", lab_up(lab_name));
+        let up = lab_up(lab_name);
+        bail!(
+            "{}",
+            pick(
+                format!("no lab named {lab_name} is up: run `{up}` first"),
+                format!("没有叫 {lab_name} 的实验环境在运行：先运行 `{up}`")
+            )
+        );
     }
     let mut lab = Lab::find_named(lab_name).await?;
     let mut out = Transcript::default();
@@ -217,7 +226,15 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
         (Ok(_), Ok(())) => {
             let missing = missing_key_lines(&out.text, words);
             if !missing.is_empty() {
-                bail!("the narration lacks the lines {missing:?}: a bug in xtask/src/exp.rs");
+                bail!(
+                    "{}",
+                    pick(
+                        format!(
+                            "the narration lacks the lines {missing:?}: a bug in xtask/src/exp.rs"
+                        ),
+                        format!("讲解缺了这几行 {missing:?}：xtask/src/exp.rs 的 bug")
+                    )
+                );
             }
             ExitCode::SUCCESS
         }
@@ -229,8 +246,17 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
             }
             if let Err(e) = restored {
                 eprintln!(
-                    "error: could not put the lab back as it was: {e:#}\n\
-                     `cargo xtask lab reset --name {lab_name}` starts it anew"
+                    "{}",
+                    pick(
+                        format!(
+                            "error: could not put the lab back as it was: {e:#}\n\
+                             `cargo xtask lab reset --name {lab_name}` starts it anew"
+                        ),
+                        format!(
+                            "错误：没能把实验环境恢复原样：{e:#}\n\
+                             `cargo xtask lab reset --name {lab_name}` 重新启动它"
+                        )
+                    )
                 );
             }
             ExitCode::FAILURE
@@ -269,16 +295,33 @@ fn lab_up(lab_name: &str) -> String {
 fn resolve(word: &str) -> Result<&'static Narrated> {
     let known = || names().collect::<Vec<_>>().join(", ");
     let Some(entry) = e2e::find(word) else {
-        bail!("no experiment {word:?}; narrated: {} (`cargo xtask exp` lists them)", known());
+        let known = known();
+        bail!(
+            "{}",
+            pick(
+                format!("no experiment {word:?}; narrated: {known} (`cargo xtask exp` lists them)"),
+                format!("没有实验 {word:?}；有讲解的：{known}（`cargo xtask exp` 列出它们）")
+            )
+        );
     };
     match narrated().iter().find(|n| n.test_name == entry.name) {
         Some(exp) => Ok(exp),
-        None => bail!(
-            "{word} ({}) has nothing to watch live, so it is not narrated: \
-             run it with `cargo xtask e2e --exp {word}`; narrated: {}",
-            entry.name,
-            known()
-        ),
+        None => {
+            let (name, known) = (entry.name, known());
+            bail!(
+                "{}",
+                pick(
+                    format!(
+                        "{word} ({name}) has nothing to watch live, so it is not narrated: \
+                         run it with `cargo xtask e2e --exp {word}`; narrated: {known}"
+                    ),
+                    format!(
+                        "{word}（{name}）没有可以现场看的东西，所以没有讲解：\
+                         用 `cargo xtask e2e --exp {word}` 运行它；有讲解的：{known}"
+                    )
+                )
+            )
+        }
     }
 }
 
@@ -335,7 +378,10 @@ impl Transcript {
 fn before(exp: &Narrated, hand: &Hand, words: &Narrations) -> Vec<String> {
     let l = |key| words.label(key);
     let mut lines = vec![
-        format!("== {} ({}): {}", exp.short, exp.course, exp.about()),
+        fill(
+            words.text("header"),
+            &[("short", &exp.short), ("course", &exp.course), ("about", exp.about())],
+        ),
         labelled(l("about_to"), &hand.fill(&exp.about_to)),
     ];
     lines.extend(hand.commands(&exp.by_hand).iter().map(|step| labelled(l("by_hand"), step)));
@@ -379,7 +425,8 @@ fn after(
         Ok(measured) => {
             let reaction = match (&exp.reaction, measured.latency) {
                 (Reaction::Timed(span), Some(latency)) => {
-                    format!("{:.1} ms ({span})", latency.as_secs_f64() * 1000.0)
+                    let ms = format!("{:.1}", latency.as_secs_f64() * 1000.0);
+                    fill(t("reaction"), &[("ms", &ms), ("span", span)])
                 }
                 (Reaction::NotTimed(why), _) => t("not_timed").replace("{why}", why),
                 (Reaction::Timed(span), None) => t("not_reported").replace("{span}", span),
@@ -387,7 +434,7 @@ fn after(
             lines.push(labelled(l("reaction_time"), &reaction));
             let values: Vec<(&str, &str)> =
                 measured.values.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            lines.push(labelled(l("measured"), &crate::locale::fill(&exp.measured, &values)));
+            lines.push(labelled(l("measured"), &fill(&exp.measured, &values)));
             lines.extend(measured.warnings.iter().map(|w| labelled(l("warning"), w)));
             lines.extend(exp.notice.iter().map(|n| labelled(l("notice"), n)));
             lines.push(labelled(l("result"), t("pass")));
@@ -610,6 +657,38 @@ mod tests {
         assert_eq!(en.find("pass"), Some(LABEL_WIDTH));
         // Three CJK characters take six columns, so 14 spaces follow.
         assert_eq!(zh, format!("结果：{}通过", " ".repeat(LABEL_WIDTH - 6)));
+    }
+
+    #[test]
+    fn chinese_lines_take_full_width_brackets() {
+        let zh = Lang::Zh.narrations();
+        let text = narrate(in_language(resolve("heal").unwrap(), zh), zh);
+        assert!(text.starts_with("== heal（课程实验 2）："), "{text}");
+        let reaction = text.lines().find(|l| l.starts_with(zh.label("reaction_time"))).unwrap();
+        assert!(
+            reaction.ends_with("56.0 ms（删除 → watch 看到它带着期望的数据回来）"),
+            "{reaction}"
+        );
+    }
+
+    #[test]
+    fn the_chinese_file_has_no_english_sentence() {
+        let zh = Lang::Zh.narrations();
+        let names: Vec<&str> = names().collect();
+        let allowed = labkit::say::Allowed { names: &names, ..Default::default() };
+        let mut texts: Vec<&String> = zh.labels.values().chain(zh.texts.values()).collect();
+        for exp in &zh.experiment {
+            let reaction = match &exp.reaction {
+                Reaction::Timed(text) | Reaction::NotTimed(text) => text,
+            };
+            texts.extend([&exp.course, &exp.measured, &exp.about_to, reaction]);
+            texts.extend(exp.about.iter().chain(&exp.notice));
+            texts.extend(exp.by_hand.iter().map(|h| &h.why));
+        }
+        for text in texts {
+            let english = labkit::say::english_words(text, allowed);
+            assert!(english.is_empty(), "xtask/exp/zh-CN.toml: English {english:?} in {text}");
+        }
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! outright is put back by the next command.
 
 mod collect;
+mod said;
 
 use collect::{collect, host_name};
+use said::{cannot, cluster_wide, not_back, not_put_back};
 
 use std::{
     collections::BTreeMap,
@@ -28,6 +30,8 @@ use e2e::{
     lab::Lab,
 };
 use serde::{Deserialize, Serialize};
+
+use labkit::say::pick;
 
 use crate::{
     borrow::Borrow,
@@ -145,8 +149,15 @@ struct GradedRow {
 
 const FORMAT: u32 = 1;
 
+impl GradeArgs {
+    /// `--lang`, else the locale's.
+    pub fn lang(&self) -> Lang {
+        Lang::or_locale(self.lang)
+    }
+}
+
 pub async fn run(args: GradeArgs) -> Result<ExitCode> {
-    let lang = Lang::or_locale(args.lang);
+    let lang = args.lang();
     let texts = Texts::of(lang);
     if let Some(dir) = &args.collect {
         print!("{}", collect(dir, texts)?);
@@ -164,15 +175,9 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let options = options(&args, texts)?;
     let mut signals =
         Interrupts::catch(&labkit::project::lab_dir(&args.lab.name).join("hangup.log"))?;
+    let program = pick("the program", "程序");
     let mut lab = Lab::find_named(&args.lab.name).await?;
-    if let Some(existing) = lab.file().existing.as_ref().filter(|e| !e.cluster_wide) {
-        bail!(
-            "grading needs cluster-wide rights (FlowSchemas that count the program's requests, the \
-             API server's /metrics), which {}'s user does not have: the instructor grades, from a \
-             lab of their own context (`cargo xtask lab up --provider existing --context …`)",
-            existing.namespace
-        );
-    }
+    cluster_wide(lab.file())?;
     let command = labkit::command::Cmd::argv(&args.command).to_string();
     let target = lab.desired().to_string();
     let file = lab.file().clone();
@@ -181,7 +186,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
 
     let mut borrow = Borrow::begin(&mut lab, "grade").await?;
     let result = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
-        Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first("the program")).await,
+        Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first(program)).await,
         Err(error) => Err(error),
     };
     eprintln!("== {}", texts.text("restoring", &[]));
@@ -193,21 +198,23 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         Err(error) => match error.downcast::<Refused>() {
             Ok(refused) => Outcome::Refused(refused),
             Err(error) => {
-                restored.context("could not put the lab's controller back")?;
+                restored.context(not_back())?;
                 return Err(error);
             }
         },
     };
     if let Err(e) = restored {
-        eprintln!(
-            "error: could not put the lab's controller back: {e:#}\n\
-             `cargo xtask lab reset --name {}` starts it anew",
-            file.name
-        );
+        eprintln!("{}", not_put_back(&file.name, &e));
         return Ok(ExitCode::FAILURE);
     }
     if interrupted {
-        bail!("interrupted: the program was stopped and the lab put back as it was");
+        bail!(
+            "{}",
+            pick(
+                "interrupted: the program was stopped and the lab put back as it was",
+                "被打断了：程序已经停下，实验环境恢复原样"
+            )
+        );
     }
     let graded = GradeFile::new(&args, &outcome, texts, lang, &file, &command, &target)?;
     show(&args, &outcome, &graded, texts)?;
@@ -220,8 +227,8 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
 
 /// The grading's options from the flags (`--data` checked as the controller checks it).
 fn options(args: &GradeArgs, texts: &'static Texts) -> Result<Options> {
-    let mut data =
-        controller::desired::parse_pairs(&args.data).map_err(|e| anyhow::anyhow!("--data: {e}"))?;
+    let mut data = controller::desired::parse_pairs(&args.data)
+        .map_err(|e| anyhow::anyhow!("{}", pick(format!("--data: {e}"), format!("--data：{e}"))))?;
     if data.is_empty() {
         data = controller::desired::default_data();
     }
@@ -316,9 +323,10 @@ fn progress(texts: &'static Texts) -> grade::Progress {
 fn not_a_program(program: &str) -> Option<String> {
     if program.contains('/') {
         let path = Path::new(program);
-        return (!path.is_file()).then(|| "no such file".to_string());
+        return (!path.is_file()).then(|| pick("no such file", "没有这个文件").to_string());
     }
-    labkit::tools::on_path(program).is_none().then(|| "no such program on PATH".to_string())
+    let missing = pick("no such program on PATH", "PATH 里没有这个程序");
+    labkit::tools::on_path(program).is_none().then(|| missing.to_string())
 }
 
 impl GradeFile {
@@ -402,7 +410,16 @@ fn refused_text(refused: &Refused, texts: &Texts) -> String {
         Texts::get(&texts.refused, refused.reason.key()),
         &[("why", refused.reason.value()), ("kubeconfig", grade::KUBECONFIG_WORD)],
     );
-    format!("{}\n{}", texts.text("refused", &[("reason", &reason)]), refused.detail)
+    format!("{}\n{}", texts.text("refused", &[("reason", &reason)]), program_lines(&refused.detail))
+}
+
+/// The program's last lines under their heading, each as `  | …` (as `exp`
+/// shows the controller's log): what it printed, told apart from what the
+/// grade says.
+fn program_lines(tail: &str) -> String {
+    let mut lines = tail.lines();
+    let heading = lines.next().unwrap_or_default().to_string();
+    lines.fold(heading, |text, line| format!("{text}\n  | {line}"))
 }
 
 /// The table a person reads: one line per row, then what to re-read.
@@ -445,12 +462,10 @@ fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
     let text = serde_json::to_string_pretty(graded)?;
     let partial = path.with_extension("json.partial");
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
+        std::fs::create_dir_all(parent).with_context(|| cannot("create", "建不了", parent))?;
     }
-    std::fs::write(&partial, text)
-        .with_context(|| format!("cannot write {}", partial.display()))?;
-    std::fs::rename(&partial, path).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&partial, text).with_context(|| cannot("write", "写不了", &partial))?;
+    std::fs::rename(&partial, path).with_context(|| cannot("write", "写不了", path))?;
     Ok(())
 }
 
@@ -523,7 +538,7 @@ mod tests {
         assert_eq!(en.len(), 3);
         let zh: BTreeMap<String, String> =
             phrases(&values, Texts::of(Lang::Zh)).into_iter().collect();
-        assert_eq!(zh["sigterm"], "3 ms 后 exit 0");
+        assert_eq!(zh["sigterm"], "3 ms 后exit 0");
     }
 
     #[test]
@@ -532,6 +547,20 @@ mod tests {
         for (key, text) in zh.rows.iter().chain(&zh.hints).chain(&zh.refused) {
             assert!(text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "{key}: {text}");
         }
+        let tables = [&zh.rows, &zh.seen, &zh.hints, &zh.texts, &zh.refused, &zh.stops];
+        for (key, text) in tables.into_iter().flatten() {
+            let english = labkit::say::english_words(text, Default::default());
+            assert!(english.is_empty(), "zh-CN.toml {key}: English {english:?} in {text}");
+        }
+    }
+
+    #[test]
+    fn the_programs_lines_are_set_off_under_their_heading() {
+        assert_eq!(
+            program_lines("last lines of p:\n=== run 1 ===\noops"),
+            "last lines of p:\n  | === run 1 ===\n  | oops"
+        );
+        assert_eq!(program_lines("(p is empty)"), "(p is empty)");
     }
 
     #[test]

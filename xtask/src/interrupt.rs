@@ -12,6 +12,7 @@ use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use labkit::say::pick;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 pub struct Interrupts {
@@ -54,7 +55,7 @@ impl Interrupts {
     pub async fn first(&mut self, what: &str) {
         let name = self.next().await;
         self.seen = Some(name);
-        eprintln!("{name}: stopping {what}");
+        eprintln!("{}", pick(format!("{name}: stopping {what}"), format!("{name}：停止{what}")));
     }
 
     /// From now on, each further signal calls `each` with its name (in a task
@@ -86,6 +87,12 @@ fn output_to(log: &Path) -> Result<()> {
             return Err(std::io::Error::last_os_error()).context("dup2");
         }
     }
-    eprintln!("SIGHUP: the terminal went away; what follows is kept here");
+    eprintln!(
+        "{}",
+        pick(
+            "SIGHUP: the terminal went away; what follows is kept here",
+            "SIGHUP：终端不在了；后面的输出记在这里"
+        )
+    );
     Ok(())
 }

@@ -87,6 +87,13 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    // What the layers under `grade` and `exp` print is in their reader's language too.
+    let lang = match &cli.command {
+        Command::Exp { lang, .. } => locale::Lang::or_locale(*lang),
+        Command::Grade(args) => args.lang(),
+        _ => locale::Lang::En,
+    };
+    labkit::say::choose_chinese(lang == locale::Lang::Zh);
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::Room(command) => room::run(command).await,
@@ -94,10 +101,8 @@ async fn main() -> ExitCode {
             Ok(()) => e2e::run(&lab.name, exp.as_deref()),
             Err(e) => Err(e),
         },
-        Command::Exp { experiment, lab, lang } => match borrow::put_back_if_left(&lab.name).await {
-            Ok(()) => {
-                exp::run(&lab.name, experiment.as_deref(), locale::Lang::or_locale(lang)).await
-            }
+        Command::Exp { experiment, lab, .. } => match borrow::put_back_if_left(&lab.name).await {
+            Ok(()) => exp::run(&lab.name, experiment.as_deref(), lang).await,
             Err(e) => Err(e),
         },
         Command::Grade(args) => grade::run(args).await,
@@ -110,7 +115,7 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             // `{:#}` keeps the whole context chain on one line.
-            eprintln!("error: {error:#}");
+            eprintln!("{}{error:#}", labkit::say::pick("error: ", "错误："));
             ExitCode::FAILURE
         }
     }

@@ -32,6 +32,17 @@ async fn every_narrated_experiment_tells_its_story_and_passes() {
         if exp == "heal" {
             common::write_sample("exp-heal.txt", &told.stdout);
         }
+        // Each narration in Chinese too: no English sentence left (heal: below, by the locale).
+        if exp != "heal" {
+            let told = run(&xtask(&["exp", exp, "--name", &name, "--lang", "zh"]));
+            assert!(
+                told.ok,
+                "cargo xtask exp {exp} --lang zh failed:\n{}\n{}",
+                told.stdout, told.stderr
+            );
+            let printed = told.stdout + &common::without_cargo(&told.stderr);
+            common::assert_chinese(&format!("cargo xtask exp {exp} --lang zh"), &printed);
+        }
     }
 }
 
@@ -48,6 +59,11 @@ async fn a_chinese_locale_narrates_in_chinese() {
         assert!(told.stdout.lines().any(|l| l.starts_with(label)), "no {label}:\n{}", told.stdout);
     }
     assert!(told.stdout.lines().any(|l| l.starts_with("结果：") && l.ends_with("通过")));
+    common::assert_chinese("cargo xtask exp heal", &told.stdout);
+    common::assert_chinese("cargo xtask exp heal", &common::without_cargo(&told.stderr));
+    let listing = run(&xtask(&["exp", "--lang", "zh"]));
+    assert!(listing.ok, "{}", listing.stderr);
+    common::assert_chinese("cargo xtask exp", &listing.stdout);
     common::write_sample("exp-heal.zh-CN.txt", &told.stdout);
 }
 

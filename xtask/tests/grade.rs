@@ -4,6 +4,7 @@
 //! `my-controller` pass every row; each broken variant of the
 //! course's program (`grade/*.patch`) fails the row it should, with the hint
 //! it should; bad programs are refused in one line; Ctrl-C puts the lab back.
+//! A grade in Chinese prints no English sentence (`common::assert_chinese`).
 
 mod common;
 
@@ -91,14 +92,7 @@ async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or(Value::Null);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let shown: String = stderr
-        .lines()
-        .filter(|l| {
-            !l.trim_start().starts_with("Finished") && !l.trim_start().starts_with("Running")
-        })
-        .map(|l| format!("{l}\n"))
-        .chain(std::iter::once(String::from_utf8_lossy(&out.stdout).into_owned()))
-        .collect();
+    let shown = common::without_cargo(&stderr) + &String::from_utf8_lossy(&out.stdout);
     let graded = Graded { code: out.status.code(), printed, shown, json };
     assert_lab_as_it_was().await;
     graded
@@ -212,6 +206,7 @@ async fn variant(patch: &str, lang: &str) -> Graded {
 async fn without_the_kick_only_starts_fails_and_points_at_the_kick() {
     let graded = variant("no-kick", "zh").await;
     graded.assert_fails(&["starts"], "kick");
+    common::assert_chinese("cargo xtask grade --lang zh", &graded.shown);
     common::write_sample("grade-no-kick.zh-CN.txt", &graded.shown);
 }
 
@@ -310,10 +305,14 @@ async fn writing_on_a_minutely_resync_fails_the_hot_loop() {
 #[tokio::test]
 #[serial]
 async fn ignoring_sigterm_fails_the_clean_exit() {
-    let graded = variant("ignores-sigterm", "en").await;
+    // In Chinese: how a stop went is said in the reader's language too.
+    let graded = variant("ignores-sigterm", "zh").await;
     graded.assert_fails(&["clean_exit"], "signals");
-    let seen = graded.row("clean_exit")["seen"].as_str().unwrap_or_default().to_string();
-    assert!(seen.contains("killed"), "{seen}");
+    let row = graded.row("clean_exit");
+    assert_eq!(row["values"]["sigterm.kind"], "killed", "{}", graded.printed);
+    let seen = row["seen"].as_str().unwrap_or_default().to_string();
+    assert!(seen.contains("被强制结束"), "{seen}");
+    common::assert_chinese("cargo xtask grade --lang zh", &graded.shown);
 }
 
 /// The pages as a learner follows them: page 00's `cargo new` and `cargo
@@ -346,8 +345,9 @@ async fn the_pages_typed_into_a_fresh_project_pass() {
 #[tokio::test]
 #[serial]
 async fn a_step4_whose_reconcile_panics_once_still_passes() {
-    let project = fresh_project("zh-CN", "panics-once").await;
-    let main_rs = pages::main_rs("zh-CN", "04-controller.md").unwrap();
+    // The English page: its code is the example's, comments and all, which the patch's context is.
+    let project = fresh_project("en", "panics-once").await;
+    let main_rs = pages::main_rs("en", "04-controller.md").unwrap();
     std::fs::write(project.join("src/main.rs"), main_rs).unwrap();
     let patch = project::root().join("xtask/tests/grade/step4-panics-once.patch");
     Cmd::argv(["git", "apply"])
@@ -423,12 +423,15 @@ async fn a_program_that_is_not_there_is_refused_before_the_lab_is_touched() {
 #[tokio::test]
 #[serial]
 async fn a_program_that_exits_at_once_is_refused_with_what_it_printed() {
-    let graded =
-        grade("exits-at-once", &[], &["sh", "-c", "echo cannot find my kubeconfig; exit 3"]).await;
+    // In Chinese: the refusal is, the program's own (English) lines are set off as its.
+    let (args, program) =
+        (["--lang", "zh"], ["sh", "-c", "echo cannot find my kubeconfig; exit 3"]);
+    let graded = grade("exits-at-once", &args, &program).await;
     assert_eq!(graded.code, Some(2), "{}", graded.printed);
-    assert!(graded.printed.contains("exited at once (exit 3)"), "{}", graded.printed);
-    assert!(graded.printed.contains("cannot find my kubeconfig"), "{}", graded.printed);
+    assert!(graded.printed.contains("一启动就退出了（退出码 3）"), "{}", graded.printed);
+    assert!(graded.printed.contains("  | cannot find my kubeconfig"), "{}", graded.printed);
     assert!(graded.json["refused"].is_string(), "the JSON says why: {}", graded.json);
+    common::assert_chinese("cargo xtask grade --lang zh", &graded.shown);
 }
 
 #[tokio::test]

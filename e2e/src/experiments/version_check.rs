@@ -3,7 +3,7 @@
 
 use anyhow::{Context as _, bail, ensure};
 use controller::version::{self, Skew};
-use labkit::command::Cmd;
+use labkit::{command::Cmd, say::pick};
 
 use super::*;
 
@@ -21,15 +21,28 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
     let skew = Skew::between(client_minor, server_minor);
     match skew {
         Skew::Same => {}
-        Skew::OneApart { .. } => warnings.push(skew.to_string()),
+        // Warnings are passed on to a narration (`cargo xtask exp`): in its language.
+        Skew::OneApart { client, server } => warnings.push(pick(
+            skew.to_string(),
+            format!("客户端为 1.{client} 编译，服务器是 1.{server}：差一个小版本，允许"),
+        )),
         Skew::TooFar { .. } => bail!("{skew}"),
     }
     if let Some(kubectl) = kubectl_client_minor() {
         let kubectl_skew = Skew::between(kubectl, server_minor);
         if kubectl_skew != Skew::Same {
-            let note = if kubectl_skew.is_supported() { "" } else { " (kubectl supports ±1)" };
-            warnings.push(format!(
-                "kubectl is 1.{kubectl}, the server 1.{server_minor}{note}: use the kubectl from `nix develop`"
+            let supported = kubectl_skew.is_supported();
+            let note = if supported { "" } else { " (kubectl supports ±1)" };
+            let zh_note = if supported { "" } else { "（kubectl 支持 ±1）" };
+            warnings.push(pick(
+                format!(
+                    "kubectl is 1.{kubectl}, the server 1.{server_minor}{note}: use the kubectl \
+                     from `nix develop`"
+                ),
+                format!(
+                    "kubectl 是 1.{kubectl}，服务器是 1.{server_minor}{zh_note}：\
+                     用 `nix develop` 里的 kubectl"
+                ),
             ));
         }
     }

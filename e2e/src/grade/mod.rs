@@ -32,6 +32,7 @@ use crate::lab::Lab;
 
 use labkit::command::Cmd;
 use labkit::record::Shared;
+use labkit::say::pick;
 
 /// A ConfigMap name the identity's first request reads (it need not exist).
 pub const PROBE_NAME: &str = "my-controller-grade-probe";
@@ -359,9 +360,15 @@ pub async fn run(
     let outcome = tokio::select! {
         done = AssertUnwindSafe(grading.all()).catch_unwind() => match done {
             Ok(result) => result,
-            Err(_) => Err(anyhow::anyhow!("the grade itself panicked (a bug in e2e/src/grade)")),
+            Err(_) => Err(anyhow::anyhow!(
+                "{}",
+                pick(
+                    "the grade itself panicked (a bug in e2e/src/grade)",
+                    "评分程序自己 panic 了（e2e/src/grade 的 bug）"
+                )
+            )),
         },
-        () = cancel => Err(anyhow::anyhow!("interrupted")),
+        () = cancel => Err(anyhow::anyhow!("{}", pick("interrupted", "被打断了"))),
     };
     let (rows, user, removed) = grading.finish().await;
     outcome?;

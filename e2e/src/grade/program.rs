@@ -17,6 +17,7 @@ use labkit::{
     eventually::{Check, eventually},
     files,
     record::Shared,
+    say::pick,
 };
 
 /// How a stop by signal went.
@@ -57,7 +58,11 @@ impl Program {
     /// its process group in the lab's record.
     pub async fn start(&mut self) -> anyhow::Result<()> {
         self.runs += 1;
-        let header = format!("=== run {} of `{}` ===\n", self.runs, self.cmd);
+        let (runs, cmd) = (self.runs, &self.cmd);
+        let header = pick(
+            format!("=== run {runs} of `{cmd}` ===\n"),
+            format!("=== 第 {runs} 次运行 `{cmd}` ===\n"),
+        );
         let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         std::io::Write::write_all(&mut log, header.as_bytes())?;
         let child = self.cmd.spawn_to_log(&self.log)?;
@@ -123,11 +128,9 @@ impl Program {
     /// The last line it printed (nothing: empty).
     pub fn last_line(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines()
-            .rev()
-            .find(|l| !l.trim().is_empty() && !l.starts_with("=== run "))
-            .unwrap_or("")
-            .to_string()
+        // A run's header line ([`Program::start`]) is the grade's, not the program's.
+        let header = |l: &str| l.starts_with("=== ") && l.ends_with(" ===");
+        text.lines().rev().find(|l| !l.trim().is_empty() && !header(l)).unwrap_or("").to_string()
     }
 
     /// As a person would type it.

@@ -25,7 +25,10 @@ use super::{
     proxy::Proxy,
 };
 use crate::{converge::HEAL_WITHIN, lab::Lab};
-use labkit::eventually::{Check, poll};
+use labkit::{
+    eventually::{Check, poll},
+    say::pick,
+};
 
 mod conflict;
 mod course;
@@ -198,7 +201,8 @@ impl<'a> Grading<'a> {
     ) -> anyhow::Result<Result<Duration, Option<ExitStatus>>> {
         let started = Instant::now();
         let (program, observer) = (&mut self.program, self.observer.as_ref().expect("alive"));
-        let what = "the program's first request to the API server";
+        let what =
+            pick("the program's first request to the API server", "程序对 API Server 的第一个请求");
         let waited = poll(what, within, self.options.shown, || {
             let exited = program.exited();
             async move {
@@ -206,7 +210,7 @@ impl<'a> Grading<'a> {
                     return Ok(Check::Stop(anyhow::anyhow!("it exited")));
                 }
                 let made = observer.counts().await?.since(&before).all();
-                Ok(Check::done_if(made >= 1.0, (), "no request yet"))
+                Ok(Check::done_if(made >= 1.0, (), pick("no request yet", "还没有请求")))
             }
         })
         .await;
@@ -220,7 +224,7 @@ impl<'a> Grading<'a> {
     /// deleted), the program exits, or `within` passes.
     async fn until_desired(&mut self, within: Duration) -> anyhow::Result<Until> {
         let started = Instant::now();
-        let last = Arc::new(Mutex::new(String::from("not looked at yet")));
+        let last = Arc::new(Mutex::new(pick("not looked at yet", "还没看过").to_string()));
         let (program, api, desired) = (&mut self.program, &self.api, &self.desired);
         let what = format!("{desired} to hold the desired data");
         let waited = poll(&what, within, false, || {
@@ -326,7 +330,7 @@ impl<'a> Grading<'a> {
             .get_opt(self.desired.name())
             .await?
             .and_then(|cm| cm.metadata.resource_version)
-            .unwrap_or_else(|| ABSENT.to_string()))
+            .unwrap_or_else(absent))
     }
 
     /// What to re-read for each failed row, from what all the rows saw.
@@ -372,22 +376,29 @@ fn hot_loop_window(resync: Duration, quiet: Duration) -> Duration {
     resync.mul_f64(before_end + 1.0) + RESYNC_MARGIN
 }
 
-/// What my-config looked like, in one line.
-const ABSENT: &str = "absent";
-
+/// What my-config looked like, in one line, in the language chosen.
 fn describe(cm: Option<&ConfigMap>) -> String {
     match cm {
-        None => ABSENT.into(),
+        None => absent(),
         Some(cm) => {
             let data =
                 serde_json::to_string(&cm.data.clone().unwrap_or_default()).unwrap_or_default();
             match (&cm.metadata.deletion_timestamp, cm.immutable) {
-                (Some(_), _) => format!("being deleted, data {data}"),
-                (None, Some(true)) => format!("immutable, data {data}"),
+                (Some(_), _) => {
+                    pick(format!("being deleted, data {data}"), format!("删除中，data {data}"))
+                }
+                (None, Some(true)) => {
+                    pick(format!("immutable, data {data}"), format!("immutable，data {data}"))
+                }
                 _ => format!("data {data}"),
             }
         }
     }
+}
+
+/// my-config is not there.
+fn absent() -> String {
+    pick("absent", "不存在").to_string()
 }
 
 /// How a stop went, as values `<name>.kind` (`exited`, `killed`, `gone`,
@@ -413,11 +424,12 @@ fn kubectl() -> PatchParams {
     PatchParams { field_manager: Some("kubectl-patch".into()), ..PatchParams::default() }
 }
 
-/// `exit 0`, `exit 255`, `killed by SIGKILL`: as a shell would say it.
+/// `exit 0`, `exit 255`, `killed by SIGKILL`: as a shell would say it (in
+/// Chinese `退出码 0`, `被 SIGKILL 结束`).
 fn exit_status(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt as _;
     match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit {code}"),
+        (Some(code), _) => pick(format!("exit {code}"), format!("退出码 {code}")),
         (None, Some(signal)) => {
             let name = match signal {
                 libc::SIGINT => "SIGINT".to_string(),
@@ -425,9 +437,9 @@ fn exit_status(status: ExitStatus) -> String {
                 libc::SIGTERM => "SIGTERM".to_string(),
                 libc::SIGABRT => "SIGABRT".to_string(),
                 libc::SIGSEGV => "SIGSEGV".to_string(),
-                other => format!("signal {other}"),
+                other => pick(format!("signal {other}"), format!("信号 {other}")),
             };
-            format!("killed by {name}")
+            pick(format!("killed by {name}"), format!("被 {name} 结束"))
         }
         (None, None) => status.to_string(),
     }

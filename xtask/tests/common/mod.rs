@@ -32,6 +32,34 @@ pub fn write_sample(name: &str, text: &str) {
     labkit::project::write_sample(name, text).unwrap_or_else(|e| panic!("{e:#}"));
 }
 
+/// What `cargo xtask` printed, without cargo's own lines (`Compiling`,
+/// `Finished`, `Running`, `Blocking`): what a person reads of the verb.
+pub fn without_cargo(text: &str) -> String {
+    const CARGO: [&str; 4] = ["Compiling ", "Finished ", "Running ", "Blocking "];
+    text.lines()
+        .filter(|l| !CARGO.iter().any(|c| l.trim_start().starts_with(c)))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// `text`, what a verb run with `--lang zh` printed, holds no English
+/// sentence ([`labkit::say::english_in`]): the narration's "by hand"
+/// commands, the experiments' names, command lines, the program's own lines
+/// and identifiers aside.
+pub fn assert_chinese(verb: &str, text: &str) {
+    let narration: toml::Value = toml::from_str(include_str!("../../exp/zh-CN.toml")).unwrap();
+    let by_hand = narration["labels"]["by_hand"].as_str().expect("[labels] by_hand");
+    let experiments = narration["experiment"].as_array().expect("[[experiment]]");
+    let names: Vec<&str> = experiments.iter().filter_map(|e| e["short"].as_str()).collect();
+    let allowed = labkit::say::Allowed { commands_after: &[by_hand], names: &names };
+    let english = labkit::say::english_in(text, allowed);
+    assert!(
+        english.is_empty(),
+        "`{verb}` in Chinese printed English:\n{}\n\nall of it:\n{text}",
+        english.join("\n")
+    );
+}
+
 /// What a command printed, and whether it succeeded.
 pub struct Ran {
     pub ok: bool,

@@ -38,7 +38,7 @@ impl Grading<'_> {
                 let values = [("after", ms(after)), ("creates", creates)];
                 self.push(id, true, &seen("pass"), &values);
             }
-            Until::TimedOut { last } if last == ABSENT => {
+            Until::TimedOut { last } if last == absent() => {
                 let values = [("creates", creates), ("within", secs(HEAL_WITHIN))];
                 self.push(id, false, &seen("absent"), &values);
             }
