@@ -13,6 +13,11 @@ pub(super) struct Hand {
     pub(super) controller: ControllerHand,
     /// "the lab's admin", in the narration's language.
     pub(super) admin: String,
+    /// Said of a controller started by hand as a process: it holds its
+    /// terminal, so it gets one of its own.
+    pub(super) foreground: String,
+    /// How that controller is stopped again (its pid is in no pid file).
+    pub(super) ctrl_c: String,
 }
 
 /// How to stop and start the lab's controller by hand.
@@ -47,6 +52,8 @@ impl Hand {
             metrics_url: format!("{}/metrics", file.controller.url),
             controller,
             admin: words.text("admin").to_string(),
+            foreground: words.text("foreground").to_string(),
+            ctrl_c: words.text("ctrl_c").to_string(),
         }
     }
 
@@ -59,12 +66,35 @@ impl Hand {
             .replace("{flags}", &DEDUP_FLAGS.join(" "))
     }
 
-    /// `export KUBECONFIG=…`, then `steps` as a person types them.
+    /// `export KUBECONFIG=…`, then `steps` as a person types them. A
+    /// controller process started by hand runs in the foreground of a
+    /// terminal of its own; it is stopped there with Ctrl-C, not through the
+    /// lab's pid file (which names the lab's own, stopped before).
     pub(super) fn commands(&self, steps: &[HandStep]) -> Vec<String> {
         let mut lines = vec![format!("export KUBECONFIG={}   # {}", self.kubeconfig, self.admin)];
+        let process = matches!(self.controller, ControllerHand::Process { .. });
+        let mut started_by_hand = false;
         for step in steps {
-            let command = self.command(step);
-            let why = self.fill(&step.why);
+            let mut why = self.fill(&step.why);
+            let command = match step.action {
+                Do::Stop if process && started_by_hand => {
+                    started_by_hand = false;
+                    lines.push(match why.is_empty() {
+                        true => format!("# {}", self.ctrl_c),
+                        false => format!("# {}; {why}", self.ctrl_c),
+                    });
+                    continue;
+                }
+                Do::Start | Do::StartSlow | Do::StartOwn if process => {
+                    started_by_hand = true;
+                    why = match why.is_empty() {
+                        true => self.foreground.clone(),
+                        false => format!("{why} ({})", self.foreground),
+                    };
+                    self.command(step)
+                }
+                _ => self.command(step),
+            };
             lines.push(if why.is_empty() { command } else { format!("{command}   # {why}") });
         }
         lines
@@ -82,9 +112,12 @@ impl Hand {
             Do::Start => c.start(&[]),
             Do::StartSlow => c.start(DEDUP_FLAGS),
             Do::StartOwn => c.start_without(DEDUP_FLAGS),
+            // The names the controller's registry serves (controller/src/metrics.rs).
             Do::Metrics => format!(
-                "curl -s {} | grep -E '^(reconcile_total|api_writes_total)'",
-                self.metrics_url
+                "curl -s {} | grep -E '^({}|{})'",
+                self.metrics_url,
+                controller::metrics::RECONCILES,
+                controller::metrics::WRITES
             ),
             Do::DriftPatch => {
                 let patch = experiments::drift_patch(&self.desired).to_string();
