@@ -719,7 +719,10 @@ mod tests {
         assert!(stops[0].starts_with("kill $(cat "), "the lab's own, by its pid file: {lines:#?}");
         assert!(stops[1].starts_with("# Ctrl-C in the controller's terminal"), "{lines:#?}");
         let starts = lines.iter().filter(|l| l.starts_with("/kit/target/debug/my-controller"));
-        assert!(starts.clone().count() == 2 && starts.clone().all(|l| l.contains("terminal of its own")));
+        assert!(
+            starts.clone().count() == 2
+                && starts.clone().all(|l| l.contains("terminal of its own"))
+        );
         // A Deployment is scaled, whoever started it.
         let kind = hand(ProviderKind::Kind).commands(&narration("dedup").by_hand);
         assert_eq!(kind.iter().filter(|l| l.contains("--replicas=0")).count(), 2, "{kind:#?}");

@@ -108,17 +108,22 @@ impl ByHand {
                 let child = self.shell(line).spawn_to_log(&out).unwrap();
                 self.watch = Some((child, out));
                 // The watch's first line: the object as it is now.
-                self.until(line, "the watch's first row", |t| rows(t) >= 1, Some(&self.dir.join("watch.log")))
-                    .await;
+                self.until(
+                    line,
+                    "the watch's first row",
+                    |t| rows(t) >= 1,
+                    Some(&self.dir.join("watch.log")),
+                )
+                .await;
             } else {
                 self.expect(i, line).await;
             }
         }
-        if let Some((mut child, out)) = self.watch.take() {
+        if let Some((child, out)) = self.watch.take() {
             let seen = "the watch to show it go and come back";
-            self.until("", seen, |text| rows(text) >= 2, Some(&out)).await;
-            let _ = child.kill();
-            let _ = child.wait();
+            let watched = self.until("", seen, |text| rows(text) >= 2, Some(&out));
+            watched.await;
+            end_group(child);
         }
     }
 
@@ -153,7 +158,9 @@ impl ByHand {
                 let got = run(&self.shell(line));
                 assert!(!got.ok && got.stderr.contains("NotFound"), "{line}: {}", got.stderr);
             }
-            ("create", 4) => self.until(line, "the desired data", |t| t.contains(&value), None).await,
+            ("create", 4) => {
+                self.until(line, "the desired data", |t| t.contains(&value), None).await
+            }
             ("create", 5) => {
                 let created = |t: &str| events(t).contains("Created");
                 self.until(line, "Events: Created", created, None).await;
@@ -229,7 +236,13 @@ impl ByHand {
 
     /// Runs `line` (or reads `file`) until `holds` its output, as a person
     /// looks again a moment later.
-    async fn until(&self, line: &str, said: &str, holds: impl Fn(&str) -> bool, file: Option<&PathBuf>) {
+    async fn until(
+        &self,
+        line: &str,
+        said: &str,
+        holds: impl Fn(&str) -> bool,
+        file: Option<&PathBuf>,
+    ) {
         let what = format!("`{line}` to show {said}");
         eventually(&what, WITHIN, || {
             let text = match file {
@@ -264,8 +277,7 @@ impl ByHand {
                 Ok(scrape) => scrape,
                 Err(e) => return Ok(Check::NotYet(format!("{e:#}"))),
             };
-            let reconciled = scrape.sum(RECONCILES) >= 1.0
-                && scrape.sum(IN_FLIGHT) == 0.0;
+            let reconciled = scrape.sum(RECONCILES) >= 1.0 && scrape.sum(IN_FLIGHT) == 0.0;
             Ok(if reconciled { Check::Done(()) } else { Check::NotYet("no reconcile yet".into()) })
         })
         .await
@@ -318,6 +330,23 @@ impl ByHand {
     }
 }
 
+/// What a failed step leaves running is stopped: the watch, a controller
+/// started by hand (it holds the lab controller's port).
+impl Drop for ByHand {
+    fn drop(&mut self) {
+        for child in self.controller.take().into_iter().chain(self.watch.take().map(|w| w.0)) {
+            end_group(child);
+        }
+    }
+}
+
+/// SIGKILL to `child`'s process group (`sh` and what it started), then reaped.
+fn end_group(mut child: Child) {
+    // SAFETY: kill with the group of a child this test started.
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+    let _ = child.wait();
+}
+
 /// The Events section of `kubectl describe`.
 fn events(describe: &str) -> &str {
     describe.split("Events:").nth(1).unwrap_or_default()
@@ -331,9 +360,7 @@ fn rows(text: &str) -> usize {
 /// Every line is a counter series of the controller's.
 fn counters_only(text: &str) -> bool {
     !text.trim().is_empty()
-        && text.lines().all(|l| {
-            l.starts_with(RECONCILES) || l.starts_with(WRITES)
-        })
+        && text.lines().all(|l| l.starts_with(RECONCILES) || l.starts_with(WRITES))
 }
 
 /// The sum of `name`'s series in a `/metrics` excerpt.

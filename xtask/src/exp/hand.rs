@@ -2,6 +2,7 @@
 //! kubectl commands for envtest or kind, as the narration prints them.
 
 use super::*;
+use labkit::command::shell_quote;
 
 /// What a person needs to repeat an experiment by hand on this lab.
 pub(super) struct Hand {
@@ -71,7 +72,8 @@ impl Hand {
     /// terminal of its own; it is stopped there with Ctrl-C, not through the
     /// lab's pid file (which names the lab's own, stopped before).
     pub(super) fn commands(&self, steps: &[HandStep]) -> Vec<String> {
-        let mut lines = vec![format!("export KUBECONFIG={}   # {}", self.kubeconfig, self.admin)];
+        let mut lines =
+            vec![format!("export KUBECONFIG={}   # {}", shell_quote(&self.kubeconfig), self.admin)];
         let process = matches!(self.controller, ControllerHand::Process { .. });
         let mut started_by_hand = false;
         for step in steps {
@@ -154,7 +156,9 @@ impl ControllerHand {
     pub(super) fn stop(&self) -> String {
         match self {
             // SIGTERM: it finishes a running reconcile and exits.
-            ControllerHand::Process { pid_file, .. } => format!("kill $(cat {pid_file})"),
+            ControllerHand::Process { pid_file, .. } => {
+                format!("kill $(cat {})", shell_quote(pid_file))
+            }
             ControllerHand::Deployment { namespace } => scale(namespace, 0),
         }
     }

@@ -115,9 +115,10 @@ impl Served {
         let of_name: Vec<&String> =
             self.series.iter().filter(|s| s.starts_with(&format!("{name}{{"))).collect();
         labels.split(',').map(str::trim).all(|label| match label.split_once('=') {
-            Some((key, values)) => values.trim_matches('"').split('|').all(|value| {
-                of_name.iter().any(|s| s.contains(&format!("{key}=\"{value}\"")))
-            }),
+            Some((key, values)) => values
+                .trim_matches('"')
+                .split('|')
+                .all(|value| of_name.iter().any(|s| s.contains(&format!("{key}=\"{value}\"")))),
             None => of_name.iter().any(|s| s.contains(&format!("{label}=\""))),
         })
     }
@@ -157,7 +158,8 @@ fn the_metric_check_finds_a_name_the_controller_does_not_serve() {
     assert_eq!(unserved_metrics(label, &served, false), [label]);
     let listed = r#"my_controller_writes_total{verb="create|update"}, my_controller_build_info{version,kubernetes}"#;
     assert!(unserved_metrics(listed, &served, false).is_empty());
-    let one_wrong = r#"my_controller_writes_total{verb="create|delete"}, my_controller_build_info{commit}"#;
+    let one_wrong =
+        r#"my_controller_writes_total{verb="create|delete"}, my_controller_build_info{commit}"#;
     assert_eq!(unserved_metrics(one_wrong, &served, false).len(), 2);
     // A page may name another program's counter.
     assert!(unserved_metrics("controller_runtime_reconcile_total", &served, false).is_empty());
@@ -198,7 +200,10 @@ fn the_file_check_finds_a_file_that_is_not_there() {
     let tracked = ["controller/src/runner.rs".to_string(), "workqueue/src/lib.rs".to_string()];
     let text = "runner.rs `inform`; WorkQueue::add (queue.rs); workqueue/src/lib.rs; src/lib.rs";
     assert_eq!(unknown_files(text, &tracked), ["queue.rs"]);
-    assert_eq!(unknown_files("see controller/src/queue.rs.", &tracked), ["controller/src/queue.rs"]);
+    assert_eq!(
+        unknown_files("see controller/src/queue.rs.", &tracked),
+        ["controller/src/queue.rs"]
+    );
 }
 
 /// Where a line speaks of the step programs (`step1_list_pods` …
@@ -207,7 +212,8 @@ fn the_file_check_finds_a_file_that_is_not_there() {
 /// (backticked spans starting with `--`). The step programs parse none, so
 /// each is wrong: `Client::try_default()` reads `$KUBECONFIG`, not a flag.
 fn flags_quoted_for_step_programs(page: &str) -> Vec<String> {
-    let steps = ["step1_", "step2_", "step3_", "step4_", "示例", "example", "你的程序", "your program"];
+    let steps =
+        ["step1_", "step2_", "step3_", "step4_", "示例", "example", "你的程序", "your program"];
     let others = ["cargo xtask", "stage2_crd", "--example"];
     let mut wrong = Vec::new();
     for line in page.lines() {
@@ -226,7 +232,10 @@ fn no_page_quotes_a_flag_for_a_step_program() {
     // The step programs (controller/examples/step*.rs) parse no flags.
     for step in ["step1_list_pods", "step2_watch_pods", "step3_queue", "step4_controller"] {
         let source = read(&format!("controller/examples/{step}.rs"));
-        assert!(!source.contains("clap") && !source.contains("std::env::args"), "{step} parses flags");
+        assert!(
+            !source.contains("clap") && !source.contains("std::env::args"),
+            "{step} parses flags"
+        );
     }
     let mut wrong = Vec::new();
     for page in pages() {

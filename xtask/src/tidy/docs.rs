@@ -188,7 +188,7 @@ fn check_cargo_run(args: &[&str]) -> Option<String> {
         .find(|flag| {
             !parses
                 || !text.contains(&format!("pub {}:", flag.replace('-', "_")))
-                && !text.contains(&format!("    {}:", flag.replace('-', "_")))
+                    && !text.contains(&format!("    {}:", flag.replace('-', "_")))
         })
         .map(|flag| format!("`cargo run {}`: {source} has no flag --{flag}", args.join(" ")))
 }
@@ -436,8 +436,10 @@ fn the_checks_catch_what_they_are_for() {
     );
     assert!(check_command(&words("cargo run -p controller --example step9")).is_some());
     assert!(
-        check_command(&words("cargo run -p controller --example step1_list_pods -- --kubeconfig x"))
-            .is_some()
+        check_command(&words(
+            "cargo run -p controller --example step1_list_pods -- --kubeconfig x"
+        ))
+        .is_some()
     );
     assert!(check_command(&words("RUST_LOG=debug cargo run")).is_none());
     assert!(check_command(&words("cargo run -- --kubeconfig x")).is_some());
