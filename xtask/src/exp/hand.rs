@@ -19,6 +19,9 @@ pub(super) struct Hand {
     pub(super) foreground: String,
     /// How that controller is stopped again (its pid is in no pid file).
     pub(super) ctrl_c: String,
+    /// `{why} ({note})` and `{first}; {why}`, with this language's punctuation.
+    pub(super) with_note: String,
+    pub(super) then: String,
 }
 
 /// How to stop and start the lab's controller by hand.
@@ -55,6 +58,8 @@ impl Hand {
             admin: words.text("admin").to_string(),
             foreground: words.text("foreground").to_string(),
             ctrl_c: words.text("ctrl_c").to_string(),
+            with_note: words.text("with_note").to_string(),
+            then: words.text("then").to_string(),
         }
     }
 
@@ -83,7 +88,12 @@ impl Hand {
                     started_by_hand = false;
                     lines.push(match why.is_empty() {
                         true => format!("# {}", self.ctrl_c),
-                        false => format!("# {}; {why}", self.ctrl_c),
+                        false => {
+                            format!(
+                                "# {}",
+                                self.then.replace("{first}", &self.ctrl_c).replace("{why}", &why)
+                            )
+                        }
                     });
                     continue;
                 }
@@ -91,7 +101,10 @@ impl Hand {
                     started_by_hand = true;
                     why = match why.is_empty() {
                         true => self.foreground.clone(),
-                        false => format!("{why} ({})", self.foreground),
+                        false => self
+                            .with_note
+                            .replace("{why}", &why)
+                            .replace("{note}", &self.foreground),
                     };
                     self.command(step)
                 }
