@@ -6,7 +6,9 @@
 //! * every file a narration names is in the tree;
 //! * a line of the pages that speaks of the step programs quotes no flag,
 //!   since they parse none (`cargo run -- --flag` lines are checked in
-//!   docs.rs, against the program's parser).
+//!   docs.rs, against the program's parser);
+//! * no page's shell block sets `KUBECONFIG` or `KIT` by hand: each terminal
+//!   gets them from `eval "$(cargo xtask lab env)"`.
 
 use std::collections::BTreeSet;
 
@@ -267,4 +269,46 @@ fn the_flag_check_finds_a_flag_given_to_a_step_program() {
     assert!(flags_quoted_for_step_programs("for example `--provider kind`").is_empty());
     let english = "run the examples with `--kubeconfig PATH`";
     assert_eq!(flags_quoted_for_step_programs(english), ["--kubeconfig PATH"]);
+}
+
+/// The shell lines of `page` that set `KUBECONFIG` or `KIT` by hand: a path
+/// typed in one terminal (`$KIT/target/lab/…`) is wrong in the next, for
+/// another lab name or target directory. `eval "$(cargo xtask lab env)"`
+/// gives every terminal the lab's own.
+fn terminal_variables_set_by_hand(page: &str) -> Vec<String> {
+    let mut fence = false;
+    let mut wrong = Vec::new();
+    for line in page.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        let code = line.split(" #").next().unwrap_or_default();
+        let sets = code
+            .split_whitespace()
+            .any(|w| ["KUBECONFIG=", "KIT="].iter().any(|v| w.starts_with(v)));
+        if fence && sets {
+            wrong.push(line.trim().to_string());
+        }
+    }
+    wrong
+}
+
+#[test]
+fn no_page_sets_a_terminals_lab_variables_by_hand() {
+    let mut wrong = Vec::new();
+    for page in pages() {
+        for line in terminal_variables_set_by_hand(&read(&page)) {
+            wrong.push(format!("{page}: {line}"));
+        }
+    }
+    assert!(wrong.is_empty(), "use eval \"$(cargo xtask lab env)\":\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_terminal_check_finds_a_variable_set_by_hand() {
+    let page = "```sh\nexport KIT=$PWD\nexport KUBECONFIG=$KIT/target/lab/x/kubeconfig\n\
+                KUBECONFIG=a kubectl get cm\neval \"$(cargo xtask lab env)\"   # export KIT=… KUBECONFIG=…\n```\n\
+                prose: export KUBECONFIG=x\n";
+    assert_eq!(terminal_variables_set_by_hand(page).len(), 3, "{page}");
 }
