@@ -1,6 +1,6 @@
 //! A work queue of keys for Kubernetes controllers: client-go's
 //! `workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())`
-//! on tokio, in one file.
+//! on tokio.
 //!
 //! Event handlers only *add keys*; workers take a key, read the latest state
 //! from the cache and reconcile it. As in client-go:

@@ -181,6 +181,21 @@ pub async fn run(lab_name: &str, exp: Option<&str>, lang: Lang) -> Result<ExitCo
     }
 }
 
+/// `cargo xtask exp NAME --by-hand`: the narration's by-hand commands for lab
+/// `lab_name`, one per line and nothing else (a lab test runs each of them).
+pub async fn print_by_hand(lab_name: &str, exp: &str, lang: Lang) -> Result<ExitCode> {
+    let words = lang.narrations();
+    let exp = in_language(resolve(exp)?, words);
+    if LabFile::read(&labkit::project::lab_dir(lab_name))?.is_none() {
+        bail!("no lab named {lab_name} is up: run `{}` first", lab_up(lab_name));
+    }
+    let lab = Lab::find_named(lab_name).await?;
+    for line in Hand::new(lab.file(), lab.desired(), words).commands(&exp.by_hand) {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs experiment `exp` against lab `lab_name`, printing the narration as it
 /// goes; returns the exit code and a copy of the narration (stdout). A
 /// narration of a passed experiment that lacks one of [`KEY_LABELS`] is a
@@ -757,6 +772,40 @@ mod tests {
             "kubectl set env deployment my-controller -n default MY_CONTROLLER_RECONCILE_DELAY- \
              && kubectl scale deployment my-controller -n default --replicas=1"
         );
+    }
+
+    #[test]
+    fn the_metrics_command_greps_names_the_controller_serves() {
+        let line = hand(ProviderKind::Envtest).command(&HandStep {
+            action: Do::Metrics,
+            args: Vec::new(),
+            why: String::new(),
+        });
+        let names = line.split_once("'^(").and_then(|(_, r)| r.split_once(")'")).expect(&line).0;
+        let served = controller::metrics::Metrics::default().encode();
+        for name in names.split('|') {
+            assert!(served.lines().any(|l| l.starts_with(name)), "{name} is not served:\n{served}");
+        }
+        assert_eq!(names.split('|').count(), 2, "{line}");
+    }
+
+    #[test]
+    fn a_controller_started_by_hand_is_stopped_with_ctrl_c_in_its_terminal() {
+        let lines = hand(ProviderKind::Envtest).commands(&narration("dedup").by_hand);
+        let stops: Vec<&String> =
+            lines.iter().filter(|l| l.starts_with("kill ") || l.starts_with("# Ctrl-C")).collect();
+        assert_eq!(stops.len(), 2, "{lines:#?}");
+        assert!(stops[0].starts_with("kill $(cat "), "the lab's own, by its pid file: {lines:#?}");
+        assert!(stops[1].starts_with("# Ctrl-C in the controller's terminal"), "{lines:#?}");
+        let starts = lines.iter().filter(|l| l.starts_with("/kit/target/debug/my-controller"));
+        assert!(
+            starts.clone().count() == 2
+                && starts.clone().all(|l| l.contains("terminal of its own"))
+        );
+        // A Deployment is scaled, whoever started it.
+        let kind = hand(ProviderKind::Kind).commands(&narration("dedup").by_hand);
+        assert_eq!(kind.iter().filter(|l| l.contains("--replicas=0")).count(), 2, "{kind:#?}");
+        assert!(!kind.iter().any(|l| l.contains("Ctrl-C")), "{kind:#?}");
     }
 
     #[test]

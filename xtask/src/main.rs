@@ -58,6 +58,9 @@ enum Command {
         /// The narration's language [default: the locale's, from LC_ALL, LC_MESSAGES or LANG].
         #[arg(long, value_enum)]
         lang: Option<locale::Lang>,
+        /// Print only the commands that repeat it by hand on this lab; run nothing.
+        #[arg(long, requires = "experiment")]
+        by_hand: bool,
     },
     /// Grade a controller program you wrote (any language) against the lab:
     /// the course's experiments and more, a table of what each row saw.
@@ -101,9 +104,12 @@ async fn main() -> ExitCode {
             Ok(()) => e2e::run(&lab.name, exp.as_deref()),
             Err(e) => Err(e),
         },
-        Command::Exp { experiment, lab, .. } => match borrow::put_back_if_left(&lab.name).await {
-            Ok(()) => exp::run(&lab.name, experiment.as_deref(), lang).await,
-            Err(e) => Err(e),
+        Command::Exp { experiment, lab, by_hand, .. } => match (by_hand, experiment.as_deref()) {
+            (true, Some(exp)) => exp::print_by_hand(&lab.name, exp, lang).await,
+            _ => match borrow::put_back_if_left(&lab.name).await {
+                Ok(()) => exp::run(&lab.name, experiment.as_deref(), lang).await,
+                Err(e) => Err(e),
+            },
         },
         Command::Grade(args) => grade::run(args).await,
         Command::Test { only } => test::run(only).await,

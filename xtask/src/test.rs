@@ -140,12 +140,12 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
 }
 
 /// The envtest lab with the controller as a process: the suite, the lab's own tests, the
-/// grader's, the guest's (its API server standing in for a cluster the kit did not make).
+/// by-hand commands' (`lab env`, the narrations'), the grader's, the guest's (its API server standing in for a cluster the kit did not make).
 async fn envtest_part() -> Result<ExitCode> {
     on_fresh_lab(
         LAB_NAME,
         &UpOptions::envtest(ControllerChoice::Process),
-        &["envtest_lab", "grade", "guest"],
+        &["envtest_lab", "by_hand", "grade", "guest"],
     )
     .await
 }

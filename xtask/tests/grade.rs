@@ -316,16 +316,19 @@ async fn ignoring_sigterm_fails_the_clean_exit() {
 }
 
 /// The pages as a learner follows them: page 00's `cargo new` and `cargo
-/// add` lines (offline, from the cargo cache), each step's `src/main.rs`
+/// add` lines, resolved as a learner's are ([`Network`]: the English
+/// project from the registry, the Chinese one offline from the cargo cache,
+/// as page 00 says for a room without a network), each step's `src/main.rs`
 /// built from its ```rust blocks, in every language; step 4 graded.
 #[tokio::test]
 #[serial]
 async fn the_pages_typed_into_a_fresh_project_pass() {
     let mut step4 = None;
     for language in pages::LANGUAGES {
-        let project = fresh_project(language, language).await;
+        let network = if language == "en" { Network::Online } else { Network::Offline };
+        let project = fresh_project(language, language, network).await;
         for (page, _) in pages::STEPS {
-            let binary = build_step(&project, &pages::main_rs(language, page).unwrap())
+            let binary = build_step(&project, &pages::main_rs(language, page).unwrap(), network)
                 .await
                 .unwrap_or_else(|e| panic!("docs/{language}/{page}: {e:#}"));
             step4 = Some(binary);
@@ -346,7 +349,7 @@ async fn the_pages_typed_into_a_fresh_project_pass() {
 #[serial]
 async fn a_step4_whose_reconcile_panics_once_still_passes() {
     // The English page: its code is the example's, comments and all, which the patch's context is.
-    let project = fresh_project("en", "panics-once").await;
+    let project = fresh_project("en", "panics-once", Network::Online).await;
     let main_rs = pages::main_rs("en", "04-controller.md").unwrap();
     std::fs::write(project.join("src/main.rs"), main_rs).unwrap();
     let patch = project::root().join("xtask/tests/grade/step4-panics-once.patch");
@@ -356,17 +359,30 @@ async fn a_step4_whose_reconcile_panics_once_still_passes() {
         .run()
         .unwrap_or_else(|e| panic!("{e:#}"));
     let patched = std::fs::read_to_string(project.join("src/main.rs")).unwrap();
-    let binary = build_step(&project, &patched).await.unwrap_or_else(|e| panic!("{e:#}"));
+    let binary =
+        build_step(&project, &patched, Network::Online).await.unwrap_or_else(|e| panic!("{e:#}"));
     let graded = grade("panics-once", &["--resync", "2s"], &[&binary.display().to_string()]).await;
     graded.assert_passes();
     let log = std::fs::read_to_string(lab_grade_log().await).unwrap();
     assert!(log.contains("a reconcile that panics once"), "it never panicked:\n{log}");
 }
 
+/// How a learner's cargo reaches the registry: online, resolving what the
+/// `cargo add` lines ask for today; or offline, page 00's way for a room
+/// without a network (`--offline` on each `cargo add` and on the build,
+/// from the cache the kit's own build filled).
+#[derive(Clone, Copy, PartialEq)]
+enum Network {
+    Online,
+    Offline,
+}
+
 /// A new project made by page 00's commands in `language`, in a folder of
 /// its own (`name`) outside the repository: a project inside the kit's
-/// workspace would be taken for a member.
-async fn fresh_project(language: &str, name: &str) -> PathBuf {
+/// workspace would be taken for a member. Its lock is what those commands
+/// resolved, never the kit's; it holds no crate the pages' code has no use
+/// for (the workqueue's own minimal dependencies: no kube-derive, schemars).
+async fn fresh_project(language: &str, name: &str, network: Network) -> PathBuf {
     let lab = lab().await.file().name.clone();
     let parent = std::env::temp_dir().join("lab-kit-pages").join(lab).join(name);
     let _ = std::fs::remove_dir_all(&parent);
@@ -375,32 +391,46 @@ async fn fresh_project(language: &str, name: &str) -> PathBuf {
     for command in pages::project_commands(language).unwrap() {
         let new = command.strip_prefix("cargo new ").map(str::trim);
         let dir = if new.is_some() { parent.clone() } else { project.clone() };
+        let command = match (network, command.starts_with("cargo add ")) {
+            (Network::Offline, true) => format!("{command} --offline"),
+            _ => command.clone(),
+        };
+        // KIT as `eval "$(cargo xtask lab env)"` sets it on page 00.
         Cmd::argv(["sh", "-c", &command])
             .env("KIT", project::root().display().to_string())
-            .env("CARGO_NET_OFFLINE", "true")
             .dir(&dir)
             .run()
             .unwrap_or_else(|e| panic!("docs/{language}/00-prepare.md: {e:#}"));
         if let Some(new) = new {
             project = parent.join(new);
-            // The versions the cargo cache holds: the kit's own lock.
-            std::fs::copy(project::root().join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
         }
+    }
+    let lock = std::fs::read_to_string(project.join("Cargo.lock")).unwrap();
+    for unneeded in ["kube-derive", "schemars"] {
+        let entry = format!("name = \"{unneeded}\"");
+        assert!(!lock.contains(&entry), "{}: {unneeded} is in the project", project.display());
     }
     project
 }
 
-/// `main_rs` as the project's `src/main.rs`, built offline with a build
-/// directory that outlives the run; the binary, copied into [`scratch`]. Every
-/// project's binary has the page's name there, so the other lab's tests wait
-/// for the copy (a lock) before they build over it.
-async fn build_step(project: &std::path::Path, main_rs: &str) -> anyhow::Result<PathBuf> {
+/// `main_rs` as the project's `src/main.rs`, built (`--offline` for an
+/// offline project) with a build directory that outlives the run; the
+/// binary, copied into [`scratch`]. Every project's binary has the page's
+/// name there, so the other lab's tests wait for the copy (a lock) before
+/// they build over it.
+async fn build_step(
+    project: &std::path::Path,
+    main_rs: &str,
+    network: Network,
+) -> anyhow::Result<PathBuf> {
     let target = project::target_dir().join("pages-target");
     std::fs::create_dir_all(&target)?;
     let lock = std::fs::File::create(target.join("build.lock"))?;
     let turn = tokio::task::spawn_blocking(move || lock.lock().map(|()| lock)).await??;
     std::fs::write(project.join("src/main.rs"), main_rs)?;
-    Cmd::argv(["cargo", "build", "--offline"])
+    let offline = (network == Network::Offline).then_some("--offline");
+    Cmd::argv(["cargo", "build"])
+        .args(offline)
         .env("CARGO_TARGET_DIR", target.display().to_string())
         .dir(project)
         .run()?;

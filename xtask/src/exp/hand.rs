@@ -2,6 +2,7 @@
 //! kubectl commands for envtest or kind, as the narration prints them.
 
 use super::*;
+use labkit::command::shell_quote;
 
 /// What a person needs to repeat an experiment by hand on this lab.
 pub(super) struct Hand {
@@ -13,6 +14,14 @@ pub(super) struct Hand {
     pub(super) controller: ControllerHand,
     /// "the lab's admin", in the narration's language.
     pub(super) admin: String,
+    /// Said of a controller started by hand as a process: it holds its
+    /// terminal, so it gets one of its own.
+    pub(super) foreground: String,
+    /// How that controller is stopped again (its pid is in no pid file).
+    pub(super) ctrl_c: String,
+    /// `{why} ({note})` and `{first}; {why}`, with this language's punctuation.
+    pub(super) with_note: String,
+    pub(super) then: String,
 }
 
 /// How to stop and start the lab's controller by hand.
@@ -47,6 +56,10 @@ impl Hand {
             metrics_url: format!("{}/metrics", file.controller.url),
             controller,
             admin: words.text("admin").to_string(),
+            foreground: words.text("foreground").to_string(),
+            ctrl_c: words.text("ctrl_c").to_string(),
+            with_note: words.text("with_note").to_string(),
+            then: words.text("then").to_string(),
         }
     }
 
@@ -59,12 +72,44 @@ impl Hand {
             .replace("{flags}", &DEDUP_FLAGS.join(" "))
     }
 
-    /// `export KUBECONFIG=…`, then `steps` as a person types them.
+    /// `export KUBECONFIG=…`, then `steps` as a person types them. A
+    /// controller process started by hand runs in the foreground of a
+    /// terminal of its own; it is stopped there with Ctrl-C, not through the
+    /// lab's pid file (which names the lab's own, stopped before).
     pub(super) fn commands(&self, steps: &[HandStep]) -> Vec<String> {
-        let mut lines = vec![format!("export KUBECONFIG={}   # {}", self.kubeconfig, self.admin)];
+        let mut lines =
+            vec![format!("export KUBECONFIG={}   # {}", shell_quote(&self.kubeconfig), self.admin)];
+        let process = matches!(self.controller, ControllerHand::Process { .. });
+        let mut started_by_hand = false;
         for step in steps {
-            let command = self.command(step);
-            let why = self.fill(&step.why);
+            let mut why = self.fill(&step.why);
+            let command = match step.action {
+                Do::Stop if process && started_by_hand => {
+                    started_by_hand = false;
+                    lines.push(match why.is_empty() {
+                        true => format!("# {}", self.ctrl_c),
+                        false => {
+                            format!(
+                                "# {}",
+                                self.then.replace("{first}", &self.ctrl_c).replace("{why}", &why)
+                            )
+                        }
+                    });
+                    continue;
+                }
+                Do::Start | Do::StartSlow | Do::StartOwn if process => {
+                    started_by_hand = true;
+                    why = match why.is_empty() {
+                        true => self.foreground.clone(),
+                        false => self
+                            .with_note
+                            .replace("{why}", &why)
+                            .replace("{note}", &self.foreground),
+                    };
+                    self.command(step)
+                }
+                _ => self.command(step),
+            };
             lines.push(if why.is_empty() { command } else { format!("{command}   # {why}") });
         }
         lines
@@ -82,9 +127,12 @@ impl Hand {
             Do::Start => c.start(&[]),
             Do::StartSlow => c.start(DEDUP_FLAGS),
             Do::StartOwn => c.start_without(DEDUP_FLAGS),
+            // The names the controller's registry serves (controller/src/metrics.rs).
             Do::Metrics => format!(
-                "curl -s {} | grep -E '^(reconcile_total|api_writes_total)'",
-                self.metrics_url
+                "curl -s {} | grep -E '^({}|{})'",
+                self.metrics_url,
+                controller::metrics::RECONCILES,
+                controller::metrics::WRITES
             ),
             Do::DriftPatch => {
                 let patch = experiments::drift_patch(&self.desired).to_string();
@@ -121,7 +169,9 @@ impl ControllerHand {
     pub(super) fn stop(&self) -> String {
         match self {
             // SIGTERM: it finishes a running reconcile and exits.
-            ControllerHand::Process { pid_file, .. } => format!("kill $(cat {pid_file})"),
+            ControllerHand::Process { pid_file, .. } => {
+                format!("kill $(cat {})", shell_quote(pid_file))
+            }
             ControllerHand::Deployment { namespace } => scale(namespace, 0),
         }
     }

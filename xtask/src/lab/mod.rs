@@ -8,6 +8,7 @@ pub mod binaries;
 pub mod certs;
 pub mod controller;
 pub mod down;
+pub mod env;
 pub mod envtest;
 pub mod existing;
 pub mod kind;
@@ -79,6 +80,12 @@ pub enum LabCommand {
     },
     /// Processes, ports, versions, readiness; exits non-zero when the lab is not healthy.
     Status {
+        #[command(flatten)]
+        lab: LabName,
+    },
+    /// The lab's variables as `export` lines (KIT, KUBECONFIG), for a new terminal:
+    /// `eval "$(cargo xtask lab env)"`.
+    Env {
         #[command(flatten)]
         lab: LabName,
     },
@@ -227,6 +234,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LabCommand::Status { lab } => status::run(&lab.name).await,
+        LabCommand::Env { lab } => env::run(&lab.name),
         LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow).await,
         LabCommand::Stage2 { lab } => {
             let lab = e2e::lab::Lab::find_named(&lab.name).await?;

@@ -210,6 +210,7 @@ fn print_how_to_use(lab: &LabFile) {
         eprintln!("  image:           {}", existing.controller_image);
     }
     eprintln!("  admin:           export KUBECONFIG={}", lab.admin_kubeconfig.display());
+    eprintln!("  a new terminal:  eval \"$(cargo xtask lab env --name {})\"", lab.name);
     eprintln!("  controller log:  cargo xtask lab logs -f --name {}", lab.name);
     eprintln!("  experiments:     cargo xtask e2e --name {}", lab.name);
     eprintln!("  stop:            cargo xtask lab down --name {}", lab.name);

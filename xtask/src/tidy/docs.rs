@@ -93,10 +93,16 @@ fn cited(page: &str) -> Cited {
     cited
 }
 
-/// The commands of a shell line: comments dropped, split at `&&`, `;`, `|`.
+/// The commands of a shell line: comments dropped, split at `&&`, `;`, `|`;
+/// a command substitution's too (`eval "$(cargo xtask lab env)"`).
 fn commands(line: &str) -> Vec<Vec<String>> {
     let code = strip_comment(line);
     let words = shlex::split(&code).unwrap_or_default();
+    let substituted = words.iter().filter_map(|w| {
+        let inner = w.split_once("$(")?.1;
+        Some(commands(&inner[..inner.rfind(')')?]))
+    });
+    let substituted: Vec<Vec<String>> = substituted.flatten().collect();
     words
         .split(|w| matches!(w.as_str(), "&&" | ";" | "|" | "||"))
         .map(|c| {
@@ -108,6 +114,7 @@ fn commands(line: &str) -> Vec<Vec<String>> {
                 .collect()
         })
         .filter(|c: &Vec<String>| !c.is_empty())
+        .chain(substituted)
         .collect()
 }
 
@@ -153,10 +160,13 @@ fn check_cargo_run(args: &[&str]) -> Option<String> {
         None => (args, &[][..]),
     };
     let after = |flag: &str| cargo_args.iter().position(|a| *a == flag).map(|i| cargo_args[i + 1]);
-    // A plain `cargo run` is the learner's own project (docs/*/00-prepare.md makes it).
+    // A plain `cargo run` is the learner's own project (docs/*/00-prepare.md makes it): a
+    // step program, and those parse no flags.
     let ours = ["-p", "--example", "--bin", "--manifest-path"];
     if !cargo_args.iter().any(|a| ours.contains(a)) {
-        return None;
+        return program_args.first().map(|flag| {
+            format!("`cargo run {}`: a step program parses no flags ({flag})", args.join(" "))
+        });
     }
     if after("-p") != Some("controller") {
         return Some(format!("`cargo run {}`: the docs only run -p controller", args.join(" ")));
@@ -169,13 +179,16 @@ fn check_cargo_run(args: &[&str]) -> Option<String> {
     let Ok(text) = std::fs::read_to_string(project::root().join(&source)) else {
         return Some(format!("`cargo run {}`: {source} does not exist", args.join(" ")));
     };
+    // A program without a parser (the step examples) has no flags at all.
+    let parses = text.contains("clap::");
     program_args
         .iter()
         .filter_map(|a| a.strip_prefix("--"))
         .filter(|flag| !flag.is_empty() && *flag != "help" && *flag != "version")
         .find(|flag| {
-            !text.contains(&format!("pub {}:", flag.replace('-', "_")))
-                && !text.contains(&format!("    {}:", flag.replace('-', "_")))
+            !parses
+                || !text.contains(&format!("pub {}:", flag.replace('-', "_")))
+                    && !text.contains(&format!("    {}:", flag.replace('-', "_")))
         })
         .map(|flag| format!("`cargo run {}`: {source} has no flag --{flag}", args.join(" ")))
 }
@@ -422,7 +435,17 @@ fn the_checks_catch_what_they_are_for() {
             .is_some()
     );
     assert!(check_command(&words("cargo run -p controller --example step9")).is_some());
+    assert!(
+        check_command(&words(
+            "cargo run -p controller --example step1_list_pods -- --kubeconfig x"
+        ))
+        .is_some()
+    );
+    assert!(check_command(&words("RUST_LOG=debug cargo run")).is_none());
+    assert!(check_command(&words("cargo run -- --kubeconfig x")).is_some());
     assert_eq!(commands("kubectl get cm && cargo xtask e2e").len(), 2);
+    assert!(check_command(&commands(r#"eval "$(cargo xtask lab env --name x)""#)[1]).is_none());
+    assert!(check_command(&commands(r#"eval "$(cargo xtask lab envv)""#)[1]).is_some());
     assert!(check_command(&words("cargo xtask bench --peer go > docs/samples/bench.md")).is_none());
     assert!(path_exists("docs/zh-CN/01.md", "../lab.md"));
     assert!(!path_exists("README.md", "docs/no-such-page.md"));

@@ -7,6 +7,7 @@
 #![cfg(test)]
 
 mod architecture;
+mod claims;
 mod docs;
 mod modules;
 mod pages;
