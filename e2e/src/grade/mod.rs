@@ -115,17 +115,19 @@ pub enum RowId {
     FailedWrite,
     Rerun,
     HotLoop,
+    Watches,
     CleanExit,
 }
 
 impl RowId {
-    pub const ALL: [RowId; 7] = [
+    pub const ALL: [RowId; 8] = [
         RowId::Starts,
         RowId::SelfHeal,
         RowId::Correction,
         RowId::FailedWrite,
         RowId::Rerun,
         RowId::HotLoop,
+        RowId::Watches,
         RowId::CleanExit,
     ];
 
@@ -138,6 +140,7 @@ impl RowId {
             RowId::FailedWrite => "failed_write",
             RowId::Rerun => "rerun",
             RowId::HotLoop => "hot_loop",
+            RowId::Watches => "watches",
             RowId::CleanExit => "clean_exit",
         }
     }
@@ -161,6 +164,8 @@ pub enum Hint {
     KeepRunning,
     /// Right means no write at all.
     NoWriteWhenRight,
+    /// Read through an informer (list once, then watch), not by polling.
+    Informer,
     /// SIGINT and SIGTERM end it cleanly.
     Signals,
     /// It exited while it should have been running.
@@ -168,7 +173,7 @@ pub enum Hint {
 }
 
 impl Hint {
-    pub const ALL: [Hint; 9] = [
+    pub const ALL: [Hint; 10] = [
         Hint::Kick,
         Hint::NotFound,
         Hint::DesiredData,
@@ -176,6 +181,7 @@ impl Hint {
         Hint::UpdateRefused,
         Hint::KeepRunning,
         Hint::NoWriteWhenRight,
+        Hint::Informer,
         Hint::Signals,
         Hint::Exited,
     ];
@@ -189,6 +195,7 @@ impl Hint {
             Hint::UpdateRefused => "update_refused",
             Hint::KeepRunning => "keep_running",
             Hint::NoWriteWhenRight => "no_write_when_right",
+            Hint::Informer => "informer",
             Hint::Signals => "signals",
             Hint::Exited => "exited",
         }
@@ -225,6 +232,8 @@ pub const SEEN: &[(&str, &[&str])] = &[
     ("rerun.never_connected", &["within"]),
     ("hot_loop.pass", &["window", "resync"]),
     ("hot_loop.wrote", &["window", "resync", "writes", "before", "now"]),
+    ("watches.pass", &["window", "reads", "most"]),
+    ("watches.polled", &["window", "reads", "most"]),
     ("clean_exit.pass", &["sigint", "sigterm"]),
     ("clean_exit.fail", &["sigint", "sigterm"]),
     ("exited", &["status", "last_line"]),

@@ -1,5 +1,5 @@
 //! The rows, in the course's order: the four experiments, a write that fails,
-//! a quiet resync, a clean exit. Each sets its scene as admin (only when the
+//! a quiet resync, no polling while quiet ([`watches`]), a clean exit. Each sets its scene as admin (only when the
 //! program did not leave it so), acts like a person with kubectl, and
 //! records what it saw; [`Grading::diagnose`] then picks what to re-read.
 
@@ -27,6 +27,7 @@ use crate::{converge::HEAL_WITHIN, lab::Lab};
 use labkit::eventually::{Check, poll};
 
 mod course;
+mod watches;
 
 /// How long a program gets to try (and fail) to correct an immutable object.
 const REFUSAL_WITHIN: Duration = Duration::from_secs(3);
@@ -49,6 +50,8 @@ pub(super) struct Grading<'a> {
     sigint: Option<Stopped>,
     /// The current run exited while it should have been running.
     exited: Option<ExitStatus>,
+    /// What the rerun's program read while nothing changed ("watches, not polls").
+    reads: watches::ReadWindow,
 }
 
 /// How a wait for my-config ended.
@@ -75,6 +78,7 @@ impl<'a> Grading<'a> {
             rows: Vec::new(),
             sigint: None,
             exited: None,
+            reads: watches::ReadWindow::default(),
         }
     }
 
@@ -113,6 +117,8 @@ impl<'a> Grading<'a> {
         self.failed_write().await?;
         at(RowId::Rerun)?;
         self.rerun_and_hot_loop().await?;
+        at(RowId::Watches)?;
+        self.watches();
         at(RowId::CleanExit)?;
         self.clean_exit().await?;
         self.diagnose();
@@ -330,6 +336,7 @@ impl<'a> Grading<'a> {
                 (RowId::Correction, _) => Hint::UpdateRefused,
                 (RowId::FailedWrite, _) => Hint::NotFound,
                 (RowId::Rerun | RowId::HotLoop, _) => Hint::NoWriteWhenRight,
+                (RowId::Watches, _) => Hint::Informer,
                 (RowId::CleanExit, _) => Hint::Signals,
             };
             row.hint = Some(hint);

@@ -149,6 +149,7 @@ impl Grading<'_> {
                 return Ok(());
             }
         };
+        self.quiet_begins().await?;
         if let Some(status) = self.observe(self.options.quiet).await {
             self.push_exited(RowId::Rerun, status);
             self.push_not_run(RowId::HotLoop);
@@ -197,6 +198,7 @@ impl Grading<'_> {
             self.push_exited(RowId::HotLoop, status);
             return Ok(());
         }
+        self.quiet_ends().await?;
         let writes = self.observer().counts().await?.since(&after_quiet).writes();
         let version_end = self.version().await?;
         let values = [("window", secs(window)), ("resync", secs(self.options.resync))];
