@@ -187,7 +187,9 @@ async fn the_course_program_through_go_run_passes_every_row() {
     let module = go_build::module_copy("course-go-run", COURSE).unwrap_or_else(|e| panic!("{e:#}"));
     let module = module.display().to_string();
     let command = ["go", "-C", &module, "run", ".", "-kubeconfig", "{kubeconfig}"];
-    grade("go-run", &[], &command).await.assert_passes();
+    let graded = grade("go-run", &[], &command).await;
+    graded.assert_passes();
+    common::write_sample("grade-go-run.txt", &graded.shown);
 }
 
 /// my-controller started as a person might: `cargo run` (cargo execs it), by
@@ -228,10 +230,12 @@ async fn pollers_in_go_and_shell_fail_only_watches_and_point_at_the_informer() {
     let graded =
         grade("polls-go", &["--resync", "2s"], &[&go, "-kubeconfig", "{kubeconfig}"]).await;
     graded.assert_fails(&["watches"], "informer");
+    common::write_sample("grade-polls-go.txt", &graded.shown);
     let script = project::root().join("xtask/tests/grade/polls-every-second.sh");
     let graded =
         grade("polls-sh", &["--resync", "2s"], &["sh", &script.display().to_string()]).await;
     graded.assert_fails(&["watches"], "informer");
+    common::write_sample("grade-polls-sh.txt", &graded.shown);
 }
 
 /// A variant of the course's program, graded with its 2 s resync, in `lang`.
