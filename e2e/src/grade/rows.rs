@@ -1,7 +1,8 @@
 //! The rows, in the course's order: the four experiments, a write that fails,
-//! a quiet resync, no polling while quiet ([`watches`]), a clean exit. Each sets its scene as admin (only when the
-//! program did not leave it so), acts like a person with kubectl, and
-//! records what it saw; [`Grading::diagnose`] then picks what to re-read.
+//! a quiet resync, no polling while quiet ([`watches`]), a clean exit. Each
+//! sets its scene as admin (only when the program did not leave it so), acts
+//! like a person with kubectl, and records what it saw; [`Grading::diagnose`]
+//! then picks what to re-read.
 
 use std::{
     collections::BTreeMap,
