@@ -100,7 +100,7 @@ impl Program {
         match ended {
             Ok(status) => Ok(Stopped::Exited { status, after: sent.elapsed() }),
             Err(_) => {
-                stop.release();
+                drop(stop);
                 self.kill().await;
                 Ok(Stopped::Killed { within })
             }

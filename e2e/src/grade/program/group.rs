@@ -180,9 +180,12 @@ impl Stop {
             .or(leader)
             .unwrap_or_else(|| status(self.signal))
     }
+}
 
-    /// Continues whatever is still held: the stop gave up, the group is killed next.
-    pub(super) fn release(&mut self) {
+/// A stop dropped before the group was gone (it gave up, or the grade was
+/// interrupted) continues what it held, to be killed with the rest.
+impl Drop for Stop {
+    fn drop(&mut self) {
         for pid in self.held.drain(..) {
             process_signal(pid, libc::SIGCONT);
         }
@@ -230,7 +233,7 @@ mod tests {
         })
         .await;
         if ended.is_err() {
-            stop.release();
+            drop(stop);
             group.signal(libc::SIGKILL);
             eventually("the killed group to be gone", Duration::from_secs(5), || {
                 let gone = group.is_gone();
