@@ -12,6 +12,20 @@ use labkit::{command::Cmd, fingerprint::sha256_hex, project};
 /// The module's files that decide the build.
 const SOURCES: [&str; 3] = ["go.mod", "go.sum", "main.go"];
 
+/// A copy of the module in `dir` (relative to the repository), made afresh
+/// in `target/go/<name>.module`: for `go run .`, which builds in the folder
+/// it is run in and leaves the module as it is.
+pub fn module_copy(name: &str, dir: &str) -> anyhow::Result<PathBuf> {
+    let dir = project::root().join(dir);
+    let copy = project::target_dir().join("go").join(format!("{name}.module"));
+    std::fs::create_dir_all(&copy).with_context(|| format!("cannot create {}", copy.display()))?;
+    for file in SOURCES {
+        std::fs::copy(dir.join(file), copy.join(file))
+            .with_context(|| format!("cannot copy {file} of {}", dir.display()))?;
+    }
+    Ok(copy)
+}
+
 /// Builds the module in `dir` (relative to the repository), with `patch`
 /// applied first when given (a unified diff of its `main.go`); returns the
 /// binary. Built again only when the sources or the patch change.

@@ -122,6 +122,32 @@ pub fn group_runs(group: crate::record::Group) -> bool {
     leader || members(group.pgid).any(is_alive)
 }
 
+/// A process of a group, as `/proc/PID/stat` shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct Member {
+    pub pid: u32,
+    pub ppid: u32,
+    /// It has exited and its parent has not reaped it yet.
+    pub zombie: bool,
+    /// A zombie's wait status, as waitpid(2) will report it to its parent (field 52).
+    pub exit_code: i32,
+}
+
+/// The processes of process group `pgid`, zombies among them.
+pub fn group_members(pgid: u32) -> Vec<Member> {
+    members(pgid)
+        .filter_map(|pid| {
+            let fields = stat_fields(pid)?;
+            Some(Member {
+                pid,
+                ppid: fields.get(1)?.parse().ok()?,
+                zombie: fields.first()? == "Z",
+                exit_code: fields.get(49)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
 /// The processes of process group `pgid` (field 5 of their stat).
 fn members(pgid: u32) -> impl Iterator<Item = u32> {
     std::fs::read_dir("/proc")

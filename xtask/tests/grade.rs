@@ -1,9 +1,11 @@
 //! `cargo xtask grade` against the lab `cargo xtask test` made (`LAB_NAME`),
-//! run as a person runs it: the course's own step-4 program (verbatim), the
-//! pages' step 4 typed into a fresh project (the kit's step-4 example) and
-//! `my-controller` pass every row; each broken variant of the
-//! course's program (`grade/*.patch`) fails the row it should, with the hint
-//! it should; bad programs are refused in one line; Ctrl-C puts the lab back.
+//! run as a person runs it: the course's own step-4 program (verbatim, built
+//! and through `go run`), the pages' step 4 typed into a fresh project (the
+//! kit's step-4 example) and `my-controller` (through `cargo run` and shell
+//! wrappers) pass every row; each broken variant of the course's program
+//! (`grade/*.patch`) and a poller in shell fail the row they should, with the
+//! hint they should; bad programs are refused in one line; Ctrl-C puts the
+//! lab back.
 //! A grade in Chinese prints no English sentence (`common::assert_chinese`).
 
 mod common;
@@ -53,7 +55,8 @@ impl Graded {
 
     fn assert_passes(&self) {
         assert_eq!(self.code, Some(0), "the grade did not pass:\n{}", self.printed);
-        assert_eq!(self.json["rows"].as_array().map(Vec::len), Some(8), "{}", self.printed);
+        let rows = e2e::grade::RowId::ALL.len();
+        assert_eq!(self.json["rows"].as_array().map(Vec::len), Some(rows), "{}", self.printed);
         assert!(self.failed().is_empty(), "{}", self.printed);
     }
 
@@ -185,13 +188,66 @@ async fn the_course_program_verbatim_passes_every_row() {
     );
 }
 
+/// `go run .` in a copy of the course's module: `go run` dies of SIGTERM at
+/// once and exits 1 after SIGINT, while the program inside exits 0 — the
+/// grader judges the program (e2e/src/grade/program/group.rs).
 #[tokio::test]
 #[serial]
-async fn my_controller_passes_every_row() {
+async fn the_course_program_through_go_run_passes_every_row() {
+    // Built first: the module cache and the build cache are warm, `go run` only links.
+    course(None).await;
+    let module = go_build::module_copy("course-go-run", COURSE).unwrap_or_else(|e| panic!("{e:#}"));
+    let module = module.display().to_string();
+    let command = ["go", "-C", &module, "run", ".", "-kubeconfig", "{kubeconfig}"];
+    let graded = grade("go-run", &[], &command).await;
+    graded.assert_passes();
+    common::write_sample("grade-go-run.txt", &graded.shown);
+}
+
+/// my-controller started as a person might: `cargo run` (cargo execs it), by
+/// a shell that `exec`s it, by a shell that runs it and waits (the shell dies
+/// of the signal after it, or says how it exited) — every row passes each time.
+#[tokio::test]
+#[serial]
+async fn my_controller_passes_every_row_however_it_is_started() {
     let program = built(&["-p", "controller", "--bin", "my-controller"], "debug/my-controller");
     let args = ["--kubeconfig", "{kubeconfig}", "--resync", "1s", "--listen", "127.0.0.1:0"];
-    let command: Vec<&str> = std::iter::once(program.as_str()).chain(args).collect();
-    grade("my-controller", &["--resync", "1s"], &command).await.assert_passes();
+    let with_args = |before: &[&str]| -> Vec<String> {
+        before.iter().chain(&args).map(|w| w.to_string()).collect()
+    };
+    let ways = [
+        (
+            "cargo-run",
+            with_args(&["cargo", "run", "-q", "-p", "controller", "--bin", "my-controller", "--"]),
+        ),
+        ("sh-exec", with_args(&["sh", "-c", r#"exec "$0" "$@""#, &program])),
+        (
+            "sh-waits",
+            with_args(&["sh", "-c", r#""$0" "$@"; echo "my-controller: exit $?""#, &program]),
+        ),
+    ];
+    for (name, command) in ways {
+        let command: Vec<&str> = command.iter().map(String::as_str).collect();
+        grade(name, &["--resync", "1s"], &command).await.assert_passes();
+    }
+}
+
+/// Two programs that do everything right but read my-config by polling — the
+/// course's with a 1 s ticker of Get for its informer, and curl and jq in a
+/// shell loop — fail "watches, not polls" alone, pointed at the informer.
+#[tokio::test]
+#[serial]
+async fn pollers_in_go_and_shell_fail_only_watches_and_point_at_the_informer() {
+    let go = course(Some("polls-every-second")).await;
+    let graded =
+        grade("polls-go", &["--resync", "2s"], &[&go, "-kubeconfig", "{kubeconfig}"]).await;
+    graded.assert_fails(&["watches"], "informer");
+    common::write_sample("grade-polls-go.txt", &graded.shown);
+    let script = project::root().join("xtask/tests/grade/polls-every-second.sh");
+    let graded =
+        grade("polls-sh", &["--resync", "2s"], &["sh", &script.display().to_string()]).await;
+    graded.assert_fails(&["watches"], "informer");
+    common::write_sample("grade-polls-sh.txt", &graded.shown);
 }
 
 /// A variant of the course's program, graded with its 2 s resync, in `lang`.

@@ -124,6 +124,7 @@ pub enum RowId {
     Conflict,
     Rerun,
     HotLoop,
+    Watches,
     CleanExit,
 }
 
@@ -136,6 +137,7 @@ impl RowId {
         RowId::Conflict,
         RowId::Rerun,
         RowId::HotLoop,
+        RowId::Watches,
         RowId::CleanExit,
     ];
 
@@ -149,6 +151,7 @@ impl RowId {
             RowId::Conflict => "conflict",
             RowId::Rerun => "rerun",
             RowId::HotLoop => "hot_loop",
+            RowId::Watches => "watches",
             RowId::CleanExit => "clean_exit",
         }
     }
@@ -174,6 +177,8 @@ pub enum Hint {
     Conflict,
     /// Right means no write at all.
     NoWriteWhenRight,
+    /// Read through an informer (list once, then watch), not by polling.
+    Informer,
     /// SIGINT and SIGTERM end it cleanly.
     Signals,
     /// It exited while it should have been running.
@@ -190,6 +195,7 @@ impl Hint {
         Hint::KeepRunning,
         Hint::Conflict,
         Hint::NoWriteWhenRight,
+        Hint::Informer,
         Hint::Signals,
         Hint::Exited,
     ];
@@ -204,6 +210,7 @@ impl Hint {
             Hint::KeepRunning => "keep_running",
             Hint::Conflict => "conflict",
             Hint::NoWriteWhenRight => "no_write_when_right",
+            Hint::Informer => "informer",
             Hint::Signals => "signals",
             Hint::Exited => "exited",
         }
@@ -243,6 +250,8 @@ pub const SEEN: &[(&str, &[&str])] = &[
     ("rerun.never_connected", &["within"]),
     ("hot_loop.pass", &["window", "resync", "relists"]),
     ("hot_loop.wrote", &["window", "resync", "relists", "writes", "before", "now"]),
+    ("watches.pass", &["window", "reads", "most"]),
+    ("watches.polled", &["window", "reads", "most"]),
     ("clean_exit.pass", &["sigint", "sigterm"]),
     ("clean_exit.fail", &["sigint", "sigterm"]),
     ("exited", &["status", "last_line"]),

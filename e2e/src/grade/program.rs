@@ -1,12 +1,19 @@
 //! The program under grade: started as a person starts it in a terminal (its
 //! own process group, output to a log), signalled as a terminal signals it
-//! (the whole group: `go run` and `cargo run` pass nothing on by themselves),
-//! and killed, group and all, when it will not stop.
+//! (the whole group), and killed, group and all, when it will not stop.
+//!
+//! Started through a wrapper — `go run`, a shell script that waits — the
+//! program is a process of the group, not the one started, and the wrapper's
+//! exit says little about it: `go run` dies of SIGTERM at once (it catches only
+//! SIGINT and SIGQUIT), and after SIGINT exits 1 whatever the program did. So
+//! a stop judges the group, by what each of its processes did ([`group`]).
+//! `cargo run` and a shell's `exec` leave no wrapper: the program is the
+//! process started.
+
+mod group;
 
 use std::{
-    path::PathBuf,
-    process::{Child, ExitStatus},
-    time::Duration,
+    os::unix::process::ExitStatusExt as _, path::PathBuf, process::ExitStatus, time::Duration,
 };
 
 use anyhow::Context as _;
@@ -23,7 +30,8 @@ use labkit::{
 /// How a stop by signal went.
 #[derive(Clone, Debug)]
 pub enum Stopped {
-    /// It exited by itself, this long after the signal.
+    /// The whole group exited by itself, this long after the signal; `status`
+    /// is the program's ([`group`] says which process that is).
     Exited { status: ExitStatus, after: Duration },
     /// It was still running after the time it had; it was killed.
     Killed { within: Duration },
@@ -42,7 +50,7 @@ impl Stopped {
 pub struct Program {
     cmd: Cmd,
     pub log: PathBuf,
-    child: Option<Child>,
+    run: Option<group::Group>,
     pub runs: u32,
     /// The lab's record: each run's process group goes into its borrow, so
     /// that a grade killed outright has it killed by the next command.
@@ -51,12 +59,13 @@ pub struct Program {
 
 impl Program {
     pub fn new(cmd: Cmd, log: PathBuf, record: Shared) -> Program {
-        Program { cmd, log, child: None, runs: 0, record }
+        Program { cmd, log, run: None, runs: 0, record }
     }
 
     /// Starts a run, its output appended to the log after a header line,
     /// its process group in the lab's record.
     pub async fn start(&mut self) -> anyhow::Result<()> {
+        group::adopt_orphans();
         self.runs += 1;
         let (runs, cmd) = (self.runs, &self.cmd);
         let header = pick(
@@ -65,56 +74,53 @@ impl Program {
         );
         let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         std::io::Write::write_all(&mut log, header.as_bytes())?;
-        let child = self.cmd.spawn_to_log(&self.log)?;
-        let pid = child.id();
-        self.child = Some(child);
+        // Waited for by its pid ([`group::Group`]), not through the `Child`:
+        // one waitpid reaps the leader and what the group leaves alike.
+        let pid = self.cmd.spawn_to_log(&self.log)?.id();
+        self.run = Some(group::Group::new(pid));
         // Gone already (it exited at once): nothing to record.
         let _ = self.record.lock().await.started(pid);
         Ok(())
     }
 
-    /// `Some(status)` once the current run has exited (reaped).
+    /// `Some(status)` once the process started has exited (reaped).
     pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        self.run.as_mut().and_then(group::Group::leader_exited)
     }
 
     /// Sends `signal` to the run's process group, then waits up to `within`
-    /// for it to exit; kills the group when it does not.
+    /// for the whole group to exit; kills the group when it does not.
     pub async fn stop(&mut self, signal: libc::c_int, within: Duration) -> anyhow::Result<Stopped> {
-        if let Some(status) = self.exited() {
+        let run = self.run.as_mut().context("the program was never started")?;
+        if let Some(status) = run.leader_exited().filter(|_| run.is_gone()) {
             return Ok(Stopped::AlreadyGone { status });
         }
-        let pid = self.child.as_ref().context("the program was never started")?.id();
         let sent = Instant::now();
-        signal_group(pid, signal);
-        let exited = eventually("the program to exit", within, || {
-            let status = self.exited();
-            async move {
-                Ok(match status {
-                    Some(status) => Check::Done(status),
-                    None => Check::NotYet("still running".into()),
-                })
-            }
+        let mut stop = group::Stop::send(run, signal);
+        let ended = eventually("the program's process group to exit", within, || {
+            let outcome = stop.step(run);
+            async move { Ok(outcome.map_or(Check::NotYet("still running".into()), Check::Done)) }
         })
         .await;
-        match exited {
+        match ended {
             Ok(status) => Ok(Stopped::Exited { status, after: sent.elapsed() }),
             Err(_) => {
+                drop(stop);
                 self.kill().await;
                 Ok(Stopped::Killed { within })
             }
         }
     }
 
-    /// SIGKILL to the whole group, and the run reaped.
+    /// SIGKILL to the whole group, and all of it reaped.
     pub async fn kill(&mut self) {
-        let Some(child) = self.child.as_mut() else { return };
-        if child.try_wait().ok().flatten().is_some() {
+        let Some(run) = self.run.as_mut() else { return };
+        if run.is_gone() {
             return;
         }
-        signal_group(child.id(), libc::SIGKILL);
+        run.signal(libc::SIGKILL);
         let _ = eventually("the killed program to be gone", Duration::from_secs(10), || {
-            let gone = child.try_wait().ok().flatten().is_some();
+            let gone = run.is_gone();
             async move { Ok(if gone { Check::Done(()) } else { Check::NotYet("alive".into()) }) }
         })
         .await;
@@ -139,8 +145,7 @@ impl Program {
     }
 }
 
-/// `signal` to the process group `pid` leads (each run is started as its own group).
-fn signal_group(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals that group; no memory is involved.
-    unsafe { libc::kill(-(pid as libc::pid_t), signal) };
+/// A wait status as [`ExitStatus`].
+fn status(raw: i32) -> ExitStatus {
+    ExitStatus::from_raw(raw)
 }

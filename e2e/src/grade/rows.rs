@@ -1,7 +1,8 @@
 //! The rows, in the course's order: the four experiments, a write that fails,
-//! a write that conflicts, a quiet resync, a clean exit. Each sets its scene as admin (only when the
-//! program did not leave it so), acts like a person with kubectl, and
-//! records what it saw; [`Grading::diagnose`] then picks what to re-read.
+//! a write that conflicts, a quiet resync, no polling while quiet
+//! ([`watches`]), a clean exit. Each sets its scene as admin (only when the
+//! program did not leave it so), acts like a person with kubectl, and records
+//! what it saw; [`Grading::diagnose`] then picks what to re-read.
 
 use std::{
     collections::BTreeMap,
@@ -33,6 +34,7 @@ use labkit::{
 mod conflict;
 mod course;
 mod provoke;
+mod watches;
 
 /// How long a program gets to try (and fail) to correct an immutable object.
 const REFUSAL_WITHIN: Duration = Duration::from_secs(3);
@@ -61,6 +63,8 @@ pub(super) struct Grading<'a> {
     sigint: Option<Stopped>,
     /// The current run exited while it should have been running.
     exited: Option<ExitStatus>,
+    /// What the rerun's program read while nothing changed ("watches, not polls").
+    reads: watches::ReadWindow,
 }
 
 /// How a wait for my-config ended.
@@ -91,6 +95,7 @@ impl<'a> Grading<'a> {
             rows: Vec::new(),
             sigint: None,
             exited: None,
+            reads: watches::ReadWindow::default(),
         }
     }
 
@@ -135,6 +140,8 @@ impl<'a> Grading<'a> {
         self.conflict().await?;
         at(RowId::Rerun)?;
         self.rerun_and_hot_loop().await?;
+        at(RowId::Watches)?;
+        self.watches();
         at(RowId::CleanExit)?;
         self.clean_exit().await?;
         self.diagnose();
@@ -358,6 +365,7 @@ impl<'a> Grading<'a> {
                 (RowId::FailedWrite, _) => Hint::NotFound,
                 (RowId::Conflict, _) => Hint::Conflict,
                 (RowId::Rerun | RowId::HotLoop, _) => Hint::NoWriteWhenRight,
+                (RowId::Watches, _) => Hint::Informer,
                 (RowId::CleanExit, _) => Hint::Signals,
             };
             row.hint = Some(hint);

@@ -150,6 +150,7 @@ impl Grading<'_> {
                 return Ok(());
             }
         };
+        self.quiet_begins().await?;
         if let Some(status) = self.observe(self.options.quiet).await {
             self.push_exited(RowId::Rerun, status);
             self.push_not_run(RowId::HotLoop);
@@ -198,11 +199,13 @@ impl Grading<'_> {
         let after_quiet = self.observer().counts().await?;
         let started = Instant::now();
         let provoked = self.provoke().await?;
+        self.reads.provoked = provoked.relists as f64;
         let left = rest.saturating_sub(started.elapsed()).max(SETTLE);
         if let Some(status) = self.observe(left).await {
             self.push_exited(RowId::HotLoop, status);
             return Ok(());
         }
+        self.quiet_ends().await?;
         let writes = self.observer().counts().await?.since(&after_quiet).writes();
         let version_end = self.version().await?;
         let values = [

@@ -1,0 +1,53 @@
+//! "Watches, not polls": while nothing changes — the rerun's quiet window
+//! and the hot-loop window after it — a program that reads my-config through
+//! an informer asks the API server for no ConfigMap (its resyncs are served
+//! from its cache); one that polls gets or lists it again and again.
+
+use super::*;
+
+/// Gets and lists of ConfigMaps a watching program may make in the window:
+/// its initial list (when its first request was another), a relist after a
+/// watch error, one more to spare — besides the lists of the relist the
+/// hot-loop row provokes, which are allowed on top. The window is at least 8 s (the 5 s quiet
+/// window and the 3 s margin): a 1 s poller makes 7 or more (docs/grade.md).
+pub(super) const MOST_READS: f64 = 3.0;
+
+/// The counts where the window began, and then what it saw.
+#[derive(Default)]
+pub(super) struct ReadWindow {
+    began: Option<(Counts, Instant)>,
+    /// Gets and lists in the window, and its length.
+    seen: Option<(f64, Duration)>,
+    /// Lists the grader itself caused: the hot-loop row's relist ([`super::provoke`]).
+    pub(super) provoked: f64,
+}
+
+impl Grading<'_> {
+    /// The restarted program has made its first request: the window begins.
+    pub(super) async fn quiet_begins(&mut self) -> anyhow::Result<()> {
+        let counts = self.observer().counts().await?;
+        self.reads = ReadWindow { began: Some((counts, Instant::now())), ..ReadWindow::default() };
+        Ok(())
+    }
+
+    /// The hot-loop window is over with the program still running: the window ends.
+    pub(super) async fn quiet_ends(&mut self) -> anyhow::Result<()> {
+        let Some((began, at)) = self.reads.began else { return Ok(()) };
+        let reads = self.observer().counts().await?.since(&began).reads;
+        self.reads.seen = Some((reads, at.elapsed()));
+        Ok(())
+    }
+
+    /// The row: not run when the window did not end with the program running.
+    pub(super) fn watches(&mut self) {
+        let Some((reads, window)) = self.reads.seen else {
+            self.push_not_run(RowId::Watches);
+            return;
+        };
+        let most = MOST_READS + self.reads.provoked;
+        let passed = reads <= most;
+        let seen = if passed { "watches.pass" } else { "watches.polled" };
+        let values = [("window", secs(window)), ("reads", count(reads)), ("most", count(most))];
+        self.push(RowId::Watches, passed, seen, &values);
+    }
+}
