@@ -129,7 +129,7 @@ pub enum RowId {
 }
 
 impl RowId {
-    pub const ALL: [RowId; 8] = [
+    pub const ALL: [RowId; 9] = [
         RowId::Starts,
         RowId::SelfHeal,
         RowId::Correction,
@@ -186,7 +186,7 @@ pub enum Hint {
 }
 
 impl Hint {
-    pub const ALL: [Hint; 10] = [
+    pub const ALL: [Hint; 11] = [
         Hint::Kick,
         Hint::NotFound,
         Hint::DesiredData,
