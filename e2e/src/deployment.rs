@@ -22,9 +22,10 @@ use labkit::eventually::{Check, eventually};
 pub const NAMESPACE: &str = "default";
 pub const NAME: &str = "my-controller";
 const CONTAINER: &str = "controller";
-const SELECTOR: &str = "app.kubernetes.io/name=my-controller";
+/// The label its pods carry (manifests/deployment.yaml).
+pub const SELECTOR: &str = "app.kubernetes.io/name=my-controller";
 /// The container's HTTP port (`--listen 0.0.0.0:8080`).
-const PORT: u16 = 8080;
+pub const PORT: u16 = 8080;
 const ROLLOUT_WITHIN: Duration = Duration::from_secs(180);
 /// How long a GET through the pod proxy may take (the controller answers at once).
 const PROXY_WITHIN: Duration = Duration::from_secs(5);

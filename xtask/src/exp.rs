@@ -23,7 +23,7 @@ use anyhow::{Result, bail};
 use controller::desired::Desired;
 use e2e::{
     converge::wait_idle,
-    deployment::{NAME as DEPLOYMENT, NAMESPACE as DEPLOYMENT_NAMESPACE},
+    deployment::{NAME as DEPLOYMENT, NAMESPACE as DEPLOYMENT_NAMESPACE, PORT, SELECTOR},
     experiments::{self, DEDUP_FLAGS, DRIFT_LABEL},
     lab::{self, DEFAULT_NAME, Lab},
     suite::{Experiment, Measured, first_key},
@@ -776,17 +776,39 @@ mod tests {
 
     #[test]
     fn the_metrics_command_greps_names_the_controller_serves() {
-        let line = hand(ProviderKind::Envtest).command(&HandStep {
+        for provider in [ProviderKind::Envtest, ProviderKind::Kind] {
+            let line = hand(provider).command(&HandStep {
+                action: Do::Metrics,
+                args: Vec::new(),
+                why: String::new(),
+            });
+            let names =
+                line.split_once("'^(").and_then(|(_, r)| r.split_once(")'")).expect(&line).0;
+            let served = controller::metrics::Metrics::default().encode();
+            for name in names.split('|') {
+                assert!(
+                    served.lines().any(|l| l.starts_with(name)),
+                    "{name} not served:\n{served}"
+                );
+            }
+            assert_eq!(names.split('|').count(), 2, "{line}");
+        }
+    }
+
+    #[test]
+    fn on_kind_the_metrics_come_through_the_api_servers_pod_proxy() {
+        let line = hand(ProviderKind::Kind).command(&HandStep {
             action: Do::Metrics,
             args: Vec::new(),
             why: String::new(),
         });
-        let names = line.split_once("'^(").and_then(|(_, r)| r.split_once(")'")).expect(&line).0;
-        let served = controller::metrics::Metrics::default().encode();
-        for name in names.split('|') {
-            assert!(served.lines().any(|l| l.starts_with(name)), "{name} is not served:\n{served}");
-        }
-        assert_eq!(names.split('|').count(), 2, "{line}");
+        assert!(
+            line.starts_with(
+                "kubectl get --raw \"/api/v1/namespaces/default/pods/$(kubectl get pods -n default \
+                 -l app.kubernetes.io/name=my-controller -o jsonpath='{.items[0].metadata.name}'):8080/proxy/metrics\" | grep -E '^("
+            ),
+            "{line}"
+        );
     }
 
     #[test]

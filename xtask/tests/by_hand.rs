@@ -1,9 +1,10 @@
-//! A learner alone at an envtest lab: a new terminal set up with `cargo xtask
-//! lab env` reaches it, and every command `cargo xtask exp` prints to repeat
-//! an experiment by hand (`--by-hand`) runs there and prints what its comment
-//! says. The commands run in `sh`, as pasted; a controller started by hand
-//! runs in a process group of its own, as in a terminal of its own, and is
-//! stopped with SIGINT, as Ctrl-C there.
+//! A learner alone at a lab (envtest, or kind: its commands differ): a new
+//! terminal set up with `cargo xtask lab env` reaches it, and every command
+//! `cargo xtask exp` prints to repeat an experiment by hand (`--by-hand`) runs
+//! there and prints what its comment says. The commands run in `sh`, as
+//! pasted. On envtest a controller started by hand runs in a process group of
+//! its own, as in a terminal of its own, and is stopped with SIGINT, as Ctrl-C
+//! there; on kind the lines scale the Deployment and set its environment.
 
 mod common;
 
@@ -12,6 +13,7 @@ use std::{path::PathBuf, process::Child, time::Duration};
 use common::{lab, run, xtask};
 use controller::metrics::{IN_FLIGHT, QUEUE_DEPTH, RECONCILES, WRITES};
 use e2e::{experiments::DRIFT_LABEL, lab::Lab};
+use kube::api::ListParams;
 use labkit::{
     command::Cmd,
     eventually::{Check, eventually},
@@ -101,8 +103,10 @@ impl ByHand {
             eprintln!("{} by hand, step {i}: {line}", self.exp);
             if line.starts_with("# Ctrl-C") {
                 self.ctrl_c().await;
-            } else if line.starts_with(&self.binary()) {
+            } else if self.binary().is_some_and(|b| line.starts_with(&b)) {
                 self.start(line).await;
+            } else if scales_up(line) {
+                self.start_deployment(line).await;
             } else if line.contains(" --watch") {
                 let out = self.dir.join("watch.log");
                 let child = self.shell(line).spawn_to_log(&out).unwrap();
@@ -133,10 +137,11 @@ impl ByHand {
         Cmd::argv(["sh", "-c", script.as_str()]).env_remove("KUBECONFIG").dir(&self.dir)
     }
 
-    /// The lab's controller binary, which a by-hand start runs.
-    fn binary(&self) -> String {
+    /// The lab's controller binary, which a by-hand start runs (envtest; on
+    /// kind the controller is a Deployment).
+    fn binary(&self) -> Option<String> {
         let process = self.lab.file().processes.iter().find(|p| p.role == "controller");
-        process.expect("an envtest lab's controller is a process").binary.display().to_string()
+        process.map(|p| p.binary.display().to_string())
     }
 
     /// Step `i` (`line`), checked against its comment: what each experiment's
@@ -148,6 +153,11 @@ impl ByHand {
             // `kill $(cat …/controller.pid)`: the lab's own stops.
             (_, _) if line.starts_with("kill ") => {
                 self.once(line, "");
+                self.until_stopped().await;
+            }
+            // kind: `kubectl scale deployment … --replicas=0`.
+            (_, _) if line.starts_with("kubectl scale deployment ") => {
+                self.once(line, "scaled");
                 self.until_stopped().await;
             }
             ("create", 1) | ("heal", 1) => {
@@ -284,6 +294,38 @@ impl ByHand {
         .unwrap_or_else(|e| panic!("{line}: {e:#}\n{}", labkit::files::tail(&log, 20)));
     }
 
+    /// kind: the Deployment scaled up (its environment set first, when the
+    /// line says so); one pod left, ready, its startup reconcile done, before
+    /// the next command — as a person waits for `kubectl get pods`.
+    async fn start_deployment(&mut self, line: &str) {
+        self.once(line, "scaled");
+        let lab = &self.lab;
+        let pods = lab.deployment().expect("a kind lab's controller is a Deployment").pods();
+        let selector = ListParams::default().labels(e2e::deployment::SELECTOR);
+        eventually("the Deployment's one new pod to reconcile", WITHIN, || {
+            let (pods, selector) = (pods.clone(), selector.clone());
+            async move {
+                let listed = pods.list(&selector).await?.items;
+                let names: Vec<String> =
+                    listed.iter().filter_map(|p| p.metadata.name.clone()).collect();
+                if listed.len() != 1 || !lab.controller_running().await? {
+                    return Ok(Check::NotYet(format!("pods {names:?}")));
+                }
+                let scrape = match lab.metrics().await {
+                    Ok(scrape) => scrape,
+                    Err(e) => return Ok(Check::NotYet(format!("{names:?}: {e:#}"))),
+                };
+                let reconciled = scrape.sum(RECONCILES) >= 1.0 && scrape.sum(IN_FLIGHT) == 0.0;
+                Ok(match reconciled {
+                    true => Check::Done(()),
+                    false => Check::NotYet(format!("{names:?}: no reconcile yet")),
+                })
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{line}: {e:#}"));
+    }
+
     /// Ctrl-C where the controller started by hand runs: it exits 0.
     async fn ctrl_c(&mut self) {
         let Some(mut child) = self.controller.take() else { return };
@@ -293,11 +335,12 @@ impl ByHand {
         assert!(status.success(), "Ctrl-C: {status}\n{printed}");
     }
 
-    /// After a `kill` of the lab's controller: gone before the next command.
+    /// After a `kill` of the lab's controller (or its Deployment scaled to
+    /// 0): gone before the next command.
     async fn until_stopped(&self) {
         let lab = &self.lab;
         eventually("the lab's controller to stop", WITHIN, || async move {
-            let running = lab.is_running("controller")?;
+            let running = lab.controller_running().await?;
             Ok(if running { Check::NotYet("running".into()) } else { Check::Done(()) })
         })
         .await
@@ -345,6 +388,12 @@ fn end_group(mut child: Child) {
     // SAFETY: kill with the group of a child this test started.
     unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
     let _ = child.wait();
+}
+
+/// kind: a line that scales the controller's Deployment up (after setting
+/// or unsetting its environment).
+fn scales_up(line: &str) -> bool {
+    line.contains("kubectl scale deployment ") && line.contains("--replicas=1")
 }
 
 /// The Events section of `kubectl describe`.

@@ -127,19 +127,25 @@ impl Hand {
             Do::Start => c.start(&[]),
             Do::StartSlow => c.start(DEDUP_FLAGS),
             Do::StartOwn => c.start_without(DEDUP_FLAGS),
-            // The names the controller's registry serves (controller/src/metrics.rs).
-            Do::Metrics => format!(
-                "curl -s {} | grep -E '^({}|{})'",
-                self.metrics_url,
-                controller::metrics::RECONCILES,
-                controller::metrics::WRITES
-            ),
+            Do::Metrics => format!("{} | {}", self.metrics(), metrics_grep()),
             Do::DriftPatch => {
                 let patch = experiments::drift_patch(&self.desired).to_string();
                 self.kubectl("patch", &["--type", "merge", "-p", &patch])
             }
             Do::DriftUnlabel => self.kubectl("label", &[&format!("{DRIFT_LABEL}-")]),
             Do::DedupLoop => self.dedup_loop(),
+        }
+    }
+
+    /// What prints the controller's `/metrics`: curl on its port (a process),
+    /// or the API server's pod proxy (a Deployment: its port is the pod's).
+    fn metrics(&self) -> String {
+        match &self.controller {
+            ControllerHand::Process { .. } => format!("curl -s {}", self.metrics_url),
+            ControllerHand::Deployment { namespace } => format!(
+                "kubectl get --raw \"/api/v1/namespaces/{namespace}/pods/$(kubectl get pods -n {namespace} \
+                 -l {SELECTOR} -o jsonpath='{{.items[0].metadata.name}}'):{PORT}/proxy/metrics\""
+            ),
         }
     }
 
@@ -206,6 +212,12 @@ impl ControllerHand {
             }
         }
     }
+}
+
+/// The two counters the narration reads, by the names the controller's
+/// registry serves (controller/src/metrics.rs).
+fn metrics_grep() -> String {
+    format!("grep -E '^({}|{})'", controller::metrics::RECONCILES, controller::metrics::WRITES)
 }
 
 fn scale(namespace: &str, replicas: u8) -> String {
