@@ -178,7 +178,7 @@ async fn docker_part() -> Result<ExitCode> {
     };
     let kubeconfig_before = user_kubeconfig();
     // The grader's Deployment path is proven on the existing cluster (its tests): not again here.
-    let code = on_fresh_lab(DOCKER_LAB_NAME, &kind, &["kind_lab", "by_hand"]).await?;
+    let code = on_fresh_lab(DOCKER_LAB_NAME, &kind, &["by_hand", "kind_lab"]).await?;
     ensure!(
         user_kubeconfig() == kubeconfig_before,
         "the kind lab changed {}",
