@@ -87,6 +87,13 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(String::from).collect())
 }
 
+/// `pid` is stopped (SIGSTOP: state `T`), or gone, or a zombie: it runs no more code.
+pub fn stopped_or_gone(pid: u32) -> bool {
+    stat_fields(pid)
+        .and_then(|f| f.first().cloned())
+        .is_none_or(|state| matches!(state.as_str(), "T" | "t" | "Z" | "X"))
+}
+
 /// When `pid` started (clock ticks since boot, `/proc/PID/stat` field 22):
 /// with the pid, it names one process, not a later one given the same pid.
 pub fn start_time(pid: u32) -> Option<u64> {

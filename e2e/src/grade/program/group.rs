@@ -109,6 +109,9 @@ impl Group {
     }
 }
 
+/// How long the parents get to stop before the signal goes all the same.
+const HOLD_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A signal sent to the group, followed until all of it has exited.
 pub(super) struct Stop {
     signal: libc::c_int,
@@ -135,6 +138,15 @@ impl Stop {
             .collect();
         for &pid in &held {
             process_signal(pid, libc::SIGSTOP);
+        }
+        // SIGSTOP is delivered when the process next runs: until then a wrapper
+        // could still take the signal and reap the program before it is seen
+        // (a loaded machine). So the signal goes once each holds still.
+        let deadline = std::time::Instant::now() + HOLD_WITHIN;
+        while held.iter().any(|&pid| !labkit::process::stopped_or_gone(pid))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         group.signal(signal);
         Stop { signal, there, held, ended: Vec::new(), looked: group.reaped.len() }
@@ -219,9 +231,20 @@ mod tests {
             std::env::temp_dir().join(format!("grade-group-{}-{run}.log", std::process::id()));
         let _ = std::fs::remove_file(&log);
         let child = Cmd::argv(["sh", "-c", script]).spawn_to_log(&log).unwrap();
-        eventually("it to be ready", Duration::from_secs(5), || async {
-            let printed = std::fs::read_to_string(&log).unwrap_or_default();
-            Ok(Check::done_if(printed.contains("ready"), (), printed))
+        // Ready, and its `sleep` started: a signal before that exec is taken
+        // by a shell not yet waiting, whose trap then waits the whole sleep
+        // (seen on a loaded machine).
+        let pgid = child.id();
+        eventually("it to be ready, its sleep started", Duration::from_secs(10), || {
+            let log = &log;
+            async move {
+                let printed = std::fs::read_to_string(log).unwrap_or_default();
+                let sleeping = labkit::process::group_members(pgid).iter().any(|m| {
+                    std::fs::read_to_string(format!("/proc/{}/comm", m.pid))
+                        .is_ok_and(|comm| comm.trim() == "sleep")
+                });
+                Ok(Check::done_if(printed.contains("ready") && sleeping, (), printed))
+            }
         })
         .await
         .unwrap();
