@@ -96,7 +96,7 @@ impl Program {
             return Ok(Stopped::AlreadyGone { status });
         }
         let sent = Instant::now();
-        let mut stop = group::Stop::send(run, signal);
+        let mut stop = group::Stop::send(run, signal).await;
         let ended = eventually("the program's process group to exit", within, || {
             let outcome = stop.step(run);
             async move { Ok(outcome.map_or(Check::NotYet("still running".into()), Check::Done)) }

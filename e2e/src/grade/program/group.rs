@@ -24,7 +24,10 @@
 
 use std::{collections::BTreeSet, os::unix::process::ExitStatusExt as _, process::ExitStatus};
 
-use labkit::process::group_members;
+use labkit::{
+    eventually::{Check, eventually},
+    process::group_members,
+};
 
 use super::status;
 
@@ -127,7 +130,7 @@ pub(super) struct Stop {
 
 impl Stop {
     /// Holds the parents, then sends `signal` to the group.
-    pub(super) fn send(group: &mut Group, signal: libc::c_int) -> Stop {
+    pub(super) async fn send(group: &mut Group, signal: libc::c_int) -> Stop {
         group.reap();
         let members: Vec<_> = group_members(group.pgid).into_iter().filter(|m| !m.zombie).collect();
         let there = members.iter().map(|m| m.pid).collect();
@@ -142,12 +145,19 @@ impl Stop {
         // SIGSTOP is delivered when the process next runs: until then a wrapper
         // could still take the signal and reap the program before it is seen
         // (a loaded machine). So the signal goes once each holds still.
-        let deadline = std::time::Instant::now() + HOLD_WITHIN;
-        while held.iter().any(|&pid| !labkit::process::stopped_or_gone(pid))
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        // Past HOLD_WITHIN it goes all the same.
+        let _ = eventually("the held parents to stop", HOLD_WITHIN, || {
+            let held = &held;
+            async move {
+                let moving: Vec<u32> = held
+                    .iter()
+                    .copied()
+                    .filter(|&pid| !labkit::process::stopped_or_gone(pid))
+                    .collect();
+                Ok(Check::done_if(moving.is_empty(), (), format!("still running: {moving:?}")))
+            }
+        })
+        .await;
         group.signal(signal);
         Stop { signal, there, held, ended: Vec::new(), looked: group.reaped.len() }
     }
@@ -249,7 +259,7 @@ mod tests {
         .await
         .unwrap();
         let mut group = Group::new(child.id());
-        let mut stop = Stop::send(&mut group, signal);
+        let mut stop = Stop::send(&mut group, signal).await;
         let ended = eventually("the group to exit", Duration::from_secs(5), || {
             let outcome = stop.step(&mut group);
             async move { Ok(outcome.map_or(Check::NotYet("running".into()), Check::Done)) }
