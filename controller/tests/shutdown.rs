@@ -4,6 +4,7 @@
 
 mod common;
 
+use backon::{BlockingRetryable as _, ExponentialBuilder};
 use common::unreachable_kubeconfig;
 use std::{
     io::{Read, Write},
@@ -65,22 +66,15 @@ impl Controller {
 
     /// Waits until `path` answers 200 on a connection of its own.
     fn answers(&mut self, path: &str) {
-        let started = Instant::now();
-        let mut stream = loop {
-            match TcpStream::connect(&self.listen) {
-                Ok(stream) => break stream,
-                Err(e) => {
-                    let exited = self.child.try_wait().unwrap();
-                    assert!(
-                        exited.is_none() && started.elapsed() < STARTS_WITHIN,
-                        "not listening on {} (last: {e}; exited: {exited:?}):\n{}",
-                        self.listen,
-                        self.log()
-                    );
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        };
+        let (child, listen) = (&mut self.child, &self.listen);
+        let connected = poll(STARTS_WITHIN, || match TcpStream::connect(listen) {
+            Ok(stream) => Ok(stream),
+            Err(e) => match child.try_wait().unwrap() {
+                None => Err(Seen::Again(format!("not listening on {listen}: {e}"))),
+                Some(status) => Err(Seen::Over(format!("exited ({status}) before listening"))),
+            },
+        });
+        let mut stream = connected.unwrap_or_else(|seen| panic!("{seen}:\n{}", self.log()));
         stream.set_read_timeout(Some(STARTS_WITHIN)).unwrap();
         let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).unwrap();
@@ -98,17 +92,17 @@ impl Controller {
     /// Its exit status and when it came after `since`; `None` past `within`
     /// (the process is then killed).
     fn exit(&mut self, since: Instant, within: Duration) -> Option<(ExitStatus, Duration)> {
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some((status, since.elapsed()));
-            }
-            if since.elapsed() > within {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let left = within.saturating_sub(since.elapsed());
+        let child = &mut self.child;
+        let exited = poll(left, || match child.try_wait().unwrap() {
+            Some(status) => Ok((status, since.elapsed())),
+            None => Err(Seen::Again("running".into())),
+        });
+        if exited.is_err() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
+        exited.ok()
     }
 
     fn log(&self) -> String {
@@ -117,12 +111,42 @@ impl Controller {
 
     /// Waits until the log contains `line`.
     fn wait_for_line(&mut self, line: &str) {
-        let started = Instant::now();
-        while !self.log().contains(line) {
-            assert!(started.elapsed() < STARTS_WITHIN, "no {line:?} in:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
+        let found = poll(STARTS_WITHIN, || match self.log().contains(line) {
+            true => Ok(()),
+            false => Err(Seen::Again(format!("no {line:?}"))),
+        });
+        found.unwrap_or_else(|seen| panic!("{seen} in:\n{}", self.log()));
+    }
+}
+
+/// What a look saw: worth another (`Again`), or an end to the wait (`Over`).
+#[derive(Debug)]
+enum Seen {
+    Again(String),
+    Over(String),
+}
+
+impl std::fmt::Display for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seen::Again(s) | Seen::Over(s) => f.write_str(s),
         }
     }
+}
+
+/// Looks with growing gaps until `probe` is `Ok`, it says `Over`, or
+/// `within` has passed (the last look's `Err`). backon's blocking retry:
+/// the controller's own tests cannot use the kit's poller, which depends on it.
+fn poll<T>(within: Duration, probe: impl FnMut() -> Result<T, Seen>) -> Result<T, Seen> {
+    let started = Instant::now();
+    let gaps = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(5))
+        .with_max_delay(Duration::from_millis(100))
+        .without_max_times();
+    probe
+        .retry(gaps)
+        .when(|seen| matches!(seen, Seen::Again(_)) && started.elapsed() < within)
+        .call()
 }
 
 impl Drop for Controller {
