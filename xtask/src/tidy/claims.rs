@@ -42,6 +42,14 @@ fn read(file: &str) -> String {
     std::fs::read_to_string(project::root().join(file)).unwrap()
 }
 
+/// What `check` finds in each of `files`, as `file: finding` lines.
+fn found_in(files: Vec<String>, check: impl Fn(&str, &str) -> Vec<String>) -> Vec<String> {
+    files
+        .iter()
+        .flat_map(|file| check(file, &read(file)).into_iter().map(move |f| format!("{file}: {f}")))
+        .collect()
+}
+
 /// Runs of `[A-Za-z0-9_./-]` and where each starts: names, paths and flags
 /// as a text writes them (a sentence's full stop left off).
 fn words(text: &str) -> Vec<(usize, &str)> {
@@ -130,18 +138,10 @@ impl Served {
 fn every_metric_quoted_is_one_the_controller_serves() {
     let served = served();
     assert!(served.names.len() >= 10, "{:?}", served.names);
-    let mut wrong = Vec::new();
-    for file in narrations() {
-        let narration = file.starts_with("xtask/exp/");
-        for metric in unserved_metrics(&read(&file), &served, narration) {
-            wrong.push(format!("{file}: {metric}"));
-        }
-    }
-    for page in pages() {
-        for metric in unserved_metrics(&read(&page), &served, false) {
-            wrong.push(format!("{page}: {metric}"));
-        }
-    }
+    let mut wrong = found_in(narrations(), |file, text| {
+        unserved_metrics(text, &served, file.starts_with("xtask/exp/"))
+    });
+    wrong.extend(found_in(pages(), |_, text| unserved_metrics(text, &served, false)));
     assert!(wrong.is_empty(), "not served by controller/src/metrics.rs:\n{}", wrong.join("\n"));
 }
 
@@ -249,12 +249,9 @@ fn no_page_quotes_a_flag_for_a_step_program() {
             "{step} parses flags"
         );
     }
-    let mut wrong = Vec::new();
-    for page in pages() {
-        for flag in flags_quoted_for_step_programs(&read(&page)) {
-            wrong.push(format!("{page}: `{flag}`"));
-        }
-    }
+    let wrong = found_in(pages(), |_, text| {
+        flags_quoted_for_step_programs(text).into_iter().map(|f| format!("`{f}`")).collect()
+    });
     assert!(wrong.is_empty(), "the step programs parse no flags:\n{}", wrong.join("\n"));
 }
 
@@ -296,12 +293,7 @@ fn terminal_variables_set_by_hand(page: &str) -> Vec<String> {
 
 #[test]
 fn no_page_sets_a_terminals_lab_variables_by_hand() {
-    let mut wrong = Vec::new();
-    for page in pages() {
-        for line in terminal_variables_set_by_hand(&read(&page)) {
-            wrong.push(format!("{page}: {line}"));
-        }
-    }
+    let wrong = found_in(pages(), |_, text| terminal_variables_set_by_hand(text));
     assert!(wrong.is_empty(), "use eval \"$(cargo xtask lab env)\":\n{}", wrong.join("\n"));
 }
 
