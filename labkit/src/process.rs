@@ -89,9 +89,12 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
 
 /// `pid` is stopped (SIGSTOP: state `T`), or gone, or a zombie: it runs no more code.
 pub fn stopped_or_gone(pid: u32) -> bool {
-    stat_fields(pid)
-        .and_then(|f| f.first().cloned())
-        .is_none_or(|state| matches!(state.as_str(), "T" | "t" | "Z" | "X"))
+    state(pid).is_none_or(|state| matches!(state.as_str(), "T" | "t" | "Z" | "X"))
+}
+
+/// Its state letter (`/proc/PID/stat` field 3); `None` once it is gone.
+fn state(pid: u32) -> Option<String> {
+    stat_fields(pid)?.into_iter().next()
 }
 
 /// When `pid` started (clock ticks since boot, `/proc/PID/stat` field 22):
@@ -167,14 +170,7 @@ fn members(pgid: u32) -> impl Iterator<Item = u32> {
 }
 
 fn is_zombie(pid: u32) -> bool {
-    // /proc/<pid>/stat: "pid (comm) S ..."; comm may contain spaces, so read after the last ')'.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let (_, rest) = stat.rsplit_once(')')?;
-            rest.split_whitespace().next().map(|state| state == "Z")
-        })
-        .unwrap_or(false)
+    state(pid).is_some_and(|state| state == "Z")
 }
 
 /// Guards against pid reuse: every process the lab starts has its state directory in its
