@@ -545,10 +545,13 @@ async fn ctrl_c_stops_the_program_and_puts_the_lab_back() {
         .args([program.as_str(), "-kubeconfig", "{kubeconfig}"]);
     let log = scratch().await.join("interrupted.log");
     let _ = std::fs::remove_file(&log);
+    // An earlier test's program log would say "under way" before this grade has
+    // started (and set its signal handlers): SIGINT then kills it silently.
+    let program_log = lab_grade_log().await;
+    let _ = std::fs::remove_file(&program_log);
     let mut child = cmd.spawn_to_log(&log).unwrap();
     // Interrupted once the rows are under way: the program has made my-config.
     let lab = lab().await;
-    let program_log = lab_grade_log().await;
     eventually("the grade to be under way", Duration::from_secs(120), || async {
         let text = std::fs::read_to_string(&program_log).unwrap_or_default();
         Ok(if text.contains("创建中") { Check::Done(()) } else { Check::NotYet(text) })
