@@ -45,8 +45,13 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
     // Each check's command is echoed like any other; its failure is the
     // check's finding, not an error.
     let quiet = |argv: &[&str]| Cmd::argv(argv).read().ok();
+    let go = quiet(&["go", "version"]);
+    let go_required = go_required()?;
     let mut checks = vec![
         preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned_toolchain()?),
+        preflight::c_compiler(quiet(&["cc", "--version"]).as_deref()),
+        preflight::git(quiet(&["git", "--version"]).as_deref()),
+        preflight::go(go.as_deref(), go_required),
         preflight::kubectl(
             e2e::experiments::kubectl_client_minor(),
             controller::version::target_minor(),
@@ -62,9 +67,20 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
                 .into_iter()
                 .map(|(n, b)| (n, b.map(|b| format!("{} from {}", b.version, b.source))))
                 .collect();
-            checks
-                .push(preflight::envtest_programs(&located, quiet(&["go", "version"]).as_deref()));
+            checks.push(preflight::envtest_programs(&located, go.as_deref(), go_required));
         }
+    }
+    // The labs that run the controller as an image build it here; on Linux
+    // outside the dev shell that is a static binary (crate::image, `host`).
+    let builds_static_binary = matches!(provider, ProviderKind::Kind | ProviderKind::Existing)
+        && cfg!(target_os = "linux")
+        && std::env::var_os("LAB_KIT_NIX_SHELL").is_none();
+    if builds_static_binary {
+        let musl = crate::image::StaticTarget::detect()?.rustflags.is_none();
+        checks.push(preflight::static_c_library(
+            musl,
+            quiet(&["gcc", "-print-file-name=libc.a"]).as_deref(),
+        ));
     }
     checks.extend([
         preflight::architecture(std::env::consts::ARCH),
@@ -113,6 +129,32 @@ fn kind_checks(name: &str, quiet: &dyn Fn(&[&str]) -> Option<String>) -> Result<
     Ok(checks)
 }
 
+/// The newest `go` line among the kit's Go modules (under xtask/ and
+/// e2e/peers/): the Go its builds ask for.
+pub fn go_required() -> Result<(u32, u32)> {
+    fn walk(dir: &std::path::Path, depth: u32, newest: &mut (u32, u32)) -> Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() && depth > 0 {
+                walk(&path, depth - 1, newest)?;
+            } else if path.file_name().is_some_and(|n| n == "go.mod") {
+                let text = std::fs::read_to_string(&path)?;
+                let line = text.lines().find(|l| l.starts_with("go "));
+                if let Some(version) = line.and_then(preflight::go_version) {
+                    *newest = version.max(*newest);
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut newest = (0, 0);
+    for dir in ["xtask", "e2e/peers"] {
+        walk(&project::root().join(dir), 2, &mut newest)?;
+    }
+    anyhow::ensure!(newest != (0, 0), "no go.mod with a `go` line under xtask/ or e2e/peers/");
+    Ok(newest)
+}
+
 /// The channel `rust-toolchain.toml` pins.
 fn pinned_toolchain() -> Result<String> {
     let text = std::fs::read_to_string(project::root().join("rust-toolchain.toml"))?;
@@ -146,6 +188,51 @@ mod tests {
     #[test]
     fn reads_the_pinned_toolchain() {
         assert_eq!(pinned_toolchain().unwrap(), "1.95.0");
+    }
+
+    /// The README's Go row says the version the kit's modules ask for.
+    #[test]
+    fn the_readme_names_the_go_the_modules_ask_for() {
+        let (minor, patch) = go_required().unwrap();
+        let readme = std::fs::read_to_string(project::root().join("README.md")).unwrap();
+        let row = readme.lines().find(|l| l.starts_with("| Go ")).expect("a Go row");
+        assert!(row.contains(&format!("1.{minor}.{patch} or newer")), "{row}");
+    }
+
+    /// Every prerequisite the README's table lists names the doctor checks
+    /// that find it, and every check of a tool has its row.
+    #[test]
+    fn the_readme_prerequisites_are_doctor_checks() {
+        let tools = [
+            preflight::rustc(None, ""),
+            preflight::c_compiler(None),
+            preflight::git(None),
+            preflight::go(None, (0, 0)),
+            preflight::envtest_programs(&[("etcd", None)], None, (0, 0)),
+            preflight::docker_daemon(Err("")),
+            preflight::kind_version(None, &[]),
+            preflight::static_c_library(false, None),
+            preflight::kubectl(None, 0),
+        ];
+        let readme = std::fs::read_to_string(project::root().join("README.md")).unwrap();
+        let section = readme.split("## Prerequisites").nth(1).unwrap().split("\n## ").next();
+        let named: Vec<&str> = section
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("| ") && l.split(" | ").count() == 4)
+            .skip(1)
+            .filter_map(|l| l.trim_end_matches(" |").rsplit(" | ").next())
+            .flat_map(|cell| cell.split(", "))
+            .collect();
+        for check in &tools {
+            assert!(named.contains(&check.name), "no README prerequisite names {}", check.name);
+        }
+        for name in named {
+            assert!(
+                tools.iter().any(|c| c.name == name),
+                "README names a check doctor lacks: {name}"
+            );
+        }
     }
 
     #[test]

@@ -195,9 +195,73 @@ pub fn architecture(arch: &str) -> Check {
     }
 }
 
+/// A Go version as `go version` ("go version go1.26.8 linux/amd64") or a
+/// go.mod's `go` line ("go 1.26.3") says it: (minor, patch) of Go 1.
+pub fn go_version(text: &str) -> Option<(u32, u32)> {
+    let rest =
+        text.split_whitespace().find_map(|w| w.strip_prefix("go1.").or(w.strip_prefix("1.")))?;
+    let mut parts = rest.split('.');
+    let minor = parts.next()?.parse().ok()?;
+    let patch = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    Some((minor, patch))
+}
+
+fn shown_go((minor, patch): (u32, u32)) -> String {
+    format!("1.{minor}.{patch}")
+}
+
+/// The oldest Go that fetches a newer toolchain itself when a go.mod asks
+/// for one (GOTOOLCHAIN=auto, the default).
+const GO_FETCHES_TOOLCHAINS: (u32, u32) = (21, 0);
+
+/// Go on PATH (`go version` output) against `required`, the newest `go` line
+/// of the kit's modules. Besides the envtest programs (their own check) the
+/// kit builds with Go the kind node image (`--node-image built`), the course's
+/// program for `grade` and `bench --peer go`, and the tests' peers.
+pub fn go(output: Option<&str>, required: (u32, u32)) -> Check {
+    const NAME: &str = "Go";
+    let install = format!(
+        "install Go {} or newer (https://go.dev/dl, or your package manager), or `nix develop`",
+        shown_go(required)
+    );
+    match output.and_then(go_version) {
+        None => Check::warn(
+            NAME,
+            "not found: needed to build the course's Go program (grade, bench --peer go), \
+             the kind node image here and, without other copies, kube-apiserver and etcd",
+            install,
+        ),
+        Some(found) if found >= required => Check::pass(NAME, shown_go(found)),
+        Some(found) if found >= GO_FETCHES_TOOLCHAINS => Check::warn(
+            NAME,
+            format!(
+                "{}, older than the kit's modules ask ({}): go fetches that toolchain at the \
+                 first build (GOTOOLCHAIN=auto, needs the network)",
+                shown_go(found),
+                shown_go(required)
+            ),
+            install,
+        ),
+        Some(found) => Check::fail(
+            NAME,
+            format!(
+                "{}: too old to fetch the {} the kit's modules ask for",
+                shown_go(found),
+                shown_go(required)
+            ),
+            install,
+        ),
+    }
+}
+
 /// The envtest lab's two programs: each found without a build (`located`:
-/// name and where), or Go on PATH (`go version` output) to build the missing.
-pub fn envtest_programs(located: &[(&str, Option<String>)], go: Option<&str>) -> Check {
+/// name and where), or a Go (`go version` output) that builds the missing
+/// ones (`required`: as [`go`]).
+pub fn envtest_programs(
+    located: &[(&str, Option<String>)],
+    go: Option<&str>,
+    required: (u32, u32),
+) -> Check {
     const NAME: &str = "envtest programs";
     let found: Vec<String> =
         located.iter().filter_map(|(n, at)| at.as_ref().map(|at| format!("{n} ({at})"))).collect();
@@ -206,21 +270,77 @@ pub fn envtest_programs(located: &[(&str, Option<String>)], go: Option<&str>) ->
     if missing.is_empty() {
         return Check::pass(NAME, found.join(", "));
     }
-    // `go version go1.26.1 linux/amd64` → 26.
-    let go_minor = go.and_then(|v| v.split("go1.").nth(1)?.split('.').next()?.parse::<u32>().ok());
-    match go_minor {
-        Some(minor) if minor >= 26 => Check::pass(
+    match go.and_then(go_version) {
+        Some(version) if version >= GO_FETCHES_TOOLCHAINS => Check::pass(
             NAME,
             format!(
-                "{} built with Go 1.{minor} at the first `lab up` (minutes)",
-                missing.join(" and ")
+                "{} built with Go {} at the first `lab up` (minutes)",
+                missing.join(" and "),
+                shown_go(version.max(required))
             ),
         ),
         _ => Check::fail(
             NAME,
-            format!("{} not found, and no Go 1.26+ to build them", missing.join(" and ")),
-            "`nix develop` provides both; or install Go 1.26+; or set KUBEBUILDER_ASSETS \
-             (`cargo xtask envtest-bins` shows the search)",
+            format!("{} not found, and no Go to build them", missing.join(" and ")),
+            format!(
+                "`nix develop` provides both; or install Go {} or newer; or set \
+                 KUBEBUILDER_ASSETS (`cargo xtask envtest-bins` shows the search)",
+                shown_go(required)
+            ),
+        ),
+    }
+}
+
+/// How to install a package on the systems the README's platforms table names.
+fn install_hint(debian: &str, fedora: &str, macos: &str) -> String {
+    format!(
+        "Debian/Ubuntu: `sudo apt install {debian}`; Fedora: `sudo dnf install {fedora}`; macOS: {macos}"
+    )
+}
+
+/// `cc --version`'s output (`None`: no C compiler): the build scripts of ring
+/// (rustls' cryptography) and psm (kube's JSONPath parser) compile C.
+pub fn c_compiler(output: Option<&str>) -> Check {
+    const NAME: &str = "C compiler";
+    match output.and_then(|o| o.lines().next()) {
+        Some(first) => Check::pass(NAME, first.trim().to_string()),
+        None => Check::fail(
+            NAME,
+            "cc not found: ring and psm compile C while cargo builds the kit",
+            install_hint("build-essential", "gcc", "`xcode-select --install`"),
+        ),
+    }
+}
+
+/// `git --version`'s output: the kit applies its patches to the course's Go
+/// program with `git apply` (grading and bench variants, the tests).
+pub fn git(output: Option<&str>) -> Check {
+    const NAME: &str = "git";
+    match output {
+        Some(out) => Check::pass(NAME, out.trim().trim_start_matches("git version ").to_string()),
+        None => Check::fail(
+            NAME,
+            "not found: the kit patches the course's Go program with `git apply`",
+            install_hint("git", "git", "`xcode-select --install`"),
+        ),
+    }
+}
+
+/// The static C library the image's host build links when the binary is a
+/// glibc one (`-C target-feature=+crt-static`, no musl target installed), as
+/// the build's own probe ([`static_libc`]) judges it. With musl, Rust brings
+/// its own.
+pub fn static_c_library(musl: bool, printed: Option<&str>) -> Check {
+    const NAME: &str = "static libc";
+    if musl {
+        return Check::pass(NAME, "the musl target is installed: Rust links its own libc");
+    }
+    match static_libc(printed) {
+        Ok(()) => Check::pass(NAME, printed.unwrap_or_default().trim().to_string()),
+        Err(e) => Check::fail(
+            NAME,
+            "the controller image's static build cannot link",
+            format!("{e}; or `rustup target add $(uname -m)-unknown-linux-musl`"),
         ),
     }
 }
@@ -322,19 +442,58 @@ pub fn static_libc(printed: Option<&str>) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    const REQUIRED: (u32, u32) = (26, 3);
+
     #[test]
     fn envtest_programs_found_or_buildable() {
         let both = [("kube-apiserver", Some("PATH".to_string())), ("etcd", Some("PATH".into()))];
-        assert_eq!(envtest_programs(&both, None).status, Status::Pass);
+        assert_eq!(envtest_programs(&both, None, REQUIRED).status, Status::Pass);
         let one = [("kube-apiserver", None), ("etcd", Some("project cache".to_string()))];
-        let go = envtest_programs(&one, Some("go version go1.26.1 linux/amd64"));
+        let go = envtest_programs(&one, Some("go version go1.26.8 linux/amd64"), REQUIRED);
         assert_eq!(go.status, Status::Pass, "{go}");
-        assert!(go.found.contains("kube-apiserver built with Go 1.26"), "{go}");
-        for old in [None, Some("go version go1.22.5 linux/amd64")] {
-            let check = envtest_programs(&one, old);
+        assert!(go.found.contains("kube-apiserver built with Go 1.26.8"), "{go}");
+        // An older Go fetches the toolchain the modules ask for: it builds with that one.
+        let fetches = envtest_programs(&one, Some("go version go1.22.5 linux/amd64"), REQUIRED);
+        assert!(fetches.found.contains("built with Go 1.26.3"), "{fetches}");
+        for old in [None, Some("go version go1.20.14 linux/amd64")] {
+            let check = envtest_programs(&one, old, REQUIRED);
             assert_eq!(check.status, Status::Fail, "{check}");
             assert!(check.fix.as_deref().unwrap().contains("KUBEBUILDER_ASSETS"), "{check}");
         }
+    }
+
+    #[test]
+    fn go_against_the_modules() {
+        assert_eq!(go_version("go version go1.26.8 linux/amd64"), Some((26, 8)));
+        assert_eq!(go_version("go 1.26"), Some((26, 0)));
+        assert_eq!(go_version("go version devel"), None);
+        assert_eq!(go(Some("go version go1.26.3 linux/amd64"), REQUIRED).status, Status::Pass);
+        let fetches = go(Some("go version go1.26.2 darwin/arm64"), REQUIRED);
+        assert_eq!(fetches.status, Status::Warn, "{fetches}");
+        assert!(fetches.found.contains("GOTOOLCHAIN=auto"), "{fetches}");
+        assert_eq!(go(None, REQUIRED).status, Status::Warn);
+        let old = go(Some("go version go1.19.8 linux/amd64"), REQUIRED);
+        assert_eq!(old.status, Status::Fail, "{old}");
+        assert!(old.fix.as_deref().unwrap().contains("Go 1.26.3 or newer"), "{old}");
+    }
+
+    #[test]
+    fn c_compiler_git_and_static_libc() {
+        let cc = c_compiler(Some("cc (Debian 12.2.0-14) 12.2.0\nCopyright"));
+        assert_eq!((cc.status, cc.found.as_str()), (Status::Pass, "cc (Debian 12.2.0-14) 12.2.0"));
+        let none = c_compiler(None);
+        assert_eq!(none.status, Status::Fail);
+        for hint in ["build-essential", "dnf install gcc", "xcode-select"] {
+            assert!(none.fix.as_deref().unwrap().contains(hint), "{none}");
+        }
+        assert_eq!(git(Some("git version 2.39.5")).found, "2.39.5");
+        assert_eq!(git(None).status, Status::Fail);
+        assert_eq!(static_c_library(true, None).status, Status::Pass);
+        let found = static_c_library(false, Some("/usr/lib/x86_64-linux-gnu/libc.a\n"));
+        assert_eq!(found.status, Status::Pass, "{found}");
+        let missing = static_c_library(false, Some("libc.a\n"));
+        assert_eq!(missing.status, Status::Fail);
+        assert!(missing.fix.as_deref().unwrap().contains("glibc-static"), "{missing}");
     }
 
     #[test]
