@@ -8,6 +8,7 @@
 
 mod architecture;
 mod claims;
+mod deny;
 mod docs;
 mod modules;
 mod pages;
