@@ -9,6 +9,7 @@ pub mod command;
 pub mod eventually;
 pub mod files;
 pub mod fingerprint;
+pub mod json_doc;
 pub mod kind_releases;
 pub mod lab_file;
 pub mod owned;

@@ -296,7 +296,7 @@ async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -
     lab::up::run(name, options).await?;
     eprintln!("lab up in {:.0} s", started.elapsed().as_secs_f64());
     section(format!("e2e suite on {what}"));
-    let mut code = crate::e2e::run(name, None)?;
+    let mut code = crate::e2e::run(name, None, crate::output::Format::Text)?;
     for test in tests {
         if code != ExitCode::SUCCESS {
             break;
