@@ -3,10 +3,12 @@
 //! `-q`, `-o json`, kubectl's flag names, one line for a bad value. No lab:
 //! `doctor --provider envtest` only looks at this machine.
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+use labkit::command::Cmd;
 
 fn xtask(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
+    Cmd::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args)
         .env_remove("NO_COLOR")
         .output()
@@ -92,7 +94,7 @@ fn old_flag_names_are_refused_with_kubectls() {
 
 #[test]
 fn help_wraps_at_the_terminals_width() {
-    let ran = Command::new(env!("CARGO_BIN_EXE_xtask"))
+    let ran = Cmd::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["bench", "--help"])
         .env("COLUMNS", "60")
         .output()
@@ -106,11 +108,10 @@ fn help_wraps_at_the_terminals_width() {
 /// what it printed there (stdout and stderr together).
 #[cfg(target_os = "linux")]
 fn on_a_terminal(args: &str, no_color: Option<&str>) -> String {
-    let mut command = Command::new("script");
-    command.args(["-qec", &format!("{} {args}", env!("CARGO_BIN_EXE_xtask")), "/dev/null"]);
-    command.env_remove("NO_COLOR");
+    let line = format!("{} {args}", env!("CARGO_BIN_EXE_xtask"));
+    let mut command = Cmd::argv(["script", "-qec", &line, "/dev/null"]).env_remove("NO_COLOR");
     if let Some(v) = no_color {
-        command.env("NO_COLOR", v);
+        command = command.env("NO_COLOR", v);
     }
     let ran = command.output().expect("util-linux's `script` (a pseudo-terminal for the test)");
     text(&ran.stdout)
