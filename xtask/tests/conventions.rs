@@ -66,10 +66,7 @@ fn lab_status_json_of_a_lab_that_is_not_up() {
         (document["state"].as_str(), document["healthy"].as_bool()),
         (Some("absent"), Some(false))
     );
-    for (path, _) in labkit::json_doc::fields_of(&document) {
-        let documented = labkit::json_doc::documented_fields("lab-kit/lab-status/v1");
-        assert!(documented.iter().any(|(p, _)| *p == path), "{path} is not in docs/output.md");
-    }
+    labkit::json_doc::assert_documented(&document);
 }
 
 /// A refused value: one `error:` line naming what to type instead, exit status 2 (clap's
@@ -104,34 +101,58 @@ fn help_wraps_at_the_terminals_width() {
     assert!(widest <= 60, "a help line of {widest} columns at COLUMNS=60:\n{help}");
 }
 
-/// `cargo xtask ARGS` on a terminal: util-linux's `script` gives it a pseudo-terminal;
-/// what it printed there (stdout and stderr together).
-#[cfg(target_os = "linux")]
-fn on_a_terminal(args: &str, no_color: Option<&str>) -> String {
-    let line = format!("{} {args}", env!("CARGO_BIN_EXE_xtask"));
-    let mut command = Cmd::argv(["script", "-qec", &line, "/dev/null"]).env_remove("NO_COLOR");
+/// `cargo xtask ARGS` on a terminal (a pseudo-terminal for its stdout and
+/// stderr, openpty(3)): what it printed there.
+fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: two out-pointers to ints; no name, default terminal settings and size.
+    let made = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(made, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened for this test and are owned here only.
+    let (mut leader, follower) =
+        unsafe { (std::fs::File::from_raw_fd(leader), OwnedFd::from_raw_fd(follower)) };
+    let mut cmd = Cmd::new(env!("CARGO_BIN_EXE_xtask")).args(args).env_remove("NO_COLOR");
     if let Some(v) = no_color {
-        command = command.env("NO_COLOR", v);
+        cmd = cmd.env("NO_COLOR", v);
     }
-    let ran = command.output().expect("util-linux's `script` (a pseudo-terminal for the test)");
-    text(&ran.stdout)
+    let mut command = cmd.echoed().unwrap();
+    command.stdout(follower.try_clone().unwrap()).stderr(follower);
+    let status = command.status().expect("the xtask binary runs");
+    assert!(!status.success(), "{args:?} was meant to be refused");
+    // The follower's last copy went with `command`: the leader reads what is left, then EIO.
+    drop(command);
+    let mut printed = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = leader.read(&mut chunk) {
+        printed.extend_from_slice(&chunk[..n]);
+    }
+    text(&printed)
 }
 
 /// clap's error is coloured on a terminal, and not under NO_COLOR nor into a pipe
 /// (the kit's own lines have no colour at all).
-#[cfg(target_os = "linux")]
 #[test]
 fn colour_only_on_a_terminal_and_never_under_no_color() {
-    let bad = "doctor --provider nope";
+    let bad = ["doctor", "--provider", "nope"];
     let escape = '\u{1b}';
-    let coloured = on_a_terminal(bad, None);
+    let coloured = on_a_terminal(&bad, None);
     assert!(
         coloured.contains(escape),
         "no colour on a terminal, so this test proves nothing: {coloured:?}"
     );
-    let plain = on_a_terminal(bad, Some("1"));
+    let plain = on_a_terminal(&bad, Some("1"));
     assert!(plain.contains("error:") && !plain.contains(escape), "NO_COLOR=1: {plain:?}");
-    let piped = xtask(&["doctor", "--provider", "nope"]);
+    let piped = xtask(&bad);
     let all = text(&piped.stdout) + &text(&piped.stderr);
     assert!(all.contains("error:") && !all.contains(escape), "into a pipe: {all:?}");
 }
