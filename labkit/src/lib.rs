@@ -1,8 +1,9 @@
 //! What `xtask` and the suites both need: the one command runner, the one
 //! poller, the lab file that is their contract, where things are in the
 //! repository, the machine's tools, server-side apply of manifests, the
-//! record of what the kit made on a cluster (`record`, `owned`), and the
-//! language it talks to a person in (`say`).
+//! record of what the kit made on a cluster (`record`, `owned`), the
+//! language it talks to a person in and its progress lines (`say`), and the
+//! check of the `-o json` documents against their page (`json_doc`).
 
 pub mod apply;
 pub mod command;
