@@ -52,7 +52,7 @@ impl Progress {
         let before = self.done / self.every;
         self.done += n;
         if self.done / self.every != before || self.done == self.total {
-            eprintln!("  {} {}/{}", self.what, self.done.min(self.total), self.total);
+            labkit::progress!("  {} {}/{}", self.what, self.done.min(self.total), self.total);
         }
     }
 }

@@ -131,7 +131,7 @@ impl Unrelated {
         let left = std::cell::Cell::new(left);
         let (progress, left) = (&progress, &left);
         eventually("the unrelated ConfigMaps to be gone", DELETE_WITHIN, || async move {
-            eprintln!(
+            labkit::progress!(
                 "  (kubectl delete configmaps -l {}: {} left, one deletecollection request)",
                 selector_of(&self.labels),
                 left.get()
@@ -166,7 +166,7 @@ pub async fn fitting(api: &Api<ConfigMap>, asked: usize) -> anyhow::Result<usize
     let Some(room) = tightest else { return Ok(asked) };
     let fits = room.fits(asked);
     if fits < asked {
-        eprintln!(
+        labkit::progress!(
             "unrelated ConfigMaps: {fits} of the {asked} asked, to fit ResourceQuota {namespace}/{} \
              ({} of {} ConfigMaps used, {} kept free)",
             room.quota,

@@ -126,7 +126,7 @@ pub async fn grant(lab: &Lab, places: &[Place], record: &Shared) -> Result<()> {
         };
         record.intend(&config_map, BY, How::ByController)?;
     }
-    eprintln!("granted {ROLE} to {account} in {} for the sides", namespaces.join(", "));
+    labkit::progress!("granted {ROLE} to {account} in {} for the sides", namespaces.join(", "));
     Ok(())
 }
 

@@ -61,7 +61,7 @@ pub async fn steady(lab: &Lab, window: Duration, metrics: bool) -> anyhow::Resul
             },
             Err(_) if Instant::now() >= end => break,
             Err(_) => {
-                eprintln!(
+                labkit::progress!(
                     "  steady {:.0}/{total:.0} s: {changes} changes seen",
                     started.elapsed().as_secs_f64()
                 );

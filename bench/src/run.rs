@@ -116,9 +116,10 @@ pub async fn measure(
         tally.burst = Some(burst);
     }
 
-    eprintln!(
+    labkit::progress!(
         "\n== {} unrelated ConfigMaps, {} creates in flight",
-        settings.unrelated, settings.parallel
+        settings.unrelated,
+        settings.parallel
     );
     // Fewer where a quota allows fewer (said in one line): the report says what was made.
     let made = unrelated.create(settings.unrelated, settings.parallel).await?;
@@ -186,7 +187,7 @@ impl Run<'_> {
             // Rounds spread evenly; the first blocks take the remainder.
             let share = n / blocks + usize::from(block < n % blocks);
             let names: Vec<String> = sides.iter().map(|s| s.spec.label()).collect();
-            eprintln!(
+            labkit::progress!(
                 "\n== block {}/{blocks}: {share} rounds of each kind, in turn: {}",
                 block + 1,
                 names.join(", ")
@@ -282,7 +283,7 @@ impl Run<'_> {
     ) -> Result<(Steady, Duration, Burst)> {
         let metrics = spec.has_metrics();
         let resync: &[&str] = if metrics { &["--resync", "1s"] } else { &[] };
-        eprintln!(
+        labkit::progress!(
             "\n== {}: steady state {window:?}{}, then a burst of {patches} patches ({BURST_IN_FLIGHT} in flight)",
             spec.label(),
             if metrics { " with --resync 1s" } else { "" }
@@ -312,7 +313,7 @@ impl Run<'_> {
         tally.with_unrelated = Some(subject.usage()?);
         subject.stop().await?;
         let p50 = Summary::of(&tally.heal_unrelated).map_or(0.0, |s| s.p50);
-        eprintln!(
+        labkit::progress!(
             "  {}: self-heal {heal_rounds}/{heal_rounds} among them (p50 {p50:.1} ms)",
             spec.label()
         );
@@ -324,5 +325,5 @@ impl Run<'_> {
 fn show_progress(side: &str, heal: &[f64], correct: &[f64]) {
     let p50 =
         |samples: &[f64]| Summary::of(samples).map_or("—".into(), |s| format!("{:.1} ms", s.p50));
-    eprintln!("  {side}: self-heal p50 {}, correction p50 {}", p50(heal), p50(correct));
+    labkit::progress!("  {side}: self-heal p50 {}, correction p50 {}", p50(heal), p50(correct));
 }

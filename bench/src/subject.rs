@@ -172,7 +172,7 @@ impl Subject {
         if self.wait_exit(STOP_GRACE).await {
             return Ok(());
         }
-        eprintln!("  pid {} still running after {STOP_GRACE:?}: SIGKILL", self.pid);
+        labkit::progress!("  pid {} still running after {STOP_GRACE:?}: SIGKILL", self.pid);
         self.signal(libc::SIGKILL);
         if self.wait_exit(STOP_GRACE).await {
             return Ok(());

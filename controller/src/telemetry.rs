@@ -12,11 +12,11 @@ use crate::cli::LogFormat;
 /// replaced by `info` without a word.
 pub fn init(format: LogFormat) -> Result<(), String> {
     let filter = filter(std::env::var("RUST_LOG").ok().as_deref())?;
-    // Colours only on a terminal: the lab writes the log to a file.
+    // Colours only on a terminal (the lab writes the log to a file), and never under NO_COLOR.
     let builder = fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+        .with_ansi(colours(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR")));
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
@@ -40,14 +40,21 @@ fn filter(rust_log: Option<&str>) -> Result<EnvFilter, String> {
 }
 
 /// The examples' logs: text on stdout (where the e2e suite reads them), level
-/// from `RUST_LOG` (default `info`), colours only on a terminal.
+/// from `RUST_LOG` (default `info`), colours only on a terminal, none under NO_COLOR.
 pub fn init_for_example() {
     fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
-        .with_ansi(std::io::stdout().is_terminal())
+        .with_ansi(colours(std::io::stdout().is_terminal(), std::env::var_os("NO_COLOR")))
         .init();
+}
+
+/// Whether logs written to a terminal (`terminal`) are coloured: not when
+/// `NO_COLOR` is set to anything but the empty string (no-color.org).
+/// `with_ansi` decides alone once called, so NO_COLOR is read here.
+fn colours(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// A delay as people write it: `1.3s`, `250ms` (not `1.299999998s`).
@@ -62,6 +69,15 @@ pub fn rounded(delay: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colours_only_on_a_terminal_and_never_under_no_color() {
+        assert!(colours(true, None));
+        assert!(colours(true, Some("".into())));
+        assert!(!colours(true, Some("1".into())));
+        assert!(!colours(false, None));
+        assert!(!colours(false, Some("1".into())));
+    }
 
     #[test]
     fn an_invalid_rust_log_is_refused_not_replaced() {

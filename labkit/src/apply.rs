@@ -37,7 +37,7 @@ pub async fn documents(
         let object = apply_one(client, field_manager, document)
             .await
             .with_context(|| format!("{} document {}", source.display(), index + 1))?;
-        eprintln!(
+        crate::progress!(
             "{}",
             crate::say::pick(format!("  applied {object}"), format!("  已应用 {object}"))
         );

@@ -8,7 +8,7 @@
 
 use std::{
     fmt,
-    os::unix::process::CommandExt,
+    os::{fd::AsFd, unix::process::CommandExt},
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Output, Stdio},
     time::{Duration, Instant},
@@ -121,14 +121,14 @@ impl Cmd {
     }
 
     fn echo(&self) {
-        eprintln!("$ {self}");
+        crate::progress!("$ {self}");
     }
 
     fn failed(&self, status: ExitStatus) -> anyhow::Error {
         anyhow::anyhow!("`{self}` failed ({status})")
     }
 
-    /// Echo, run with the terminal's stdout and stderr; an error unless it exits 0.
+    /// Echo, run with the terminal's stderr (its stdout goes there too); an error unless it exits 0.
     pub fn run(&self) -> anyhow::Result<()> {
         self.echo();
         let status = self.spawn_inherit()?.wait()?;
@@ -153,7 +153,7 @@ impl Cmd {
             match exit.recv_timeout(next.saturating_sub(started.elapsed())) {
                 Ok(status) => break status?,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    eprintln!("  still {doing} ({} s)", started.elapsed().as_secs());
+                    crate::progress!("  still {doing} ({} s)", started.elapsed().as_secs());
                     next += HEARTBEAT;
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
@@ -164,12 +164,19 @@ impl Cmd {
         if !status.success() {
             return Err(self.failed(status));
         }
-        eprintln!("  {doing}: done in {} s", started.elapsed().as_secs());
+        crate::progress!("  {doing}: done in {} s", started.elapsed().as_secs());
         Ok(())
     }
 
+    /// The terminal's stderr for both its streams: what a command run this
+    /// way prints is the verb's progress, and stdout is for the verb's
+    /// result alone (`cargo xtask e2e > file` holds the table, not cargo's lines).
     fn spawn_inherit(&self) -> anyhow::Result<std::process::Child> {
-        self.to_command()?.spawn().with_context(|| format!("cannot start `{self}`"))
+        let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+        self.to_command()?
+            .stdout(Stdio::from(stderr))
+            .spawn()
+            .with_context(|| format!("cannot start `{self}`"))
     }
 
     /// Echo, run, and return its stdout, trimmed; an error (with its stderr)
@@ -198,7 +205,7 @@ impl Cmd {
     /// Ctrl-C in xtask's terminal, and stopping the group stops whatever it
     /// started.
     pub fn spawn_to_log(&self, log: &Path) -> anyhow::Result<Child> {
-        eprintln!("$ {self} >>{} 2>&1 &", self.word(&log.display().to_string()));
+        crate::progress!("$ {self} >>{} 2>&1 &", self.word(&log.display().to_string()));
         let out = std::fs::File::options()
             .create(true)
             .append(true)

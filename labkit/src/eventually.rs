@@ -72,7 +72,7 @@ where
             Ok(Check::Done(value)) => {
                 if shown {
                     let after = start.elapsed().as_secs_f64();
-                    eprintln!(
+                    crate::progress!(
                         "{}",
                         pick(
                             format!("  {what}: ready after {after:.1}s"),
@@ -95,7 +95,7 @@ where
         let last = one_line(&last);
         if shown && (last_shown.as_deref() != Some(last.as_str()) || now - shown_at >= HEARTBEAT) {
             let waited = (now - start).as_secs_f64();
-            eprintln!(
+            crate::progress!(
                 "{}",
                 pick(
                     format!("  {what}: waiting ({waited:.1}s) - {last}"),

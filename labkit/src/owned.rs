@@ -75,7 +75,7 @@ pub async fn apply(
     };
     let uid = made.metadata.uid.context("the API server answered without a uid")?;
     record.made(&object, &uid)?;
-    eprintln!("{}", pick(format!("  applied {object}"), format!("  已应用 {object}")));
+    crate::progress!("{}", pick(format!("  applied {object}"), format!("  已应用 {object}")));
     Ok(object)
 }
 
@@ -240,11 +240,14 @@ pub async fn delete_all(
         match delete(client, record, &entry, within).await {
             Ok(Deleted::Deleted) => {
                 let o = &entry.object;
-                eprintln!("{}", pick(format!("  deleted {o}"), format!("  已删除 {o}")));
+                crate::progress!("{}", pick(format!("  deleted {o}"), format!("  已删除 {o}")));
             }
             Ok(Deleted::Gone) => {
                 let o = &entry.object;
-                eprintln!("{}", pick(format!("  {o} was gone already"), format!("  {o} 早已不在")));
+                crate::progress!(
+                    "{}",
+                    pick(format!("  {o} was gone already"), format!("  {o} 早已不在"))
+                );
             }
             Ok(Deleted::LeftAlone(why)) => {
                 eprintln!("{}", pick(format!("  left alone: {why}"), format!("  没有动它：{why}")));

@@ -217,7 +217,7 @@ async fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> 
         if gone(pid, TERM_GRACE).await.is_ok() {
             return Ok(StopOutcome::Stopped { killed: false, after: start.elapsed() });
         }
-        eprintln!(
+        crate::progress!(
             "{}",
             crate::say::pick(
                 format!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL"),

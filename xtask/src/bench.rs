@@ -45,8 +45,11 @@ const ROUNDS_PER_BLOCK: usize = 10;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Rounds of each latency measure (self-heal, correction), for every subject and the floor alike; 1000 puts the p99's 95 % interval inside the series (with 500 its upper end is the largest sample).
-    #[arg(short = 'n', long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000)]
     rounds: usize,
+    /// The old short name of --rounds, refused: `-n` is the namespace in kubectl.
+    #[arg(short = 'n', hide = true, value_parser = renamed_n)]
+    _n: Option<String>,
     /// Length of the steady-state window (with a 1 s resync), e.g. 10s, 2s.
     #[arg(long, default_value = "10s", value_parser = controller::cli::parse_duration)]
     steady: Duration,
@@ -83,6 +86,11 @@ pub struct BenchArgs {
 pub enum Build {
     Release,
     Debug,
+}
+
+/// `-n N` was `--rounds`; kubectl's `-n` is a namespace, so it is refused in one line.
+fn renamed_n(rounds: &str) -> Result<String, String> {
+    Err(format!("-n is a namespace in kubectl; the rounds are --rounds {rounds}"))
 }
 
 impl BenchArgs {
@@ -178,7 +186,7 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
         .and_then(|l| l.local_addr())
         .context("no free loopback port for the controller under test")?
         .port();
-    eprintln!(
+    labkit::progress!(
         "the sides run here as ServiceAccount {namespace}/{account} (a token until {expires} or \
          until Secret {TOKEN_SECRET} is deleted, in {}), each keeping a ConfigMap of its own in namespace {}",
         kubeconfig.display(),
@@ -207,11 +215,15 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let log = dir.join("controller.log");
     let labels = specs.iter().map(Spec::label).collect::<Vec<_>>().join(", ");
-    eprintln!("bench: {labels} against lab {}; their log: {}", args.lab.name, log.display());
+    labkit::progress!(
+        "bench: {labels} against lab {}; their log: {}",
+        args.lab.name,
+        log.display()
+    );
     // Caught before anything is made: an interrupted run puts the lab back
     // like a finished one (crate::borrow).
     let mut interrupts = Interrupts::catch(&lab.file().state_dir.join("hangup.log"))?;
-    eprintln!("stopping the lab's own controller for the run");
+    labkit::progress!("stopping the lab's own controller for the run");
     let mut borrow = Borrow::begin(&mut lab, BY).await?;
     let record = borrow.record();
     let measured = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {

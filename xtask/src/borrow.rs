@@ -153,7 +153,7 @@ pub fn stop_leftovers(record: &Record) {
         for group in &borrow.groups {
             if labkit::process::kill_group(*group) {
                 let (pgid, by) = (group.pgid, &borrow.by);
-                eprintln!(
+                labkit::progress!(
                     "{}",
                     pick(
                         format!("  killed process group {pgid} (started by {by})"),
@@ -166,7 +166,7 @@ pub fn stop_leftovers(record: &Record) {
     let dir = record.borrowed_dir();
     if dir.exists() && std::fs::remove_dir_all(&dir).is_ok() {
         let dir = labkit::project::shown(&dir);
-        eprintln!(
+        labkit::progress!(
             "{}",
             pick(
                 format!("  removed {dir} (the borrow's token files)"),
@@ -222,7 +222,7 @@ async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record>
     if let Err(e) = writable_my_config(lab).await {
         failures.push(e);
     }
-    eprintln!(
+    labkit::progress!(
         "{}",
         pick("starting the lab's own controller again", "重新启动实验环境自己的控制器")
     );
@@ -266,7 +266,7 @@ async fn writable_my_config(lab: &Lab) -> Result<()> {
         }),
         ..DeleteParams::default()
     };
-    eprintln!(
+    labkit::progress!(
         "{}",
         pick(
             format!("  {name} was left immutable: deleting it, the controller makes it anew"),

@@ -15,30 +15,73 @@ use crate::lab::{
     binaries,
     provider::{self, ProviderChoice},
 };
+use crate::output::{self, Format};
 use crate::preflight::{self, Check, Status};
 use labkit::lab_file::ProviderKind;
 use labkit::{
     command::{Cmd, is_not_found},
     project,
 };
+use serde_json::json;
 
 /// The controller's default `--listen` port, used when it runs by hand.
 const CONTROLLER_PORT: u16 = 8080;
 
-pub fn run(name: &str, choice: ProviderChoice) -> Result<ExitCode> {
+/// The JSON document's name and version (docs/output.md).
+const SCHEMA: &str = "lab-kit/doctor/v1";
+
+pub fn run(name: &str, choice: ProviderChoice, format: Format) -> Result<ExitCode> {
     let provider = provider::resolve(choice)?;
-    println!("checking this machine for the {provider} lab (`--provider` picks the other)");
+    let header =
+        format!("checking this machine for the {provider} lab (`--provider` picks the other)");
     let checks = gather(name, provider)?;
-    for check in &checks {
-        println!("{check}");
-    }
-    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
-    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
-    println!("{} checks: {failed} failed, {warned} warnings", checks.len());
-    if failed == 0 && warned == 0 {
-        println!("ready: `cargo xtask lab up --provider {provider}`");
+    let failed = count(&checks, Status::Fail);
+    let warned = count(&checks, Status::Warn);
+    match format {
+        Format::Json => {
+            labkit::progress!("{header}");
+            output::print_json(&document(provider, &checks))?;
+        }
+        Format::Text => {
+            println!("{header}");
+            for check in &checks {
+                println!("{check}");
+            }
+            println!("{} checks: {failed} failed, {warned} warnings", checks.len());
+            if failed == 0 && warned == 0 {
+                println!("ready: `cargo xtask lab up --provider {provider}`");
+            }
+        }
     }
     Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn count(checks: &[Check], status: Status) -> usize {
+    checks.iter().filter(|c| c.status == status).count()
+}
+
+/// `doctor -o json`: docs/output.md.
+fn document(provider: ProviderKind, checks: &[Check]) -> serde_json::Value {
+    let (failed, warned) = (count(checks, Status::Fail), count(checks, Status::Warn));
+    let rows: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|c| {
+            let status = match c.status {
+                Status::Pass => "pass",
+                Status::Warn => "warn",
+                Status::Fail => "fail",
+            };
+            json!({"name": c.name, "status": status, "found": c.found, "fix": c.fix})
+        })
+        .collect();
+    json!({
+        "schema": SCHEMA,
+        "provider": provider.to_string(),
+        "ready": failed == 0 && warned == 0,
+        "failed": failed,
+        "warnings": warned,
+        "checks": rows,
+    })
 }
 
 fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
@@ -233,6 +276,24 @@ mod tests {
                 "README names a check doctor lacks: {name}"
             );
         }
+    }
+
+    #[test]
+    fn the_json_document_has_the_documented_fields() {
+        let checks = [
+            Check::pass("rustc", "1.95.0"),
+            Check::warn("free disk", "9 GB", "free some space"),
+            Check::fail("go", "not found", "install Go"),
+        ];
+        let document = document(ProviderKind::Envtest, &checks);
+        labkit::json_doc::assert_documented(&document);
+        assert_eq!(document["schema"], SCHEMA);
+        assert_eq!(
+            (document["failed"].as_u64(), document["warnings"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert_eq!(document["checks"][2]["status"], "fail");
+        assert_eq!(document["ready"], false);
     }
 
     #[test]

@@ -7,8 +7,13 @@ use std::{path::PathBuf, process::ExitCode, time::Instant};
 use anyhow::{Context, Result, bail};
 use e2e::results::{self, Outcome};
 use labkit::lab_file::{LabFile, ProviderKind};
+use serde_json::json;
 
 use crate::cargo;
+use crate::output::{self, Format};
+
+/// The JSON document's name and version (docs/output.md).
+const SCHEMA: &str = "lab-kit/e2e/v1";
 
 /// What the whole suite should take on the envtest lab. Most of it is real
 /// waiting: the watch faults sit out client-go's growing retry gaps, the
@@ -16,7 +21,7 @@ use crate::cargo;
 const SUITE_BAR_SECONDS: f64 = 150.0;
 
 /// Runs the suite (or the one experiment `only`) against lab `name`.
-pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
+pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
     let Some(lab) = LabFile::read(&labkit::project::lab_dir(name))? else {
         bail!("no lab named {name} is up: run `cargo xtask lab up --name {name}` first");
     };
@@ -50,41 +55,15 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
         .is_ok();
     let wall = started.elapsed().as_secs_f64();
     let outcomes = results::read(&results)?;
-    let mut summary = table(&outcomes);
     let expected = if filter.is_some() { 1 } else { e2e::all().count() };
-    let ok = outcomes.iter().filter(|o| o.passed).count();
-    let not_run: Vec<&Outcome> = outcomes.iter().filter(|o| o.not_run.is_some()).collect();
-    let failed = expected - (ok + not_run.len()).min(expected);
-    // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
-    let _ = writeln!(summary, "e2e: {ok} passed, {} not run, {failed} failed", not_run.len());
-    for (o, why) in not_run.iter().filter_map(|o| Some((o, o.not_run.as_deref()?))) {
-        let _ = writeln!(summary, "  {}: {why}", o.experiment);
-    }
-    // Repeated below the table: a CI log cut short keeps its last lines.
-    for o in outcomes.iter().filter(|o| !o.passed && o.not_run.is_none()) {
-        let _ = writeln!(summary, "  {}: FAILED: {}", o.experiment, o.detail);
-    }
-    if lab.provider == ProviderKind::Envtest {
-        let over =
-            if filter.is_none() && wall > SUITE_BAR_SECONDS { " — over the bar" } else { "" };
-        let _ = writeln!(
-            summary,
-            "suite wall time {wall:.1} s (bar for the whole suite on envtest: {SUITE_BAR_SECONDS:.0} s){over}"
-        );
-    } else {
-        // Each restart of the controller is a pod rollout here: no bar.
-        let _ = writeln!(summary, "suite wall time {wall:.1} s on {}", lab.provider);
-    }
-    eprint!("{summary}");
+    let summary = summary(&outcomes, expected, filter.is_none(), wall, (name, lab.provider));
+    report(format, &summary, &mut std::io::stdout().lock())?;
     // docs/e2e.md links to what a real run printed.
     if filter.is_none() {
         let mode = if lab.controller.container.is_some() { "-container" } else { "" };
-        labkit::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider), &summary)?;
+        labkit::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider), &summary.text)?;
     }
-    if !passed
-        || outcomes.len() != expected
-        || outcomes.iter().any(|o| !o.passed && o.not_run.is_none())
-    {
+    if !passed || outcomes.len() != expected || summary.failed > 0 {
         if outcomes.len() != expected {
             eprintln!(
                 "expected {expected} results, got {}: see the test output above",
@@ -96,6 +75,85 @@ pub fn run(name: &str, only: Option<&str>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a run found, as the table people read and as `-o json`'s document.
+struct Summary {
+    text: String,
+    document: serde_json::Value,
+    failed: usize,
+}
+
+/// The summary of `outcomes` of a run that expected `expected` of them
+/// (`whole`: the whole suite) and took `wall` seconds on `lab` (its name and provider).
+fn summary(
+    outcomes: &[Outcome],
+    expected: usize,
+    whole: bool,
+    wall: f64,
+    lab: (&str, ProviderKind),
+) -> Summary {
+    let (name, provider) = lab;
+    let mut text = table(outcomes);
+    let ok = outcomes.iter().filter(|o| o.passed).count();
+    let not_run: Vec<&Outcome> = outcomes.iter().filter(|o| o.not_run.is_some()).collect();
+    // An experiment with no result (the suite stopped early) counts as failed.
+    let failed = expected - (ok + not_run.len()).min(expected);
+    // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
+    let _ = writeln!(text, "e2e: {ok} passed, {} not run, {failed} failed", not_run.len());
+    for (o, why) in not_run.iter().filter_map(|o| Some((o, o.not_run.as_deref()?))) {
+        let _ = writeln!(text, "  {}: {why}", o.experiment);
+    }
+    // Repeated below the table: a CI log cut short keeps its last lines.
+    for o in outcomes.iter().filter(|o| !o.passed && o.not_run.is_none()) {
+        let _ = writeln!(text, "  {}: FAILED: {}", o.experiment, o.detail);
+    }
+    let bar = (provider == ProviderKind::Envtest).then_some(SUITE_BAR_SECONDS);
+    if let Some(bar) = bar {
+        let over = if whole && wall > bar { " — over the bar" } else { "" };
+        let _ = writeln!(
+            text,
+            "suite wall time {wall:.1} s (bar for the whole suite on envtest: {bar:.0} s){over}"
+        );
+    } else {
+        // Each restart of the controller is a pod rollout here: no bar.
+        let _ = writeln!(text, "suite wall time {wall:.1} s on {provider}");
+    }
+    let results: Vec<serde_json::Value> = sorted(outcomes)
+        .into_iter()
+        .map(|o| {
+            json!({
+                "experiment": o.experiment,
+                "result": result_word(o),
+                "latency_ms": o.latency_ms,
+                "detail": o.detail,
+                "warnings": o.warnings,
+                "not_run": o.not_run,
+                "wall_seconds": o.wall_s,
+            })
+        })
+        .collect();
+    let document = json!({
+        "schema": SCHEMA,
+        "lab": name,
+        "provider": provider.to_string(),
+        "passed": ok,
+        "not_run": not_run.len(),
+        "failed": failed,
+        "expected": expected,
+        "wall_seconds": wall,
+        "bar_seconds": if whole { bar } else { None },
+        "results": results,
+    });
+    Summary { text, document, failed }
+}
+
+/// The result, on `out` (stdout: progress and the suite's own output are on stderr).
+fn report(format: Format, summary: &Summary, out: &mut dyn std::io::Write) -> Result<()> {
+    match format {
+        Format::Text => out.write_all(summary.text.as_bytes()).context("cannot print the table"),
+        Format::Json => output::json(out, &summary.document),
+    }
+}
+
 /// `target/e2e/<lab>.jsonl`, emptied for this run (one a lab: suites on two labs can run at once).
 fn results_file(lab: &str) -> Result<PathBuf> {
     let dir = labkit::project::target_dir().join("e2e");
@@ -105,20 +163,30 @@ fn results_file(lab: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// The summary table, in the suite's order.
-fn table(outcomes: &[Outcome]) -> String {
+/// `outcomes` in the suite's order.
+fn sorted(outcomes: &[Outcome]) -> Vec<&Outcome> {
     let order = |o: &Outcome| e2e::all().position(|e| e.name == o.experiment).unwrap_or(usize::MAX);
     let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
     sorted.sort_by_key(|o| order(o));
+    sorted
+}
+
+/// `pass`, `FAIL` or `not run`, as the table and the JSON say it.
+fn result_word(o: &Outcome) -> &'static str {
+    match (o.passed, &o.not_run) {
+        (_, Some(_)) => "not run",
+        (true, None) => "pass",
+        (false, None) => "FAIL",
+    }
+}
+
+/// The summary table, in the suite's order.
+fn table(outcomes: &[Outcome]) -> String {
     let mut text =
         String::from("\n| experiment | result | latency | measured |\n|---|---|---|---|\n");
-    for o in sorted {
+    for o in sorted(outcomes) {
         let latency = o.latency_ms.map(|ms| format!("{ms:.1} ms")).unwrap_or_else(|| "—".into());
-        let result = match (o.passed, &o.not_run) {
-            (_, Some(_)) => "not run",
-            (true, None) => "pass",
-            (false, None) => "FAIL",
-        };
+        let result = result_word(o);
         let _ = writeln!(text, "| {} | {result} | {latency} | {} |", o.experiment, o.detail);
         for w in &o.warnings {
             let _ = writeln!(text, "|   | warn |   | {w} |");
@@ -126,4 +194,74 @@ fn table(outcomes: &[Outcome]) -> String {
     }
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcomes() -> Vec<Outcome> {
+        let first = e2e::all().next().unwrap().name;
+        let second = e2e::all().nth(1).unwrap().name;
+        let third = e2e::all().nth(2).unwrap().name;
+        vec![
+            Outcome {
+                experiment: first.into(),
+                passed: true,
+                latency_ms: Some(4.2),
+                detail: "healed".into(),
+                warnings: vec!["slow start".into()],
+                wall_s: 1.5,
+                not_run: None,
+            },
+            Outcome {
+                experiment: second.into(),
+                passed: false,
+                latency_ms: None,
+                detail: "not healed within 10 s".into(),
+                warnings: vec![],
+                wall_s: 10.0,
+                not_run: None,
+            },
+            Outcome {
+                experiment: third.into(),
+                passed: false,
+                latency_ms: None,
+                detail: String::new(),
+                warnings: vec![],
+                wall_s: 0.0,
+                not_run: Some("needs a kind lab".into()),
+            },
+        ]
+    }
+
+    /// The table is the verb's result: what `run` hands to stdout, whole;
+    /// `-o json` puts the document there instead, the table nowhere.
+    #[test]
+    fn the_result_is_the_table_or_the_document_and_nothing_else() {
+        let summary = summary(&outcomes(), 3, false, 12.5, ("lab1", ProviderKind::Envtest));
+        let mut stdout = Vec::new();
+        report(Format::Text, &summary, &mut stdout).unwrap();
+        let text = String::from_utf8(stdout).unwrap();
+        assert_eq!(text, summary.text);
+        assert!(text.contains("| experiment | result | latency | measured |"), "{text}");
+        assert!(text.contains("e2e: 1 passed, 1 not run, 1 failed"), "{text}");
+        let mut stdout = Vec::new();
+        report(Format::Json, &summary, &mut stdout).unwrap();
+        let document: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+        assert_eq!(document, summary.document);
+        assert_eq!(summary.failed, 1);
+    }
+
+    #[test]
+    fn the_json_document_has_the_documented_fields() {
+        let whole = e2e::all().count();
+        let summary = summary(&outcomes(), whole, true, 140.0, ("lab1", ProviderKind::Envtest));
+        let document = &summary.document;
+        labkit::json_doc::assert_documented(document);
+        assert_eq!(document["schema"], SCHEMA);
+        assert_eq!(document["failed"], whole - 2);
+        assert_eq!(document["results"][1]["result"], "FAIL");
+        assert_eq!(document["bar_seconds"], SUITE_BAR_SECONDS);
+    }
 }

@@ -182,14 +182,14 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let target = lab.desired().to_string();
     let file = lab.file().clone();
     announce(texts, &file, &target, &options, &command, lab.desired().namespace())?;
-    eprintln!("{}", texts.text("controller_stopped", &[]));
+    labkit::progress!("{}", texts.text("controller_stopped", &[]));
 
     let mut borrow = Borrow::begin(&mut lab, "grade").await?;
     let result = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
         Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first(program)).await,
         Err(error) => Err(error),
     };
-    eprintln!("== {}", texts.text("restoring", &[]));
+    labkit::progress!("== {}", texts.text("restoring", &[]));
     let interrupted = signals.seen.is_some();
     let restored = borrow.put_back(&mut lab, signals).await;
 
@@ -253,7 +253,7 @@ fn announce(
     command: &str,
     namespace: &str,
 ) -> Result<()> {
-    eprintln!(
+    labkit::progress!(
         "{}",
         texts.text(
             "header",
@@ -267,7 +267,7 @@ fn announce(
     );
     let data_json = serde_json::to_string(&options.data)?;
     let user = format!("system:serviceaccount:{namespace}:{}", grade::IDENTITY);
-    eprintln!(
+    labkit::progress!(
         "{}",
         texts.text("keeps", &[("target", target), ("data", &data_json), ("user", &user)])
     );
@@ -306,14 +306,14 @@ fn progress(texts: &'static Texts) -> grade::Progress {
         grade::Step::Row(row) => {
             let result = if row.passed { "pass" } else { "fail" };
             let row_title = Texts::get(&texts.rows, row.id.key());
-            eprintln!(
+            labkit::progress!(
                 "{}",
                 texts.text("row_done", &[("result", &texts.text(result, &[])), ("row", row_title)])
             );
         }
         grade::Step::Watching { window } => {
             let window = format!("{:.0} s", window.as_secs_f64());
-            eprintln!("{}", texts.text("watching", &[("window", &window)]));
+            labkit::progress!("{}", texts.text("watching", &[("window", &window)]));
         }
     })
 }

@@ -56,13 +56,15 @@ pub fn resolve(choice: Builder) -> Builder {
     let in_dev_shell = std::env::var_os("LAB_KIT_NIX_SHELL").is_some();
     // The flake builds images on Linux only (macOS needs a Linux builder).
     if in_dev_shell && cfg!(target_os = "linux") && labkit::tools::on_path("nix").is_some() {
-        eprintln!("image builder auto: in the Nix dev shell: nix build .#image");
+        labkit::progress!("image builder auto: in the Nix dev shell: nix build .#image");
         Builder::Nix
     } else if cfg!(target_os = "linux") {
-        eprintln!("image builder auto: Linux: a static binary built here in a FROM scratch image");
+        labkit::progress!(
+            "image builder auto: Linux: a static binary built here in a FROM scratch image"
+        );
         Builder::Host
     } else {
-        eprintln!("image builder auto: not Linux: the multi-stage Dockerfile");
+        labkit::progress!("image builder auto: not Linux: the multi-stage Dockerfile");
         Builder::Dockerfile
     }
 }

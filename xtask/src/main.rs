@@ -14,6 +14,7 @@ mod image;
 mod interrupt;
 mod lab;
 mod locale;
+mod output;
 mod plan;
 mod preflight;
 mod room;
@@ -28,6 +29,9 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Tasks of the controller kit", version)]
 struct Cli {
+    /// No progress lines (the commands run, the steps): only results and errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -47,6 +51,8 @@ enum Command {
         exp: Option<String>,
         #[command(flatten)]
         lab: lab::LabName,
+        #[command(flatten)]
+        output: output::OutputArg,
     },
     /// One of the course's experiments, live against the current lab, narrated
     /// (what it does, kubectl by hand, the controller's log, timing, what to notice).
@@ -72,6 +78,8 @@ enum Command {
         /// The lab to check the machine for, chosen as `lab up` chooses.
         #[arg(long, value_enum, default_value_t = lab::provider::ProviderChoice::Auto)]
         provider: lab::provider::ProviderChoice,
+        #[command(flatten)]
+        output: output::OutputArg,
     },
     /// The README's test command: unit tests, then fresh labs with the e2e suite and the
     /// lab tests on each, lab down.
@@ -90,6 +98,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    labkit::say::set_quiet(cli.quiet);
     // What the layers under `grade` and `exp` print is in their reader's language too.
     let lang = match &cli.command {
         Command::Exp { lang, .. } => locale::Lang::or_locale(*lang),
@@ -100,8 +109,8 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::Room(command) => room::run(command).await,
-        Command::E2e { exp, lab } => match borrow::put_back_if_left(&lab.name).await {
-            Ok(()) => e2e::run(&lab.name, exp.as_deref()),
+        Command::E2e { exp, lab, output } => match borrow::put_back_if_left(&lab.name).await {
+            Ok(()) => e2e::run(&lab.name, exp.as_deref(), output.output),
             Err(e) => Err(e),
         },
         Command::Exp { experiment, lab, by_hand, .. } => match (by_hand, experiment.as_deref()) {
@@ -113,7 +122,9 @@ async fn main() -> ExitCode {
         },
         Command::Grade(args) => grade::run(args).await,
         Command::Test { only } => test::run(only).await,
-        Command::Doctor { lab, provider } => doctor::run(&lab.name, provider),
+        Command::Doctor { lab, provider, output } => {
+            doctor::run(&lab.name, provider, output.output)
+        }
         Command::EnvtestBins => envtest_bins::run().await,
         Command::Bench(args) => bench::run(args).await,
     };

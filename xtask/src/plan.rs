@@ -151,11 +151,11 @@ pub async fn execute<C>(steps: Vec<Step<C>>, context: &mut C) -> anyhow::Result<
                 record(context, output)
             }
             Action::Api(kubectl, task) => {
-                eprintln!("$ {kubectl}    # done with kube-rs");
+                labkit::progress!("$ {kubectl}    # done with kube-rs");
                 task(context).await
             }
             Action::Own(note, task) => {
-                eprintln!("# {note}");
+                labkit::progress!("# {note}");
                 task(context).await
             }
         };

@@ -67,7 +67,7 @@ fn started() -> SystemTime {
 /// `== title (N s)`: a section of the run and the seconds since it started.
 fn section(title: impl std::fmt::Display) {
     let since = started().elapsed().unwrap_or_default();
-    eprintln!("== {title} ({:.0} s)", since.as_secs_f64());
+    labkit::progress!("== {title} ({:.0} s)", since.as_secs_f64());
 }
 
 /// The process group of the part run alongside, for the Ctrl-C handler (0: none).
@@ -294,9 +294,9 @@ async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -
     lab::down::run(name, false).await?;
     let started = std::time::Instant::now();
     lab::up::run(name, options).await?;
-    eprintln!("lab up in {:.0} s", started.elapsed().as_secs_f64());
+    labkit::progress!("lab up in {:.0} s", started.elapsed().as_secs_f64());
     section(format!("e2e suite on {what}"));
-    let mut code = crate::e2e::run(name, None)?;
+    let mut code = crate::e2e::run(name, None, crate::output::Format::Text)?;
     for test in tests {
         if code != ExitCode::SUCCESS {
             break;

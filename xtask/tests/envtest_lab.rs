@@ -78,7 +78,7 @@ async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
         "bench",
         "--name",
         &name,
-        "-n",
+        "--rounds",
         "20",
         "--steady",
         "2s",
@@ -130,7 +130,7 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
     let log = labkit::project::target_dir().join("bench-tests/interrupted.log");
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     let _ = std::fs::remove_file(&log);
-    let mut child = xtask(&["bench", "--name", &name, "-n", "3000", "--peer", "go"])
+    let mut child = xtask(&["bench", "--name", &name, "--rounds", "3000", "--peer", "go"])
         .spawn_to_log(&log)
         .unwrap();
     // Interrupted once the rounds are under way: every side is running.
@@ -317,4 +317,44 @@ impl Drop for Stopped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// `lab status` and `e2e` put their result on stdout — as text, or as one
+/// JSON document with the fields docs/output.md lists — and the commands they
+/// run, with what those print, on stderr.
+#[tokio::test]
+#[serial]
+async fn status_and_e2e_print_their_result_on_stdout_as_text_or_json() {
+    let name = lab().await.file().name.clone();
+    let status = run(&xtask(&["lab", "status", "--name", &name, "-o", "json"]));
+    assert!(status.ok, "lab status -o json:\n{}\n{}", status.stdout, status.stderr);
+    let document: serde_json::Value = serde_json::from_str(&status.stdout)
+        .unwrap_or_else(|e| panic!("lab status -o json is not JSON ({e}):\n{}", status.stdout));
+    labkit::json_doc::assert_documented(&document);
+    assert_eq!(
+        (document["state"].as_str(), document["healthy"].as_bool()),
+        (Some("up"), Some(true))
+    );
+    assert_eq!(document["provider"], "envtest");
+
+    let table = run(&xtask(&["e2e", "--name", &name, "--exp", "self-heal"]));
+    assert!(table.ok, "e2e --exp self-heal:\n{}\n{}", table.stdout, table.stderr);
+    assert!(
+        table.stdout.contains("| experiment | result | latency | measured |")
+            && table.stdout.contains("e2e: 1 passed, 0 not run, 0 failed"),
+        "the table is not on stdout:\n{}",
+        table.stdout
+    );
+    for progress in ["$ cargo test", "test result:"] {
+        assert!(!table.stdout.contains(progress), "{progress:?} on stdout:\n{}", table.stdout);
+        assert!(table.stderr.contains(progress), "{progress:?} not on stderr:\n{}", table.stderr);
+    }
+
+    let json = run(&xtask(&["e2e", "--name", &name, "--exp", "self-heal", "-o", "json"]));
+    assert!(json.ok, "e2e -o json:\n{}\n{}", json.stdout, json.stderr);
+    let document: serde_json::Value = serde_json::from_str(&json.stdout)
+        .unwrap_or_else(|e| panic!("e2e -o json is not JSON ({e}):\n{}", json.stdout));
+    labkit::json_doc::assert_documented(&document);
+    assert_eq!(document["results"][0]["result"], "pass", "{document:#}");
+    assert_eq!(document["lab"], name.as_str());
 }

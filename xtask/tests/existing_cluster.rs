@@ -287,7 +287,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
     let attendees = lab().await;
     let before = kit_objects(&admin).await;
     let out = labkit::project::target_dir().join("bench-tests").join("interrupted");
-    let bench = ["bench", "--name", &attendees.file().name, "-n", "4", "--steady", "1s"];
+    let bench = ["bench", "--name", &attendees.file().name, "--rounds", "4", "--steady", "1s"];
     let bench = xtask(&bench).args(["--burst", "3", "--unrelated", "20", "--out"]).path(&out);
     let ran = run(&bench.env(labkit::test_hook::VARIABLE, "bench:block:1=SIGINT,put_back=SIGTERM"));
     assert!(!ran.ok && ran.stderr.contains("still putting the lab back"), "{}", ran.stderr);

@@ -305,11 +305,23 @@ async fn a_grade_killed_outright_is_put_back_by_the_next_command() {
 
 fn bench_args(name: &str, out: &Path) -> Vec<String> {
     let out = out.display().to_string();
-    ["bench", "--name", name, "-n", "4", "--steady", "1s", "--burst", "3", "--unrelated", "20"]
-        .into_iter()
-        .map(String::from)
-        .chain(["--out".to_string(), out])
-        .collect()
+    [
+        "bench",
+        "--name",
+        name,
+        "--rounds",
+        "4",
+        "--steady",
+        "1s",
+        "--burst",
+        "3",
+        "--unrelated",
+        "20",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain(["--out".to_string(), out])
+    .collect()
 }
 
 fn bench_out() -> PathBuf {

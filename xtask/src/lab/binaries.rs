@@ -159,7 +159,7 @@ fn locate(program: &Program) -> Result<Option<Binary>> {
         if path.is_file() {
             return checked(program, path, Source::KubebuilderAssets).map(Some);
         }
-        eprintln!(
+        labkit::progress!(
             "note: KUBEBUILDER_ASSETS={} has no {}; looking further",
             dir.display(),
             program.name
@@ -186,9 +186,10 @@ fn build(program: &Program, cache: &Path) -> Result<()> {
     let dir = cache.parent().context("cache path has no parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let partial = dir.join(format!(".{}.partial-{}", program.name, std::process::id()));
-    eprintln!(
+    labkit::progress!(
         "{} {} is not available: building it with Go (the first build of kube-apiserver takes many minutes on a small machine)",
-        program.name, program.pinned
+        program.name,
+        program.pinned
     );
     program
         .component

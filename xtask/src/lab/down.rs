@@ -36,7 +36,7 @@ pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         existing::down(&layout.state_dir, record).await?;
-        eprintln!(
+        println!(
             "lab {name} is down (the cluster and what the lab did not make are left as they were)"
         );
         return Ok(ExitCode::SUCCESS);
@@ -61,9 +61,9 @@ pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
         anything |= kind::down(name, &layout.state_dir).await?;
     }
     if anything {
-        eprintln!("lab {name} is down");
+        println!("lab {name} is down");
     } else {
-        eprintln!("lab {name} is not up (nothing at {})", layout.state_dir.display());
+        println!("lab {name} is not up (nothing at {})", layout.state_dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -16,7 +16,7 @@ mod health;
 
 use down::report_stop;
 pub use down::{down, down_plan};
-pub use health::health;
+pub use health::{Health, health};
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -269,7 +269,7 @@ pub async fn up(
         );
         return Err(error);
     }
-    eprintln!("lab {name} is up in {:.1}s", cold_start.elapsed().as_secs_f64());
+    labkit::progress!("lab {name} is up in {:.1}s", cold_start.elapsed().as_secs_f64());
     up.lab.context("lab.json was not written")
 }
 

@@ -82,6 +82,8 @@ pub enum LabCommand {
     Status {
         #[command(flatten)]
         lab: LabName,
+        #[command(flatten)]
+        output: crate::output::OutputArg,
     },
     /// The lab's variables as `export` lines (KIT, KUBECONFIG), for a new terminal:
     /// `eval "$(cargo xtask lab env)"`.
@@ -148,7 +150,7 @@ pub struct ExistingOptions {
     pub context: Option<String>,
     /// existing only: the namespace of the controller, its RBAC and its my-config
     /// [default: the context's, else default].
-    #[arg(long, value_name = "NAMESPACE", value_parser = existing::parse_namespace)]
+    #[arg(short, long, value_name = "NAMESPACE", value_parser = existing::parse_namespace)]
     pub namespace: Option<String>,
     /// existing only: create --namespace when it is missing (`lab down` then removes it).
     #[arg(long)]
@@ -222,18 +224,18 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
             match action {
                 ControllerAction::Stop => {
                     lab.stop_controller().await?;
-                    eprintln!(
+                    println!(
                         "the lab's controller is stopped: `cargo xtask lab controller start` brings it back"
                     );
                 }
                 ControllerAction::Start => {
                     lab.restore_controller().await?;
-                    eprintln!("the lab's controller runs with its own flags and is ready");
+                    println!("the lab's controller runs with its own flags and is ready");
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        LabCommand::Status { lab } => status::run(&lab.name).await,
+        LabCommand::Status { lab, output } => status::run(&lab.name, output.output).await,
         LabCommand::Env { lab } => env::run(&lab.name),
         LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow).await,
         LabCommand::Stage2 { lab } => {

@@ -26,7 +26,7 @@ pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
         ProviderChoice::Existing => Ok(ProviderKind::Existing),
         ProviderChoice::Auto => {
             let (kind, why) = auto();
-            eprintln!("provider auto: {why}: using {kind}");
+            labkit::progress!("provider auto: {why}: using {kind}");
             Ok(kind)
         }
     }

@@ -1,56 +1,126 @@
-//! `lab status`: what runs, where, which versions, whether it is ready.
+//! `lab status`: what runs, where, which versions, whether it is ready; as
+//! lines, or as one JSON document (`-o json`, docs/output.md).
 
 use std::process::ExitCode;
 
 use anyhow::Result;
+use serde_json::json;
 
-use crate::lab::envtest;
+use crate::lab::envtest::{self, Health};
+use crate::output::{self, Format};
 use labkit::lab_file::{LabFile, ProviderKind};
 
-pub async fn run(name: &str) -> Result<ExitCode> {
+/// The JSON document's name and version (docs/output.md).
+const SCHEMA: &str = "lab-kit/lab-status/v1";
+
+pub async fn run(name: &str, format: Format) -> Result<ExitCode> {
     let dir = labkit::project::lab_dir(name);
     let Some(lab) = LabFile::read(&dir)? else {
-        if dir.exists() {
-            println!(
+        let (state, text) = if dir.exists() {
+            let text = format!(
                 "lab {name}: incomplete (no lab.json in {}): an interrupted or failed `lab up`; \
                  `cargo xtask lab down --name {name}` cleans it up",
                 dir.display()
             );
+            ("incomplete", text)
         } else {
-            println!("lab {name}: not up (`cargo xtask lab up --name {name}` starts it)");
+            ("absent", format!("lab {name}: not up (`cargo xtask lab up --name {name}` starts it)"))
+        };
+        match format {
+            Format::Text => println!("{text}"),
+            Format::Json => output::print_json(&absent(name, state, &dir))?,
         }
         return Ok(ExitCode::FAILURE);
     };
-    println!("lab {} ({}) in {}", lab.name, lab.provider, lab.state_dir.display());
-    if lab.provider != ProviderKind::Envtest {
-        return Ok(if crate::lab::kind::status(&lab).await? {
-            println!("healthy");
-            ExitCode::SUCCESS
-        } else {
-            println!(
-                "NOT healthy: `cargo xtask lab up --name {name} --provider {}` repairs it",
-                lab.provider
-            );
-            ExitCode::FAILURE
-        });
+    let health = match lab.provider {
+        ProviderKind::Envtest => envtest::health(&lab).await,
+        ProviderKind::Kind | ProviderKind::Existing => crate::lab::kind::status(&lab).await?,
+    };
+    match format {
+        Format::Text => print_text(&lab, &health),
+        Format::Json => output::print_json(&document(&lab, &health))?,
     }
-    let health = envtest::health(&lab).await;
+    Ok(if health.healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn print_text(lab: &LabFile, health: &Health) {
+    let name = &lab.name;
+    println!("lab {name} ({}) in {}", lab.provider, lab.state_dir.display());
     for line in &health.lines {
         println!("  {line}");
     }
     println!("  admin kubeconfig:      {}", lab.admin_kubeconfig.display());
-    println!(
-        "  controller kubeconfig: {} (ServiceAccount {}, token expires {})",
-        lab.controller.kubeconfig.display(),
-        lab.controller.service_account,
-        lab.controller.token_expires
-    );
-    println!("  controller log:        {}", lab.controller.log.display());
+    if lab.provider == ProviderKind::Envtest {
+        println!(
+            "  controller kubeconfig: {} (ServiceAccount {}, token expires {})",
+            lab.controller.kubeconfig.display(),
+            lab.controller.service_account,
+            lab.controller.token_expires
+        );
+        println!("  controller log:        {}", lab.controller.log.display());
+    }
     if health.healthy {
         println!("healthy");
-        Ok(ExitCode::SUCCESS)
-    } else {
+    } else if lab.provider == ProviderKind::Envtest {
         println!("NOT healthy: `cargo xtask lab up --name {name}` starts it anew");
-        Ok(ExitCode::FAILURE)
+    } else {
+        println!(
+            "NOT healthy: `cargo xtask lab up --name {name} --provider {}` repairs it",
+            lab.provider
+        );
+    }
+}
+
+/// `lab status -o json` of a lab that is up (healthy or not).
+fn document(lab: &LabFile, health: &Health) -> serde_json::Value {
+    json!({
+        "schema": SCHEMA,
+        "name": lab.name,
+        "state": "up",
+        "healthy": health.healthy,
+        "provider": lab.provider.to_string(),
+        "state_dir": lab.state_dir.display().to_string(),
+        "parts": health.lines,
+        "api_server": lab.api_server_url,
+        "kubernetes_version": lab.kubernetes_version,
+        "admin_kubeconfig": lab.admin_kubeconfig.display().to_string(),
+        "controller": {
+            "kubeconfig": lab.controller.kubeconfig.display().to_string(),
+            "service_account": lab.controller.service_account,
+            "token_expires": lab.controller.token_expires,
+            "log": lab.controller.log.display().to_string(),
+        },
+    })
+}
+
+/// `lab status -o json` of a lab that is not up: `state` says why
+/// (`absent`, `incomplete`), and what only a lab has is null.
+fn absent(name: &str, state: &str, dir: &std::path::Path) -> serde_json::Value {
+    json!({
+        "schema": SCHEMA,
+        "name": name,
+        "state": state,
+        "healthy": false,
+        "provider": null,
+        "state_dir": dir.display().to_string(),
+        "parts": [],
+        "api_server": null,
+        "kubernetes_version": null,
+        "admin_kubeconfig": null,
+        "controller": null,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lab that is up is checked against the page by the lab test
+    /// (xtask/tests/envtest_lab.rs); this is the document of one that is not.
+    #[test]
+    fn the_document_of_an_absent_lab_has_the_documented_fields() {
+        let document = absent("nolab", "absent", std::path::Path::new("/x/target/lab/nolab"));
+        labkit::json_doc::assert_documented(&document);
+        assert_eq!(document["state"], "absent");
     }
 }

@@ -158,7 +158,7 @@ async fn reuse_or_clean(name: &str, target: &labkit::lab_file::Target) -> Result
             )
         }
         Ok(Some(lab)) if lab.target != *target => {
-            eprintln!(
+            labkit::progress!(
                 "lab {name} keeps {}, not {target}: starting it anew for {target}",
                 lab.target
             );
@@ -167,21 +167,21 @@ async fn reuse_or_clean(name: &str, target: &labkit::lab_file::Target) -> Result
         Ok(Some(lab)) => {
             let health = envtest::health(&lab).await;
             if health.healthy {
-                eprintln!("lab {name} is already up and healthy; not starting another");
+                labkit::progress!("lab {name} is already up and healthy; not starting another");
                 for line in &health.lines {
-                    eprintln!("  {line}");
+                    labkit::progress!("  {line}");
                 }
                 return Ok(Some(lab));
             }
-            eprintln!("lab {name} is there but not healthy:");
+            labkit::progress!("lab {name} is there but not healthy:");
             for line in &health.lines {
-                eprintln!("  {line}");
+                labkit::progress!("  {line}");
             }
-            eprintln!("cleaning it up and starting anew");
+            labkit::progress!("cleaning it up and starting anew");
             envtest::down(&layout).await?;
         }
         Ok(None) if layout.state_dir.exists() => {
-            eprintln!(
+            labkit::progress!(
                 "{} holds an incomplete lab (no lab.json): cleaning it up",
                 layout.state_dir.display()
             );
@@ -197,21 +197,21 @@ async fn reuse_or_clean(name: &str, target: &labkit::lab_file::Target) -> Result
 }
 
 fn print_how_to_use(lab: &LabFile) {
-    eprintln!();
-    eprintln!("  lab file:        {}", LabFile::path(&lab.state_dir).display());
-    eprintln!("  API server:      {} ({})", lab.api_server_url, lab.kubernetes_version);
+    println!();
+    println!("  lab file:        {}", LabFile::path(&lab.state_dir).display());
+    println!("  API server:      {} ({})", lab.api_server_url, lab.kubernetes_version);
     if lab.provider == ProviderKind::Envtest {
-        eprintln!("  controller:      {} (/healthz /readyz /metrics)", lab.controller.url);
+        println!("  controller:      {} (/healthz /readyz /metrics)", lab.controller.url);
     } else {
-        eprintln!("  controller:      deployment/{} in {}", kind::DEPLOYMENT, lab.name);
+        println!("  controller:      deployment/{} in {}", kind::DEPLOYMENT, lab.name);
     }
     if let Some(existing) = &lab.existing {
-        eprintln!("  namespace:       {} (context {})", existing.namespace, existing.context);
-        eprintln!("  image:           {}", existing.controller_image);
+        println!("  namespace:       {} (context {})", existing.namespace, existing.context);
+        println!("  image:           {}", existing.controller_image);
     }
-    eprintln!("  admin:           export KUBECONFIG={}", lab.admin_kubeconfig.display());
-    eprintln!("  a new terminal:  eval \"$(cargo xtask lab env --name {})\"", lab.name);
-    eprintln!("  controller log:  cargo xtask lab logs -f --name {}", lab.name);
-    eprintln!("  experiments:     cargo xtask e2e --name {}", lab.name);
-    eprintln!("  stop:            cargo xtask lab down --name {}", lab.name);
+    println!("  admin:           export KUBECONFIG={}", lab.admin_kubeconfig.display());
+    println!("  a new terminal:  eval \"$(cargo xtask lab env --name {})\"", lab.name);
+    println!("  controller log:  cargo xtask lab logs -f --name {}", lab.name);
+    println!("  experiments:     cargo xtask e2e --name {}", lab.name);
+    println!("  stop:            cargo xtask lab down --name {}", lab.name);
 }

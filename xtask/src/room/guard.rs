@@ -122,7 +122,7 @@ pub fn objects(room: &str, seconds: i64) -> Vec<Value> {
 /// (`attendee`, a client with their token), is refused by it.
 pub async fn enforced(attendee: &kube::Client, namespace: &str, room: &str) -> Result<()> {
     let name = name(room);
-    eprintln!(
+    labkit::progress!(
         "$ kubectl --kubeconfig {namespace}.kubeconfig create rolebinding room-guard-probe --role={ATTENDEE} \
          --group=system:unauthenticated --dry-run=server    # done with kube-rs, until the policy refuses it"
     );
@@ -144,7 +144,9 @@ pub async fn enforced(attendee: &kube::Client, namespace: &str, room: &str) -> R
         })
     })
     .await?;
-    eprintln!("policy {name} is enforced: the attendee's binding to anonymous callers is refused");
+    labkit::progress!(
+        "policy {name} is enforced: the attendee's binding to anonymous callers is refused"
+    );
     Ok(())
 }
 

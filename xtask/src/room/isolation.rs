@@ -48,7 +48,7 @@ pub async fn check(client: &kube::Client, namespaces: &[String]) -> Result<()> {
             }
         }
     }
-    eprintln!(
+    labkit::progress!(
         "isolation: {asked} SubjectAccessReviews, each attendee denied everything in a neighbour's namespace and in default"
     );
     Ok(())

@@ -51,10 +51,14 @@ pub enum RoomCommand {
         /// How many attendees (namespaces `<prefix>-01` …).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
         attendees: u32,
-        /// How long the attendees' tokens are valid, in hours (the API server may cap it); no
-        /// token an attendee mints may be longer.
-        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(i64).range(1..=48))]
-        token_hours: i64,
+        /// How long the attendees' tokens are valid, as kubectl's `create token --duration`
+        /// says it (8h, 90m; 1h to 48h; the API server may cap it); no token an attendee mints
+        /// may be longer.
+        #[arg(long, value_name = "DURATION", default_value = "8h", value_parser = parse_token_duration)]
+        duration: TokenSeconds,
+        /// The old name: refused with the new one.
+        #[arg(long = "token-hours", hide = true, value_parser = renamed_token_hours)]
+        _token_hours: Option<String>,
         /// The namespaces' prefix (a DNS label).
         #[arg(long, default_value = "attendee", value_parser = parse_namespace)]
         prefix: String,
@@ -99,11 +103,46 @@ pub struct RoomFile {
 
 pub async fn run(command: RoomCommand) -> Result<ExitCode> {
     match command {
-        RoomCommand::Up { attendees, token_hours, prefix, room } => {
-            up(&room, attendees, token_hours, &prefix).await
+        RoomCommand::Up { attendees, duration, prefix, room, .. } => {
+            up(&room, attendees, duration, &prefix).await
         }
         RoomCommand::Down { room } => down(&room).await,
     }
+}
+
+/// A token's lifetime in seconds, shown as kubectl's `--duration` takes it (`8h`, `90m`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenSeconds(i64);
+
+impl TokenSeconds {
+    pub fn hours(hours: i64) -> Self {
+        TokenSeconds(hours * 3600)
+    }
+}
+
+impl std::fmt::Display for TokenSeconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            s if s % 3600 == 0 => write!(f, "{}h", s / 3600),
+            s if s % 60 == 0 => write!(f, "{}m", s / 60),
+            s => write!(f, "{s}s"),
+        }
+    }
+}
+
+/// `--token-hours N` was renamed to kubectl's `--duration`: said in one line.
+fn renamed_token_hours(hours: &str) -> Result<String, String> {
+    Err(format!("--token-hours is now --duration, as kubectl names it: --duration {hours}h"))
+}
+
+/// `--duration`: a Go-style duration (kubectl's), from 1h to 48h.
+fn parse_token_duration(text: &str) -> Result<TokenSeconds, String> {
+    let duration = controller::cli::parse_duration(text)?;
+    let seconds = duration.as_secs();
+    if !(3600..=48 * 3600).contains(&seconds) || duration.subsec_nanos() != 0 {
+        return Err(format!("{text:?} is outside 1h..48h (whole seconds): use e.g. 8h or 90m"));
+    }
+    Ok(TokenSeconds(seconds as i64))
 }
 
 fn room_dir(name: &str) -> PathBuf {
@@ -127,7 +166,7 @@ async fn connect(room: &RoomOptions) -> Result<(Kubeconfig, String, kube::Client
 async fn up(
     room: &RoomOptions,
     attendees: u32,
-    token_hours: i64,
+    token: TokenSeconds,
     prefix: &str,
 ) -> Result<ExitCode> {
     let dir = room_dir(&room.name);
@@ -152,8 +191,7 @@ async fn up(
         kubeconfigs: Vec::new(),
         expires: String::new(),
     };
-    let making =
-        Making { client: &client, config: &config, token_hours, sources: &sources, dir: &dir };
+    let making = Making { client: &client, config: &config, token, sources: &sources, dir: &dir };
     let made = async {
         making.all(&namespaces, &mut file, &mut record).await?;
         let first = crate::lab::kubeconfig::client(&file.kubeconfigs[0]).await?;
@@ -167,9 +205,9 @@ async fn up(
         let _ = std::fs::remove_dir_all(&dir);
         return Err(error);
     }
-    eprintln!("room {}: {} attendees, tokens valid until {}", room.name, attendees, file.expires);
+    println!("room {}: {} attendees, tokens valid until {}", room.name, attendees, file.expires);
     for (namespace, kubeconfig) in file.namespaces.iter().zip(&file.kubeconfigs) {
-        eprintln!(
+        println!(
             "  {namespace}: cargo xtask lab up --provider existing --kubeconfig {} --registry HOST[:PORT]",
             shown(kubeconfig)
         );
@@ -209,7 +247,7 @@ async fn nothing_in_the_way(
 struct Making<'a> {
     client: &'a kube::Client,
     config: &'a Kubeconfig,
-    token_hours: i64,
+    token: TokenSeconds,
     /// Where the attendees' pods must be reachable from ([`network`]).
     sources: &'a [String],
     dir: &'a Path,
@@ -226,11 +264,11 @@ impl Making<'_> {
         file: &mut RoomFile,
         record: &mut Record,
     ) -> Result<()> {
-        eprintln!(
+        labkit::progress!(
             "$ kubectl apply --server-side -f -    # ValidatingAdmissionPolicy and its binding {}, done with kube-rs",
             guard::name(&file.name)
         );
-        for document in guard::objects(&file.name, self.token_hours * 3600) {
+        for document in guard::objects(&file.name, self.token.0) {
             labkit::owned::apply(self.client, record, BY, FIELD_MANAGER, document).await?;
         }
         for namespace in namespaces {
@@ -246,23 +284,23 @@ impl Making<'_> {
         record: &mut Record,
     ) -> Result<()> {
         let room_json = self.dir.join("room.json");
-        eprintln!("$ kubectl create namespace {namespace}    # done with kube-rs");
+        labkit::progress!("$ kubectl create namespace {namespace}    # done with kube-rs");
         let document = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {ROOM_LABEL: file.name.clone(), ENFORCE: "restricted"}}});
         labkit::owned::apply(self.client, record, BY, FIELD_MANAGER, document).await?;
         file.namespaces.push(namespace.to_string());
         labkit::files::write_private(&room_json, serde_json::to_string_pretty(file)?)?;
-        eprintln!(
+        labkit::progress!(
             "$ kubectl apply --server-side -n {namespace} -f -    # ServiceAccount, Role and RoleBinding {ATTENDEE}; ResourceQuota, LimitRange and NetworkPolicy {LIMITS}; done with kube-rs"
         );
         for document in attendee::objects(namespace, self.sources) {
             labkit::owned::apply(self.client, record, BY, FIELD_MANAGER, document).await?;
         }
-        let hours = self.token_hours;
-        eprintln!(
-            "$ kubectl create token {ATTENDEE} -n {namespace} --duration={hours}h    # done with kube-rs"
+        labkit::progress!(
+            "$ kubectl create token {ATTENDEE} -n {namespace} --duration={}    # done with kube-rs",
+            self.token
         );
         let (token, expires) =
-            e2e::accounts::token(self.client, namespace, ATTENDEE, hours * 3600).await?;
+            e2e::accounts::token(self.client, namespace, ATTENDEE, self.token.0).await?;
         let path = self.dir.join(format!("{namespace}.kubeconfig"));
         let config = kubeconfig::for_attendee(self.config, namespace, &token)?;
         labkit::files::write_private(&path, serde_saphyr::to_string(&config)?)?;
@@ -287,7 +325,7 @@ async fn down(room: &RoomOptions) -> Result<ExitCode> {
     let text = match std::fs::read_to_string(dir.join("room.json")) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("room {} is not up (nothing at {})", room.name, shown(&dir));
+            println!("room {} is not up (nothing at {})", room.name, shown(&dir));
             return Ok(ExitCode::SUCCESS);
         }
         Err(error) => return Err(error).context("cannot read room.json"),
@@ -306,10 +344,27 @@ async fn down(room: &RoomOptions) -> Result<ExitCode> {
         delete_recorded(&client, &mut record).await?;
     }
     std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
-    eprintln!(
+    println!(
         "room {} is down: {} namespaces and their kubeconfigs removed",
         room.name,
         file.namespaces.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_duration_is_kubectls_within_1h_to_48h() {
+        assert_eq!(parse_token_duration("8h"), Ok(TokenSeconds(8 * 3600)));
+        assert_eq!(parse_token_duration("90m"), Ok(TokenSeconds(5400)));
+        assert_eq!(parse_token_duration("1h30m").map(|t| t.to_string()), Ok("90m".into()));
+        assert_eq!(TokenSeconds(48 * 3600).to_string(), "48h");
+        for bad in ["59m", "49h", "8", "8x", "", "1h0.5s"] {
+            let error = parse_token_duration(bad).unwrap_err();
+            assert!(!error.contains('\n'), "{bad:?}: {error}");
+        }
+    }
 }

@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 
 /// Each node's InternalIP and each API server endpoint, as one-address CIDRs.
 pub async fn sources(client: &kube::Client) -> Result<Vec<String>> {
-    eprintln!(
+    labkit::progress!(
         "$ kubectl get nodes; kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes    # done with kube-rs"
     );
     let mut addresses = BTreeSet::new();

@@ -41,7 +41,10 @@ pub async fn install(client: &kube::Client) -> Result<String> {
             document["spec"]["template"]["spec"]["containers"][0]["image"] = image.clone().into();
         }
     }
-    eprintln!("$ kubectl apply --server-side -f {}    # done with kube-rs", shown(&manifest));
+    labkit::progress!(
+        "$ kubectl apply --server-side -f {}    # done with kube-rs",
+        shown(&manifest)
+    );
     labkit::apply::documents(client, "lab-kit-room-cluster", &manifest, documents).await?;
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), "kube-system");
     eventually("kube-router ready on every node", READY_WITHIN, || async {

@@ -42,8 +42,13 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
         name: ROOM.into(),
     };
     section("room up --attendees 3");
-    let up =
-        RoomCommand::Up { attendees: 3, token_hours: 2, prefix: "attendee".into(), room: room() };
+    let up = RoomCommand::Up {
+        attendees: 3,
+        duration: crate::room::TokenSeconds::hours(2),
+        _token_hours: None,
+        prefix: "attendee".into(),
+        room: room(),
+    };
     crate::room::run(up).await?;
     let result = attendees(&cluster.debian).await;
     section("lab down for each attendee, room down");
@@ -99,7 +104,7 @@ async fn attendees(debian: &str) -> Result<ExitCode> {
     let mut failed = Vec::new();
     for name in LABS {
         section(format!("e2e suite in {name}'s namespace"));
-        if crate::e2e::run(name, None)? != ExitCode::SUCCESS {
+        if crate::e2e::run(name, None, crate::output::Format::Text)? != ExitCode::SUCCESS {
             failed.push(name);
         }
     }

@@ -146,7 +146,7 @@ pub async fn short_bench_on_a_deployment(lab: &Lab, peers: &[&str], labels: &[&s
     let name = lab.file().name.clone();
     let out = labkit::project::target_dir().join("bench-tests").join(&name);
     let _ = std::fs::remove_dir_all(&out);
-    let short = ["-n", "6", "--steady", "2s", "--burst", "5", "--unrelated", "30"];
+    let short = ["--rounds", "6", "--steady", "2s", "--burst", "5", "--unrelated", "30"];
     let bench = xtask(&["bench", "--name", &name]).args(peers).arg("--out").path(&out);
     succeeds(&bench.args(short));
     let text = std::fs::read_to_string(out.join("latest.json")).expect("latest.json");

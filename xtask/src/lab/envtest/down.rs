@@ -59,11 +59,11 @@ pub async fn down(layout: &Layout) -> Result<bool> {
 
 pub(super) async fn report_stop(role: &str, pid: u32, state_dir: &Path) {
     match process::stop(pid, state_dir).await {
-        Ok(StopOutcome::NotRunning) => eprintln!("  {role} (pid {pid}) was not running"),
+        Ok(StopOutcome::NotRunning) => labkit::progress!("  {role} (pid {pid}) was not running"),
         Ok(StopOutcome::NotOurs) => {
-            eprintln!("  {role}: pid {pid} is now another program's, left alone")
+            labkit::progress!("  {role}: pid {pid} is now another program's, left alone")
         }
-        Ok(StopOutcome::Stopped { killed, after }) => eprintln!(
+        Ok(StopOutcome::Stopped { killed, after }) => labkit::progress!(
             "  stopped {role} (pid {pid}) with {} in {:.1}s",
             if killed { "SIGKILL" } else { "SIGTERM" },
             after.as_secs_f64()

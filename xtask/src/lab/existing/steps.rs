@@ -102,7 +102,7 @@ pub async fn connect(up: &mut Up) -> Result<()> {
     if !skew.is_supported() {
         bail!("context {} runs {}: {skew}", up.given.context, info.git_version);
     }
-    eprintln!("  {} at {}: {skew}", info.git_version, up.server);
+    labkit::progress!("  {} at {}: {skew}", info.git_version, up.server);
     (up.client, up.version) = (Some(client), info.git_version);
     // Written now: a `lab down` after an interrupted `up` reaches the cluster through it.
     std::fs::create_dir_all(&up.state_dir)

@@ -87,12 +87,8 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
     let _ = std::fs::remove_file(&entry);
     appended?;
     let size = std::fs::metadata(output).map(|m| m.len() >> 20).unwrap_or(0);
-    eprintln!(
-        "wrote {} ({size} MiB, {}): {node} and {controller}",
-        output.display(),
-        manifest.arch
-    );
-    eprintln!("attendees: cargo xtask lab up --provider kind --bundle {}", output.display());
+    println!("wrote {} ({size} MiB, {}): {node} and {controller}", output.display(), manifest.arch);
+    println!("attendees: cargo xtask lab up --provider kind --bundle {}", output.display());
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use kube::api::{Api, LogParams};
 
 use super::{DEPLOYMENT, NAMESPACE, node_container};
-use crate::lab::kubeconfig;
+use crate::lab::{envtest::Health, kubeconfig};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::lab_file::LabFile;
@@ -25,27 +25,28 @@ async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<P
     host.newest_pod().await
 }
 
-/// Returns whether the lab is healthy.
-pub async fn status(lab: &LabFile) -> Result<bool> {
+/// What `lab status` shows of the lab (one line a part), and whether it is healthy.
+pub async fn status(lab: &LabFile) -> Result<Health> {
     let name = &lab.name;
+    let mut lines = Vec::new();
     if let Some(existing) = &lab.existing {
-        println!(
-            "  context {} of {}, namespace {}",
+        lines.push(format!(
+            "context {} of {}, namespace {}",
             existing.context,
             existing.kubeconfig.display(),
             existing.namespace
-        );
+        ));
     } else {
         let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
         if !clusters.lines().any(|c| c.trim() == name) {
-            println!("  cluster {name}: not found (`kind get clusters`)");
-            return Ok(false);
+            lines.push(format!("cluster {name}: not found (`kind get clusters`)"));
+            return Ok(Health { lines, healthy: false });
         }
         let node = node_container(name);
         let image = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}", &node])
             .read()
             .unwrap_or_default();
-        println!("  cluster {name}: node {node}, image {image}");
+        lines.push(format!("cluster {name}: node {node}, image {image}"));
     }
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
     let version = client
@@ -53,19 +54,18 @@ pub async fn status(lab: &LabFile) -> Result<bool> {
         .await
         .map(|v| v.git_version)
         .unwrap_or_else(|e| format!("unreachable: {e}"));
-    println!("  API server:   {} ({version})", lab.api_server_url);
-    println!("  admin:        export KUBECONFIG={}", lab.admin_kubeconfig.display());
+    lines.push(format!("API server:   {} ({version})", lab.api_server_url));
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace(lab));
     let ready = match deployments.get_opt(DEPLOYMENT).await? {
         Some(d) => {
             let status = d.status.unwrap_or_default();
             let (ready, want) =
                 (status.ready_replicas.unwrap_or(0), d.spec.and_then(|s| s.replicas).unwrap_or(1));
-            println!("  deployment/{DEPLOYMENT}: {ready}/{want} ready");
+            lines.push(format!("deployment/{DEPLOYMENT}: {ready}/{want} ready"));
             ready == want && want > 0
         }
         None => {
-            println!("  deployment/{DEPLOYMENT}: missing");
+            lines.push(format!("deployment/{DEPLOYMENT}: missing"));
             false
         }
     };
@@ -73,17 +73,17 @@ pub async fn status(lab: &LabFile) -> Result<bool> {
         let status = pod.status.clone().unwrap_or_default();
         let container =
             status.container_statuses.as_ref().and_then(|c| c.first()).cloned().unwrap_or_default();
-        println!(
-            "  pod {}: {}, ready {}, {} restarts, image {} ({})",
+        lines.push(format!(
+            "pod {}: {}, ready {}, {} restarts, image {} ({})",
             pod.name_any(),
             status.phase.unwrap_or_default(),
             container.ready,
             container.restart_count,
             container.image,
             container.image_id
-        );
+        ));
     }
-    Ok(ready)
+    Ok(Health { lines, healthy: ready })
 }
 
 /// `lab logs [-f]` for kind: the controller pod's log.

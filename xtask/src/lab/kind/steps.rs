@@ -159,7 +159,7 @@ pub(super) fn machine_checks(up: &mut Up) -> Result<()> {
         preflight::existing_cluster(if up.cluster_exists { &up.name } else { "" }, &up.name),
     ];
     for check in &checks {
-        eprintln!("{check}");
+        labkit::progress!("{check}");
     }
     let failed: Vec<String> = checks
         .iter()

@@ -208,10 +208,10 @@ pub async fn ensure(recipe: &Recipe) -> Result<String> {
     let reference = recipe.reference();
     let _lock = build_lock(recipe).await?;
     if present_probe(&reference).read().is_ok() {
-        eprintln!("node image {reference} is up to date (its inputs are unchanged)");
+        labkit::progress!("node image {reference} is up to date (its inputs are unchanged)");
         return Ok(reference);
     }
-    eprintln!(
+    labkit::progress!(
         "building the kind node image {reference} (cached parts under {})",
         recipe.cache.display()
     );
@@ -222,7 +222,7 @@ pub async fn ensure(recipe: &Recipe) -> Result<String> {
     let _ = Cmd::argv(["docker", "rm", "-f", &recipe.build_container()]).output();
     result.context("building the kind node image failed (the failing command is above)")?;
     let _ = std::fs::remove_dir_all(recipe.work());
-    eprintln!("built node image {reference} in {} s", started.elapsed().as_secs());
+    labkit::progress!("built node image {reference} in {} s", started.elapsed().as_secs());
     Ok(reference)
 }
 
@@ -242,7 +242,7 @@ async fn build_lock(recipe: &Recipe) -> Result<std::fs::File> {
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => {
-            eprintln!(
+            labkit::progress!(
                 "another node image build holds {}: waiting for it to end",
                 project::shown(&path)
             );
