@@ -79,13 +79,15 @@ pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
 }
 
 /// About how wide `text` is at `size` px in a sans-serif font (DejaVu Sans
-/// averages 0.6 em per character): enough to keep labels apart.
-fn text_width(text: &str, size: f64) -> f64 {
-    text.chars().count() as f64 * size * 0.6
+/// averages 0.6 em per character, a CJK character is 1 em): enough to keep
+/// labels apart. `cargo xtask pictures --check` measures them in a browser.
+pub fn text_width(text: &str, size: f64) -> f64 {
+    let ems: f64 = text.chars().map(|c| if c >= '\u{2e80}' { 1.0 } else { 0.6 }).sum();
+    ems * size
 }
 
 /// `text` broken at spaces into lines no wider than `width` at `size` px.
-fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
+pub fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for word in text.split(' ') {
         match lines.last_mut() {
@@ -322,7 +324,7 @@ fn format_ms(ms: f64) -> String {
 }
 
 /// Text and attribute values escaped for XML.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 

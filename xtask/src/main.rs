@@ -14,6 +14,7 @@ mod image;
 mod interrupt;
 mod lab;
 mod locale;
+mod pictures;
 mod plan;
 mod preflight;
 mod room;
@@ -85,6 +86,8 @@ enum Command {
     EnvtestBins,
     /// How fast the controller heals, against the floor the API server allows, and what it costs.
     Bench(bench::BenchArgs),
+    /// Draw the pictures in docs/pictures/ from their sources (docs/samples/, step 3's description); --check looks at each in headless Chromium.
+    Pictures(pictures::PicturesArgs),
 }
 
 #[tokio::main]
@@ -116,6 +119,7 @@ async fn main() -> ExitCode {
         Command::Doctor { lab, provider } => doctor::run(&lab.name, provider),
         Command::EnvtestBins => envtest_bins::run().await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Pictures(args) => pictures::run(args),
     };
     match result {
         Ok(code) => code,
