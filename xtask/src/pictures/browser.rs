@@ -83,7 +83,12 @@ pub fn look(svg: &str, name: &str, dir: &Path) -> Result<(Measured, PathBuf)> {
     let url = format!("file://{}", html.display());
     let profile = dir.join(format!("{name}.profile"));
     let _ = std::fs::remove_dir_all(&profile);
-    let dom = chromium(&profile).arg("--dump-dom").arg(&url).read()?;
+    let dom = chromium(&profile).arg("--dump-dom").arg(&url).read().map_err(|e| {
+        match labkit::command::is_not_found(&e) {
+            true => e.context("the check needs Chromium: `apt-get install -y chromium` on Debian"),
+            false => e,
+        }
+    })?;
     let json = dom
         .split("<pre id=\"measured\">")
         .nth(1)

@@ -8,7 +8,10 @@ mod browser;
 mod ci;
 mod workqueue;
 
-use std::process::ExitCode;
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -23,6 +26,9 @@ pub struct PicturesArgs {
     /// outside the picture, two texts on each other, or a text below 11 px.
     #[arg(long)]
     check: bool,
+    /// Look at other SVG files the same way (e.g. target/bench/latest.svg after a bench run); repeatable.
+    #[arg(long, value_name = "SVG", requires = "check")]
+    look: Vec<PathBuf>,
 }
 
 /// A picture and what it is drawn from.
@@ -112,24 +118,35 @@ pub fn run(args: PicturesArgs) -> Result<ExitCode> {
             );
             failed = true;
         }
-        let (measured, png) = browser::look(&drawn, picture.name(), &shots)?;
-        let faults = browser::faults(&measured);
-        println!(
-            "{}: {} {:.0} × {:.0} px, {} texts, smallest {:.1} px; screenshot {}",
-            picture.path,
-            if faults.is_empty() { "fine at" } else { "FAULTY at" },
-            measured.width,
-            measured.height,
-            measured.texts.len(),
-            browser::smallest(&measured),
-            png.strip_prefix(&root).unwrap_or(&png).display()
-        );
-        for fault in &faults {
-            println!("  {fault}");
-        }
-        failed |= !faults.is_empty();
+        failed |= !look(&drawn, picture.path, picture.name(), &shots)?;
+    }
+    for file in &args.look {
+        let svg = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let name = file.file_stem().map_or("picture".into(), |s| s.to_string_lossy());
+        failed |= !look(&svg, &file.display().to_string(), &name, &shots)?;
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Renders `svg` in Chromium and prints what it measured; whether it is fine.
+fn look(svg: &str, shown_as: &str, name: &str, shots: &Path) -> Result<bool> {
+    let (measured, png) = browser::look(svg, name, shots)?;
+    let faults = browser::faults(&measured);
+    let root = project::root();
+    println!(
+        "{shown_as}: {} {:.0} × {:.0} px, {} texts, smallest {:.1} px; screenshot {}",
+        if faults.is_empty() { "fine at" } else { "FAULTY at" },
+        measured.width,
+        measured.height,
+        measured.texts.len(),
+        browser::smallest(&measured),
+        png.strip_prefix(&root).unwrap_or(&png).display()
+    );
+    for fault in &faults {
+        println!("  {fault}");
+    }
+    Ok(faults.is_empty())
 }
 
 #[cfg(test)]
