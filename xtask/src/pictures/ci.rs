@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(got[5].3, 320.0, "the Docker labs until the wait for them ends");
         assert_eq!(got[8], (2, "a kind lab (d)", 161.0, 250.0));
         assert_eq!(got[9], (2, "lab down", 250.0, 320.0));
-        assert_eq!(label(&got[2].1), "the kind node image (background)");
+        assert_eq!(label(got[2].1), "the kind node image (background)");
         assert!(parse("# x\n== tools (0s)\n").is_err(), "no done line");
         assert!(
             parse("# x\n== unit tests (0 s)\n== done (1s)\n").is_err(),
