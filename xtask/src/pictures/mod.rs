@@ -73,6 +73,11 @@ pub fn all() -> Vec<Picture> {
     const STEP3: &str = "xtask/src/pictures/workqueue.rs";
     vec![
         Picture {
+            path: "docs/pictures/bench-short.svg",
+            source: "docs/samples/bench-short.chart.json",
+            draw: |text| Ok(bench::chart::draw(&bench::kept::Run::parse(text)?)),
+        },
+        Picture {
             path: "docs/pictures/workqueue.en.svg",
             source: STEP3,
             draw: |_| Ok(workqueue::svg(Lang::En)),
@@ -152,6 +157,37 @@ fn look(svg: &str, shown_as: &str, name: &str, shots: &Path) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bench chart is drawn from the run its table is: every latency
+    /// series of the kept run has the n and p50 of a row of the table the
+    /// run printed (`<name>.md` beside `<name>.chart.json`).
+    #[test]
+    fn each_bench_chart_is_its_tables_run() {
+        for picture in all().iter().filter(|p| p.source.ends_with(".chart.json")) {
+            let run = bench::kept::Run::parse(&read(picture.source).unwrap()).unwrap();
+            let table_file = picture.source.replace(".chart.json", ".md");
+            let table = read(&table_file).unwrap();
+            let mut series = vec![
+                ("self-heal", "floor", &run.floor.self_heal),
+                ("correction", "floor", &run.floor.correction),
+            ];
+            for side in &run.subjects {
+                series.push(("self-heal", &side.label, &side.latencies.self_heal));
+                series.push(("correction", &side.label, &side.latencies.correction));
+            }
+            for (measure, who, samples) in series {
+                let mut sorted = samples.clone();
+                sorted.sort_by(f64::total_cmp);
+                let p50 = bench::stats::percentile(&sorted, 50.0).unwrap();
+                let row = format!("| {measure} | {who} | {} | {p50:.1} ms |", sorted.len());
+                assert!(
+                    table.lines().any(|l| l.starts_with(&row)),
+                    "{table_file} has no row {row}: {} is not its run's chart",
+                    picture.path
+                );
+            }
+        }
+    }
 
     /// The committed pictures are what their sources draw today.
     #[test]
