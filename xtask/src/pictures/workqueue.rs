@@ -30,16 +30,12 @@ const NODES: [((usize, usize), Node); 7] = [
     ),
     (
         (2, 0),
-        Node {
-            title: ("handler: only the key", "回调：只放 key"),
-            code: "queue.add(key)",
-            client_go: "event handlers",
-        },
+        Node { title: ("handler", "回调"), code: "queue.add(key)", client_go: "event handlers" },
     ),
     (
         (3, 0),
         Node {
-            title: ("work queue: a key once", "工作队列：key 去重"),
+            title: ("work queue", "工作队列"),
             code: "WorkQueue<String>",
             client_go: "workqueue",
         },
@@ -157,7 +153,7 @@ pub fn svg(lang: Lang) -> String {
         if !node.client_go.is_empty() {
             let _ = writeln!(
                 body,
-                r##"<text x="{:.1}" y="{:.1}" font-size="{SMALL}" font-style="italic" text-anchor="middle" fill="#4b5563">client-go: {}</text>"##,
+                r##"<text x="{:.1}" y="{:.1}" font-size="{SMALL}" font-style="italic" text-anchor="middle" fill="#4b5563">{}</text>"##,
                 x + BOX_W / 2.0,
                 y + BOX_H - 10.0,
                 escape(node.client_go)
@@ -167,7 +163,18 @@ pub fn svg(lang: Lang) -> String {
     for arrow in &ARROWS {
         draw_arrow(&mut body, arrow, pick(arrow.label), &cell);
     }
-    let height = top + 2.0 * BOX_H + ROW_GAP + 20.0;
+    let legend = pick((
+        "In italics: client-go's name for the part. A key waits in the queue once, however many events bring it.",
+        "斜体：client-go 里对应的名字。一个 key 在队列里只等一次，不管来了多少个事件。",
+    ));
+    let bottom = top + 2.0 * BOX_H + ROW_GAP;
+    let _ = writeln!(
+        body,
+        r##"<text x="{MARGIN}" y="{:.1}" font-size="13" fill="#374151">{}</text>"##,
+        bottom + 30.0,
+        escape(legend)
+    );
+    let height = bottom + 44.0;
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" font-family=\"DejaVu Sans, Noto Sans CJK SC, WenQuanYi Micro Hei, PingFang SC, Microsoft YaHei, sans-serif\">\n\
          <rect width=\"{WIDTH}\" height=\"{height}\" fill=\"#ffffff\"/>\n{body}</svg>\n"
