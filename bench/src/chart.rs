@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::{report::Report, stats::percentile};
+use super::{kept::Run, report::Report, stats::percentile};
 
 /// One curve.
 pub struct Line<'a> {
@@ -34,8 +34,10 @@ const PANEL_W: f64 = 470.0;
 const GAP: f64 = 10.0;
 const LEFT: f64 = 58.0;
 const RIGHT: f64 = 22.0;
-const TOP: f64 = 96.0;
 const PLOT_H: f64 = 260.0;
+/// The title's and the subtitle's size (px) and line height.
+const TITLE: (f64, f64) = (18.0, 24.0);
+const SUBTITLE: (f64, f64) = (13.0, 17.0);
 
 /// The chart, as an SVG document. Every panel shares one time axis, so
 /// curves can be compared across panels too; the document is as tall as the
@@ -46,20 +48,28 @@ pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
         panels.iter().flat_map(|p| &p.lines).flat_map(|l| l.samples_ms.iter().copied()),
     );
     let mut body = String::new();
-    let _ = writeln!(
-        body,
-        r##"<text x="{GAP}" y="28" font-size="18" font-weight="bold" fill="#111827">{}</text>"##,
-        escape(title)
-    );
-    let _ = writeln!(
-        body,
-        r##"<text x="{GAP}" y="50" font-size="12" fill="#4b5563">{}</text>"##,
-        escape(subtitle)
-    );
-    let mut bottom = TOP + PLOT_H;
+    // Title and subtitle wrap to the chart's width (a long subtitle used to
+    // run past the right edge); the panels start below them.
+    let mut y = 6.0;
+    for (text, (size, height), style) in [
+        (title, TITLE, r##"font-weight="bold" fill="#111827""##),
+        (subtitle, SUBTITLE, r##"fill="#4b5563""##),
+    ] {
+        for line in wrap(text, size, width - 2.0 * GAP) {
+            y += height;
+            let _ = writeln!(
+                body,
+                r#"<text class="head" x="{GAP}" y="{y}" font-size="{size}" {style}>{}</text>"#,
+                escape(&line)
+            );
+        }
+        y += 4.0;
+    }
+    let top = y + 42.0;
+    let mut bottom = top + PLOT_H;
     for (i, panel) in panels.iter().enumerate() {
         let left = GAP + i as f64 * (PANEL_W + GAP);
-        bottom = bottom.max(draw_panel(&mut body, panel, left, &axis));
+        bottom = bottom.max(draw_panel(&mut body, panel, (left, top), &axis));
     }
     let height = (bottom + 20.0).ceil();
     format!(
@@ -69,13 +79,15 @@ pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
 }
 
 /// About how wide `text` is at `size` px in a sans-serif font (DejaVu Sans
-/// averages 0.6 em per character): enough to keep labels apart.
-fn text_width(text: &str, size: f64) -> f64 {
-    text.chars().count() as f64 * size * 0.6
+/// averages 0.6 em per character, a CJK character is 1 em): enough to keep
+/// labels apart. `cargo xtask pictures --check` measures them in a browser.
+pub fn text_width(text: &str, size: f64) -> f64 {
+    let ems: f64 = text.chars().map(|c| if c >= '\u{2e80}' { 1.0 } else { 0.6 }).sum();
+    ems * size
 }
 
 /// `text` broken at spaces into lines no wider than `width` at `size` px.
-fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
+pub fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for word in text.split(' ') {
         match lines.last_mut() {
@@ -89,9 +101,9 @@ fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
     lines
 }
 
-/// Draws `panel` with its left edge at `left`; returns the bottom of its legend.
-fn draw_panel(svg: &mut String, panel: &Panel, left: f64, axis: &LogAxis) -> f64 {
-    let f = Frame { x0: left + LEFT, x1: left + PANEL_W - RIGHT, y0: TOP, y1: TOP + PLOT_H, axis };
+/// Draws `panel` with its top left corner at `(left, top)`; returns the bottom of its legend.
+fn draw_panel(svg: &mut String, panel: &Panel, (left, top): (f64, f64), axis: &LogAxis) -> f64 {
+    let f = Frame { x0: left + LEFT, x1: left + PANEL_W - RIGHT, y0: top, y1: top + PLOT_H, axis };
     let _ = writeln!(svg, "<g>");
     let _ = writeln!(
         svg,
@@ -312,43 +324,45 @@ fn format_ms(ms: f64) -> String {
 }
 
 /// Text and attribute values escaped for XML.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// The CDF chart of the run: self-heal and correction, floor next to the controller.
 pub fn of(report: &Report) -> String {
+    draw(&Run::of(report))
+}
+
+/// The chart of a run as it was kept ([`crate::kept`]): the same picture the
+/// run drew.
+pub fn draw(run: &Run) -> String {
     let subtitle = format!(
         "lab {} · Kubernetes {} · {} CPUs · {} rounds per series, taking turns one by one, sides restarted {} times · floor: the harness's own watch → write loop",
-        report.lab,
-        report.kubernetes_version,
-        report.cpus,
-        report.settings.rounds,
-        report.settings.blocks
+        run.lab, run.kubernetes_version, run.cpus, run.rounds, run.blocks
     );
-    let unrelated: Vec<String> = report
+    let unrelated: Vec<String> = run
         .subjects
         .iter()
-        .map(|s| format!("{}, {} unrelated ConfigMaps", s.label, report.settings.unrelated))
+        .map(|s| format!("{}, {} unrelated ConfigMaps", s.label, run.unrelated))
         .collect();
     let floor = |samples_ms| Line { label: "floor", color: FLOOR, dashed: true, samples_ms };
-    let mut heal = vec![floor(&report.floor.self_heal.samples_ms)];
-    let mut correct = vec![floor(&report.floor.correction.samples_ms)];
-    for (i, s) in report.subjects.iter().enumerate() {
+    let mut heal = vec![floor(&run.floor.self_heal)];
+    let mut correct = vec![floor(&run.floor.correction)];
+    for (i, s) in run.subjects.iter().enumerate() {
         let color = SUBJECTS[i % SUBJECTS.len()];
         let line = |samples_ms| Line { label: &s.label, color, dashed: false, samples_ms };
-        heal.push(line(&s.self_heal.series.samples_ms));
-        correct.push(line(&s.correction.series.samples_ms));
+        heal.push(line(&s.latencies.self_heal));
+        correct.push(line(&s.latencies.correction));
         heal.push(Line {
             label: &unrelated[i],
             color: EXTRA[i % EXTRA.len()],
             dashed: false,
-            samples_ms: &s.self_heal_with_unrelated.samples_ms,
+            samples_ms: &s.self_heal_with_unrelated,
         });
     }
-    let labels: Vec<&str> = report.subjects.iter().map(|s| s.label.as_str()).collect();
+    let labels: Vec<&str> = run.subjects.iter().map(|s| s.label.as_str()).collect();
     cdf(
-        &format!("How fast they heal: {} · {}", labels.join(" vs "), utc(report.unix_time)),
+        &format!("How fast they heal: {} · {}", labels.join(" vs "), utc(run.unix_time)),
         &subtitle,
         &[
             Panel { title: "self-heal: delete → recreated", lines: heal },
@@ -535,13 +549,17 @@ mod tests {
             value.split('"').next().unwrap().parse().unwrap()
         };
         let (width, height) = (size("width"), size("height"));
-        // The subtitle may run past a narrow chart's edge; everything else fits.
-        let boxes: Vec<_> = text_boxes(&svg).into_iter().skip(2).collect();
-        for (l, t, r, b, text) in &boxes {
+        let boxes = text_boxes(&svg);
+        let head = svg.matches(r#"<text class="head""#).count();
+        assert!(head >= 3, "the subtitle wraps: {svg}");
+        for (i, (l, t, r, b, text)) in boxes.iter().enumerate() {
             assert!(
                 *l >= 0.0 && *r <= width && *t >= 0.0 && *b <= height,
                 "{text:?} leaves the chart"
             );
+            if i < head {
+                continue;
+            }
             let panel = ((l - GAP) / (PANEL_W + GAP)).floor();
             let right_edge = GAP + panel * (PANEL_W + GAP) + PANEL_W;
             assert!(*r <= right_edge, "{text:?} runs into the next panel");

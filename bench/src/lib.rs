@@ -15,11 +15,13 @@
 //! | [`load`]    | unrelated ConfigMaps: create many, delete them again              |
 //! | [`usage`]   | RSS and CPU time of a process group, from `/proc`                 |
 //! | [`report`], [`stats`], [`render`], [`chart`] | the JSON file, percentiles, tables, the CDF chart |
+//! | [`kept`]    | what the chart draws of a run, kept to redraw it                  |
 //!
 //! [`measure_until_desired`]: e2e::converge::measure_until_desired
 
 pub mod chart;
 pub mod floor;
+pub mod kept;
 pub mod load;
 pub mod peers;
 pub mod phases;

@@ -15,6 +15,7 @@ mod interrupt;
 mod lab;
 mod locale;
 mod output;
+mod pictures;
 mod plan;
 mod preflight;
 mod room;
@@ -93,6 +94,8 @@ enum Command {
     EnvtestBins,
     /// How fast the controller heals, against the floor the API server allows, and what it costs.
     Bench(bench::BenchArgs),
+    /// Draw the pictures in docs/pictures/ from their sources (docs/samples/, step 3's description); --check looks at each in headless Chromium.
+    Pictures(pictures::PicturesArgs),
 }
 
 #[tokio::main]
@@ -127,6 +130,7 @@ async fn main() -> ExitCode {
         }
         Command::EnvtestBins => envtest_bins::run().await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Pictures(args) => pictures::run(args),
     };
     match result {
         Ok(code) => code,
