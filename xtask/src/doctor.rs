@@ -155,7 +155,8 @@ mod tests {
     #[test]
     fn the_tool_list_is_what_doctor_runs() {
         let list: toml::Table = toml::from_str(include_str!("../doctor-tools.toml")).unwrap();
-        let listed: BTreeSet<String> = list["programs"].as_table().unwrap().keys().cloned().collect();
+        let listed: BTreeSet<String> =
+            list["programs"].as_table().unwrap().keys().cloned().collect();
         // By name: each argument list's first word here and in kubectl's probe (e2e);
         // kube-apiserver and etcd by path, found as lab::binaries finds them.
         let quote = '"';
