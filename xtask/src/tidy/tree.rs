@@ -36,7 +36,7 @@ fn the_walk_lists_what_git_tracks_or_would() {
     let root = project::root();
     if !root.join(".git").exists() {
         // A copy without .git (the Nix sandbox): there is no git to compare with,
-        // and .ci/sandbox-check's filter leaves this test out by name.
+        // and the filter of flake.nix's checks.tests leaves this test out by name.
         panic!("{} has no .git: this test compares the walk with git", root.display());
     }
     let root_arg = root.display().to_string();
