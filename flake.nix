@@ -79,6 +79,10 @@
       kindReleases = (builtins.fromTOML (builtins.readFile ./kind/node-images.toml)).release;
       kindLines = map (r: r.kind) kindReleases;
 
+      # The programs `cargo xtask doctor` runs, each with the arguments that print its
+      # version: one list, read here and by doctor's test (xtask/doctor-tools.toml).
+      doctorTools = (builtins.fromTOML (builtins.readFile ./xtask/doctor-tools.toml)).programs;
+
       # The oldest Nix the pinned crane supports.
       minNix = "2.31.2";
 
@@ -185,12 +189,17 @@
               }
             );
             # What `cargo xtask test` runs before it starts a lab: every test except the
-            # e2e crate's integration tests, which need a running cluster.
+            # e2e crate's integration tests, which need a running cluster, and the one
+            # that compares the tidy checks' walk of the tree with git (no .git here).
+            # xtask's lab tests are `test = false` targets: nextest does not build them.
+            # .ci/sandbox-check runs this very command as this sandbox would.
             tests = craneLib.cargoNextest (
               commonArgs
               // {
                 cargoArtifacts = workspaceDeps;
-                cargoNextestExtraArgs = "--workspace -E 'not (package(e2e) and kind(test))'";
+                # crane's default, said here because .ci/sandbox-check reads it.
+                CARGO_PROFILE = "release";
+                cargoNextestExtraArgs = "--workspace -E 'not (package(e2e) and kind(test)) and not test(=tidy::tree::the_walk_lists_what_git_tracks_or_would)'";
                 partitions = 1;
                 partitionType = "count";
               }
@@ -213,22 +222,52 @@
             }
           ];
 
+          # The package that gives each program `cargo xtask doctor` runs
+          # (xtask/doctor-tools.toml). On macOS nixpkgs builds etcd but not
+          # kube-apiserver (Linux-only): xtask builds that one itself, with Go.
+          # No Docker engine: dockerd needs root and a system service, which a shell
+          # cannot give; the engine comes from the system (Docker Engine, Docker
+          # Desktop), the client from here. The envtest lab needs no Docker.
+          toolPackages = {
+            rustc = toolchain;
+            cc = pkgs.stdenv.cc;
+            git = pkgs.git;
+            kubectl = pkgs.kubectl;
+            go = pkgs.go;
+            kind = pkgs.kind;
+            docker = pkgs.docker-client;
+            etcd = if isLinux then envtestAssets else pkgs.etcd_3_6;
+          }
+          // lib.optionalAttrs isLinux {
+            kube-apiserver = envtestAssets;
+            gcc = pkgs.gcc;
+          };
+          doctorPrograms = lib.filterAttrs (_: p: isLinux || !(p.linux_only or false)) doctorTools;
+          missingTools = lib.filter (n: !(toolPackages ? ${n})) (lib.attrNames doctorPrograms);
+          shellPackages =
+            if missingTools != [ ] then
+              throw "xtask/doctor-tools.toml: doctor runs ${toString missingTools}, which the dev shell on ${system} does not provide (flake.nix, toolPackages)"
+            else
+              lib.unique (map (n: toolPackages.${n}) (lib.attrNames doctorPrograms)) ++ [ pkgs.cargo-nextest ];
+          # `PROGRAM ARGS...` that prints each one's version (doctor-tools.toml: plain words).
+          versionCommands = lib.mapAttrs (n: p: lib.concatStringsSep " " ([ n ] ++ p.version)) doctorPrograms;
+
+          # The dev shell has every program doctor runs: each one run, in a build with
+          # the shell's packages only.
+          devshellTools = pkgs.runCommand "devshell-tools" { nativeBuildInputs = shellPackages; } ''
+            ${lib.concatStrings (
+              lib.mapAttrsToList (n: cmd: ''
+                command -v ${n} >/dev/null || { echo "the dev shell has no ${n} (xtask/doctor-tools.toml)"; exit 1; }
+                echo "\$ ${cmd}"
+                ${cmd} || { echo "the dev shell's ${n} does not run: ${cmd} failed"; exit 1; }
+              '') versionCommands
+            )}
+            touch $out
+          '';
+
           devShell = pkgs.mkShell (
             {
-              packages = [
-                toolchain
-                pkgs.cargo-nextest
-                pkgs.kind
-                pkgs.kubectl
-                pkgs.docker-client
-              ]
-              ++ lib.optionals isLinux [ envtestAssets ]
-              # On macOS nixpkgs builds etcd but not kube-apiserver (Linux-only):
-              # xtask builds that one itself (xtask/envtest), with Go.
-              ++ lib.optionals (!isLinux) [
-                pkgs.go
-                pkgs.etcd_3_6
-              ];
+              packages = shellPackages;
 
               # xtask checks this to know it runs inside `nix develop`.
               LAB_KIT_NIX_SHELL = "1";
@@ -237,22 +276,16 @@
                 echo "my-controller lab kit: Nix dev shell (nixpkgs ${nixpkgs.shortRev or "unpinned"}, ${system})"
                 __lab_kit_show() { printf '  %-15s %s\n' "$1" "$("''${@:2}" 2>/dev/null | head -n 1 || true)"; }
                 __lab_kit_show nix nix --version
-                __lab_kit_show rustc rustc --version
                 __lab_kit_show cargo-nextest cargo nextest --version
-                __lab_kit_show kind kind version
-                __lab_kit_show kubectl kubectl version --client
-                __lab_kit_show docker docker --version
+                ${lib.concatStrings (lib.mapAttrsToList (n: cmd: "__lab_kit_show ${n} ${cmd}\n") versionCommands)}
+                echo "  (docker: the client only; the engine is the system's: Docker Engine or Docker Desktop, needed by the kind lab, not by envtest)"
                 ${lib.optionalString isLinux ''
-                  __lab_kit_show kube-apiserver kube-apiserver --version
-                  __lab_kit_show etcd etcd --version
                   case "$(kube-apiserver --version 2>/dev/null)" in
                     *"v${kubeMinor}."*) ;;
                     *) echo "  warning: kube-apiserver is not ${kubeMinor}.x, the version k8s-openapi is built for (controller/Cargo.toml)" ;;
                   esac
                 ''}
                 ${lib.optionalString (!isLinux) ''
-                  __lab_kit_show go go version
-                  __lab_kit_show etcd etcd --version
                   echo "  (macOS: xtask builds kube-apiserver with Go; the image needs a Linux builder: nix build .#packages.aarch64-linux.image)"
                 ''}
                 __lab_kit_nix="$(nix --version 2>/dev/null | awk '{print $NF}')"
@@ -281,7 +314,12 @@
             inherit controller image;
             default = controller;
           };
-          checks = lib.optionalAttrs isLinux checks;
+          checks = {
+            devshell-tools = devshellTools;
+          }
+          // lib.optionalAttrs isLinux checks;
+          # `nix fmt`: nixfmt (RFC 166 style) over the whole tree, through treefmt.
+          formatter = pkgs.nixfmt-tree;
         };
 
       allSystems = lib.genAttrs (linuxSystems ++ darwinSystems) perSystem;
@@ -289,9 +327,10 @@
     in
     {
       devShells = lib.mapAttrs (_: s: { default = s.devShell; }) allSystems;
-      # No packages or checks on macOS: the image (and the static binary in it) needs a
-      # Linux builder.
+      # No packages on macOS: the image (and the static binary in it) needs a Linux
+      # builder; its only check is the dev shell's toolbox.
       packages = lib.mapAttrs (_: s: s.packages) linuxOnly;
-      checks = lib.mapAttrs (_: s: s.checks) linuxOnly;
+      checks = lib.mapAttrs (_: s: s.checks) allSystems;
+      formatter = lib.mapAttrs (_: s: s.formatter) allSystems;
     };
 }

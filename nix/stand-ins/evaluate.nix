@@ -36,6 +36,8 @@ let
   # crane's minimum, as the flake states it.
   minNix = "2.31.2";
   rustChannel = (builtins.fromTOML (builtins.readFile (root + "/rust-toolchain.toml"))).toolchain.channel;
+  # The programs `cargo xtask doctor` runs (its test keeps the list true).
+  doctorTools = (builtins.fromTOML (builtins.readFile (root + "/xtask/doctor-tools.toml"))).programs;
 
   linuxSystems = [
     "x86_64-linux"
@@ -145,6 +147,19 @@ let
       farm = lib.findFirst (p: p ? entries) null packages;
       farmNames = if farm == null then [ ] else map (e: e.name) farm.entries;
       hook = shell.shellHook or "";
+      devshellTools = get [
+        "checks"
+        system
+        "devshell-tools"
+      ];
+      # kube-apiserver is Linux-only in nixpkgs: on macOS xtask builds it with Go.
+      toolCommands = lib.mapAttrsToList (n: p: lib.concatStringsSep " " ([ n ] ++ p.version)) (
+        lib.filterAttrs (_: p: isLinux || !(p.linux_only or false)) doctorTools
+      );
+      formatter = get [
+        "formatter"
+        system
+      ];
     in
     [
       (check (isDrv shell) "devShells.${system}.default is a derivation")
@@ -159,8 +174,22 @@ let
         "kind"
         "kubectl"
         "docker"
-      ] == null) "devShells.${system}.default: cargo-nextest, kind, kubectl, docker-client")
+        "go"
+      ] == null) "devShells.${system}.default: cargo-nextest, kind, kubectl, docker-client, go")
+      (check (
+        devshellTools != null
+        && isDrv devshellTools
+        && pnames (devshellTools.nativeBuildInputs or [ ]) == pkgNames
+        && lib.findFirst (c: !(contains c (devshellTools.buildCommand or ""))) null toolCommands == null
+        && lib.findFirst (c: !(contains c hook)) null toolCommands == null
+      ) "checks.${system}.devshell-tools runs, with the dev shell's packages only, and the shellHook prints, every program doctor runs (xtask/doctor-tools.toml): ${lib.concatStringsSep ", " toolCommands}")
       (check ((shell.LAB_KIT_NIX_SHELL or null) == "1") "devShells.${system}.default: LAB_KIT_NIX_SHELL=1")
+      (check (
+        contains "the client only" hook
+      ) "devShells.${system}.default: the shellHook says the Docker engine is not in the shell")
+      (check (
+        formatter != null && isDrv formatter && (formatter.pname or "") == "nixfmt-tree"
+      ) "formatter.${system}: nixfmt-tree (nixfmt, RFC 166 style, over the tree)")
       (check (
         contains "cargo xtask lab up" hook
         && lib.findFirst (t: !(contains t hook)) null [
@@ -290,7 +319,8 @@ let
         contains "cargo nextest run" (commands tests)
         && contains "--workspace" (commands tests)
         && contains "package(e2e)" (commands tests)
-      ) "checks.${system}.tests: cargo nextest run --workspace, not the e2e crate's cluster tests")
+        && (tests.CARGO_PROFILE or null) == "release"
+      ) "checks.${system}.tests: cargo nextest run --cargo-profile release --workspace, not the e2e crate's cluster tests (.ci/sandbox-check runs the same command)")
       (check (
         filter (c: c ? CARGO_BUILD_TARGET) [
           clippy
@@ -308,8 +338,8 @@ let
       !((get [ "packages" system ]) != null && (get [ "packages" system "image" ]) != null)
     ) "packages.${system}: no image (it needs a Linux builder)")
     (check (
-      (get [ "checks" system ]) == null || (get [ "checks" system ]) == { }
-    ) "checks.${system}: none (dev shell only)")
+      attrNames (need [ "checks" system ]) == [ "devshell-tools" ]
+    ) "checks.${system}: devshell-tools only (no builds of the Linux image)")
   ];
 
   lines =
@@ -320,8 +350,11 @@ let
       ) "devShells for ${toString systems}")
       (check (
         attrNames (need [ "packages" ]) == builtins.sort builtins.lessThan linuxSystems
-        && attrNames (need [ "checks" ]) == builtins.sort builtins.lessThan linuxSystems
-      ) "packages and checks for ${toString linuxSystems} only")
+      ) "packages for ${toString linuxSystems} only")
+      (check (
+        attrNames (need [ "checks" ]) == builtins.sort builtins.lessThan systems
+        && attrNames (need [ "formatter" ]) == builtins.sort builtins.lessThan systems
+      ) "checks and formatter for ${toString systems}")
     ]
     ++ builtins.concatMap shellLines systems
     ++ builtins.concatMap linuxLines linuxSystems
@@ -334,4 +367,5 @@ builtins.deepSeq (map (d: d.drvPath) (
     outputs.packages
     outputs.checks
   ]
+  ++ attrValues outputs.formatter
 )) lines

@@ -226,6 +226,8 @@ fn free_bytes(path: &std::path::Path) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     #[test]
@@ -294,6 +296,28 @@ mod tests {
         );
         assert_eq!(document["checks"][2]["status"], "fail");
         assert_eq!(document["ready"], false);
+    }
+
+    /// xtask/doctor-tools.toml names exactly the programs these checks run: flake.nix
+    /// reads it to give the dev shell each one (checks.<system>.devshell-tools).
+    #[test]
+    fn the_tool_list_is_what_doctor_runs() {
+        let list: toml::Table = toml::from_str(include_str!("../doctor-tools.toml")).unwrap();
+        let listed: BTreeSet<String> =
+            list["programs"].as_table().unwrap().keys().cloned().collect();
+        // By name: each argument list's first word here and in kubectl's probe (e2e);
+        // kube-apiserver and etcd by path, found as lab::binaries finds them.
+        let quote = '"';
+        let openings = [format!("&[{quote}"), format!("argv([{quote}")];
+        let sources =
+            [include_str!("doctor.rs"), include_str!("../../e2e/src/experiments/version_check.rs")];
+        let mut run: BTreeSet<String> = sources
+            .iter()
+            .flat_map(|s| openings.iter().flat_map(move |o| s.split(o.as_str()).skip(1)))
+            .filter_map(|rest| rest.split_once(quote).map(|(word, _)| word.to_string()))
+            .collect();
+        run.extend(binaries::located().unwrap().into_iter().map(|(name, _)| name.to_string()));
+        assert_eq!(run, listed, "the programs doctor runs, and xtask/doctor-tools.toml's");
     }
 
     #[test]

@@ -2,10 +2,13 @@
 //! run as a non-root user. Three ways to build it, chosen automatically and
 //! overridable with `--image-builder`:
 //!
-//! * `nix`: `nix build .#image` (the flake's dockerTools image), in the dev shell;
-//! * `host`: a static release binary built here (musl when installed, else glibc
-//!   with `-C target-feature=+crt-static`) copied into a `FROM scratch` image.
-//!   It pulls no base image, so it works offline;
+//! * `host`: a static release binary built here (musl when its target is
+//!   installed, as in the Nix dev shell, else glibc with
+//!   `-C target-feature=+crt-static`) copied into a `FROM scratch` image.
+//!   It pulls no base image, so it works offline; in the dev shell it is
+//!   cargo's own build, not a second compile by `nix build`;
+//! * `nix`: `nix build .#image` (the flake's dockerTools image; from a Mac,
+//!   on a Linux builder);
 //! * `dockerfile`: the multi-stage `Dockerfile` (portable: macOS with Docker
 //!   Desktop), which pulls the Rust build image.
 //!
@@ -26,7 +29,7 @@ pub const USER: &str = "65532:65532";
 /// `--image-builder`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Builder {
-    /// nix in the dev shell, else host on Linux, else dockerfile.
+    /// host on Linux (in the Nix dev shell too), else dockerfile.
     Auto,
     Nix,
     Host,
@@ -53,12 +56,15 @@ pub fn resolve(choice: Builder) -> Builder {
     if choice != Builder::Auto {
         return choice;
     }
-    let in_dev_shell = std::env::var_os("LAB_KIT_NIX_SHELL").is_some();
-    // The flake builds images on Linux only (macOS needs a Linux builder).
-    if in_dev_shell && cfg!(target_os = "linux") && labkit::tools::on_path("nix").is_some() {
-        labkit::progress!("image builder auto: in the Nix dev shell: nix build .#image");
-        Builder::Nix
-    } else if cfg!(target_os = "linux") {
+    // In the Nix dev shell too: its toolchain has the musl target, and cargo's
+    // release build is reused (bench, test), where `nix build .#image` would
+    // compile the controller and its dependencies a second time.
+    if cfg!(target_os = "linux") {
+        if std::env::var_os("LAB_KIT_NIX_SHELL").is_some() {
+            labkit::progress!(
+                "image builder auto: Linux, in the Nix dev shell: cargo's static build, no nix build"
+            );
+        }
         labkit::progress!(
             "image builder auto: Linux: a static binary built here in a FROM scratch image"
         );
@@ -79,7 +85,9 @@ pub struct StaticTarget {
 
 impl StaticTarget {
     /// musl when its standard library is installed, else the glibc target
-    /// linked statically (static-pie; no musl needed).
+    /// linked statically (static-pie; no musl needed). Installed means in
+    /// the toolchain's sysroot: rustup's (`rustup target add`) and the Nix
+    /// dev shell's (the flake adds the target) alike.
     pub fn detect() -> Result<StaticTarget> {
         let host = Cmd::argv(["rustc", "-vV"]).read()?;
         let triple = host
@@ -88,9 +96,8 @@ impl StaticTarget {
             .context("rustc -vV printed no host")?
             .to_string();
         let musl = triple.replace("-gnu", "-musl");
-        let installed =
-            Cmd::argv(["rustup", "target", "list", "--installed"]).read().unwrap_or_default();
-        Ok(if installed.lines().any(|t| t == musl) {
+        let sysroot = Cmd::argv(["rustc", "--print", "sysroot"]).read()?;
+        Ok(if has_target(Path::new(sysroot.trim()), &musl) {
             StaticTarget { triple: musl, rustflags: None }
         } else {
             StaticTarget { triple, rustflags: Some("-C target-feature=+crt-static") }
@@ -124,6 +131,11 @@ impl StaticTarget {
     pub fn binary(&self, target_dir: &Path) -> PathBuf {
         self.release_dir(target_dir).join(crate::cargo::BINARY)
     }
+}
+
+/// Whether the toolchain at `sysroot` has `triple`'s standard library.
+fn has_target(sysroot: &Path, triple: &str) -> bool {
+    sysroot.join("lib/rustlib").join(triple).join("lib").is_dir()
 }
 
 /// The steps of a build with `choice` (resolved here), for any plan:
@@ -269,6 +281,15 @@ mod tests {
         let version = env!("CARGO_PKG_VERSION");
         assert_eq!(reference, format!("my-controller:{version}"), "the tag is the crate version");
         assert_eq!(reference_in("  image: a:1\n"), Some("a:1".into()));
+    }
+
+    #[test]
+    fn a_target_is_installed_when_the_sysroot_has_its_library() {
+        let sysroot = Cmd::argv(["rustc", "--print", "sysroot"]).read().unwrap();
+        let version = Cmd::argv(["rustc", "-vV"]).read().unwrap();
+        let host = version.lines().find_map(|l| l.strip_prefix("host: ")).unwrap();
+        assert!(has_target(Path::new(sysroot.trim()), host), "{host} in {sysroot}");
+        assert!(!has_target(Path::new(sysroot.trim()), "no-such-unknown-target"));
     }
 
     #[test]

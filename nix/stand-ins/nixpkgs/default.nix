@@ -347,6 +347,8 @@ let
       docker-client = leaf "docker" "28.0.0";
       cargo-nextest = leaf "cargo-nextest" "0.9.100";
       go = leaf "go" "1.26.0";
+      gcc = leaf "gcc" "14.3.0";
+      nixfmt-tree = leaf "nixfmt-tree" "0";
       gccForLibs = mkDerivation {
         pname = "gcc";
         version = "0";

@@ -14,15 +14,11 @@
 use std::{collections::BTreeSet, path::Path, sync::LazyLock};
 
 use clap::Parser as _;
-use labkit::{command::Cmd, project};
+use labkit::project;
 
-/// The repository's tracked files.
-pub(super) static TRACKED: LazyLock<Vec<String>> = LazyLock::new(|| {
-    let listing = Cmd::argv(["git", "-C", &project::root().display().to_string(), "ls-files"])
-        .read()
-        .expect("git ls-files");
-    listing.lines().map(str::to_string).collect()
-});
+/// The repository's files (super::tree: git's list, without needing git).
+pub(super) static TRACKED: LazyLock<Vec<String>> =
+    LazyLock::new(|| super::tree::files(&project::root()));
 
 /// All Rust and TOML sources, and the manifests, as one text to search.
 static SOURCES: LazyLock<String> = LazyLock::new(|| {

@@ -13,6 +13,7 @@ mod docs;
 mod modules;
 mod pages;
 mod sizes;
+mod tree;
 
 use std::path::Path;
 
