@@ -128,7 +128,7 @@ async fn the_offline_bundle_brings_the_lab_up() {
         Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", image]).read().ok()
     };
     let before = image_id(&kind.controller_image);
-    succeeds(&xtask(&["lab", "bundle", "-o", &bundle_arg, "--node-image", &kind.node_image]));
+    succeeds(&xtask(&["lab", "bundle", "-f", &bundle_arg, "--node-image", &kind.node_image]));
     succeeds(&Cmd::argv(["docker", "rmi", &kind.controller_image]));
     let pod = ready_pod(&lab).await;
     let up = run(&xtask(&["lab", "up", "--provider", "kind", "--name", &lab.file().name])

@@ -46,8 +46,8 @@ pub enum LabCommand {
     },
     /// Save every image the kind lab needs (the node image, the controller image) into one archive.
     Bundle {
-        /// The archive to write.
-        #[arg(short, long, default_value = "lab-bundle.tar")]
+        /// The archive to write (`-f`, a file, as in kubectl; `-o` is an output format there).
+        #[arg(short = 'f', long = "file", value_name = "FILE", default_value = "lab-bundle.tar")]
         output: PathBuf,
         #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
         image_builder: crate::image::Builder,

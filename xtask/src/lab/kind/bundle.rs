@@ -1,5 +1,5 @@
 //! The offline bundle: every image the kind lab needs in one archive, for a
-//! room with bad Wi-Fi. The instructor runs `cargo xtask lab bundle -o
+//! room with bad Wi-Fi. The instructor runs `cargo xtask lab bundle -f
 //! lab-bundle.tar` once (pulls the pinned node image, or takes the one built
 //! here with `--node-image built`; builds the controller image); attendees
 //! run `cargo xtask lab up --provider kind --bundle lab-bundle.tar`, which
@@ -38,7 +38,7 @@ pub struct Manifest {
     pub kind_release: Option<String>,
 }
 
-/// `lab bundle -o FILE`: the node image (pulled by digest and tagged, or the
+/// `lab bundle -f FILE`: the node image (pulled by digest and tagged, or the
 /// one built here), the controller image, one archive.
 pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<()> {
     let mut kind_release = None;
@@ -105,7 +105,7 @@ pub fn save(images: &[&str], output: &Path) -> Result<()> {
 pub fn read_manifest(bundle: &Path) -> Result<Manifest> {
     ensure!(
         bundle.is_file(),
-        "no bundle at {} (the instructor makes it with `cargo xtask lab bundle -o FILE`)",
+        "no bundle at {} (the instructor makes it with `cargo xtask lab bundle -f FILE`)",
         bundle.display()
     );
     let text = Cmd::argv(["tar", "-xOf"])
