@@ -73,6 +73,11 @@ pub fn all() -> Vec<Picture> {
     const STEP3: &str = "xtask/src/pictures/workqueue.rs";
     vec![
         Picture {
+            path: "docs/pictures/bench.svg",
+            source: "docs/samples/bench.chart.json",
+            draw: |text| Ok(bench::chart::draw(&bench::kept::Run::parse(text)?)),
+        },
+        Picture {
             path: "docs/pictures/bench-short.svg",
             source: "docs/samples/bench-short.chart.json",
             draw: |text| Ok(bench::chart::draw(&bench::kept::Run::parse(text)?)),
