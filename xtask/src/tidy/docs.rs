@@ -136,9 +136,17 @@ fn check_command(words: &[String]) -> Option<String> {
     match words.as_slice() {
         ["cargo", "xtask", rest @ ..] => {
             let argv = std::iter::once("cargo xtask").chain(rest.iter().copied());
-            // `cargo xtask grade` in prose names the verb: missing arguments are fine there.
-            let named =
-                |e: &clap::Error| e.kind() == clap::error::ErrorKind::MissingRequiredArgument;
+            // `cargo xtask grade` in prose names the verb: missing arguments are fine there;
+            // `cargo xtask` alone or `--help` asks for the help, which is no error either.
+            let named = |e: &clap::Error| {
+                use clap::error::ErrorKind::*;
+                matches!(
+                    e.kind(),
+                    MissingRequiredArgument
+                        | DisplayHelp
+                        | DisplayHelpOnMissingArgumentOrSubcommand
+                )
+            };
             crate::Cli::try_parse_from(argv).err().filter(|e| !named(e)).map(|e| {
                 let first = e.to_string().lines().next().unwrap_or_default().to_string();
                 format!("`cargo xtask {}`: {first}", rest.join(" "))
@@ -443,6 +451,9 @@ fn the_checks_catch_what_they_are_for() {
     assert!(check_command(&commands(r#"eval "$(cargo xtask lab env --name x)""#)[1]).is_none());
     assert!(check_command(&commands(r#"eval "$(cargo xtask lab envv)""#)[1]).is_some());
     assert!(check_command(&words("cargo xtask bench --peer go > docs/samples/bench.md")).is_none());
+    assert!(check_command(&words("cargo xtask --help")).is_none());
+    assert!(check_command(&words("cargo xtask")).is_none());
+    assert!(check_command(&words("cargo xtask --halp")).is_some());
     assert!(path_exists("docs/zh-CN/01.md", "../lab.md"));
     assert!(!path_exists("README.md", "docs/no-such-page.md"));
     assert!(check_symbol("WorkQueue::add").is_none());
@@ -487,6 +498,21 @@ fn the_readme_bench_tables_are_a_saved_run() {
     };
     let said = format!("{} against {}", startup("my-controller"), startup("course-go"));
     assert!(section.contains(&said), "the README's startup figures are not the run's: {said}");
+}
+
+/// The README's first-run table is the one `.ci/first-run` wrote into
+/// docs/samples/first-run.md, row for row.
+#[test]
+fn the_readme_first_run_table_is_a_recorded_run() {
+    let read = |f: &str| std::fs::read_to_string(project::root().join(f)).unwrap();
+    let (readme, saved) = (read("README.md"), read("docs/samples/first-run.md"));
+    let rows = |text: &str, from: &str| -> Vec<String> {
+        let section = text.split(from).nth(1).expect(from).split("\n#").next().unwrap_or_default();
+        section.lines().filter(|l| l.starts_with('|')).map(str::to_string).collect()
+    };
+    let (shown, recorded) = (rows(&readme, "### The first run"), rows(&saved, "# A first run"));
+    assert!(recorded.len() >= 7, "{recorded:?}");
+    assert_eq!(shown, recorded, "README's first-run table is not docs/samples/first-run.md's");
 }
 
 /// docs/e2e.md has a row for every test of the suite, marked `(envtest)`,
