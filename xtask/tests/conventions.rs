@@ -121,7 +121,14 @@ fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
     // SAFETY: both descriptors were just opened for this test and are owned here only.
     let (mut leader, follower) =
         unsafe { (std::fs::File::from_raw_fd(leader), OwnedFd::from_raw_fd(follower)) };
-    let mut cmd = Cmd::new(env!("CARGO_BIN_EXE_xtask")).args(args).env_remove("NO_COLOR");
+    // A terminal that says what it is (the Nix sandbox, and CI, set no TERM, and with
+    // none clap takes the terminal for a dumb one), and no colour forced either way.
+    let mut cmd = Cmd::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR")
+        .env_remove("CLICOLOR_FORCE");
     if let Some(v) = no_color {
         cmd = cmd.env("NO_COLOR", v);
     }
