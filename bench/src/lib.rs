@@ -17,7 +17,7 @@
 //! | [`report`], [`stats`], [`render`], [`chart`] | the JSON file, percentiles, tables, the CDF chart |
 //! | [`kept`]    | what the chart draws of a run, kept to redraw it                  |
 //!
-//! [`measure_until_desired`]: e2e::converge::measure_until_desired
+//! [`measure_until_desired`]: labkit::converge::measure_until_desired
 
 pub mod chart;
 pub mod floor;

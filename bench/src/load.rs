@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use super::Progress;
 use anyhow::Context as _;
-use e2e::lab::Lab;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, ResourceQuota};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -18,6 +17,7 @@ use kube::{
     api::{DeleteParams, ListParams, ObjectMeta, PostParams},
 };
 use labkit::eventually::{Check, eventually};
+use labkit::lab::Lab;
 use labkit::record::{Collection, OWNER_LABEL};
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! informer, typed work queue, the kick, 30 s resync), the peer of `cargo
 //! xtask bench --peer go`: the course's program as it prints it
 //! (`e2e/peers/course-verbatim/`) with the four changes of
-//! `e2e/peers/course-go.patch`, built by [`e2e::go_build`]; a
+//! `e2e/peers/course-go.patch`, built by [`labkit::go_build`]; a
 //! controller-runtime reconciler; stage 2's kube-runtime `Controller`.
 //!
 //! Peers run as the lab's controller ServiceAccount, like my-controller, with
@@ -13,7 +13,7 @@
 use anyhow::{Context, Result};
 
 use super::subject::Spec;
-use e2e::lab::Lab;
+use labkit::lab::Lab;
 use labkit::project;
 
 /// The course's program as it prints it: a Go module, relative to the repository.
@@ -27,7 +27,7 @@ pub const COURSE_LABEL: &str = "course-go";
 /// The Go peer, built if its sources changed since the last build.
 pub fn course_go() -> Result<Spec> {
     let patch = project::root().join(COURSE_GO_PATCH);
-    let binary = e2e::go_build::build("course-go", COURSE_VERBATIM, Some(&patch))?;
+    let binary = labkit::go_build::build("course-go", COURSE_VERBATIM, Some(&patch))?;
     let go_mod = project::root().join(COURSE_VERBATIM).join("go.mod");
     let version = client_go_version(
         &std::fs::read_to_string(&go_mod)
@@ -46,7 +46,7 @@ pub const CONTROLLER_RUNTIME: &str = "e2e/peers/controller-runtime";
 
 /// The controller-runtime peer, built if its sources changed.
 pub fn controller_runtime() -> Result<Spec> {
-    let binary = e2e::go_build::build("controller-runtime", CONTROLLER_RUNTIME, None)?;
+    let binary = labkit::go_build::build("controller-runtime", CONTROLLER_RUNTIME, None)?;
     let go_mod = std::fs::read_to_string(project::root().join(CONTROLLER_RUNTIME).join("go.mod"))?;
     let version = go_mod
         .lines()
@@ -64,7 +64,7 @@ pub fn controller_runtime() -> Result<Spec> {
 /// template naming it, as its own ServiceAccount (the kubeconfig that
 /// [`kube_runtime_install`] writes). `binary` is the example as cargo built it.
 pub fn kube_runtime(lab: &Lab, binary: &std::path::Path) -> Spec {
-    let kubeconfig = e2e::examples::stage2_kubeconfig(lab);
+    let kubeconfig = labkit::stage2::kubeconfig(lab);
     Spec::Peer {
         label: Some("kube-runtime Controller (stage 2)".into()),
         command: format!("{} --kubeconfig {}", binary.display(), kubeconfig.display()),
@@ -82,8 +82,8 @@ pub async fn kube_runtime_install(lab: &Lab) -> Result<()> {
         "the kube-runtime peer (stage 2) keeps ConfigMaps in default, and the lab's is in {}",
         desired.namespace()
     );
-    e2e::examples::stage2_install(lab).await?;
-    e2e::examples::stage2_keep(lab, desired.name(), desired.data().clone()).await
+    labkit::stage2::install(lab).await?;
+    labkit::stage2::keep_with_template(lab, desired.name(), desired.data().clone()).await
 }
 
 /// `k8s.io/client-go v0.36.3` in go.mod → `v0.36.3`.

@@ -28,7 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::{rounds::Disturbance, stats::Summary};
-use e2e::lab::{API_SERVER, Lab};
+use labkit::lab::{API_SERVER, Lab};
 
 /// Requests about ConfigMaps and Events, at `Metadata` level (no bodies);
 /// nothing else.

@@ -22,7 +22,7 @@ use kube::Api;
 use serde_json::json;
 
 use crate::subject::Spec;
-use e2e::lab::Lab;
+use labkit::lab::Lab;
 use labkit::lab_file::Applied;
 use labkit::record::{How, Shared};
 

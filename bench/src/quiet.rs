@@ -17,7 +17,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::rounds::bench_writes;
-use e2e::{
+use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::Lab,
     metrics::Scrape,
@@ -117,7 +117,7 @@ pub async fn burst(
         wait_idle(lab).await?;
     }
     let before = scrape(lab, metrics).await?;
-    let key = e2e::suite::first_key(&desired);
+    let key = labkit::suite::first_key(&desired);
     let mut watch = Watch::open(&lab.config_maps(), desired.name()).await?;
     let started = Instant::now();
     let name = desired.name();

@@ -11,7 +11,7 @@ use kube::{
 };
 use serde_json::json;
 
-use e2e::{converge::measure_until_desired, lab::Lab};
+use labkit::{converge::measure_until_desired, lab::Lab};
 
 /// The field manager of the bench's own writes ("someone else").
 pub const FIELD_MANAGER: &str = "bench";
@@ -49,7 +49,7 @@ impl Rounds {
             .await
             .map_err(anyhow::Error::msg)?;
         let desired = lab.desired();
-        let key = e2e::suite::first_key(desired);
+        let key = labkit::suite::first_key(desired);
         Ok(Rounds {
             writer: Api::namespaced(client, desired.namespace()),
             name: desired.name().to_string(),

@@ -22,7 +22,7 @@ use super::{
     subject::{Spec, Subject},
     usage::Usage,
 };
-use e2e::{converge::wait_idle, lab::Lab};
+use labkit::{converge::wait_idle, lab::Lab};
 
 /// Patches of a burst in flight at once.
 const BURST_IN_FLIGHT: usize = 16;

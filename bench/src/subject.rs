@@ -12,7 +12,7 @@ use std::{
 
 use crate::usage::{self, Usage};
 
-use e2e::{converge::delete_and_wait_gone, http_probe, lab::Lab};
+use labkit::{converge::delete_and_wait_gone, http_probe, lab::Lab};
 
 use anyhow::{Context, Result, bail};
 use labkit::{

@@ -26,7 +26,7 @@ use tokio::{
     process::{Child, ChildStdout, Command},
 };
 
-use crate::{
+use labkit::{
     lab::Lab,
     suite::{Experiment, Measured, RunsOn, entry},
 };
@@ -325,13 +325,13 @@ pub async fn step4_heals_across_a_relist(lab: &mut Lab) -> anyhow::Result<Measur
 async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
     let mut running = Running::start(lab, "step4_controller")?;
     running.until("cache synced", |l| l.contains("cache synced")).await?;
-    crate::converge::wait_desired(lab).await?;
-    let etcd = crate::etcd::Etcd::new(lab.etcd_client_addr()?);
+    labkit::converge::wait_desired(lab).await?;
+    let etcd = labkit::etcd::Etcd::new(lab.etcd_client_addr()?);
     let key =
         format!("/registry/configmaps/{}/{}", lab.desired().namespace(), lab.desired().name());
     crate::faults::control_plane::compact_while_down(lab, &etcd, &[&key]).await?;
     let back = Instant::now();
-    crate::converge::wait_desired(lab).await?;
+    labkit::converge::wait_desired(lab).await?;
     let healed = back.elapsed();
     let seen = running.terminate().await?;
     ensure!(
@@ -349,7 +349,4 @@ async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
 }
 
 mod stage2;
-pub use stage2::{
-    install as stage2_install, keep_with_template as stage2_keep, kubeconfig as stage2_kubeconfig,
-    stage2_crd, uninstall as stage2_uninstall,
-};
+pub use stage2::stage2_crd;

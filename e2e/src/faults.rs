@@ -50,12 +50,12 @@ pub use self::{
         waits_for_finalizer_then_recreates,
     },
 };
-use crate::{
+use labkit::eventually::{Check, eventually};
+use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     lab::{ControllerRun, Lab},
     suite::{Experiment, Measured, RunsOn, entry},
 };
-use labkit::eventually::{Check, eventually};
 
 /// Why the faults that restart kube-apiserver leave a cluster the kit did not make alone.
 const RESTARTS_API_SERVER: &str = "it restarts kube-apiserver, which is not the kit's to restart";
@@ -177,7 +177,7 @@ fn someone() -> PatchParams {
 
 /// Merge-patches the first data key of my-config to `value`, as someone else.
 async fn drift(lab: &Lab, value: &str) -> anyhow::Result<()> {
-    let change = json!({"data": {crate::suite::first_key(lab.desired()): value}});
+    let change = json!({"data": {labkit::suite::first_key(lab.desired()): value}});
     lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&change)).await?;
     Ok(())
 }

@@ -28,7 +28,7 @@ use bench::{
     subject::Spec,
 };
 use clap::{Args, ValueEnum};
-use e2e::lab::Lab;
+use labkit::lab::Lab;
 use labkit::{lab_file::ProviderKind, project};
 
 use crate::{borrow::Borrow, cargo, interrupt::Interrupts, lab::LabName};
@@ -171,16 +171,16 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
         labkit::owned::apply(&client, &mut record, BY, places::MANAGER, secret).await?;
         record.find_named("Secret", namespace, TOKEN_SECRET).and_then(|e| e.uid.clone())
     };
-    let bound = e2e::accounts::BoundTo::secret(TOKEN_SECRET, &made.context("no uid")?);
+    let bound = labkit::accounts::BoundTo::secret(TOKEN_SECRET, &made.context("no uid")?);
     // No longer than the lab's own credential: a room's attendee may mint no longer token.
     let seconds =
         crate::room::token_seconds_within(&lab.file().admin_kubeconfig, SIDES_TOKEN_SECONDS);
     let (token, expires) =
-        e2e::accounts::token_bound(&client, namespace, account, seconds, Some(bound)).await?;
+        labkit::accounts::token_bound(&client, namespace, account, seconds, Some(bound)).await?;
     let dir = lab.borrowed_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let kubeconfig = dir.join("bench-controller.kubeconfig");
-    let config = e2e::accounts::kubeconfig_with_token(lab.file(), &token)?;
+    let config = labkit::accounts::kubeconfig_with_token(lab.file(), &token)?;
     labkit::files::write_private(&kubeconfig, &serde_saphyr::to_string(&config)?)?;
     let port = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
         .and_then(|l| l.local_addr())
@@ -311,9 +311,7 @@ async fn measure(
         .context("could not delete the unrelated ConfigMaps"),
     );
     if stage2 {
-        cleanup.push(
-            e2e::examples::stage2_uninstall(lab).await.context("could not take stage 2 away"),
-        );
+        cleanup.push(labkit::stage2::uninstall(lab).await.context("could not take stage 2 away"));
     }
     let measured = result?;
     cleanup.into_iter().collect::<Result<Vec<()>>>()?;

@@ -20,7 +20,7 @@ use anyhow::{Context as _, Result, bail};
 use kube::api::{DeleteParams, Preconditions};
 
 use crate::interrupt::Interrupts;
-use e2e::lab::Lab;
+use labkit::lab::Lab;
 use labkit::{
     record::{Borrow as Borrowed, Record, Shared},
     say::pick,
@@ -228,7 +228,7 @@ async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record>
     );
     let restored = async {
         lab.restore().await?;
-        e2e::converge::wait_desired(lab).await
+        labkit::converge::wait_desired(lab).await
     };
     if let Err(e) = restored.await {
         failures.push(e.context(pick(

@@ -96,7 +96,7 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
         preflight::git(quiet(&["git", "--version"]).as_deref()),
         preflight::go(go.as_deref(), go_required),
         preflight::kubectl(
-            e2e::experiments::kubectl_client_minor(),
+            grader::experiments::kubectl_client_minor(),
             controller::version::target_minor(),
         ),
     ];
@@ -309,8 +309,10 @@ mod tests {
         // kube-apiserver and etcd by path, found as lab::binaries finds them.
         let quote = '"';
         let openings = [format!("&[{quote}"), format!("argv([{quote}")];
-        let sources =
-            [include_str!("doctor.rs"), include_str!("../../e2e/src/experiments/version_check.rs")];
+        let sources = [
+            include_str!("doctor.rs"),
+            include_str!("../../grader/src/experiments/version_check.rs"),
+        ];
         let mut run: BTreeSet<String> = sources
             .iter()
             .flat_map(|s| openings.iter().flat_map(move |o| s.split(o.as_str()).skip(1)))

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::{Context, Result, bail};
-use e2e::results::{self, Outcome};
 use labkit::lab_file::{LabFile, ProviderKind};
+use labkit::results::{self, Outcome};
 use serde_json::json;
 
 use crate::cargo;
@@ -25,17 +25,6 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
     let Some(lab) = LabFile::read(&labkit::project::lab_dir(name))? else {
         bail!("no lab named {name} is up: run `cargo xtask lab up --name {name}` first");
     };
-    let filter = match only {
-        Some(wanted) => {
-            let experiment = e2e::find(wanted).with_context(|| {
-                let known: Vec<_> =
-                    e2e::all().map(|e| format!("{} ({})", e.aliases[0], e.name)).collect();
-                format!("no experiment {wanted:?}; known: {}", known.join(", "))
-            })?;
-            Some(experiment.name)
-        }
-        None => None,
-    };
     let results = results_file(name)?;
     // The course's examples run as binaries (e2e::examples), and so
     // does a second my-controller beside the lab's (faults: second_writer_paced).
@@ -44,9 +33,10 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
     // Build first, so the wall time below is the suite's, not the compiler's.
     cargo::cargo([&args[..], &["--no-run"]].concat()).run()?;
     args.push("--");
-    if let Some(test) = filter {
-        args.extend(["--exact", test]);
-    }
+    let filter = only.map(|word| ["--exact", word]);
+    let expected =
+        listed(&[&args[..], &["--list"], filter.as_ref().map_or(&[][..], |f| &f[..])].concat())?;
+    args.extend(filter.iter().flatten());
     let started = Instant::now();
     let passed = cargo::cargo(&args)
         .env("LAB_NAME", name)
@@ -55,24 +45,39 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
         .is_ok();
     let wall = started.elapsed().as_secs_f64();
     let outcomes = results::read(&results)?;
-    let expected = if filter.is_some() { 1 } else { e2e::all().count() };
-    let summary = summary(&outcomes, expected, filter.is_none(), wall, (name, lab.provider));
+    let summary = summary(&outcomes, &expected, only.is_none(), wall, (name, lab.provider));
     report(format, &summary, &mut std::io::stdout().lock())?;
     // docs/e2e.md links to what a real run printed.
-    if filter.is_none() {
+    if only.is_none() {
         let mode = if lab.controller.container.is_some() { "-container" } else { "" };
         labkit::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider), &summary.text)?;
     }
-    if !passed || outcomes.len() != expected || summary.failed > 0 {
-        if outcomes.len() != expected {
+    if !passed || outcomes.len() != expected.len() || summary.failed > 0 {
+        if outcomes.len() != expected.len() {
             eprintln!(
-                "expected {expected} results, got {}: see the test output above",
+                "expected {} results, got {}: see the test output above",
+                expected.len(),
                 outcomes.len()
             );
         }
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The suite's tests, in its order, as its `--list` prints them (`args`: the
+/// cargo command with `--list` and the filter; an unknown name fails there,
+/// with the names it knows).
+fn listed(args: &[&str]) -> Result<Vec<String>> {
+    let output = cargo::cargo(args).output()?;
+    if !output.status.success() {
+        // The suite's own line says what is wrong; cargo's around it is noise here.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let said = stderr.lines().find(|line| line.starts_with("no experiment"));
+        bail!("{}", said.unwrap_or(stderr.trim()));
+    }
+    let list = String::from_utf8_lossy(&output.stdout);
+    Ok(list.lines().filter_map(|line| line.strip_suffix(": test")).map(String::from).collect())
 }
 
 /// What a run found, as the table people read and as `-o json`'s document.
@@ -82,21 +87,22 @@ struct Summary {
     failed: usize,
 }
 
-/// The summary of `outcomes` of a run that expected `expected` of them
-/// (`whole`: the whole suite) and took `wall` seconds on `lab` (its name and provider).
+/// The summary of `outcomes` of a run that expected the tests `expected`, in
+/// the suite's order (`whole`: the whole suite) and took `wall` seconds on `lab` (its name and provider).
 fn summary(
     outcomes: &[Outcome],
-    expected: usize,
+    expected: &[String],
     whole: bool,
     wall: f64,
     lab: (&str, ProviderKind),
 ) -> Summary {
     let (name, provider) = lab;
-    let mut text = table(outcomes);
+    let outcomes = sorted(outcomes, expected);
+    let mut text = table(&outcomes);
     let ok = outcomes.iter().filter(|o| o.passed).count();
-    let not_run: Vec<&Outcome> = outcomes.iter().filter(|o| o.not_run.is_some()).collect();
+    let not_run: Vec<&Outcome> = outcomes.iter().copied().filter(|o| o.not_run.is_some()).collect();
     // An experiment with no result (the suite stopped early) counts as failed.
-    let failed = expected - (ok + not_run.len()).min(expected);
+    let failed = expected.len() - (ok + not_run.len()).min(expected.len());
     // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
     let _ = writeln!(text, "e2e: {ok} passed, {} not run, {failed} failed", not_run.len());
     for (o, why) in not_run.iter().filter_map(|o| Some((o, o.not_run.as_deref()?))) {
@@ -117,7 +123,7 @@ fn summary(
         // Each restart of the controller is a pod rollout here: no bar.
         let _ = writeln!(text, "suite wall time {wall:.1} s on {provider}");
     }
-    let results: Vec<serde_json::Value> = sorted(outcomes)
+    let results: Vec<serde_json::Value> = outcomes
         .into_iter()
         .map(|o| {
             json!({
@@ -138,7 +144,7 @@ fn summary(
         "passed": ok,
         "not_run": not_run.len(),
         "failed": failed,
-        "expected": expected,
+        "expected": expected.len(),
         "wall_seconds": wall,
         "bar_seconds": if whole { bar } else { None },
         "results": results,
@@ -163,9 +169,9 @@ fn results_file(lab: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// `outcomes` in the suite's order.
-fn sorted(outcomes: &[Outcome]) -> Vec<&Outcome> {
-    let order = |o: &Outcome| e2e::all().position(|e| e.name == o.experiment).unwrap_or(usize::MAX);
+/// `outcomes` in the suite's `order`.
+fn sorted<'a>(outcomes: &'a [Outcome], order: &[String]) -> Vec<&'a Outcome> {
+    let order = |o: &Outcome| order.iter().position(|e| *e == o.experiment).unwrap_or(usize::MAX);
     let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
     sorted.sort_by_key(|o| order(o));
     sorted
@@ -180,11 +186,11 @@ fn result_word(o: &Outcome) -> &'static str {
     }
 }
 
-/// The summary table, in the suite's order.
-fn table(outcomes: &[Outcome]) -> String {
+/// The summary table of `outcomes`, in their order.
+fn table(outcomes: &[&Outcome]) -> String {
     let mut text =
         String::from("\n| experiment | result | latency | measured |\n|---|---|---|---|\n");
-    for o in sorted(outcomes) {
+    for o in outcomes {
         let latency = o.latency_ms.map(|ms| format!("{ms:.1} ms")).unwrap_or_else(|| "—".into());
         let result = result_word(o);
         let _ = writeln!(text, "| {} | {result} | {latency} | {} |", o.experiment, o.detail);
@@ -239,7 +245,8 @@ mod tests {
     /// `-o json` puts the document there instead, the table nowhere.
     #[test]
     fn the_result_is_the_table_or_the_document_and_nothing_else() {
-        let summary = summary(&outcomes(), 3, false, 12.5, ("lab1", ProviderKind::Envtest));
+        let names: Vec<String> = e2e::all().take(3).map(|e| e.name.to_string()).collect();
+        let summary = summary(&outcomes(), &names, false, 12.5, ("lab1", ProviderKind::Envtest));
         let mut stdout = Vec::new();
         report(Format::Text, &summary, &mut stdout).unwrap();
         let text = String::from_utf8(stdout).unwrap();
@@ -255,8 +262,9 @@ mod tests {
 
     #[test]
     fn the_json_document_has_the_documented_fields() {
-        let whole = e2e::all().count();
-        let summary = summary(&outcomes(), whole, true, 140.0, ("lab1", ProviderKind::Envtest));
+        let names: Vec<String> = e2e::all().map(|e| e.name.to_string()).collect();
+        let whole = names.len();
+        let summary = summary(&outcomes(), &names, true, 140.0, ("lab1", ProviderKind::Envtest));
         let document = &summary.document;
         labkit::json_doc::assert_documented(document);
         assert_eq!(document["schema"], SCHEMA);

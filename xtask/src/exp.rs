@@ -1,7 +1,7 @@
 //! `cargo xtask exp <create|heal|correct|rerun|dedup>`: one of the course's
 //! experiments, live against the current lab, narrated for a workshop attendee.
 //!
-//! The experiment itself is the e2e suite's function (`e2e::experiments::…`):
+//! The experiment itself is the e2e suite's function (`grader::experiments::…`):
 //! one definition, two uses. This module only wraps it, and each narration is
 //! a row of [`NARRATED`]: what is about to happen, the kubectl commands that
 //! repeat it by hand, what the controller logged meanwhile, the reaction time
@@ -21,16 +21,16 @@ use std::{
 
 use anyhow::{Result, bail};
 use controller::desired::Desired;
-use e2e::{
-    converge::wait_idle,
-    deployment::{NAME as DEPLOYMENT, NAMESPACE as DEPLOYMENT_NAMESPACE, PORT, SELECTOR},
-    experiments::{self, DEDUP_FLAGS, DRIFT_LABEL},
-    lab::{self, DEFAULT_NAME, Lab},
-    suite::{Experiment, Measured, first_key},
-};
+use grader::experiments::{self, DEDUP_FLAGS, DRIFT_LABEL};
 use labkit::{
     command::Cmd,
     lab_file::{LabFile, ProviderKind},
+};
+use labkit::{
+    converge::wait_idle,
+    deployment::{NAME as DEPLOYMENT, NAMESPACE as DEPLOYMENT_NAMESPACE, PORT, SELECTOR},
+    lab::{self, DEFAULT_NAME, Lab},
+    suite::{Experiment, Measured, first_key},
 };
 use serde::Deserialize;
 
@@ -55,7 +55,7 @@ struct Narrated {
     /// The header's one line; without it the suite's own (English) words.
     #[serde(default)]
     about: Option<String>,
-    /// The suite's name: the function in `e2e::experiments` and its test.
+    /// The suite's name: the function in `grader::experiments` and its test.
     test_name: String,
     course: String,
     /// What the suite measured, in this language: `{name}`s are the
@@ -309,7 +309,7 @@ fn lab_up(lab_name: &str) -> String {
 /// `self_heal_on_delete`, …).
 fn resolve(word: &str) -> Result<&'static Narrated> {
     let known = || names().collect::<Vec<_>>().join(", ");
-    let Some(entry) = e2e::find(word) else {
+    let Some(entry) = grader::experiments::find(word) else {
         let known = known();
         bail!(
             "{}",
@@ -343,8 +343,8 @@ fn resolve(word: &str) -> Result<&'static Narrated> {
 impl Narrated {
     /// The suite's entry: its aliases and its one-line description.
     fn entry(&self) -> &'static Experiment {
-        e2e::find(&self.test_name)
-            .expect("every narrated experiment is in e2e::experiments::ALL (a unit test checks)")
+        grader::experiments::find(&self.test_name)
+            .expect("every narrated experiment is in grader::experiments::ALL (a unit test checks)")
     }
 
     /// The header's line: this language's, else the suite's.
@@ -532,7 +532,7 @@ mod tests {
     fn every_narrated_experiment_is_a_suite_experiment() {
         assert_eq!(names().collect::<Vec<_>>(), ["create", "heal", "correct", "rerun", "dedup"]);
         for exp in narrated() {
-            let entry = e2e::find(&exp.test_name)
+            let entry = grader::experiments::find(&exp.test_name)
                 .unwrap_or_else(|| panic!("{} is not in the suite", exp.test_name));
             assert_eq!(entry.name, exp.test_name);
             assert!(
@@ -593,7 +593,10 @@ mod tests {
             for exp in &words.experiment {
                 let text = narrate(exp, words);
                 assert_eq!(missing_key_lines(&text, words), Vec::<&str>::new(), "{text}");
-                assert!(text.contains(&format!("e2e::experiments::{}", exp.test_name)), "{text}");
+                assert!(
+                    text.contains(&format!("grader::experiments::{}", exp.test_name)),
+                    "{text}"
+                );
                 for hole in ["{cm}", "{key}", "{label}", "{flags}", "{test}", "{short}"] {
                     assert!(!text.contains(hole), "{hole} left unfilled: {text}");
                 }

@@ -1,5 +1,5 @@
 //! `cargo xtask grade -- <command…>`: grades a controller program a learner
-//! typed (any language) against the current lab, the rows of `e2e::grade`,
+//! typed (any language) against the current lab, the rows of `grader`,
 //! as a table in the reader's language (`xtask/grade/*.toml`) and, with
 //! `--json`, as a file an instructor collects (`--collect DIR`: the room).
 //!
@@ -25,10 +25,8 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use controller::cli::parse_duration;
-use e2e::{
-    grade::{self, Hint, Options, Refused, Report, RowId},
-    lab::Lab,
-};
+use grader::{self as grade, Hint, Options, Refused, Report, RowId};
+use labkit::lab::Lab;
 use serde::{Deserialize, Serialize};
 
 use labkit::say::pick;
@@ -134,7 +132,7 @@ struct GradeFile {
     rows: Vec<GradedRow>,
 }
 
-/// A row as the table shows it, and as `e2e::grade` reported it.
+/// A row as the table shows it, and as `grader` reported it.
 #[derive(Serialize, Deserialize)]
 struct GradedRow {
     id: RowId,

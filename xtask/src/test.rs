@@ -14,8 +14,8 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail, ensure};
-use e2e::lab::NAME_ENV;
 use labkit::command::Cmd;
+use labkit::lab::NAME_ENV;
 
 use crate::{
     cargo,

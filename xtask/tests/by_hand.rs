@@ -12,8 +12,9 @@ use std::{path::PathBuf, process::Child, time::Duration};
 
 use common::{lab, run, xtask};
 use controller::metrics::{IN_FLIGHT, QUEUE_DEPTH, RECONCILES, WRITES};
-use e2e::{experiments::DRIFT_LABEL, lab::Lab};
+use grader::experiments::DRIFT_LABEL;
 use kube::api::ListParams;
+use labkit::lab::Lab;
 use labkit::{
     command::Cmd,
     eventually::{Check, eventually},
@@ -226,7 +227,7 @@ impl ByHand {
     /// The first line of the desired data's first value.
     fn desired_line(&self) -> String {
         let desired = self.lab.desired();
-        let value = desired.data().get(&e2e::suite::first_key(desired)).cloned().unwrap();
+        let value = desired.data().get(&labkit::suite::first_key(desired)).cloned().unwrap();
         value.lines().next().unwrap_or_default().to_string()
     }
 
@@ -301,7 +302,7 @@ impl ByHand {
         self.once(line, "scaled");
         let lab = &self.lab;
         let pods = lab.deployment().expect("a kind lab's controller is a Deployment").pods();
-        let selector = ListParams::default().labels(e2e::deployment::SELECTOR);
+        let selector = ListParams::default().labels(labkit::deployment::SELECTOR);
         eventually("the Deployment's one new pod to reconcile", WITHIN, || {
             let (pods, selector) = (pods.clone(), selector.clone());
             async move {

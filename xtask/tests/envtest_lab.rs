@@ -150,7 +150,7 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
     // Read anew: the lab's controller is a new process.
     let lab = common::lab().await;
     assert!(lab.controller_running().await.unwrap(), "the lab's controller is not back");
-    e2e::converge::wait_desired(&lab).await.unwrap();
+    labkit::converge::wait_desired(&lab).await.unwrap();
     assert_bench_left_nothing(&lab).await;
 }
 
@@ -158,7 +158,7 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
 /// floor, and the course's Go controller (both only ever started by the
 /// bench), with a kubeconfig of `lab`'s (in its command line or
 /// environment): a bench on another lab may run at the same time.
-fn bench_processes(lab: &e2e::lab::Lab) -> Vec<String> {
+fn bench_processes(lab: &labkit::lab::Lab) -> Vec<String> {
     let state_dir = lab.file().state_dir.display().to_string();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -184,7 +184,7 @@ fn tail(text: &str) -> String {
 
 /// Nothing of a benchmark's is left: the peers' CRD, the sides' Role and
 /// their my-configs, the audit log's flags.
-async fn assert_bench_left_nothing(lab: &e2e::lab::Lab) {
+async fn assert_bench_left_nothing(lab: &labkit::lab::Lab) {
     let crds: kube::Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = kube::Api::all(lab.client());

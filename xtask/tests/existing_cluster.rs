@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{lab, run, xtask};
-use e2e::lab::Lab;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -19,6 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use labkit::eventually::{Check, eventually};
+use labkit::lab::Lab;
 use serial_test::serial;
 
 /// The room cluster's registry (`cargo xtask test` starts it).
@@ -164,7 +164,7 @@ async fn the_controller_moves_to_another_node_when_its_node_is_cordoned_and_stil
     eprintln!("the controller moved from {node} to {on}");
     let config_maps = lab.config_maps();
     config_maps.delete(lab.desired().name(), &DeleteParams::default()).await.unwrap();
-    e2e::converge::wait_desired(&lab).await.unwrap();
+    labkit::converge::wait_desired(&lab).await.unwrap();
 }
 
 #[tokio::test]
@@ -219,7 +219,7 @@ fn grade_my_controller(name: &str, namespace: &str, program: &str) -> labkit::co
 #[serial]
 async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
     let admin = instructor().await;
-    let before = e2e::cluster::snapshot(&admin).await.unwrap();
+    let before = labkit::cluster::snapshot(&admin).await.unwrap();
     for (name, namespace) in INSTRUCTOR_LABS {
         instructor_lab_up(name, namespace);
     }
@@ -240,7 +240,7 @@ async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
         let status = child.wait().unwrap();
         let printed = std::fs::read_to_string(&log).unwrap_or_default();
         eprintln!("---- {} ({status}):\n{printed}", log.display());
-        let all_pass = format!("all {} rows pass", e2e::grade::RowId::ALL.len());
+        let all_pass = format!("all {} rows pass", grader::RowId::ALL.len());
         if !status.success() || !printed.contains(&all_pass) {
             failed.push(log);
         }
@@ -251,11 +251,12 @@ async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
         .map(|(name, _)| run(&xtask(&["lab", "down", "--name", name])))
         .collect();
     assert!(failed.is_empty(), "graded at once, not every row passed: {failed:?}");
-    e2e::cluster::difference(&made, &after_grades).unwrap();
+    labkit::cluster::difference(&made, &after_grades).unwrap();
     for down in downs {
         assert!(down.ok, "lab down failed:\n{}", down.stderr);
     }
-    e2e::cluster::difference(&before, &e2e::cluster::snapshot(&admin).await.unwrap()).unwrap();
+    labkit::cluster::difference(&before, &labkit::cluster::snapshot(&admin).await.unwrap())
+        .unwrap();
 }
 
 /// What the lab tests on the envtest lab prove at each phase, here once on
@@ -281,7 +282,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
     controller_node(&instructors).await;
     let down = run(&xtask(&["lab", "down", "--name", name]));
     assert!(!ran.ok && printed.contains("SIGHUP: the terminal went away"), "{printed}");
-    e2e::cluster::difference(&before, &after).unwrap();
+    labkit::cluster::difference(&before, &after).unwrap();
     assert!(down.ok, "lab down failed:\n{}", down.stderr);
 
     let attendees = lab().await;
@@ -291,7 +292,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
     let bench = xtask(&bench).args(["--burst", "3", "--unrelated", "20", "--out"]).path(&out);
     let ran = run(&bench.env(labkit::test_hook::VARIABLE, "bench:block:1=SIGINT,put_back=SIGTERM"));
     assert!(!ran.ok && ran.stderr.contains("still putting the lab back"), "{}", ran.stderr);
-    e2e::cluster::difference(&before, &kit_objects(&admin).await).unwrap();
+    labkit::cluster::difference(&before, &kit_objects(&admin).await).unwrap();
     controller_node(&attendees).await;
 }
 
@@ -299,7 +300,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
 /// controller started again after a grade or a bench is a new pod (of a new
 /// ReplicaSet, where its arguments were put back), by design.
 async fn kit_objects(admin: &kube::Client) -> std::collections::BTreeSet<String> {
-    let all = e2e::cluster::snapshot(admin).await.unwrap();
+    let all = labkit::cluster::snapshot(admin).await.unwrap();
     all.into_iter()
         .filter(|o| !o.starts_with("/Pod ") && !o.starts_with("apps/ReplicaSet "))
         .collect()

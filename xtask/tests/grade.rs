@@ -13,7 +13,8 @@ mod common;
 use std::{path::PathBuf, time::Duration};
 
 use common::{lab, xtask};
-use e2e::{go_build, pages};
+use e2e::pages;
+use labkit::go_build;
 use labkit::{
     command::{Cmd, cargo},
     eventually::{Check, eventually},
@@ -55,7 +56,7 @@ impl Graded {
 
     fn assert_passes(&self) {
         assert_eq!(self.code, Some(0), "the grade did not pass:\n{}", self.printed);
-        let rows = e2e::grade::RowId::ALL.len();
+        let rows = grader::RowId::ALL.len();
         assert_eq!(self.json["rows"].as_array().map(Vec::len), Some(rows), "{}", self.printed);
         assert!(self.failed().is_empty(), "{}", self.printed);
     }
@@ -106,10 +107,10 @@ async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
 async fn assert_lab_as_it_was() {
     let lab = lab().await;
     assert!(lab.controller_running().await.unwrap(), "the lab's controller is not running");
-    e2e::converge::wait_desired(&lab).await.unwrap();
+    labkit::converge::wait_desired(&lab).await.unwrap();
     let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
         kube::Api::namespaced(lab.client(), lab.desired().namespace());
-    let left = accounts.get_opt(e2e::grade::IDENTITY).await.unwrap();
+    let left = accounts.get_opt(grader::IDENTITY).await.unwrap();
     assert!(left.is_none(), "the grade's ServiceAccount is still there");
     let schemas: kube::Api<k8s_openapi::api::flowcontrol::v1::FlowSchema> =
         kube::Api::all(lab.client());
@@ -120,7 +121,7 @@ async fn assert_lab_as_it_was() {
         .items
         .into_iter()
         .filter_map(|s| s.metadata.name)
-        .filter(|n| n.starts_with(e2e::grade::IDENTITY))
+        .filter(|n| n.starts_with(grader::IDENTITY))
         .collect();
     assert!(names.is_empty(), "the grade's FlowSchemas are still there: {names:?}");
 }
@@ -190,7 +191,7 @@ async fn the_course_program_verbatim_passes_every_row() {
 
 /// `go run .` in a copy of the course's module: `go run` dies of SIGTERM at
 /// once and exits 1 after SIGINT, while the program inside exits 0 — the
-/// grader judges the program (e2e/src/grade/program/group.rs).
+/// grader judges the program (grader/src/program/group.rs).
 #[tokio::test]
 #[serial]
 async fn the_course_program_through_go_run_passes_every_row() {

@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{lab, run, succeeds, xtask};
-use e2e::lab::Lab;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use kube::api::{Api, DeleteParams, PostParams};
 use labkit::eventually::{Check, eventually};
+use labkit::lab::Lab;
 use labkit::lab_file::Applied;
 use labkit::owned::{self, Deleted};
 use labkit::record::{How, Record};
@@ -196,7 +196,7 @@ fn programs_running() -> Vec<u32> {
 /// The cluster's objects, but for the namespaces the bench keeps with the
 /// lab (made once, by design) and the tests' own.
 async fn objects(lab: &Lab) -> BTreeSet<String> {
-    let all = e2e::cluster::snapshot(&lab.client()).await.unwrap();
+    let all = labkit::cluster::snapshot(&lab.client()).await.unwrap();
     all.into_iter().filter(|o| !o.contains(" bench-") && !o.contains("guest-")).collect()
 }
 
@@ -207,7 +207,7 @@ async fn objects(lab: &Lab) -> BTreeSet<String> {
 async fn assert_put_back(before: &BTreeSet<String>, printed: &str) {
     let lab = &lab().await;
     let after = objects(lab).await;
-    e2e::cluster::difference(before, &after).unwrap_or_else(|e| panic!("{e:#}\n{printed}"));
+    labkit::cluster::difference(before, &after).unwrap_or_else(|e| panic!("{e:#}\n{printed}"));
     assert!(lab.controller_running().await.unwrap(), "the controller is not back:\n{printed}");
     let my_config = lab.config_maps().get(lab.desired().name()).await.unwrap();
     assert!(lab.desired().is_satisfied_by(&my_config), "my-config: {my_config:?}\n{printed}");

@@ -5,13 +5,13 @@
 mod common;
 
 use common::{lab, run, succeeds, xtask};
-use e2e::{
-    deployment::{DeploymentHost, NAME as DEPLOYMENT},
-    lab::Lab,
-};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
 use labkit::command::Cmd;
+use labkit::{
+    deployment::{DeploymentHost, NAME as DEPLOYMENT},
+    lab::Lab,
+};
 use serial_test::serial;
 
 /// `lab up` as this lab was made: the same name and node image.
@@ -52,7 +52,7 @@ async fn a_second_up_changes_nothing() {
 #[serial]
 async fn up_clears_a_tests_leftover_arguments() {
     let lab = lab().await;
-    let deployments: Api<Deployment> = Api::namespaced(lab.client(), e2e::deployment::NAMESPACE);
+    let deployments: Api<Deployment> = Api::namespaced(lab.client(), labkit::deployment::NAMESPACE);
     let leftover = serde_json::json!({"spec": {"template": {"spec": {"containers": [
         {"name": "controller", "args": ["--resync", "7s"]}]}}}});
     let patch = Patch::Strategic(&leftover);

@@ -10,12 +10,9 @@ use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{Context as _, bail, ensure};
 use controller::stage2::{ConfigMapTemplate, ConfigMapTemplateSpec, READY};
-use k8s_openapi::{
-    api::{
-        authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
-        core::v1::{ConfigMap, ServiceAccount},
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+use k8s_openapi::api::{
+    authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
+    core::v1::ConfigMap,
 };
 use kube::{
     Api, Client,
@@ -24,16 +21,13 @@ use kube::{
 use serde_json::json;
 
 use super::{Running, write_sample};
-use crate::{lab::Lab, suite::Measured};
+use labkit::stage2::{ACCOUNT, NAMESPACE, install, uninstall};
 use labkit::{
     eventually::{Check, eventually},
     lab_file::ProviderKind,
-    project,
 };
+use labkit::{lab::Lab, suite::Measured};
 
-const NAMESPACE: &str = "default";
-const ACCOUNT: &str = "my-controller-stage2";
-const CRD: &str = "configmaptemplates.lab.my-controller.dev";
 const WITHIN: Duration = Duration::from_secs(30);
 const CREATED: &str = "does not exist, created it";
 const CORRECTED: &str = "drifted from its template, corrected it";
@@ -64,59 +58,6 @@ pub async fn stage2_crd(lab: &mut Lab) -> anyhow::Result<Measured> {
     }
     uninstall(lab).await?;
     result
-}
-
-/// Deletes every template, the CRD and what manifests/stage2/rbac.yaml made
-/// (the ConfigMaps the templates made stay: envtest has no garbage collector).
-pub async fn uninstall(lab: &Lab) -> anyhow::Result<()> {
-    let admin = lab.client();
-    let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
-    templates.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    crds.delete(CRD, &DeleteParams::default()).await?;
-    remove_rbac(&admin).await
-}
-
-/// A template for `name` in the stage-2 namespace with `data`: stage 2 then
-/// keeps that ConfigMap (the bench's kube-runtime peer keeps my-config so).
-pub async fn keep_with_template(
-    lab: &Lab,
-    name: &str,
-    data: BTreeMap<String, String>,
-) -> anyhow::Result<()> {
-    let templates: Api<ConfigMapTemplate> = Api::namespaced(lab.client(), NAMESPACE);
-    let spec = ConfigMapTemplateSpec { config_map_name: name.into(), data };
-    let template = ConfigMapTemplate::new(&format!("keeps-{name}"), spec);
-    templates.create(&PostParams::default(), &template).await?;
-    Ok(())
-}
-
-/// Applies manifests/stage2/crd.yaml and rbac.yaml to `lab`, waits until the
-/// CRD is established, and writes a kubeconfig of the stage-2
-/// ServiceAccount (`target/lab/<name>/stage2.kubeconfig`); its path.
-pub async fn install(lab: &Lab) -> anyhow::Result<std::path::PathBuf> {
-    let admin = lab.client();
-    for file in ["manifests/stage2/crd.yaml", "manifests/stage2/rbac.yaml"] {
-        let path = project::root().join(file);
-        labkit::apply::documents(
-            &admin,
-            "e2e-stage2",
-            &path,
-            labkit::apply::read_documents(&path)?,
-        )
-        .await?;
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    eventually("the CRD to be established", WITHIN, || async {
-        let crd = crds.get(CRD).await?;
-        let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-        Ok(match conditions.iter().any(|c| c.type_ == "Established" && c.status == "True") {
-            true => Check::Done(()),
-            false => Check::NotYet(format!("conditions {conditions:?}")),
-        })
-    })
-    .await?;
-    account_kubeconfig(lab, &admin).await
 }
 
 async fn experiments(
@@ -462,30 +403,4 @@ async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
         wrong.join("; ")
     );
     Ok(format!("{} reviews of its ServiceAccount as its Role says", checks.len()))
-}
-
-/// Where [`install`] writes the stage-2 ServiceAccount's kubeconfig.
-pub fn kubeconfig(lab: &Lab) -> std::path::PathBuf {
-    lab.file().state_dir.join("stage2.kubeconfig")
-}
-
-/// A kubeconfig for the stage-2 ServiceAccount: the admin kubeconfig's
-/// cluster, a TokenRequest token as the user.
-async fn account_kubeconfig(lab: &Lab, admin: &Client) -> anyhow::Result<std::path::PathBuf> {
-    let (token, _) = crate::accounts::token(admin, NAMESPACE, ACCOUNT, 3600).await?;
-    let config = crate::accounts::kubeconfig_with_token(lab.file(), &token)?;
-    let path = kubeconfig(lab);
-    let text = serde_saphyr::to_string(&config)?;
-    labkit::files::write_private(&path, &text)?;
-    Ok(path)
-}
-
-/// Deletes what manifests/stage2/rbac.yaml made (all named [`ACCOUNT`]).
-async fn remove_rbac(admin: &Client) -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    let params = DeleteParams::default();
-    Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
-    Api::<Role>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
-    Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
-    Ok(())
 }

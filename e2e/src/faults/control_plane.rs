@@ -18,13 +18,13 @@ use super::{
     ensure_not_restarted, heal_after_delete, lines_with, ms, rbac::retry_delay_ms, secs, someone,
     starts, then_restore,
 };
-use crate::{
+use labkit::eventually::{Check, eventually};
+use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
     etcd::Etcd,
     lab::{API_SERVER, CONTROLLER, Lab},
     suite::Measured,
 };
-use labkit::eventually::{Check, eventually};
 
 /// The bar: a delete made once the API server is back is healed within this
 /// of the controller's next try.

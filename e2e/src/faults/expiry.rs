@@ -21,8 +21,8 @@ use kube::{
 use serde_json::json;
 
 use super::{heal_after_delete, lifecycle::spawn_command_ready, ms, secs, then_restore};
-use crate::{lab::Lab, pki, suite::Measured};
 use labkit::files;
+use labkit::{lab::Lab, pki, suite::Measured};
 
 /// The certificate's life: long enough to start, heal and be seen running.
 const VALID_FOR: Duration = Duration::from_secs(15);

@@ -12,12 +12,12 @@ use controller::{reconcile::LOG_CORRECTED, runner::LOG_SHUTTING_DOWN};
 use tokio::{process::Child, time::Instant};
 
 use super::{drift, ms, secs, then_restore};
-use crate::{
+use labkit::eventually::{Check, eventually};
+use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::Lab,
     suite::Measured,
 };
-use labkit::eventually::{Check, eventually};
 
 /// The bar for an idle controller's exit after SIGTERM.
 const IDLE_EXIT_WITHIN: Duration = Duration::from_secs(1);

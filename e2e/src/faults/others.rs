@@ -19,12 +19,12 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{lines_with, ms, secs, someone, then_restore};
-use crate::{
+use labkit::eventually::{Check, eventually};
+use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     lab::Lab,
     suite::Measured,
 };
-use labkit::eventually::{Check, eventually};
 
 /// `binaryData` added beside the right data → removed: "right" and "corrected"
 /// look at the same fields (the desired data is the whole key space).
@@ -78,7 +78,7 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
     let theirs = json!({
         "metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": OWNER,
                                            "uid": uid, "controller": true}]},
-        "data": {crate::suite::first_key(lab.desired()): "env=theirs"},
+        "data": {labkit::suite::first_key(lab.desired()): "env=theirs"},
     });
     api.patch(&name, &someone(), &Patch::Merge(&theirs)).await?;
     let written = api.get(&name).await?.metadata.resource_version;

@@ -15,7 +15,7 @@ use kube::{
     api::{DeleteParams, ListParams, PostParams},
 };
 
-use crate::{
+use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::Lab,
     suite::Measured,
@@ -264,8 +264,8 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
         .controller_service_account()
         .split_once('/')
         .context("the service account is namespace/name")?;
-    let (token, _) = crate::accounts::token(&lab.client(), namespace, name, 600).await?;
-    let kubeconfig = crate::accounts::kubeconfig_with_token(lab.file(), &token)?;
+    let (token, _) = labkit::accounts::token(&lab.client(), namespace, name, 600).await?;
+    let kubeconfig = labkit::accounts::kubeconfig_with_token(lab.file(), &token)?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     Ok(controller::connect::build(config)?)
 }

@@ -28,12 +28,12 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{lines_with, secs, then_restore};
-use crate::{
+use labkit::eventually::{Check, eventually};
+use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
     lab::Lab,
     suite::Measured,
 };
-use labkit::eventually::{Check, eventually};
 
 /// How long the two writers are left to fight.
 const FIGHT: Duration = Duration::from_secs(10);
@@ -100,7 +100,7 @@ async fn answered_at_once(lab: &Lab) -> anyhow::Result<String> {
 /// other data, at once; runs until dropped.
 async fn put_back_at_once(lab: &Lab) -> anyhow::Result<()> {
     let (api, name) = (lab.config_maps(), lab.desired().name().to_string());
-    let key = crate::suite::first_key(lab.desired());
+    let key = labkit::suite::first_key(lab.desired());
     let params = PatchParams { field_manager: Some(SECOND_WRITER.into()), ..Default::default() };
     let theirs = json!({"data": {key.clone(): THEIRS}});
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
@@ -124,7 +124,7 @@ async fn put_back_at_once(lab: &Lab) -> anyhow::Result<()> {
 async fn fight(lab: &Lab) -> anyhow::Result<Measured> {
     let since = Timestamp::now() - SignedDuration::from_secs(2);
     let mark = lab.log_mark()?;
-    let key = crate::suite::first_key(lab.desired());
+    let key = labkit::suite::first_key(lab.desired());
     let desired = lab.desired();
     let log = lab.file().state_dir.join("second-writer.log");
     // This run's lines only.

@@ -26,13 +26,13 @@ use tokio::{
 };
 
 use super::{drift, lifecycle::spawn_command_ready, lines_with, ms, secs, then_restore};
-use crate::{
+use labkit::eventually::{Check, eventually};
+use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::{ControllerRun, Lab},
     metrics::Scrape,
     suite::Measured,
 };
-use labkit::eventually::{Check, eventually};
 
 /// The controller's `--watch-timeout` here: short, so the silence is noticed soon.
 const WATCH_TIMEOUT: Duration = Duration::from_secs(3);

@@ -13,12 +13,12 @@ use kube::api::PostParams;
 use tokio::time::Instant;
 
 use super::{ensure_not_restarted, heal_after_delete, lines_with, ms, rbac, secs, then_restore};
-use crate::{
+use labkit::eventually::{Check, eventually};
+use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
     lab::Lab,
     suite::Measured,
 };
-use labkit::eventually::{Check, eventually};
 
 /// The first delay of the watch's backoff; each next one is at least twice.
 const FIRST_DELAY_MS: f64 = 800.0;
@@ -102,7 +102,7 @@ async fn observe(
     lab: &mut Lab,
     verb: &str,
     failures: usize,
-    mark: &crate::lab::ControllerRun,
+    mark: &labkit::lab::ControllerRun,
 ) -> anyhow::Result<(Vec<f64>, Duration, usize)> {
     lab.restart_api_server(&[]).await?;
     let back = Instant::now();

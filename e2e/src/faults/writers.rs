@@ -19,13 +19,13 @@ use super::{
     drift, ensure_not_restarted, error_lines, heal_after_delete, lines_with, ms, secs, someone,
     then_restore,
 };
-use crate::{
+use labkit::eventually::{Check, eventually};
+use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired, wait_idle},
     lab::Lab,
     metrics::Scrape,
     suite::Measured,
 };
-use labkit::eventually::{Check, eventually};
 
 const WRITERS: usize = 10;
 const PATCHES_EACH: usize = 100;
@@ -89,7 +89,7 @@ async fn storm(lab: &Lab) -> anyhow::Result<()> {
         let (api, name, key) = (
             lab.config_maps(),
             lab.desired().name().to_string(),
-            crate::suite::first_key(lab.desired()),
+            labkit::suite::first_key(lab.desired()),
         );
         tokio::spawn(async move {
             for n in 0..PATCHES_EACH {
@@ -139,7 +139,7 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
     let puts_before = config_map_puts(lab).await?;
 
     let freeze =
-        json!({"immutable": true, "data": {crate::suite::first_key(lab.desired()): "env=frozen"}});
+        json!({"immutable": true, "data": {labkit::suite::first_key(lab.desired()): "env=frozen"}});
     let frozen_at = Instant::now();
     lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze)).await?;
     eventually("a Warning Event Immutable", HEAL_WITHIN, || async {
@@ -205,7 +205,7 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
 /// no retry and no error line. Returns the warning lines counted.
 async fn warned_not_retried(
     lab: &Lab,
-    mark: &crate::lab::ControllerRun,
+    mark: &labkit::lab::ControllerRun,
     reports: f64,
 ) -> anyhow::Result<usize> {
     let log = lab.controller_log(mark).await?;

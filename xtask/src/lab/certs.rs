@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose};
 
-use e2e::pki;
+use labkit::pki;
 
 use labkit::files::{write_private, write_public};
 

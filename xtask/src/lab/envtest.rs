@@ -29,12 +29,12 @@ use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, T
 use crate::lab::kubeconfig::{self, Credentials};
 use crate::lab::{apply, certs};
 use crate::plan::{self, Step};
-use e2e::lab::{
+use labkit::command::Cmd;
+use labkit::eventually::Check;
+use labkit::lab::{
     self as handle,
     probes::{self, wait_ready},
 };
-use labkit::command::Cmd;
-use labkit::eventually::Check;
 use labkit::lab_file::{self, LabFile, ProviderKind, Target};
 use labkit::process::{self, Spawned, StopOutcome};
 use labkit::project;
@@ -343,7 +343,7 @@ async fn write_controller_kubeconfig(up: &mut Up) -> Result<()> {
     let admin = up.admin.clone().context("no admin client")?;
     // TokenRequest: with no kube-controller-manager there are no legacy token Secrets.
     let (token, expires) =
-        e2e::accounts::token(&admin, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT, TOKEN_SECONDS)
+        labkit::accounts::token(&admin, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT, TOKEN_SECONDS)
             .await?;
     let user = format!("system:serviceaccount:{SERVICE_ACCOUNT_NAMESPACE}:{SERVICE_ACCOUNT}");
     let url = format!("https://127.0.0.1:{}", up.ports[2]);

@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-pub use e2e::lab::DEFAULT_NAME;
+pub use labkit::lab::DEFAULT_NAME;
 
 #[derive(Subcommand)]
 pub enum LabCommand {
@@ -220,7 +220,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         }
         LabCommand::Controller { action, lab } => {
             crate::borrow::put_back_if_left(&lab.name).await?;
-            let mut lab = e2e::lab::Lab::find_named(&lab.name).await?;
+            let mut lab = labkit::lab::Lab::find_named(&lab.name).await?;
             match action {
                 ControllerAction::Stop => {
                     lab.stop_controller().await?;
@@ -239,7 +239,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Env { lab } => env::run(&lab.name),
         LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow).await,
         LabCommand::Stage2 { lab } => {
-            let lab = e2e::lab::Lab::find_named(&lab.name).await?;
+            let lab = labkit::lab::Lab::find_named(&lab.name).await?;
             if let Some(existing) = &lab.file().existing {
                 anyhow::bail!(
                     "lab stage2 installs a CustomResourceDefinition, cluster-wide, which the kit does \
@@ -248,7 +248,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
                     existing.context
                 );
             }
-            let kubeconfig = e2e::examples::stage2_install(&lab).await?.display().to_string();
+            let kubeconfig = labkit::stage2::install(&lab).await?.display().to_string();
             let admin = lab.file().admin_kubeconfig.display();
             println!(
                 "  run it:      cargo run -p controller --example stage2_crd -- --kubeconfig {kubeconfig}"

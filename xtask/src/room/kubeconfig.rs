@@ -14,7 +14,7 @@ use kube::config::Kubeconfig;
 const SHORTEST_TOKEN: i64 = 600;
 
 pub fn for_attendee(instructor: &Kubeconfig, namespace: &str, token: &str) -> Result<Kubeconfig> {
-    let mut config = e2e::accounts::with_token(instructor.clone(), token);
+    let mut config = labkit::accounts::with_token(instructor.clone(), token);
     for named in &mut config.clusters {
         if let Some(cluster) = named.cluster.as_mut() {
             // kube-rs made the path absolute when it read the instructor's file.

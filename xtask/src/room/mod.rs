@@ -300,7 +300,7 @@ impl Making<'_> {
             self.token
         );
         let (token, expires) =
-            e2e::accounts::token(self.client, namespace, ATTENDEE, self.token.0).await?;
+            labkit::accounts::token(self.client, namespace, ATTENDEE, self.token.0).await?;
         let path = self.dir.join(format!("{namespace}.kubeconfig"));
         let config = kubeconfig::for_attendee(self.config, namespace, &token)?;
         labkit::files::write_private(&path, serde_saphyr::to_string(&config)?)?;

@@ -34,7 +34,7 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
         NodeImage::parse(node_image).reference(crate::lab::kind::kind_version().as_deref())?;
     let mut cluster = room_cluster::make(&node).await?;
     let admin = crate::lab::kubeconfig::client(&cluster.kubeconfig).await?;
-    let before = e2e::cluster::snapshot(&admin).await?;
+    let before = labkit::cluster::snapshot(&admin).await?;
     let instructor = with_ca_file(&cluster.kubeconfig)?;
     let room = || RoomOptions {
         kubeconfig: Some(instructor.clone()),
@@ -56,8 +56,8 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
         crate::lab::down::run(name, false).await?;
     }
     crate::room::run(RoomCommand::Down { room: room() }).await?;
-    let after = e2e::cluster::snapshot(&admin).await?;
-    e2e::cluster::difference(&before, &after)?;
+    let after = labkit::cluster::snapshot(&admin).await?;
+    labkit::cluster::difference(&before, &after)?;
     eprintln!("the cluster is as it was: {} objects, the same before and after", after.len());
     cluster.remove_now();
     result
@@ -120,7 +120,7 @@ async fn attendees(debian: &str) -> Result<ExitCode> {
         // Each escalation tried is one line of its own: shown.
         "--nocapture",
     ])
-    .env(e2e::lab::NAME_ENV, LABS[0])
+    .env(labkit::lab::NAME_ENV, LABS[0])
     .env(ROOM_DIR_ENV, room_dir().display().to_string())
     .env(DEBIAN_ENV, debian)
     .run();

@@ -528,11 +528,11 @@ fn the_e2e_page_has_a_row_for_every_test() {
             panic!("docs/e2e.md has no row for {}", test.name);
         };
         let marker = match test.runs_on {
-            e2e::suite::RunsOn::Any => None,
-            e2e::suite::RunsOn::Envtest(_) => Some("(envtest)"),
-            e2e::suite::RunsOn::Kind(_) => Some("(kind)"),
-            e2e::suite::RunsOn::OwnCluster(_) => Some("(own cluster)"),
-            e2e::suite::RunsOn::ClusterWide(_) => Some("(cluster-wide)"),
+            labkit::suite::RunsOn::Any => None,
+            labkit::suite::RunsOn::Envtest(_) => Some("(envtest)"),
+            labkit::suite::RunsOn::Kind(_) => Some("(kind)"),
+            labkit::suite::RunsOn::OwnCluster(_) => Some("(own cluster)"),
+            labkit::suite::RunsOn::ClusterWide(_) => Some("(cluster-wide)"),
         };
         for said in ["(envtest)", "(kind)", "(own cluster)", "(cluster-wide)"] {
             assert_eq!(

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use e2e::lab::Lab;
+use labkit::lab::Lab;
 
 use labkit::{
     command::{Cmd, cargo},
@@ -90,7 +90,7 @@ pub const OTHER_TARGET: &str = "lab-target/other-config";
 /// is put back on the default ConfigMap.
 pub fn another_target(up: &[&str]) {
     succeeds(&xtask(up).args(["--target", OTHER_TARGET]));
-    let name = std::env::var(e2e::lab::NAME_ENV).unwrap_or(e2e::lab::DEFAULT_NAME.into());
+    let name = std::env::var(labkit::lab::NAME_ENV).unwrap_or(labkit::lab::DEFAULT_NAME.into());
     for experiment in ["rbac", "create", "heal"] {
         succeeds(&xtask(&["e2e", "--exp", experiment, "--name", &name]));
     }
@@ -167,5 +167,5 @@ pub async fn short_bench_on_a_deployment(lab: &Lab, peers: &[&str], labels: &[&s
     assert!(lab.controller_running().await.unwrap(), "the lab's controller is not back");
     let config_maps = lab.config_maps();
     config_maps.delete(lab.desired().name(), &Default::default()).await.unwrap();
-    e2e::converge::wait_desired(lab).await.unwrap();
+    labkit::converge::wait_desired(lab).await.unwrap();
 }

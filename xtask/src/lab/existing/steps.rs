@@ -294,7 +294,7 @@ pub async fn apply_manifests(up: &mut Up) -> Result<()> {
 }
 
 pub async fn wait_rollout(up: &mut Up) -> Result<()> {
-    e2e::deployment::wait_rollout(&Api::<Deployment>::namespaced(up.client()?, up.namespace()))
+    labkit::deployment::wait_rollout(&Api::<Deployment>::namespaced(up.client()?, up.namespace()))
         .await
 }
 
@@ -315,7 +315,7 @@ pub async fn write_lab_file(up: &mut Up) -> Result<()> {
         api_server_url: up.server.clone(),
         admin_kubeconfig: kubeconfig,
         controller: lab_file::Controller {
-            // Reached through the API server's pod proxy (see e2e::lab).
+            // Reached through the API server's pod proxy (see labkit::lab).
             url: String::new(),
             kubeconfig: PathBuf::new(),
             service_account: format!("{namespace}/{SERVICE_ACCOUNT}"),

@@ -29,7 +29,7 @@ use labkit::record::Record;
 
 pub use self::phases::up;
 pub use self::status::{logs, status};
-pub use e2e::deployment::{NAME as DEPLOYMENT, NAMESPACE};
+pub use labkit::deployment::{NAME as DEPLOYMENT, NAMESPACE};
 
 /// The cluster definition, relative to the project root.
 pub const CLUSTER_FILE: &str = "kind/cluster.yaml";

@@ -366,12 +366,12 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
         .when("if a test left arguments on the controller's container", |up: &Up| up.leftover_args),
         Step::api(
             format!("kubectl --kubeconfig {kubeconfig} rollout restart deployment/{DEPLOYMENT}"),
-            |up: &mut Up| Box::pin(async move { e2e::deployment::DeploymentHost::new(up.client()?).restart().await }),
+            |up: &mut Up| Box::pin(async move { labkit::deployment::DeploymentHost::new(up.client()?).restart().await }),
         )
         .when("if the Deployment existed and its pod runs another image than the one built", Up::needs_restart),
         Step::api(
             format!("kubectl --kubeconfig {kubeconfig} rollout status deployment/{DEPLOYMENT}"),
-            |up: &mut Up| Box::pin(async move { e2e::deployment::wait_rollout(&deployments(up)?).await }),
+            |up: &mut Up| Box::pin(async move { labkit::deployment::wait_rollout(&deployments(up)?).await }),
         ),
     ]
 }

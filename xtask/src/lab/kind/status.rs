@@ -21,7 +21,7 @@ fn namespace(lab: &LabFile) -> &str {
 
 /// The controller's pod: the Deployment's newest pod (by creation time).
 async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<Pod>> {
-    let host = e2e::deployment::DeploymentHost::new(client.clone()).in_namespace(namespace(lab));
+    let host = labkit::deployment::DeploymentHost::new(client.clone()).in_namespace(namespace(lab));
     host.newest_pod().await
 }
 

@@ -266,7 +266,7 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
         api_server_url,
         admin_kubeconfig: up.paths.kubeconfig.clone(),
         controller: lab_file::Controller {
-            // Reached through the API server's pod proxy (see e2e::lab).
+            // Reached through the API server's pod proxy (see labkit::lab).
             url: String::new(),
             kubeconfig: PathBuf::new(),
             service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),

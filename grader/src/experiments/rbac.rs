@@ -9,11 +9,11 @@ use super::*;
 /// its image, that container is non-root, read-only and without capabilities.
 pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
     let rbac = rbac_reviews(lab).await?;
-    let pod = crate::security::deployment_passes_restricted(lab).await?;
+    let pod = labkit::security::deployment_passes_restricted(lab).await?;
     let mut detail = format!("{rbac}; {pod}");
     if let Some(container) = &lab.file().controller.container {
         detail.push_str("; ");
-        detail.push_str(&crate::security::container_is_locked_down(container)?);
+        detail.push_str(&labkit::security::container_is_locked_down(container)?);
     }
     Ok(Measured::said(detail))
 }

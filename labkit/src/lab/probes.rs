@@ -42,7 +42,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Check<()>>>,
 {
-    let waited = labkit::eventually::poll(what, READY_WITHIN, shown, || {
+    let waited = crate::eventually::poll(what, READY_WITHIN, shown, || {
         let died = spawned.exited().map(|status| spawned.died(status));
         let look = probe();
         async move {

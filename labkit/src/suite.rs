@@ -9,7 +9,7 @@ use futures::future::LocalBoxFuture;
 
 use crate::lab::Lab;
 
-use labkit::lab_file::{LabFile, ProviderKind};
+use crate::lab_file::{LabFile, ProviderKind};
 
 /// What an experiment measured.
 #[derive(Clone, Debug, Default)]
@@ -54,9 +54,10 @@ pub struct Experiment {
 /// A registry entry named as its function (the test's name is the function's):
 /// `entry!(function, ["alias", …], "what it shows")`, with a [`RunsOn`] last
 /// where it does not run everywhere.
+#[macro_export]
 macro_rules! entry {
     ($run:ident, [$($alias:literal),*], $about:literal) => {
-        $crate::suite::entry!($run, [$($alias),*], $about, $crate::suite::RunsOn::Any)
+        $crate::entry!($run, [$($alias),*], $about, $crate::suite::RunsOn::Any)
     };
     ($run:ident, [$($alias:literal),*], $about:literal, $runs_on:expr) => {
         $crate::suite::Experiment {
@@ -68,7 +69,7 @@ macro_rules! entry {
         }
     };
 }
-pub(crate) use entry;
+pub use crate::entry;
 
 /// Where an experiment runs; elsewhere it is reported as not run, with why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 //! its writes conflict and its informer list again. [`run`] always stops the
 //! program and takes the identity away; the caller restores the controller.
 
+pub mod experiments;
 mod observer;
 mod program;
 mod proxy;
@@ -28,7 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use observer::{BY, Counts, IDENTITY};
 pub use program::Stopped;
 
-use crate::lab::Lab;
+use labkit::lab::Lab;
 
 use labkit::command::Cmd;
 use labkit::record::Shared;
@@ -372,8 +373,8 @@ pub async fn run(
             Err(_) => Err(anyhow::anyhow!(
                 "{}",
                 pick(
-                    "the grade itself panicked (a bug in e2e/src/grade)",
-                    "评分程序自己 panic 了（e2e/src/grade 的 bug）"
+                    "the grade itself panicked (a bug in grader/src)",
+                    "评分程序自己 panic 了（grader/src 的 bug）"
                 )
             )),
         },

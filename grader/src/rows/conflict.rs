@@ -5,7 +5,7 @@
 //! and put the data back, running on.
 
 use super::*;
-use crate::grade::proxy::{RIVAL_ANNOTATION, RIVAL_MANAGER};
+use crate::proxy::{RIVAL_ANNOTATION, RIVAL_MANAGER};
 
 /// How long the proxy's word on the contested update may lag behind the
 /// data coming back (the API server commits before the proxy has its answer).

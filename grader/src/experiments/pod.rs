@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use crate::{lab::Lab, node::Node, suite::Measured};
+use labkit::{lab::Lab, node::Node, suite::Measured};
 
 /// The ServiceAccount token's mount point in every pod.
 const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -20,8 +20,8 @@ const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// server's pod proxy.
 pub async fn pod_ready_non_root_read_only(lab: &mut Lab) -> anyhow::Result<Measured> {
     let kind = lab.file().kind.clone().context("lab.json has no kind section")?;
-    let pods: Api<Pod> = Api::namespaced(lab.client(), crate::deployment::NAMESPACE);
-    let name = crate::deployment::DeploymentHost::new(lab.client())
+    let pods: Api<Pod> = Api::namespaced(lab.client(), labkit::deployment::NAMESPACE);
+    let name = labkit::deployment::DeploymentHost::new(lab.client())
         .ready_pod()
         .await?
         .context("no ready controller pod")?;

@@ -57,7 +57,7 @@ impl Lab {
                     out.push_str("(no controller pod: `kubectl describe deployment my-controller`)")
                 }
             },
-            None => out.push_str(&labkit::files::tail(&self.file.controller.log, 40)),
+            None => out.push_str(&crate::files::tail(&self.file.controller.log, 40)),
         }
         out.push_str("\n\n");
         match self.config_maps().get_opt(self.desired.name()).await {

@@ -69,7 +69,7 @@ impl Lab {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let copy = dir.join(format!("controller-{namespace}.kubeconfig"));
-        labkit::files::write_private(&copy, &serde_saphyr::to_string(&config)?)?;
+        crate::files::write_private(&copy, &serde_saphyr::to_string(&config)?)?;
         Ok(copy)
     }
 }

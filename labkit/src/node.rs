@@ -4,7 +4,7 @@
 use anyhow::Context as _;
 use serde_json::Value;
 
-use labkit::command::Cmd;
+use crate::command::Cmd;
 
 /// The kind node's Docker container.
 pub struct Node {

@@ -2,7 +2,7 @@
 //! lab's record shared with the work, so that every process group started
 //! for the lab is in it, and the folder for the borrow's token files.
 
-use labkit::record::Shared;
+use crate::record::Shared;
 
 use super::Lab;
 
@@ -31,8 +31,8 @@ impl Lab {
         }
     }
 
-    /// Where the token files of a borrow go ([`labkit::record::BORROWED_DIR`]).
+    /// Where the token files of a borrow go ([`crate::record::BORROWED_DIR`]).
     pub fn borrowed_dir(&self) -> std::path::PathBuf {
-        self.file.state_dir.join(labkit::record::BORROWED_DIR)
+        self.file.state_dir.join(crate::record::BORROWED_DIR)
     }
 }

@@ -25,7 +25,7 @@ use super::{
     program::{Program, Stopped},
     proxy::Proxy,
 };
-use crate::{converge::HEAL_WITHIN, lab::Lab};
+use labkit::{converge::HEAL_WITHIN, lab::Lab};
 use labkit::{
     eventually::{Check, poll},
     say::pick,

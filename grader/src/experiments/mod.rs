@@ -31,7 +31,7 @@ mod version_check;
 pub use version_check::kubectl_client_minor;
 use {rbac::least_privilege, version_check::version_matching};
 
-use crate::{
+use labkit::{
     converge::{HEAL_WITHIN, delete_and_wait_gone, measure_until_desired, wait_desired, wait_idle},
     lab::Lab,
     suite::{Experiment, Measured, RunsOn, entry, first_key},
@@ -87,6 +87,11 @@ pub const ALL: &[Experiment] = &[
         RunsOn::Kind("the kubelet and the node's container runtime")
     ),
 ];
+
+/// An experiment by test name or alias.
+pub fn find(name: &str) -> Option<&'static Experiment> {
+    ALL.iter().find(|e| e.name == name || e.aliases.contains(&name))
+}
 
 pub use pod::pod_ready_non_root_read_only;
 
@@ -312,7 +317,7 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
 pub async fn metrics_series_present_from_start(lab: &mut Lab) -> anyhow::Result<Measured> {
     use controller::metrics::{self as names, ReconcileResult, WriteVerb};
     let text = lab.metrics_text().await?;
-    let scrape = crate::metrics::Scrape::parse(&text);
+    let scrape = labkit::metrics::Scrape::parse(&text);
     let families: Vec<&str> =
         text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next()).collect();
     let stray: Vec<&&str> = families.iter().filter(|f| !f.starts_with("my_controller_")).collect();

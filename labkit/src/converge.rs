@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::lab::Lab;
 
-use labkit::eventually::{Check, eventually};
+use crate::eventually::{Check, eventually};
 
 /// How long the controller gets to reach the desired state in any experiment.
 pub const HEAL_WITHIN: Duration = Duration::from_secs(20);

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::lab::Lab;
 
-use labkit::project;
+use crate::project;
 
 /// Labels that make the API server enforce (and warn about) "restricted".
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
@@ -81,7 +81,7 @@ async fn dry_run_create(lab: &Lab, namespace: &str, pod: &Pod) -> anyhow::Result
 /// read-only root filesystem, every capability dropped and none added,
 /// no privilege escalation.
 pub fn container_is_locked_down(name: &str) -> anyhow::Result<String> {
-    let out = labkit::command::Cmd::argv(["docker", "inspect", name]).read()?;
+    let out = crate::command::Cmd::argv(["docker", "inspect", name]).read()?;
     let all: serde_json::Value = serde_json::from_str(&out)?;
     check_container(&all[0]).with_context(|| format!("container {name}"))
 }

@@ -31,7 +31,7 @@ mod views;
 
 use probes::{api_server_ready, controller_ready, etcd_ready, wait_ports_free, wait_ready};
 
-use labkit::{
+use crate::{
     command::Cmd,
     eventually::{Check, eventually},
     lab_file::{LabFile, Process, ProviderKind},

@@ -24,7 +24,7 @@ use k8s_openapi::api::{core::v1::ConfigMap, discovery::v1::EndpointSlice};
 use kube::{Api, Client, api::ListParams};
 use serde_json::{Value, json};
 
-use crate::{accounts, lab::Lab, metrics::Scrape};
+use labkit::{accounts, lab::Lab, metrics::Scrape};
 
 use labkit::{
     eventually::{Check, eventually},
@@ -197,9 +197,9 @@ impl Observer {
             .map_err(anyhow::Error::msg)?;
         let api: Api<ConfigMap> = Api::namespaced(client, &self.namespace);
         let what = "the API server to count the grade identity's requests";
-        eventually(what, crate::converge::HEAL_WITHIN, || async {
+        eventually(what, labkit::converge::HEAL_WITHIN, || async {
             let before = self.counts().await?;
-            api.get_opt(crate::grade::PROBE_NAME).await.with_context(|| {
+            api.get_opt(crate::PROBE_NAME).await.with_context(|| {
                 format!("a get of ConfigMaps as {} (the course's Role allows it)", self.user())
             })?;
             let after = self.counts().await?.since(&before);
@@ -235,7 +235,7 @@ impl Observer {
     /// `kubeconfig`; every removal is tried, the first failure returned.
     pub async fn forget(admin: Client, record: &Shared, kubeconfig: &Path) -> anyhow::Result<()> {
         let mut record = record.lock().await;
-        let within = crate::converge::HEAL_WITHIN;
+        let within = labkit::converge::HEAL_WITHIN;
         let deleted = labkit::owned::delete_all(&admin, &mut record, |e| e.by == BY, within).await;
         let removed = match kubeconfig.exists() {
             true => std::fs::remove_file(kubeconfig)

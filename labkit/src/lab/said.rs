@@ -1,9 +1,9 @@
 //! What finding a lab says when it cannot, in the language chosen
-//! ([`labkit::say`]): the first errors a learner meets.
+//! ([`crate::say`]): the first errors a learner meets.
 
 use std::path::Path;
 
-use labkit::say::pick;
+use crate::say::pick;
 
 /// No lab of that name: its lab file `path` is not there.
 pub(super) fn not_up(name: &str, path: &Path) -> String {

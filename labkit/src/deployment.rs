@@ -15,7 +15,7 @@ use kube::{
 use serde_json::json;
 use tokio::time::Instant;
 
-use labkit::eventually::{Check, eventually};
+use crate::eventually::{Check, eventually};
 
 /// Where the Deployment lives (manifests/deployment.yaml); an existing
 /// cluster's lab puts it in the namespace it was given.

@@ -13,7 +13,7 @@ use kube::{
     config::{AuthInfo, Kubeconfig},
 };
 
-use labkit::lab_file::LabFile;
+use crate::lab_file::LabFile;
 
 /// A token of ServiceAccount `namespace/name`, valid `seconds`, for the API
 /// server's own audience; with when it expires (RFC 3339).
