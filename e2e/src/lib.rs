@@ -1,6 +1,24 @@
 //! The e2e harness: the lab handle, the course's experiments as plain async
 //! functions, and the glue that runs one as a test and records its result.
 //! Used by the e2e tests and by `cargo xtask e2e` (and the workshop verbs).
+//!
+//! | module          | holds                                                          |
+//! |-----------------|----------------------------------------------------------------|
+//! | [`lab`]         | the handle on a running lab, found through its `lab.json`      |
+//! | [`deployment`]  | the controller as a Deployment (a kind lab)                    |
+//! | [`suite`]       | the registry: each test's entry, function included             |
+//! | [`experiments`] | the course's experiments and more                              |
+//! | [`faults`]      | the controller keeping its promise when things go wrong        |
+//! | [`examples`]    | the course's step programs, run as a learner runs them         |
+//! | [`pages`]       | the course pages, typed as a learner types them                |
+//! | [`grade`]       | `cargo xtask grade`'s rows and its proxy                       |
+//! | [`converge`]    | waits for the controller to converge, and how long it took     |
+//! | [`cluster`]     | a cluster's objects, to compare before and after               |
+//! | [`accounts`], [`pki`] | ServiceAccount tokens; the envtest lab's CA and client certificates |
+//! | [`etcd`], [`http_probe`], [`metrics`], [`node`] | etcd's JSON gateway, plain-HTTP requests, `/metrics`, a kind node's crictl |
+//! | [`go_build`]    | the Go programs the kit builds (the course's, the peers)       |
+//! | [`results`]     | each outcome as a JSON line for `cargo xtask e2e`'s table      |
+//! | [`security`]    | the controller's privileges against Pod Security "restricted"  |
 
 pub mod accounts;
 pub mod cluster;
