@@ -1,7 +1,6 @@
 //! ARCHITECTURE.md against the workspace: its map names every crate and
 //! top-level folder, and each crate's `Uses:` line is what its Cargo.toml
-//! depends on; two of its invariants (one command runner, one poller) are
-//! checked over the sources.
+//! depends on (its invariants over the sources: invariants.rs).
 
 use std::collections::BTreeSet;
 
@@ -63,47 +62,6 @@ fn the_architecture_map_names_every_crate_and_its_uses() {
     for folder in folders {
         assert!(map.contains(&format!("`{folder}/")), "{MAP} does not name the folder {folder}/");
     }
-}
-
-/// Tracked Rust files whose lines contain `needle`, but for `allowed`.
-fn found(needle: &str, allowed: &[&str]) -> Vec<String> {
-    TRACKED
-        .iter()
-        .filter(|f| f.ends_with(".rs") && !allowed.contains(&f.as_str()))
-        .filter(|f| read(f).contains(needle))
-        .cloned()
-        .collect()
-}
-
-#[test]
-fn every_process_is_started_by_the_one_runner() {
-    // Spelled in two parts so that this file does not name it.
-    let needle = ["Command", "::new("].concat();
-    let allowed = [
-        "labkit/src/command.rs",
-        // The controller's own tests of its binary: the controller cannot use
-        // the harness, which depends on it.
-        "controller/tests/bad_input.rs",
-        "controller/tests/shutdown.rs",
-    ];
-    let elsewhere = found(&needle, &allowed);
-    assert!(elsewhere.is_empty(), "processes started outside the runner: {elsewhere:?}");
-}
-
-#[test]
-fn waits_go_through_the_one_poller() {
-    let needle = ["sleep", "("].concat();
-    let allowed = [
-        "labkit/src/eventually.rs",
-        // Samples /healthz and /readyz over a window to assert they stay as
-        // they are: an invariant over time, not a wait for a state.
-        "e2e/src/faults/control_plane.rs",
-        // `lab logs -f` follows a growing file, as `tail -f` does.
-        "xtask/src/lab/logs.rs",
-    ];
-    let harness = |f: &String| ["e2e/", "xtask/"].iter().any(|c| f.starts_with(c));
-    let elsewhere: Vec<String> = found(&needle, &allowed).into_iter().filter(harness).collect();
-    assert!(elsewhere.is_empty(), "waits outside labkit/src/eventually.rs: {elsewhere:?}");
 }
 
 #[test]

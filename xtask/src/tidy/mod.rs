@@ -10,6 +10,7 @@ mod architecture;
 mod claims;
 mod deny;
 mod docs;
+mod invariants;
 mod modules;
 mod pages;
 mod sizes;
