@@ -23,7 +23,7 @@ use kube::{
 use serde_json::json;
 use tokio::{
     io::{AsyncBufReadExt, BufReader, Lines},
-    process::{Child, ChildStdout, Command},
+    process::{Child, ChildStdout},
 };
 
 use labkit::{
@@ -112,9 +112,7 @@ impl Running {
             Cmd::new(example(name)?.display().to_string())
                 .env("KUBECONFIG", kubeconfig.display().to_string()),
         );
-        let mut command = Command::from(cmd.echoed()?);
-        command.stdout(Stdio::piped()).kill_on_drop(true);
-        let mut child = command.spawn().with_context(|| format!("cannot start {name}"))?;
+        let mut child = cmd.spawn(Stdio::piped(), Stdio::inherit())?;
         let stdout = child.stdout.take().context("stdout is piped")?;
         Ok(Running { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() })
     }

@@ -2,6 +2,12 @@
 //! faults and the step examples, each run as one test of `tests/suite.rs`
 //! against the current lab, its result recorded for `cargo xtask e2e`.
 //! Tests only: no crate but the tests depends on this one.
+//!
+//! | module       | holds                                                      |
+//! |--------------|------------------------------------------------------------|
+//! | [`faults`]   | the controller keeping its promise when things go wrong    |
+//! | [`examples`] | the course's step programs, run as a learner runs them     |
+//! | [`pages`]    | the course pages, typed as a learner types them            |
 
 pub mod examples;
 pub mod faults;

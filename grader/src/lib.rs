@@ -10,6 +10,14 @@
 //! server through the grade's [`proxy`] on loopback, which can make one of
 //! its writes conflict and its informer list again. [`run`] always stops the
 //! program and takes the identity away; the caller restores the controller.
+//!
+//! | module          | holds                                                        |
+//! |-----------------|--------------------------------------------------------------|
+//! | [`experiments`] | the course's experiments and more, run by `cargo xtask e2e` and `exp` |
+//! | [`rows`]        | the grade's rows, each judged from the API server            |
+//! | [`observer`]    | the program's identity and its requests as the API server counted them |
+//! | [`program`]     | the program under grade, its process group                   |
+//! | [`proxy`]       | the grade's proxy in front of the API server                 |
 
 pub mod experiments;
 mod observer;

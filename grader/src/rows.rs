@@ -27,7 +27,7 @@ use super::{
 };
 use labkit::{converge::HEAL_WITHIN, lab::Lab};
 use labkit::{
-    eventually::{Check, poll},
+    eventually::{Check, poll, throughout},
     say::pick,
 };
 
@@ -268,15 +268,10 @@ impl<'a> Grading<'a> {
 
     /// Watches the running program for `window`: it must not exit.
     async fn observe(&mut self, window: Duration) -> Option<ExitStatus> {
-        let end = Instant::now() + window;
-        let mut every = tokio::time::interval(SAMPLE_EVERY);
-        while Instant::now() < end {
-            if let Some(status) = self.program.exited() {
-                return Some(status);
-            }
-            every.tick().await;
-        }
-        self.program.exited()
+        let program = &mut self.program;
+        let exited = || std::future::ready(program.exited().map_or(Ok(()), Err));
+        let looked = throughout(window, SAMPLE_EVERY, exited).await;
+        looked.err().or_else(|| self.program.exited())
     }
 
     async fn ensure_absent(&self) -> anyhow::Result<()> {

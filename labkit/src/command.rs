@@ -96,13 +96,6 @@ impl Cmd {
         &self.args
     }
 
-    /// Echo, and give the std command to run as the caller needs (piped
-    /// output, a tokio child).
-    pub fn echoed(&self) -> anyhow::Result<Command> {
-        self.echo();
-        self.to_command()
-    }
-
     /// The std command, configured but not echoed.
     fn to_command(&self) -> anyhow::Result<Command> {
         let mut command = Command::new(&self.program);
@@ -205,18 +198,49 @@ impl Cmd {
     /// Ctrl-C in xtask's terminal, and stopping the group stops whatever it
     /// started.
     pub fn spawn_to_log(&self, log: &Path) -> anyhow::Result<Child> {
+        self.to_log(log)?.spawn().with_context(|| format!("cannot start `{self}`"))
+    }
+
+    /// Echo, and start it as this process's child with `stdout` and `stderr`
+    /// as given: a tokio child, killed if dropped before it exits, so that a
+    /// test's process never outlives the test.
+    pub fn spawn(
+        &self,
+        stdout: impl Into<Stdio>,
+        stderr: impl Into<Stdio>,
+    ) -> anyhow::Result<tokio::process::Child> {
+        self.echo();
+        let mut command = self.to_command()?;
+        command.stdout(stdout).stderr(stderr);
+        self.spawn_child(command)
+    }
+
+    /// [`Cmd::spawn`] as [`Cmd::spawn_to_log`] starts and echoes it: output
+    /// appended to `log`, its own process group.
+    pub fn spawn_child_to_log(&self, log: &Path) -> anyhow::Result<tokio::process::Child> {
+        let command = self.to_log(log)?;
+        self.spawn_child(command)
+    }
+
+    fn spawn_child(&self, command: Command) -> anyhow::Result<tokio::process::Child> {
+        tokio::process::Command::from(command)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start `{self}`"))
+    }
+
+    /// Echoed as `$ cmd >>LOG 2>&1 &`: the command with its stdout and stderr
+    /// appended to `log`, in a process group of its own.
+    fn to_log(&self, log: &Path) -> anyhow::Result<Command> {
         crate::progress!("$ {self} >>{} 2>&1 &", self.word(&log.display().to_string()));
         let out = std::fs::File::options()
             .create(true)
             .append(true)
             .open(log)
             .with_context(|| format!("cannot open {}", log.display()))?;
-        self.to_command()?
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("cannot start `{self}`"))
+        let mut command = self.to_command()?;
+        command.stdout(out.try_clone()?).stderr(out).process_group(0);
+        Ok(command)
     }
 
     /// A word as [`Display`](fmt::Display) shows it: relative to the project
@@ -334,6 +358,22 @@ mod tests {
         assert!(text.contains("oops") && text.contains("exit status: 3"), "{text}");
         let missing = Cmd::new("no-such-program-here").read().unwrap_err();
         assert!(is_not_found(&missing), "{missing:#}");
+    }
+
+    #[tokio::test]
+    async fn a_child_is_spawned_with_the_output_asked_for() {
+        let child = Cmd::argv(["sh", "-c", "echo out; echo err >&2"])
+            .spawn(Stdio::piped(), Stdio::null())
+            .unwrap();
+        let output = child.wait_with_output().await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "out\n");
+        let log = std::env::temp_dir().join(format!("labkit-spawn-{}.log", std::process::id()));
+        std::fs::write(&log, "before\n").unwrap();
+        let mut child =
+            Cmd::argv(["sh", "-c", "echo out; echo err >&2"]).spawn_child_to_log(&log).unwrap();
+        assert!(child.wait().await.unwrap().success());
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "before\nout\nerr\n");
+        std::fs::remove_file(&log).unwrap();
     }
 
     #[test]

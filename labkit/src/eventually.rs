@@ -112,6 +112,30 @@ where
     }
 }
 
+/// The other side of a wait: a state that must hold for `window` (nothing
+/// recreated, nothing written, still alive) is looked at every `every` until
+/// the window has passed. The first look that fails ends it with its error;
+/// else it returns how many looks were taken.
+pub async fn throughout<E, F, Fut>(
+    window: Duration,
+    every: Duration,
+    mut look: F,
+) -> Result<usize, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+{
+    let began = Instant::now();
+    let mut pace = tokio::time::interval(every);
+    let mut looks = 0;
+    while began.elapsed() < window {
+        pace.tick().await;
+        look().await?;
+        looks += 1;
+    }
+    Ok(looks)
+}
+
 /// Even a probe started at the deadline gets this long to answer.
 const MIN_PROBE: Duration = Duration::from_secs(1);
 

@@ -6,9 +6,7 @@ use std::{
     collections::BTreeMap,
     future::Future,
     net::{Ipv4Addr, SocketAddr},
-    os::unix::process::CommandExt,
     path::Path,
-    process::Command,
     time::{Duration, Instant},
 };
 
@@ -375,18 +373,12 @@ impl Lab {
         Ok(run)
     }
 
-    /// The controller's command line from lab.json plus `extra`, output
-    /// appended to its log, in its own process group: for a test that must
-    /// own the process to read its exit status (a detached one's status is
-    /// lost). Not recorded in lab.json; it listens on the lab controller's
-    /// port, so stop that one first.
-    pub fn controller_command(&self, extra: &[&str]) -> anyhow::Result<Command> {
+    /// The controller's command line from lab.json plus `extra`: for a test
+    /// that must own the process to read its exit status (a detached one's
+    /// status is lost). Not recorded in lab.json; it listens on the lab
+    /// controller's port, so stop that one first.
+    pub fn controller_command(&self, extra: &[&str]) -> anyhow::Result<Cmd> {
         let spec = self.process(CONTROLLER)?;
-        let log = std::fs::File::options()
-            .create(true)
-            .append(true)
-            .open(&spec.log)
-            .with_context(|| format!("cannot open {}", spec.log.display()))?;
         let mut args = spec.args.clone();
         if self.file.controller.container.is_some() {
             // `docker run --name …`: the lab's own container may hold the name.
@@ -394,10 +386,7 @@ impl Lab {
                 args.drain(at..(at + 2).min(args.len()));
             }
         }
-        let mut command =
-            Cmd::new(spec.binary.display().to_string()).args(&args).args(extra).echoed()?;
-        command.stdout(log.try_clone()?).stderr(log).process_group(0);
-        Ok(command)
+        Ok(Cmd::new(spec.binary.display().to_string()).args(&args).args(extra))
     }
 
     /// Stop, then start with `extra` flags (kind: `rollout restart`, which

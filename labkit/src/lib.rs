@@ -1,11 +1,30 @@
-//! The library for labs, used by `xtask`, the grader, the bench and the
-//! suites: the one command runner, the one poller, the lab file that is
-//! their contract and the handle on a running lab (`lab`), rollout waits
-//! (`deployment`), the lab's PKI and accounts, where things are in the
-//! repository, the machine's tools, server-side apply of manifests, the
-//! record of what the kit made on a cluster (`record`, `owned`), the
-//! language it talks to a person in and its progress lines (`say`), and the
-//! check of the `-o json` documents against their page (`json_doc`).
+//! The library for labs, used by `xtask`, the grader, the bench and the suites.
+//!
+//! | module            | holds                                                        |
+//! |-------------------|--------------------------------------------------------------|
+//! | [`command`]       | the one runner of external commands, echoed as typed         |
+//! | [`eventually`]    | the one poller: every wait, with a deadline and the last state seen |
+//! | [`lab_file`]      | `lab.json`, the contract between xtask and the suites        |
+//! | [`project`]       | where things are in the repository                           |
+//! | [`process`]       | the lab's detached processes                                 |
+//! | [`apply`]         | server-side apply of manifests, as `kubectl apply --server-side` |
+//! | [`record`]        | the one record of what a lab or room made on a cluster       |
+//! | [`owned`]         | making and deleting objects only as that record says         |
+//! | [`say`]           | the kit's language and its `progress!` lines                 |
+//! | [`json_doc`]      | the `-o json` documents against docs/output.md               |
+//! | [`kind_releases`] | the table of kind releases and node images                   |
+//! | [`test_hook`]     | the interrupt tests' hook                                    |
+//! | [`lab`]           | the handle on a running lab, found through its `lab.json`    |
+//! | [`deployment`]    | the controller as a Deployment, and rollout waits            |
+//! | [`suite`], [`results`] | an experiment's registry entry; its outcome as a JSON line |
+//! | [`converge`]      | waits for the controller to converge, and how long it took   |
+//! | [`cluster`]       | a cluster's objects, to compare before and after             |
+//! | [`accounts`], [`pki`] | ServiceAccount tokens; the envtest lab's CA and client certificates |
+//! | [`stage2`]        | stage 2 on a lab: its CRD, RBAC and account                  |
+//! | [`etcd`], [`http_probe`], [`metrics`], [`node`] | etcd's JSON gateway, plain-HTTP requests, `/metrics`, a kind node's crictl |
+//! | [`go_build`]      | the Go programs the kit builds (the course's, the peers)     |
+//! | [`security`]      | the controller's privileges against Pod Security "restricted" |
+//! | [`files`], [`fingerprint`], [`tools`] | files' permissions, build inputs' fingerprints, where a program is |
 
 pub mod accounts;
 pub mod apply;

@@ -22,6 +22,10 @@
 //!
 //! Also here, because kube has no equivalent: [`WatchBackoff`], client-go's
 //! backoff for a watch that keeps failing.
+//!
+//! | module            | holds                                                  |
+//! |-------------------|--------------------------------------------------------|
+//! | [`watch_backoff`] | [`WatchBackoff`]                                       |
 
 mod watch_backoff;
 

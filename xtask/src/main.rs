@@ -1,6 +1,21 @@
 //! `cargo xtask …`: the kit's task runner (alias in `.cargo/config.toml`).
 //!
 //! Only the verbs live here; each one is a module of its own.
+//!
+//! | module           | holds                                                         |
+//! |------------------|---------------------------------------------------------------|
+//! | [`lab`]          | `lab up`, `down`, `status`, `logs`, … on each provider        |
+//! | [`plan`]         | the steps `--dry-run` prints and a real run carries out       |
+//! | [`room`]         | `room up` and `down`: a namespace, kubeconfig, quota and policy per attendee |
+//! | [`e2e`], [`exp`], [`grade`], [`bench`], [`doctor`], [`pictures`], [`envtest_bins`] | the verbs of those names |
+//! | [`borrow`]       | how `grade` and `bench` take a lab's controller and put it back |
+//! | [`interrupt`]    | the signals `lab up`, `grade` and `bench` catch               |
+//! | [`preflight`]    | checks of the machine a lab runs on                           |
+//! | [`image`], [`cargo`] | the controller's image, and its cargo package and binary  |
+//! | [`locale`], [`output`] | the language a person reads; `-o text` or `json`          |
+//! | [`test`]         | `cargo xtask test`, the README's test command                 |
+//! | [`room_cluster`] | the three-node cluster `test` treats as an existing one       |
+//! | [`tidy`]         | checks of the repository, as tests                            |
 
 mod bench;
 mod borrow;

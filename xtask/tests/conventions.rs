@@ -103,7 +103,7 @@ fn help_wraps_at_the_terminals_width() {
 
 /// `cargo xtask ARGS` on a terminal (a pseudo-terminal for its stdout and
 /// stderr, openpty(3)): what it printed there.
-fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
+async fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
     use std::io::Read;
     use std::os::fd::{FromRawFd, OwnedFd};
     let (mut leader, mut follower) = (0, 0);
@@ -132,12 +132,10 @@ fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
     if let Some(v) = no_color {
         cmd = cmd.env("NO_COLOR", v);
     }
-    let mut command = cmd.echoed().unwrap();
-    command.stdout(follower.try_clone().unwrap()).stderr(follower);
-    let status = command.status().expect("the xtask binary runs");
+    let mut child = cmd.spawn(follower.try_clone().unwrap(), follower).unwrap();
+    let status = child.wait().await.expect("the xtask binary runs");
     assert!(!status.success(), "{args:?} was meant to be refused");
-    // The follower's last copy went with `command`: the leader reads what is left, then EIO.
-    drop(command);
+    // The follower's last copy went with the spawn: the leader reads what is left, then EIO.
     let mut printed = Vec::new();
     let mut chunk = [0u8; 4096];
     while let Ok(n @ 1..) = leader.read(&mut chunk) {
@@ -148,16 +146,16 @@ fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
 
 /// clap's error is coloured on a terminal, and not under NO_COLOR nor into a pipe
 /// (the kit's own lines have no colour at all).
-#[test]
-fn colour_only_on_a_terminal_and_never_under_no_color() {
+#[tokio::test]
+async fn colour_only_on_a_terminal_and_never_under_no_color() {
     let bad = ["doctor", "--provider", "nope"];
     let escape = '\u{1b}';
-    let coloured = on_a_terminal(&bad, None);
+    let coloured = on_a_terminal(&bad, None).await;
     assert!(
         coloured.contains(escape),
         "no colour on a terminal, so this test proves nothing: {coloured:?}"
     );
-    let plain = on_a_terminal(&bad, Some("1"));
+    let plain = on_a_terminal(&bad, Some("1")).await;
     assert!(plain.contains("error:") && !plain.contains(escape), "NO_COLOR=1: {plain:?}");
     let piped = xtask(&bad);
     let all = text(&piped.stdout) + &text(&piped.stderr);

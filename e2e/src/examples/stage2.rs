@@ -23,7 +23,7 @@ use serde_json::json;
 use super::{Running, write_sample};
 use labkit::stage2::{ACCOUNT, NAMESPACE, install, uninstall};
 use labkit::{
-    eventually::{Check, eventually},
+    eventually::{Check, eventually, throughout},
     lab_file::ProviderKind,
 };
 use labkit::{lab::Lab, suite::Measured};
@@ -267,16 +267,15 @@ async fn nothing_recreated_while_deleting(
     .await?;
     // Their resyncs and any event have their chance: the ConfigMaps stay gone.
     let watched = Duration::from_secs(3);
-    let mut every = tokio::time::interval(Duration::from_millis(200));
-    let start = tokio::time::Instant::now();
-    while start.elapsed() < watched {
-        every.tick().await;
+    throughout(watched, Duration::from_millis(200), || async {
         for (name, config_map) in HELD {
             if config_maps.get_opt(config_map).await?.is_some() {
                 bail!("a template being deleted ({name}) recreated its ConfigMap");
             }
         }
-    }
+        Ok(())
+    })
+    .await?;
     release_held(templates).await?;
     Ok(format!(
         "{} templates being deleted recreated nothing in {} s",

@@ -18,7 +18,7 @@ use super::{
     ensure_not_restarted, heal_after_delete, lines_with, ms, rbac::retry_delay_ms, secs, someone,
     starts, then_restore,
 };
-use labkit::eventually::{Check, eventually};
+use labkit::eventually::{Check, eventually, throughout};
 use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
     etcd::Etcd,
@@ -266,11 +266,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// how many looks were taken.
 async fn stays_alive_not_ready(lab: &Lab, window: Duration) -> anyhow::Result<usize> {
     let began = Instant::now();
-    let mut looks = 0;
-    // Looks at a steady pace: a state that must hold over the window is sampled, not waited for.
-    let mut pace = tokio::time::interval(SAMPLE_EVERY);
-    while began.elapsed() < window {
-        pace.tick().await;
+    throughout(window, SAMPLE_EVERY, || async {
         let (healthz, readyz) =
             (lab.controller_status("/healthz").await?, lab.controller_status("/readyz").await?);
         ensure!(
@@ -279,9 +275,9 @@ async fn stays_alive_not_ready(lab: &Lab, window: Duration) -> anyhow::Result<us
              (expected 200 and 503)",
             ms(began.elapsed())
         );
-        looks += 1;
-    }
-    Ok(looks)
+        Ok(())
+    })
+    .await
 }
 
 /// The flags of [`reconcile_cannot_hang`]: each reconcile waits 1 s first

@@ -52,14 +52,8 @@ async fn run_until_expiry(lab: &mut Lab, bindings: &Api<RoleBinding>) -> anyhow:
     // The host's binary, even when the lab runs a container: the plugin is
     // a shell script on this machine, and the image has no shell.
     let listen = lab.file().controller.url.trim_start_matches("http://").to_string();
-    let log =
-        std::fs::File::options().append(true).create(true).open(&lab.file().controller.log)?;
-    let mut command = super::host_controller()?
-        .args(["--kubeconfig", &kubeconfig, "--listen", &listen])
-        .echoed()?;
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    command.stdout(log.try_clone()?).stderr(log);
-    let mut child = spawn_command_ready(lab, command).await?;
+    let cmd = super::host_controller()?.args(["--kubeconfig", &kubeconfig, "--listen", &listen]);
+    let mut child = spawn_command_ready(lab, cmd).await?;
     let healed = heal_after_delete(lab).await?;
     let status = tokio::time::timeout(VALID_FOR + Duration::from_secs(10), child.wait())
         .await

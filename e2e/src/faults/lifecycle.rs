@@ -12,7 +12,10 @@ use controller::{reconcile::LOG_CORRECTED, runner::LOG_SHUTTING_DOWN};
 use tokio::{process::Child, time::Instant};
 
 use super::{drift, ms, secs, then_restore};
-use labkit::eventually::{Check, eventually};
+use labkit::{
+    command::Cmd,
+    eventually::{Check, eventually},
+};
 use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::Lab,
@@ -157,15 +160,11 @@ pub(super) async fn spawn_ready(lab: &Lab, extra: &[&str]) -> anyhow::Result<Chi
     spawn_command_ready(lab, lab.controller_command(extra)?).await
 }
 
-/// Starts `command` (a controller serving the lab controller's address) as
-/// this test's child, and waits until it is ready.
-pub(super) async fn spawn_command_ready(
-    lab: &Lab,
-    command: std::process::Command,
-) -> anyhow::Result<Child> {
-    let mut command = tokio::process::Command::from(command);
-    command.kill_on_drop(true);
-    let mut child = command.spawn().context("cannot start the controller")?;
+/// Starts `cmd` (a controller serving the lab controller's address) as this
+/// test's child, output appended to the lab controller's log, and waits
+/// until it is ready.
+pub(super) async fn spawn_command_ready(lab: &Lab, cmd: Cmd) -> anyhow::Result<Child> {
+    let mut child = cmd.spawn_child_to_log(&lab.file().controller.log)?;
     eventually("the controller to be ready", HEAL_WITHIN, || {
         let exited = child.try_wait();
         async move {
@@ -239,9 +238,8 @@ async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec
     ];
     let mut refused = Vec::new();
     for (what, args) in cases {
-        let mut command = tokio::process::Command::from(lab.controller_command(&args)?);
-        command.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        let out = tokio::time::timeout(HEAL_WITHIN, command.output())
+        let child = lab.controller_command(&args)?.spawn(Stdio::piped(), Stdio::piped())?;
+        let out = tokio::time::timeout(HEAL_WITHIN, child.wait_with_output())
             .await
             .with_context(|| format!("{what}: still running after {}", secs(HEAL_WITHIN)))??;
         let stderr = String::from_utf8_lossy(&out.stderr);

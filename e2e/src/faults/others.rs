@@ -16,10 +16,9 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PostParams},
 };
 use serde_json::json;
-use tokio::time::Instant;
 
 use super::{lines_with, ms, secs, someone, then_restore};
-use labkit::eventually::{Check, eventually};
+use labkit::eventually::{Check, eventually, throughout};
 use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     lab::Lab,
@@ -83,13 +82,12 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
     api.patch(&name, &someone(), &Patch::Merge(&theirs)).await?;
     let written = api.get(&name).await?.metadata.resource_version;
     // Left alone: watched for a while, nothing written.
-    let started = Instant::now();
-    let mut every = tokio::time::interval(Duration::from_millis(200));
-    while started.elapsed() < LEFT_ALONE_FOR {
-        every.tick().await;
+    throughout(LEFT_ALONE_FOR, Duration::from_millis(200), || async {
         let now = api.get(&name).await?.metadata.resource_version;
         ensure!(now == written, "another controller's ConfigMap was written");
-    }
+        Ok(())
+    })
+    .await?;
     let reports = lab.metrics().await?.get(RECONCILES, &[("result", "contended")]) - before;
     ensure!(reports >= 1.0, "no reconcile reported it contended");
     let log = lab.controller_log(&mark).await?;

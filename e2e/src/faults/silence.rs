@@ -64,17 +64,12 @@ async fn through_the_proxy(lab: &mut Lab, proxy: &Proxy) -> anyhow::Result<Measu
     let mark = lab.log_mark()?;
     let listen = lab.file().controller.url.trim_start_matches("http://").to_string();
     let watch_timeout = format!("{}s", WATCH_TIMEOUT.as_secs());
-    let log =
-        std::fs::File::options().append(true).create(true).open(&lab.file().controller.log)?;
-    let mut command = super::host_controller()?
+    let cmd = super::host_controller()?
         .arg("--kubeconfig")
         .path(&kubeconfig)
         .args(["--listen", &listen, "--watch-timeout", &watch_timeout])
-        .args(lab.file().target.flags())
-        .echoed()?;
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    command.stdout(log.try_clone()?).stderr(log);
-    let mut child = spawn_command_ready(lab, command).await?;
+        .args(lab.file().target.flags());
+    let mut child = spawn_command_ready(lab, cmd).await?;
     let result = async {
         wait_idle(lab).await?;
         let ended = healthy_watches_pass(lab, &mark).await?;

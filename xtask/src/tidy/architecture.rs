@@ -1,7 +1,6 @@
 //! ARCHITECTURE.md against the workspace: its map names every crate and
 //! top-level folder, and each crate's `Uses:` line is what its Cargo.toml
-//! depends on; two of its invariants (one command runner, one poller) are
-//! checked over the sources.
+//! depends on (its invariants over the sources: invariants.rs).
 
 use std::collections::BTreeSet;
 
@@ -65,51 +64,91 @@ fn the_architecture_map_names_every_crate_and_its_uses() {
     }
 }
 
-/// Tracked Rust files whose lines contain `needle`, but for `allowed`.
-fn found(needle: &str, allowed: &[&str]) -> Vec<String> {
-    TRACKED
-        .iter()
-        .filter(|f| f.ends_with(".rs") && !allowed.contains(&f.as_str()))
-        .filter(|f| read(f).contains(needle))
-        .cloned()
-        .collect()
-}
-
-#[test]
-fn every_process_is_started_by_the_one_runner() {
-    // Spelled in two parts so that this file does not name it.
-    let needle = ["Command", "::new("].concat();
-    let allowed = [
-        "labkit/src/command.rs",
-        // The controller's own tests of its binary: the controller cannot use
-        // the harness, which depends on it.
-        "controller/tests/bad_input.rs",
-        "controller/tests/shutdown.rs",
-    ];
-    let elsewhere = found(&needle, &allowed);
-    assert!(elsewhere.is_empty(), "processes started outside the runner: {elsewhere:?}");
-}
-
-#[test]
-fn waits_go_through_the_one_poller() {
-    let needle = ["sleep", "("].concat();
-    let allowed = [
-        "labkit/src/eventually.rs",
-        // Samples /healthz and /readyz over a window to assert they stay as
-        // they are: an invariant over time, not a wait for a state.
-        "e2e/src/faults/control_plane.rs",
-        // `lab logs -f` follows a growing file, as `tail -f` does.
-        "xtask/src/lab/logs.rs",
-    ];
-    let harness = |f: &String| ["e2e/", "xtask/"].iter().any(|c| f.starts_with(c));
-    let elsewhere: Vec<String> = found(&needle, &allowed).into_iter().filter(harness).collect();
-    assert!(elsewhere.is_empty(), "waits outside labkit/src/eventually.rs: {elsewhere:?}");
-}
-
 #[test]
 fn the_map_checks_catch_what_they_are_for() {
     let map = "### `a/`\n\nHolds a.\nUses: `b` (for x),\n`c`.\n`d` is not used.\n\n### `b/`\nUses: nothing.\n";
     assert_eq!(said_to_use(map, "a"), Some(["b".into(), "c".into()].into()));
     assert_eq!(said_to_use(map, "b"), Some(BTreeSet::new()));
     assert_eq!(said_to_use(map, "d"), None);
+}
+
+/// The modules `source` declares (`mod x;`, `pub mod x;`), tests' apart.
+fn declared(source: &str) -> BTreeSet<String> {
+    let parsed = syn::parse_file(source).unwrap_or_else(|e| panic!("does not parse: {e}"));
+    let items = parsed.items.iter().filter(|item| !super::modules::is_test_only(item));
+    items
+        .filter_map(|item| match item {
+            syn::Item::Mod(m) => Some(m.ident.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The modules the `//! | module | holds |` table of `source` lists (the
+/// `` [`x`] `` links of each row's first cell), if it has one.
+fn tabled(source: &str) -> Option<BTreeSet<String>> {
+    let rows: Vec<&str> = source.lines().filter_map(|l| l.strip_prefix("//! |")).collect();
+    let header = rows.first()?;
+    header.trim_start().starts_with("module").then_some(())?;
+    let cells = rows.iter().skip(2).filter_map(|row| row.split('|').next());
+    let names = cells.flat_map(|cell| cell.split("[`").skip(1).filter_map(|n| n.split_once("`]")));
+    Some(names.map(|(name, _)| name.to_string()).collect())
+}
+
+/// What is wrong with `file`'s module table: missing while it declares
+/// modules (a crate root), or not the modules it declares.
+fn table_wrong(file: &str, source: &str, root: bool) -> Option<String> {
+    let declared = declared(source);
+    match tabled(source) {
+        None if root && !declared.is_empty() => Some(format!("{file}: no module table")),
+        None => None,
+        Some(tabled) if tabled == declared => None,
+        Some(tabled) => Some(format!(
+            "{file}: declared but not in its table {:?}; in its table but not declared {:?}",
+            declared.difference(&tabled).collect::<Vec<_>>(),
+            tabled.difference(&declared).collect::<Vec<_>>()
+        )),
+    }
+}
+
+/// Each crate root (`src/lib.rs`, `src/main.rs`) has a table of the modules it
+/// declares, and so does every other file with one; the map names each root's.
+#[test]
+fn every_module_is_in_its_crates_table_and_the_map_points_there() {
+    let map = read(MAP);
+    let members = members();
+    let roots: Vec<String> = members
+        .iter()
+        .flat_map(|m| ["lib.rs", "main.rs"].map(|r| format!("{m}/src/{r}")))
+        .filter(|f| TRACKED.contains(f))
+        .collect();
+    let mut wrong: Vec<String> = TRACKED
+        .iter()
+        .filter(|f| f.ends_with(".rs"))
+        .filter_map(|f| table_wrong(f, &read(f), roots.contains(f)))
+        .collect();
+    for root in roots.iter().filter(|r| tabled(&read(r)).is_some()) {
+        let member = root.split('/').next().unwrap_or_default();
+        let section = map.split(&format!("### `{member}/`")).nth(1).unwrap_or_default();
+        if !section.split("\n#").next().unwrap_or_default().contains(&format!("`{root}`")) {
+            wrong.push(format!("{MAP}: the section of {member}/ does not name {root}"));
+        }
+    }
+    assert!(wrong.is_empty(), "module tables:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_table_check_finds_a_module_left_out() {
+    let source = "//! Holds.\n//!\n//! | module | holds |\n//! |---|---|\n\
+                  //! | [`a`], [`b`] | a and b, not [`c`] |\n//! | [`gone`] | x |\n\
+                  mod a;\npub mod b;\npub mod pace;\n#[cfg(test)]\nmod tests;\n";
+    let wrong = table_wrong("lib.rs", source, true).unwrap();
+    assert!(
+        wrong.contains(r#"table ["pace"]"#) && wrong.ends_with(r#"declared ["gone"]"#),
+        "{wrong}"
+    );
+    assert_eq!(table_wrong("lib.rs", "mod a;", true).unwrap(), "lib.rs: no module table");
+    assert_eq!(table_wrong("x.rs", "mod a;", false), None);
+    let fixed = source.replace("[`gone`]", "[`pace`]");
+    assert_eq!(table_wrong("lib.rs", &fixed, true), None);
 }

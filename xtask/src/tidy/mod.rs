@@ -10,6 +10,7 @@ mod architecture;
 mod claims;
 mod deny;
 mod docs;
+mod invariants;
 mod modules;
 mod pages;
 mod sizes;
@@ -35,21 +36,85 @@ fn minor_of(version: &str) -> u32 {
         .unwrap_or_else(|| panic!("{version:?} is not vMAJOR.MINOR.PATCH"))
 }
 
+/// The k8s-openapi `v1_NN` features `manifest` switches on, each with
+/// whether it is in `[dependencies]` (the build's) rather than
+/// `[dev-dependencies]` (its tests').
+fn version_features(manifest: &toml::Table) -> Vec<(String, bool)> {
+    let workspace = manifest.get("workspace").and_then(|w| w.get("dependencies"));
+    let sections = [(workspace, true)].into_iter().chain(
+        ["dependencies", "dev-dependencies"].map(|s| (manifest.get(s), s == "dependencies")),
+    );
+    sections
+        .filter_map(|(section, build)| Some((section?.get("k8s-openapi")?.get("features")?, build)))
+        .flat_map(|(features, build)| {
+            let features = features.as_array().into_iter().flatten().filter_map(|f| f.as_str());
+            features.filter(|f| f.starts_with("v1_")).map(move |f| (f.to_string(), build))
+        })
+        .collect()
+}
+
+/// Whether the package at `member` builds a binary (`src/main.rs`, `src/bin/`, `[[bin]]`).
+fn builds_a_binary(member: &str, manifest: &toml::Table) -> bool {
+    let root = project::root().join(member);
+    manifest.contains_key("bin")
+        || root.join("src/main.rs").is_file()
+        || root.join("src/bin").is_dir()
+}
+
+/// k8s-openapi's rule, as Cargo lets a package keep it: the `v1_NN` feature
+/// is switched on in `[dependencies]` only by a package that builds a binary
+/// (Cargo's features are per package, so the controller's library builds
+/// with the feature its my-controller switches on), by a library only for its
+/// tests, never in the workspace's table; and it is the one minor targeted.
+fn version_rule_broken(member: &str, manifest: &toml::Table, binary: bool) -> Vec<String> {
+    let minor = format!("v1_{}", target_minor());
+    version_features(manifest)
+        .into_iter()
+        .filter_map(|(feature, build)| {
+            if feature != minor {
+                Some(format!("{member}: {feature}, the kit targets {minor}"))
+            } else if build && !binary {
+                Some(format!("{member}: a library switching {feature} on for its build"))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 #[test]
-fn one_k8s_openapi_version_feature_everywhere() {
-    let minor = target_minor();
-    let members = architecture::members().into_iter().map(|m| format!("{m}/Cargo.toml"));
-    for manifest in std::iter::once("Cargo.toml".to_string()).chain(members) {
-        let text = read(&manifest);
-        for (i, _) in text.match_indices("\"v1_") {
-            let feature: String = text[i + 1..].chars().take_while(|c| *c != '"').collect();
-            assert_eq!(
-                feature,
-                format!("v1_{minor}"),
-                "{manifest} enables k8s-openapi feature {feature}, the kit targets 1.{minor}"
-            );
+fn only_packages_with_a_binary_choose_the_kubernetes_version() {
+    let parse = |file: &str| -> toml::Table { toml::from_str(&read(file)).expect(file) };
+    let mut broken = version_rule_broken("the workspace", &parse("Cargo.toml"), false);
+    let mut choosers = Vec::new();
+    for member in architecture::members() {
+        let manifest = parse(&format!("{member}/Cargo.toml"));
+        let binary = builds_a_binary(&member, &manifest);
+        broken.extend(version_rule_broken(&member, &manifest, binary));
+        if version_features(&manifest).iter().any(|(_, build)| *build) {
+            choosers.push(member);
         }
     }
+    println!("k8s-openapi's version switched on by: {choosers:?}");
+    assert!(broken.is_empty(), "k8s-openapi's version rule:\n{}", broken.join("\n"));
+    assert!(!choosers.is_empty(), "no package chooses the version: the check reads nothing");
+}
+
+#[test]
+fn the_version_rule_catches_a_library_choosing() {
+    let minor = target_minor();
+    let library: toml::Table = toml::from_str(&format!(
+        "[dependencies]\nk8s-openapi = {{ workspace = true, features = [\"v1_{minor}\"] }}\n\
+         [dev-dependencies]\nk8s-openapi = {{ workspace = true, features = [\"v1_{minor}\"] }}"
+    ))
+    .unwrap();
+    assert_eq!(version_rule_broken("lib", &library, false).len(), 1);
+    assert!(version_rule_broken("bin", &library, true).is_empty());
+    let workspace: toml::Table = toml::from_str(
+        "[workspace.dependencies]\nk8s-openapi = { version = \"0.29\", features = [\"v1_30\"] }",
+    )
+    .unwrap();
+    assert_eq!(version_rule_broken("ws", &workspace, false).len(), 1);
 }
 
 #[test]
