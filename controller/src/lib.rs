@@ -10,7 +10,7 @@
 //! | [`pace`]      | the pace of corrections beside a second writer               |
 //! | [`http`]      | `/healthz`, `/readyz`, `/metrics`                            |
 //! | [`metrics`]   | the Prometheus metrics                                       |
-//! | [`events`]    | Kubernetes Events, published a moment after their write      |
+//! | [`events`]    | Kubernetes Events: kube's Recorder, off the reconcile path   |
 //! | [`version`]   | the Kubernetes version built for, and the skew rule          |
 //! | [`stage2`]    | the stage-2 custom resource, ConfigMapTemplate, and its CRD  |
 //! | [`cli`], [`connect`], [`telemetry`] | flags, kubeconfig, logs                |

@@ -54,7 +54,7 @@ pub struct Context {
     pub cache: Store<ConfigMap>,
     pub desired: Desired,
     pub metrics: Arc<Metrics>,
-    /// Publishes Events a moment after the write they report (see [`crate::events`]).
+    /// Sends Events from a task of its own (see [`crate::events`]).
     pub recorder: crate::events::Recorder,
     /// A pause at the start of each reconcile, for the course's step 3
     /// experiment (events arriving while a reconcile runs). Zero normally.
@@ -178,8 +178,7 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
                 "Created",
                 "Create",
                 "created with the desired data",
-            )
-            .await;
+            );
             Ok(Outcome::Created)
         }
         Some(live) if live.metadata.deletion_timestamp.is_some() => {
@@ -190,13 +189,13 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
             debug!(key = %show(key), "in sync, nothing to do");
             Ok(Outcome::Unchanged)
         }
-        Some(live) if controller_owner(&live).is_some() => Ok(report_owned(ctx, key, &live).await),
+        Some(live) if controller_owner(&live).is_some() => Ok(report_owned(ctx, key, &live)),
         // Checked before writing, so the 422 is not even provoked.
-        Some(live) if live.immutable == Some(true) => Ok(report_immutable(ctx, key, &live).await),
+        Some(live) if live.immutable == Some(true) => Ok(report_immutable(ctx, key, &live)),
         Some(live) => {
             let wait = ctx.pace.lock().unwrap_or_else(|p| p.into_inner()).wait(Instant::now());
             if let Some(wait) = wait {
-                return Ok(report_paced(ctx, key, &live, wait).await);
+                return Ok(report_paced(ctx, key, &live, wait));
             }
             // `live` is an `Arc` shared with the cache: `corrected` works on an
             // owned clone (the course's DeepCopy). Replace sends the cached
@@ -208,7 +207,7 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
                     // Frozen after the cache's copy was taken (a race with the
                     // person setting `immutable`): the same report, no retry.
                     Err(e) if is_immutable_rejection(&e) => {
-                        return Ok(report_immutable(ctx, key, &live).await);
+                        return Ok(report_immutable(ctx, key, &live));
                     }
                     Err(e) => return Err(Error::from_write("update", key, e)),
                 };
@@ -222,8 +221,7 @@ pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outc
                 "Corrected",
                 "Update",
                 "data put back to the desired state",
-            )
-            .await;
+            );
             Ok(Outcome::Corrected)
         }
     }
@@ -238,7 +236,7 @@ fn is_immutable_rejection(e: &kube::Error) -> bool {
 /// One warning line and one Warning Event (the Recorder folds repeats into
 /// the same Event's series), then [`Outcome::Immutable`]: a success for the
 /// failure policy, so a request that cannot succeed is not retried.
-async fn report_immutable(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> Outcome {
+fn report_immutable(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> Outcome {
     warn!(key = %show(key), "{LOG_IMMUTABLE}");
     publish(
         ctx,
@@ -248,8 +246,7 @@ async fn report_immutable(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &Conf
         "Update",
         "immutable is set and data differs from the desired data: not updated; \
          delete the ConfigMap to have it recreated with the desired data",
-    )
-    .await;
+    );
     Outcome::Immutable
 }
 
@@ -284,16 +281,16 @@ fn last_data_writer(live: &ConfigMap) -> String {
 }
 
 /// One warning line and one Warning Event; no write, no retry.
-async fn report_owned(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> Outcome {
+fn report_owned(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> Outcome {
     let owner = controller_owner(live).unwrap_or_default();
     warn!(key = %show(key), %owner, "{LOG_OWNED}");
     let note = format!("controlled by {owner} with other data: not updated");
-    publish(ctx, live, EventType::Warning, REASON_CONTENDED, "Update", &note).await;
+    publish(ctx, live, EventType::Warning, REASON_CONTENDED, "Update", &note);
     Outcome::OwnedElsewhere
 }
 
 /// One warning line and one Warning Event; the correction comes after `wait`.
-async fn report_paced(
+fn report_paced(
     ctx: &Context,
     key: &ObjectRef<ConfigMap>,
     live: &ConfigMap,
@@ -316,7 +313,7 @@ async fn report_paced(
         "{writer} keeps putting other data back; corrections are paced: {}",
         crate::pace::SUMMARY
     );
-    publish(ctx, live, EventType::Warning, REASON_CONTENDED, "Update", &note).await;
+    publish(ctx, live, EventType::Warning, REASON_CONTENDED, "Update", &note);
     Outcome::Paced(wait)
 }
 
@@ -337,8 +334,9 @@ pub fn result_label(result: &Result<Outcome, Error>) -> ReconcileResult {
 }
 
 /// Records a Kubernetes Event on the object so `kubectl describe` tells the
-/// story. An Event that cannot be written does not fail the reconcile.
-async fn publish(
+/// story. Handed to the Event task ([`crate::events`]): the reconcile does not
+/// wait for it, and an Event that cannot be written does not fail it.
+fn publish(
     ctx: &Context,
     obj: &ConfigMap,
     type_: EventType,
@@ -353,9 +351,7 @@ async fn publish(
         action: action.into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
-        warn!(error = %crate::connect::one_line(&e), reason, "could not record the Event");
-    }
+    ctx.recorder.publish(event, obj.object_ref(&()));
 }
 
 #[cfg(test)]

@@ -58,7 +58,7 @@ pub async fn finish_work(
                 error!(error = %e, "a worker ended abnormally");
             }
         }
-        // Events are published a moment after their write: send what is pending.
+        // Events wait for a quiet moment (see crate::events): send them now.
         ctx.recorder.flush().await;
     };
     let cut_off = || cut_off(queue, ctx);
