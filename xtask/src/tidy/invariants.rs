@@ -38,6 +38,8 @@ const TIMED_LOOP_ALLOWED: &[(&str, &str)] = &[
     // The level-triggered resync, every --resync; and step 4's, as the course writes it.
     ("controller/src/runner.rs", "resync"),
     ("controller/examples/step4_controller.rs", "main"),
+    // An Event waits for a quiet second between reconciles (docs/controller.md), a pace.
+    ("controller/src/events.rs", "quiet"),
     // The paused-time tests' poll: the controller cannot use labkit, which depends on it.
     ("controller/src/runner.rs", "wait_for"),
     // The mock API server answering a list late, as a slow one does, in paused time.
