@@ -188,7 +188,7 @@
                 cargoClippyExtraArgs = "--workspace --all-targets -- -D warnings";
               }
             );
-            # What `cargo xtask test` runs before it starts a lab: every test except the
+            # What `cargo maint test` runs before it starts a lab: every test except the
             # e2e crate's integration tests, which need a running cluster, and the one
             # that compares the tidy checks' walk of the tree with git (no .git here).
             # xtask's lab tests are `test = false` targets: nextest does not build them.

@@ -80,7 +80,7 @@ pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
 
 /// About how wide `text` is at `size` px in a sans-serif font (DejaVu Sans
 /// averages 0.6 em per character, a CJK character is 1 em): enough to keep
-/// labels apart. `cargo xtask pictures --check` measures them in a browser.
+/// labels apart. `cargo maint pictures --check` measures them in a browser.
 pub fn text_width(text: &str, size: f64) -> f64 {
     let ems: f64 = text.chars().map(|c| if c >= '\u{2e80}' { 1.0 } else { 0.6 }).sum();
     ems * size

@@ -1,4 +1,4 @@
-//! The benchmark behind `cargo xtask bench`: how fast the controller heals,
+//! The benchmark behind `cargo maint bench`: how fast the controller heals,
 //! and what it costs, next to a floor (no controller at all) and its peers.
 //! What it measures, how the sides take turns and the bars: docs/bench.md.
 //!

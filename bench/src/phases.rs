@@ -1,5 +1,5 @@
 //! Where a round's milliseconds go, seen from the API server for every side
-//! alike (`cargo xtask bench --phases`): its audit log gives, to the
+//! alike (`cargo maint bench --phases`): its audit log gives, to the
 //! microsecond, when each request about my-config arrived and when it was
 //! answered, whoever sent it — the floor, my-controller, a Go peer.
 //!

@@ -1,5 +1,5 @@
 //! The report as a person reads it: the Markdown tables and the bar's lines
-//! that `cargo xtask bench` prints (and docs/samples/bench.md keeps).
+//! that `cargo maint bench` prints (and docs/samples/bench.md keeps).
 
 use std::fmt::Write as _;
 

@@ -138,7 +138,7 @@ pub fn refuse_proxy(config: &Config, env: impl Fn(&str) -> Option<String>) -> Re
 /// server (it has nothing to send back yet) delays its ACK by Linux's 40 ms
 /// minimum. Every write on a fresh connection — the first one after the pool's
 /// idle timeout, or any request while the pooled connection is busy with a
-/// watch — paid those 40 ms; `cargo xtask bench` showed it as a 50 ms
+/// watch — paid those 40 ms; `cargo maint bench` showed it as a 50 ms
 /// self-heal (see its README section). Go's client sets `TCP_NODELAY` too.
 ///
 /// Kept from kube's stack: the base URI, the authentication layer, extra and

@@ -78,7 +78,7 @@ const IN_DEFAULT: &str = "the course's step programs watch Pods in `default`";
 const OUTPUT_WITHIN: Duration = Duration::from_secs(30);
 const LABEL: &str = "e2e.lab/example";
 
-/// A built example: `cargo test` (and so `cargo xtask test`) builds them.
+/// A built example: `cargo test` (and so `cargo maint test`) builds them.
 fn example(name: &str) -> anyhow::Result<PathBuf> {
     let path = project::target_dir().join("debug/examples").join(name);
     ensure!(

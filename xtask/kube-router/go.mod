@@ -1,5 +1,5 @@
 // kube-router's network policy controller, the room cluster's NetworkPolicy enforcer
-// (xtask/src/room_cluster/network_policy.rs): it runs on iptables and ipset, which this
+// (maint/src/room_cluster/network_policy.rs): it runs on iptables and ipset, which this
 // machine's kernel has, where kindnetd and kube-network-policies need nftables' queue
 // statement (CONFIG_NFT_QUEUE), which it lacks.
 module labkit.local/kube-router

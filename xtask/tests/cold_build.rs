@@ -9,7 +9,7 @@
 //! Checked: today's workqueue makes the project compile fewer crates, and
 //! neither kube-derive nor schemars. The wall times are a run's, written (not
 //! asserted) with E2E_WRITE_SAMPLES=1 to docs/samples/step4-cold-build.txt.
-//! Minutes of CPU, so not part of `cargo xtask test`; run it as
+//! Minutes of CPU, so not part of `cargo maint test`; run it as
 //! `E2E_WRITE_SAMPLES=1 cargo test -p xtask --test cold_build -- --nocapture`.
 
 use std::{

@@ -83,7 +83,6 @@ fn refused(args: &[&str], says: &str) {
 #[test]
 fn old_flag_names_are_refused_with_kubectls() {
     refused(&["room", "up", "--attendees", "2", "--token-hours", "8"], "--duration 8h");
-    refused(&["bench", "-n", "20"], "--rounds 20");
     refused(&["room", "up", "--attendees", "2", "--duration", "49h"], "1h..48h");
     refused(&["room", "up", "--attendees", "2", "--duration", "8 hours"], "use ms, s, m or h");
     refused(&["doctor", "-o", "yaml"], "invalid value 'yaml'");
@@ -92,7 +91,7 @@ fn old_flag_names_are_refused_with_kubectls() {
 #[test]
 fn help_wraps_at_the_terminals_width() {
     let ran = Cmd::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["bench", "--help"])
+        .args(["grade", "--help"])
         .env("COLUMNS", "60")
         .output()
         .unwrap();

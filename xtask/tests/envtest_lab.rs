@@ -1,4 +1,4 @@
-//! Tests of a running envtest lab (`cargo xtask test` makes one): the
+//! Tests of a running envtest lab (`cargo maint test` makes one): the
 //! workshop's narrated experiments, a short benchmark, and a lab made for
 //! another ConfigMap.
 
@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{lab, run, succeeds, xtask};
+use common::{lab, maint, run, succeeds, xtask};
 use labkit::eventually::{Check, eventually};
 use serial_test::serial;
 
@@ -130,7 +130,7 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
     let log = labkit::project::target_dir().join("bench-tests/interrupted.log");
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     let _ = std::fs::remove_file(&log);
-    let mut child = xtask(&["bench", "--name", &name, "--rounds", "3000", "--peer", "go"])
+    let mut child = maint(&["bench", "--name", &name, "--rounds", "3000", "--peer", "go"])
         .spawn_to_log(&log)
         .unwrap();
     // Interrupted once the rounds are under way: every side is running.

@@ -1,4 +1,4 @@
-//! Tests of a room on a cluster the kit did not make (`cargo xtask test`
+//! Tests of a room on a cluster the kit did not make (`cargo maint test`
 //! makes it: three nodes, three attendees; `$LAB_NAME` is attendee 01's lab,
 //! `$LAB_ROOM_DIR` holds the attendees' kubeconfigs): what one attendee may
 //! do to another, the controller moving to another node, the grader as an
@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{lab, run, xtask};
+use common::{lab, maint, run, xtask};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -21,13 +21,13 @@ use labkit::eventually::{Check, eventually};
 use labkit::lab::Lab;
 use serial_test::serial;
 
-/// The room cluster's registry (`cargo xtask test` starts it).
+/// The room cluster's registry (`cargo maint test` starts it).
 const REGISTRY: &str = "localhost:5001";
 
 fn room_dir() -> PathBuf {
     PathBuf::from(
         std::env::var("LAB_ROOM_DIR")
-            .expect("LAB_ROOM_DIR: these tests need a room (`cargo xtask test` makes one)"),
+            .expect("LAB_ROOM_DIR: these tests need a room (`cargo maint test` makes one)"),
     )
 }
 
@@ -289,7 +289,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
     let before = kit_objects(&admin).await;
     let out = labkit::project::target_dir().join("bench-tests").join("interrupted");
     let bench = ["bench", "--name", &attendees.file().name, "--rounds", "4", "--steady", "1s"];
-    let bench = xtask(&bench).args(["--burst", "3", "--unrelated", "20", "--out"]).path(&out);
+    let bench = maint(&bench).args(["--burst", "3", "--unrelated", "20", "--out"]).path(&out);
     let ran = run(&bench.env(labkit::test_hook::VARIABLE, "bench:block:1=SIGINT,put_back=SIGTERM"));
     assert!(!ran.ok && ran.stderr.contains("still putting the lab back"), "{}", ran.stderr);
     labkit::cluster::difference(&before, &kit_objects(&admin).await).unwrap();
@@ -377,7 +377,7 @@ async fn lab_up_refuses_bad_input_in_one_line_and_applies_nothing() {
     refused(&["--kubeconfig", &admin, "--registry", "http://localhost:5001"], "is not HOST[:PORT]");
 }
 
-/// `cargo xtask bench` on attendee 01's lab, as attendee 01: the sides run
+/// `cargo maint bench` on attendee 01's lab, as attendee 01: the sides run
 /// on this machine as the lab's controller ServiceAccount, in the
 /// attendee's namespace (a ConfigMap each), the Go peer among them.
 #[tokio::test]
@@ -398,7 +398,7 @@ async fn the_bench_refuses_what_needs_a_lab_the_kit_made_in_one_line() {
         (&["--peer", "kube-runtime"], "--peer kube-runtime installs"),
     ];
     for (flags, said) in refusals {
-        let ran = run(&xtask(&["bench", "--name", &name]).args(flags));
+        let ran = run(&maint(&["bench", "--name", &name]).args(flags));
         assert!(!ran.ok, "bench {flags:?} succeeded");
         let last = ran.stderr.lines().last().unwrap_or_default();
         assert!(
@@ -409,7 +409,7 @@ async fn the_bench_refuses_what_needs_a_lab_the_kit_made_in_one_line() {
     }
 }
 
-/// The room's name (xtask/src/test/existing.rs) and the policy `room up` installs for it.
+/// The room's name (maint/src/test/existing.rs) and the policy `room up` installs for it.
 const ROOM_POLICY: &str = "ValidatingAdmissionPolicy 'lab-kit-room-test-room'";
 
 /// One escalation attempt's outcome, printed as one line; `Err` when it was allowed
@@ -545,7 +545,7 @@ async fn legacy_token(a: &kube::Client) -> Vec<String> {
 /// A Pod as the restricted Pod Security Standard wants it, running `script` on Debian.
 fn probe_pod(name: &str, account: &str, script: &str) -> Pod {
     let image = std::env::var("LAB_ROOM_DEBIAN_IMAGE")
-        .expect("LAB_ROOM_DEBIAN_IMAGE (`cargo xtask test` sets it)");
+        .expect("LAB_ROOM_DEBIAN_IMAGE (`cargo maint test` sets it)");
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name},
         "spec": {"restartPolicy": "Never", "serviceAccountName": account, "automountServiceAccountToken": false,

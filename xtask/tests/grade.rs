@@ -1,4 +1,4 @@
-//! `cargo xtask grade` against the lab `cargo xtask test` made (`LAB_NAME`),
+//! `cargo xtask grade` against the lab `cargo maint test` made (`LAB_NAME`),
 //! run as a person runs it: the course's own step-4 program (verbatim, built
 //! and through `go run`), the pages' step 4 typed into a fresh project (the
 //! kit's step-4 example) and `my-controller` (through `cargo run` and shell
@@ -138,7 +138,7 @@ async fn course(patch: Option<&str>) -> String {
 }
 
 /// This lab's folder for what its grade tests make: the other lab's tests may
-/// run at the same time (`cargo xtask test`), with programs of the same names.
+/// run at the same time (`cargo maint test`), with programs of the same names.
 async fn scratch() -> PathBuf {
     let dir = project::target_dir().join("grade-tests").join(&lab().await.file().name);
     std::fs::create_dir_all(&dir).unwrap();

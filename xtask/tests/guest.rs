@@ -1,4 +1,4 @@
-//! The kit as a guest, on the envtest lab `cargo xtask test` made
+//! The kit as a guest, on the envtest lab `cargo maint test` made
 //! (`LAB_NAME`), whose API server stands in for a cluster the kit did not
 //! make: `lab up --provider existing` refuses someone's my-config (or
 //! another lab's objects) before anything is built; what the kit makes is
@@ -365,7 +365,7 @@ async fn a_bench_killed_outright_is_put_back_by_the_next_command() {
     // exits at once is then refused, and the lab put back again.
     let grade = run(&xtask(&["grade", "--name", &name, "--lang", "en", "--", "true"]));
     let printed = format!("{}{}", grade.stdout, grade.stderr);
-    assert!(printed.contains("left borrowed by `cargo xtask bench`"), "{printed}");
+    assert!(printed.contains("left borrowed by `cargo maint bench`"), "{printed}");
     wait_ready(&lab).await;
     assert_put_back(&before, &printed).await;
     assert!(!sides.iter().any(alive), "a side still runs: {sides:?}\n{printed}");

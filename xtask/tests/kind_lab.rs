@@ -1,4 +1,4 @@
-//! Tests of a running kind lab (`cargo xtask test` makes one): what only a
+//! Tests of a running kind lab (`cargo maint test` makes one): what only a
 //! reused lab and the lab verbs show, the offline bundle, and the refusals
 //! of a bad `lab up`.
 
@@ -217,7 +217,7 @@ async fn bad_input_is_refused_and_leaves_nothing_behind() {
     let _ = std::fs::remove_dir_all(&context);
 }
 
-/// `cargo xtask bench` on the kind lab: the sides here, in the lab's
+/// `cargo maint bench` on the kind lab: the sides here, in the lab's
 /// namespace (a ConfigMap each), the Deployment back after.
 #[tokio::test]
 #[serial]

@@ -1,6 +1,6 @@
 //! The bench's floor as a process of its own, like every subject: the
 //! harness's minimal watch → write loop (`bench::floor::StandIn`) keeping
-//! my-config until SIGTERM. `cargo xtask bench` builds and runs it; by hand:
+//! my-config until SIGTERM. `cargo maint bench` builds and runs it; by hand:
 //!
 //!     bench-floor --kubeconfig PATH [--namespace default] [--name my-config]
 

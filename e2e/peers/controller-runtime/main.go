@@ -1,7 +1,7 @@
 // A controller-runtime reconciler that keeps my-config at the course's
 // desired data: what a Go learner would write with kubebuilder instead of the
 // course's hand-written informer, queue and workers. The bench's peer
-// `cargo xtask bench --peer controller-runtime` (docs/bench.md).
+// `cargo maint bench --peer controller-runtime` (docs/bench.md).
 //
 // Written the way controller-runtime's book shows, with three choices a careful
 // user makes and each said where it is made: the cache holds my-config alone

@@ -18,7 +18,7 @@ pub const LIMITS: &str = "room-limits";
 /// What one attendee's namespace may hold at most. Sized to the kit's own
 /// use with room to spare: the lab (one Deployment, its pod, a ReplicaSet per
 /// rollout, kept 10 deep), the e2e suite (a few ConfigMaps, a second
-/// controller run here), `cargo xtask bench` (a ConfigMap per side, its
+/// controller run here), `cargo maint bench` (a ConfigMap per side, its
 /// unrelated ConfigMaps sized to what is left: bench/src/load.rs) — but not
 /// 10 000 ConfigMaps in etcd.
 pub const QUOTA: &[(&str, &str)] = &[

@@ -16,7 +16,7 @@ use labkit::{
     eventually::{Check, eventually},
 };
 
-/// The lab under test: `$LAB_NAME` (`cargo xtask test` sets it). No lab,
+/// The lab under test: `$LAB_NAME` (`cargo maint test` sets it). No lab,
 /// no test: it fails.
 pub async fn lab() -> Lab {
     Lab::find().await.unwrap_or_else(|e| panic!("these tests need a running lab: {e:#}"))
@@ -25,6 +25,11 @@ pub async fn lab() -> Lab {
 /// `cargo xtask ARGS`.
 pub fn xtask(args: &[&str]) -> Cmd {
     cargo(["xtask"]).args(args)
+}
+
+/// `cargo maint ARGS`: the maintainers' verbs (`bench`).
+pub fn maint(args: &[&str]) -> Cmd {
+    cargo(["maint"]).args(args)
 }
 
 /// [`labkit::project::write_sample`], failing the test when it cannot write.
@@ -136,7 +141,7 @@ pub async fn objects_in_namespace(lab: &Lab) -> Vec<String> {
     names
 }
 
-/// A short `cargo xtask bench` on `lab` whose controller is a Deployment,
+/// A short `cargo maint bench` on `lab` whose controller is a Deployment,
 /// with `peers` (`--peer …` flags) and its report in a folder of its own:
 /// my-controller's and each peer's rounds all measured, the namespace's
 /// ConfigMaps, Roles and RoleBindings as before, the Deployment back and
@@ -147,7 +152,7 @@ pub async fn short_bench_on_a_deployment(lab: &Lab, peers: &[&str], labels: &[&s
     let out = labkit::project::target_dir().join("bench-tests").join(&name);
     let _ = std::fs::remove_dir_all(&out);
     let short = ["--rounds", "6", "--steady", "2s", "--burst", "5", "--unrelated", "30"];
-    let bench = xtask(&["bench", "--name", &name]).args(peers).arg("--out").path(&out);
+    let bench = maint(&["bench", "--name", &name]).args(peers).arg("--out").path(&out);
     succeeds(&bench.args(short));
     let text = std::fs::read_to_string(out.join("latest.json")).expect("latest.json");
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -227,7 +227,7 @@ pub async fn ensure(recipe: &Recipe) -> Result<String> {
 }
 
 /// The build's lock, held until dropped: a second build of the same cache (another
-/// `lab up`, `cargo xtask test`'s Docker part while its first part builds) waits for
+/// `lab up`, `cargo maint test`'s Docker part while its first part builds) waits for
 /// the first and then finds the image built, instead of compiling it again beside it.
 async fn build_lock(recipe: &Recipe) -> Result<std::fs::File> {
     std::fs::create_dir_all(&recipe.cache)

@@ -17,7 +17,7 @@ use labkit::project::shown;
 /// kind's base-image packages that a one-node lab uses (without the
 /// storage-test and rootless ones), plus libseccomp-dev for runc's static
 /// build and ipset for the room cluster's NetworkPolicy enforcer, which runs
-/// on this rootfs (xtask/src/room_cluster/network_policy.rs).
+/// on this rootfs (maint/src/room_cluster/network_policy.rs).
 pub const PACKAGES: &[&str] = &[
     "systemd",
     "systemd-sysv",

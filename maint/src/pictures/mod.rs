@@ -1,4 +1,4 @@
-//! `cargo xtask pictures`: the SVG pictures in docs/pictures/, each drawn by
+//! `cargo maint pictures`: the SVG pictures in docs/pictures/, each drawn by
 //! code from what it shows — a sample of a run, or the one description of
 //! step 3's picture — never edited by hand. `--check` draws them again,
 //! fails on a committed file that differs, and looks at each in headless
@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use labkit::project;
 
-use crate::locale::Lang;
+use xtask::locale::Lang;
 
 #[derive(Args)]
 pub struct PicturesArgs {
@@ -70,7 +70,7 @@ fn ci_run(text: &str, which: &str) -> Result<String> {
 
 /// Every picture the docs show.
 pub fn all() -> Vec<Picture> {
-    const STEP3: &str = "xtask/src/pictures/workqueue.rs";
+    const STEP3: &str = "maint/src/pictures/workqueue.rs";
     vec![
         Picture {
             path: "docs/pictures/bench.svg",
@@ -123,7 +123,7 @@ pub fn run(args: PicturesArgs) -> Result<ExitCode> {
         let drawn = picture.drawn()?;
         if read(picture.path).ok().as_deref() != Some(drawn.as_str()) {
             println!(
-                "{}: not what {} draws (run `cargo xtask pictures`)",
+                "{}: not what {} draws (run `cargo maint pictures`)",
                 picture.path, picture.source
             );
             failed = true;
@@ -201,7 +201,7 @@ mod tests {
             let committed = read(picture.path).unwrap();
             assert!(
                 committed == picture.drawn().unwrap(),
-                "{} is not what {} draws: run `cargo xtask pictures`",
+                "{} is not what {} draws: run `cargo maint pictures`",
                 picture.path,
                 picture.source
             );

@@ -1,4 +1,4 @@
-//! The cluster `cargo xtask test` treats as one that exists already: made
+//! The cluster `cargo maint test` treats as one that exists already: made
 //! with the kind CLI directly (not `lab up`), one control plane and two
 //! workers on the node image the kind lab uses, and an OCI registry built
 //! here from distribution's Go module (`xtask/registry`), wired to the nodes
@@ -14,9 +14,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
 
-use crate::lab::kind::config::{self, Host};
 use labkit::command::Cmd;
 use labkit::project::{self, shown};
+use xtask::lab::kind::config::{self, Host};
 
 pub const CLUSTER: &str = "lab-kit-room";
 const REGISTRY: &str = "lab-kit-registry";
@@ -125,7 +125,7 @@ pub async fn make(node_image: &str) -> Result<RoomCluster> {
         Cmd::argv(["docker", "exec", node, "sh", "-c", &hosts]).run()?;
     }
     Cmd::argv(["docker", "network", "connect", "kind", REGISTRY]).run()?;
-    let client = crate::lab::kubeconfig::client(&kubeconfig).await?;
+    let client = xtask::lab::kubeconfig::client(&kubeconfig).await?;
     pod_network::wire(&client).await?;
     cluster.debian = network_policy::install(&client).await?;
     Ok(cluster)

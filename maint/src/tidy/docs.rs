@@ -1,7 +1,7 @@
 //! The README and `docs/` cite commands, files, symbols and log lines; each is
 //! checked against the code here, so a rename that forgets the docs fails:
 //!
-//! * every `cargo xtask …` (in a shell block or in backticks) parses with the
+//! * every `cargo xtask …` and `cargo maint …` (in a shell block or in backticks) parses with the
 //!   real clap definition, and every `cargo run -p controller --example X -- …`
 //!   names an example that exists and flags it declares;
 //! * every backticked path exists (relative to the repository or the page);
@@ -27,7 +27,7 @@ static SOURCES: LazyLock<String> = LazyLock::new(|| {
     // This file's own examples of what does not exist must not count.
     let sources = TRACKED
         .iter()
-        .filter(|f| f.as_str() != "xtask/src/tidy/docs.rs")
+        .filter(|f| f.as_str() != "maint/src/tidy/docs.rs")
         .filter(|f| KINDS.iter().any(|e| f.ends_with(e)) || f.starts_with(".ci/"));
     for file in sources {
         text.push_str(&std::fs::read_to_string(project::root().join(file)).unwrap_or_default());
@@ -134,8 +134,9 @@ fn strip_comment(line: &str) -> String {
 fn check_command(words: &[String]) -> Option<String> {
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     match words.as_slice() {
-        ["cargo", "xtask", rest @ ..] => {
-            let argv = std::iter::once("cargo xtask").chain(rest.iter().copied());
+        ["cargo", tool @ ("xtask" | "maint"), rest @ ..] => {
+            let name = format!("cargo {tool}");
+            let argv = std::iter::once(name.as_str()).chain(rest.iter().copied());
             // `cargo xtask grade` in prose names the verb: missing arguments are fine there;
             // `cargo xtask` alone or `--help` asks for the help, which is no error either.
             let named = |e: &clap::Error| {
@@ -147,9 +148,13 @@ fn check_command(words: &[String]) -> Option<String> {
                         | DisplayHelpOnMissingArgumentOrSubcommand
                 )
             };
-            crate::Cli::try_parse_from(argv).err().filter(|e| !named(e)).map(|e| {
+            let parsed = match *tool {
+                "xtask" => xtask::Cli::try_parse_from(argv).err(),
+                _ => crate::Cli::try_parse_from(argv).err(),
+            };
+            parsed.filter(|e| !named(e)).map(|e| {
                 let first = e.to_string().lines().next().unwrap_or_default().to_string();
-                format!("`cargo xtask {}`: {first}", rest.join(" "))
+                format!("`{name} {}`: {first}", rest.join(" "))
             })
         }
         ["cargo", "run", rest @ ..] => check_cargo_run(rest),
@@ -450,10 +455,13 @@ fn the_checks_catch_what_they_are_for() {
     assert_eq!(commands("kubectl get cm && cargo xtask e2e").len(), 2);
     assert!(check_command(&commands(r#"eval "$(cargo xtask lab env --name x)""#)[1]).is_none());
     assert!(check_command(&commands(r#"eval "$(cargo xtask lab envv)""#)[1]).is_some());
-    assert!(check_command(&words("cargo xtask bench --peer go > docs/samples/bench.md")).is_none());
+    assert!(check_command(&words("cargo maint bench --peer go > docs/samples/bench.md")).is_none());
     assert!(check_command(&words("cargo xtask --help")).is_none());
     assert!(check_command(&words("cargo xtask")).is_none());
     assert!(check_command(&words("cargo xtask --halp")).is_some());
+    assert!(check_command(&words("cargo maint bench --rounds 20")).is_none());
+    assert!(check_command(&words("cargo maint bench -n 20")).is_some());
+    assert!(check_command(&words("cargo xtask bench")).is_some());
     assert!(path_exists("docs/zh-CN/01.md", "../lab.md"));
     assert!(!path_exists("README.md", "docs/no-such-page.md"));
     assert!(check_symbol("WorkQueue::add").is_none());

@@ -1,4 +1,4 @@
-//! `cargo xtask bench`: how fast the controller heals, and what it costs,
+//! `cargo maint bench`: how fast the controller heals, and what it costs,
 //! against the current lab. What is measured, in which order and why:
 //! [`bench`]. This verb builds the controller (the release build by
 //! default, `cargo build --release -p controller --bin my-controller`), stops
@@ -31,10 +31,10 @@ use clap::{Args, ValueEnum};
 use labkit::lab::Lab;
 use labkit::{lab_file::ProviderKind, project};
 
-use crate::{borrow::Borrow, cargo, interrupt::Interrupts, lab::LabName};
 use bench::places::BY;
 use labkit::record::Shared;
 use serde_json::json;
+use xtask::{borrow::Borrow, cargo, interrupt::Interrupts, lab::LabName};
 
 /// Rounds of each kind in a block by default: short enough that a few slow
 /// seconds of a shared machine land on every side (with 50, they still
@@ -174,7 +174,7 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
     let bound = labkit::accounts::BoundTo::secret(TOKEN_SECRET, &made.context("no uid")?);
     // No longer than the lab's own credential: a room's attendee may mint no longer token.
     let seconds =
-        crate::room::token_seconds_within(&lab.file().admin_kubeconfig, SIDES_TOKEN_SECONDS);
+        xtask::room::token_seconds_within(&lab.file().admin_kubeconfig, SIDES_TOKEN_SECONDS);
     let (token, expires) =
         labkit::accounts::token_bound(&client, namespace, account, seconds, Some(bound)).await?;
     let dir = lab.borrowed_dir();
@@ -221,7 +221,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
         log.display()
     );
     // Caught before anything is made: an interrupted run puts the lab back
-    // like a finished one (crate::borrow).
+    // like a finished one (xtask::borrow).
     let mut interrupts = Interrupts::catch(&lab.file().state_dir.join("hangup.log"))?;
     labkit::progress!("stopping the lab's own controller for the run");
     let mut borrow = Borrow::begin(&mut lab, BY).await?;
@@ -336,14 +336,14 @@ struct Built {
 /// stage2_crd` for the kube-runtime peer).
 ///
 /// On Linux the release builds are the image's own static build
-/// ([`crate::image::StaticTarget::release_build`]): the bench measures the
+/// ([`xtask::image::StaticTarget::release_build`]): the bench measures the
 /// binary the image ships, and the dependencies compile once for both (CI
 /// builds both).
 fn build(build: Build, stage2: bool) -> Result<Built> {
-    use crate::cargo::{BINARY, PACKAGE};
+    use xtask::cargo::{BINARY, PACKAGE};
     let target = project::target_dir();
     let image_target = match cfg!(target_os = "linux") {
-        true => Some(crate::image::StaticTarget::detect()?),
+        true => Some(xtask::image::StaticTarget::detect()?),
         false => None,
     };
     let release_dir = match &image_target {

@@ -15,10 +15,10 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::api::Api;
 
 use super::REGISTRY_HOST;
-use crate::lab::node_image::{self, go_builds};
 use labkit::command::Cmd;
 use labkit::eventually::{Check, eventually};
 use labkit::project::{self, shown};
+use xtask::lab::node_image::{self, go_builds};
 
 const MODULE: &str = "xtask/kube-router";
 const KUBE_ROUTER: &str = "github.com/cloudnativelabs/kube-router/v2";
@@ -91,7 +91,7 @@ fn image(base: &str) -> Result<String> {
 
 fn dockerfile(base: &str) -> String {
     format!(
-        "# Written by xtask/src/room_cluster/network_policy.rs.\nFROM {base}\n\
+        "# Written by maint/src/room_cluster/network_policy.rs.\nFROM {base}\n\
          COPY kube-router /usr/local/bin/kube-router\nENTRYPOINT [\"/usr/local/bin/kube-router\"]\n"
     )
 }
@@ -103,7 +103,7 @@ async fn rootfs() -> Result<String> {
     let image = recipe.rootfs.image();
     if !node_image::present_probe(&image).succeeds() {
         let steps = node_image::rootfs::steps(&recipe)?;
-        crate::plan::execute(steps, &mut node_image::Build::default()).await?;
+        xtask::plan::execute(steps, &mut node_image::Build::default()).await?;
     }
     Ok(image)
 }

@@ -1,4 +1,4 @@
-//! The part of `cargo xtask test` on a cluster the kit did not make
+//! The part of `cargo maint test` on a cluster the kit did not make
 //! ([`crate::room_cluster`]): a room of three attendees, each attendee's lab
 //! up at the same time with their own kubeconfig, the e2e suite in each in turn,
 //! `xtask/tests/existing_cluster.rs` (isolation, every escalation an attendee
@@ -14,9 +14,9 @@ use base64::Engine as _;
 use labkit::command::Cmd;
 
 use super::section;
-use crate::lab::kind::NodeImage;
-use crate::room::{RoomCommand, RoomOptions};
 use crate::room_cluster::{self, REGISTRY_HOST};
+use xtask::lab::kind::NodeImage;
+use xtask::room::{RoomCommand, RoomOptions};
 
 /// The room's name, and its attendees' labs.
 pub const ROOM: &str = "test-room";
@@ -31,9 +31,9 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
         "an existing cluster: kind CLI, one control plane and two workers, a registry built from distribution v3",
     );
     let node =
-        NodeImage::parse(node_image).reference(crate::lab::kind::kind_version().as_deref())?;
+        NodeImage::parse(node_image).reference(xtask::lab::kind::kind_version().as_deref())?;
     let mut cluster = room_cluster::make(&node).await?;
-    let admin = crate::lab::kubeconfig::client(&cluster.kubeconfig).await?;
+    let admin = xtask::lab::kubeconfig::client(&cluster.kubeconfig).await?;
     let before = labkit::cluster::snapshot(&admin).await?;
     let instructor = with_ca_file(&cluster.kubeconfig)?;
     let room = || RoomOptions {
@@ -44,18 +44,18 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     section("room up --attendees 3");
     let up = RoomCommand::Up {
         attendees: 3,
-        duration: crate::room::TokenSeconds::hours(2),
+        duration: xtask::room::TokenSeconds::hours(2),
         _token_hours: None,
         prefix: "attendee".into(),
         room: room(),
     };
-    crate::room::run(up).await?;
+    xtask::room::run(up).await?;
     let result = attendees(&cluster.debian).await;
     section("lab down for each attendee, room down");
     for name in LABS {
-        crate::lab::down::run(name, false).await?;
+        xtask::lab::down::run(name, false).await?;
     }
-    crate::room::run(RoomCommand::Down { room: room() }).await?;
+    xtask::room::run(RoomCommand::Down { room: room() }).await?;
     let after = labkit::cluster::snapshot(&admin).await?;
     labkit::cluster::difference(&before, &after)?;
     eprintln!("the cluster is as it was: {} objects, the same before and after", after.len());
@@ -94,7 +94,7 @@ async fn attendees(debian: &str) -> Result<ExitCode> {
     // rebuilt by the tests before (its path then names a deleted file).
     let up = |i: usize| {
         let kubeconfig = room_dir().join(format!("attendee-{:02}.kubeconfig", i + 1));
-        crate::cargo::cargo(["xtask", "lab", "up", "--provider", "existing", "--name", LABS[i]])
+        xtask::cargo::cargo(["xtask", "lab", "up", "--provider", "existing", "--name", LABS[i]])
             .args(["--registry", REGISTRY_HOST, "--kubeconfig"])
             .arg(kubeconfig.display().to_string())
     };
@@ -104,12 +104,12 @@ async fn attendees(debian: &str) -> Result<ExitCode> {
     let mut failed = Vec::new();
     for name in LABS {
         section(format!("e2e suite in {name}'s namespace"));
-        if crate::e2e::run(name, None, crate::output::Format::Text)? != ExitCode::SUCCESS {
+        if xtask::e2e::run(name, None, xtask::output::Format::Text)? != ExitCode::SUCCESS {
             failed.push(name);
         }
     }
     section("xtask/tests/existing_cluster.rs");
-    let tests = crate::cargo::cargo([
+    let tests = xtask::cargo::cargo([
         "test",
         "-p",
         "xtask",

@@ -1,4 +1,4 @@
-//! `cargo xtask test`, the README's test command: the unit tests; then fresh
+//! `cargo maint test`, the README's test command: the unit tests; then fresh
 //! labs, each made as a person makes one, with the e2e suite and the lab's
 //! own tests (`xtask/tests/<provider>_lab.rs`; the grader's, `xtask/tests/grade.rs`, on the
 //! envtest lab) against it, and taken down whatever happened. Two parts run side by side,
@@ -17,7 +17,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use labkit::command::Cmd;
 use labkit::lab::NAME_ENV;
 
-use crate::{
+use xtask::{
     cargo,
     lab::{self, ControllerChoice, UpOptions, provider::ProviderChoice},
 };
@@ -50,7 +50,7 @@ pub enum Part {
     Existing,
 }
 
-/// When `cargo xtask test` started: each section says how far into the run it
+/// When `cargo maint test` started: each section says how far into the run it
 /// begins, as `.ci/run`'s do, so a run's log shows where its minutes went.
 static STARTED: std::sync::OnceLock<SystemTime> = std::sync::OnceLock::new();
 
@@ -124,7 +124,7 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
             // Compiled now rather than beside the suites' timing-bound checks: the container
             // lab's image and the bench's release binaries share these dependencies.
             section("the controller's static release build, while the node image builds");
-            let release = crate::image::StaticTarget::detect()?.controller_build();
+            let release = xtask::image::StaticTarget::detect()?.controller_build();
             release.run_long("building the static controller")?;
             let docker = Alongside::start()?;
             // On an error the Docker part is interrupted (Alongside's drop).
@@ -158,7 +158,7 @@ async fn docker_part() -> Result<ExitCode> {
     }
     let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
     // Built (or found built) while the container lab runs: its tests mostly wait. When
-    // `cargo xtask test` is building it already, this one waits on the build's lock.
+    // `cargo maint test` is building it already, this one waits on the build's lock.
     let node_image_build = match node_image.as_deref() == Some("built") {
         true => Some(NodeImageBuild::start("node-image-build-docker.log")?),
         false => None,
@@ -195,8 +195,8 @@ async fn docker_part() -> Result<ExitCode> {
 fn node_image_to_build() -> bool {
     let built = std::env::var(NODE_IMAGE_ENV).is_ok_and(|v| v == "built");
     built
-        && crate::lab::node_image::Recipe::new(&Default::default()).is_ok_and(|recipe| {
-            crate::lab::node_image::present_probe(&recipe.reference()).read().is_err()
+        && xtask::lab::node_image::Recipe::new(&Default::default()).is_ok_and(|recipe| {
+            xtask::lab::node_image::present_probe(&recipe.reference()).read().is_err()
         })
 }
 
@@ -212,7 +212,7 @@ fn docker_missing() -> Option<String> {
     }
 }
 
-/// `cargo xtask test --only docker`, run alongside the envtest part in a process group of
+/// `cargo maint test --only docker`, run alongside the envtest part in a process group of
 /// its own, its output in a log that is shown whole when it ends (two parts' lines
 /// interleaved would be unreadable).
 struct Alongside {
@@ -232,7 +232,7 @@ impl Alongside {
             "the Docker labs ({DOCKER_LAB_NAME}), alongside; their log is shown when they end"
         ));
         let since_epoch = started().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let child = crate::cargo::cargo(["xtask", "test", "--only", "docker"])
+        let child = xtask::cargo::cargo(["maint", "test", "--only", "docker"])
             .env(STARTED_ENV, format!("{:.3}", since_epoch.as_secs_f64()))
             .spawn_to_log(&log)?;
         let group = child.id() as i32;
@@ -296,7 +296,7 @@ async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -
     lab::up::run(name, options).await?;
     labkit::progress!("lab up in {:.0} s", started.elapsed().as_secs_f64());
     section(format!("e2e suite on {what}"));
-    let mut code = crate::e2e::run(name, None, crate::output::Format::Text)?;
+    let mut code = xtask::e2e::run(name, None, xtask::output::Format::Text)?;
     for test in tests {
         if code != ExitCode::SUCCESS {
             break;

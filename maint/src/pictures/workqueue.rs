@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use bench::chart::{escape, wrap};
 
-use crate::locale::Lang;
+use xtask::locale::Lang;
 
 /// A box: its title in the page's language, the code a learner types, and
 /// client-go's name for it.

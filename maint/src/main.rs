@@ -1,0 +1,81 @@
+//! `cargo maint …`: the kit's own instruments — its CI, its benchmark, its
+//! pictures and the checks of the repository — apart from the verbs learners
+//! and instructors run (`cargo xtask`, the `xtask` library this one uses).
+//!
+//! | module           | holds                                                         |
+//! |------------------|---------------------------------------------------------------|
+//! | [`test`]         | `cargo maint test`, the README's test command                 |
+//! | [`room_cluster`] | the three-node cluster `test` treats as an existing one       |
+//! | [`bench`]        | `cargo maint bench`: heal latency against the floor           |
+//! | [`pictures`]     | `cargo maint pictures`: docs/pictures/ drawn by code          |
+//!
+//! Its tests are the checks of the repository (`tidy`, rust-analyzer's name).
+
+mod bench;
+mod pictures;
+mod room_cluster;
+mod test;
+#[cfg(test)]
+mod tidy;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo maint",
+    about = "The controller kit's own CI, benchmark and pictures",
+    version
+)]
+struct Cli {
+    /// No progress lines (the commands run, the steps): only results and errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The README's test command: unit tests, then fresh labs with the e2e suite and the
+    /// lab tests on each, lab down.
+    Test {
+        /// Only one part of the labs (no unit tests): `envtest` (the controller as a
+        /// process) or `docker` (the controller in its image, then kind).
+        #[arg(long, value_enum)]
+        only: Option<test::Part>,
+    },
+    /// How fast the controller heals, against the floor the API server allows, and what it costs.
+    Bench(bench::BenchArgs),
+    /// Draw the pictures in docs/pictures/ from their sources (docs/samples/, step 3's description); --check looks at each in headless Chromium.
+    Pictures(pictures::PicturesArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    labkit::say::set_quiet(cli.quiet);
+    xtask::exit_code(match cli.command {
+        Command::Test { only } => test::run(only).await,
+        Command::Bench(args) => bench::run(args).await,
+        Command::Pictures(args) => pictures::run(args),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    /// `-n` is a namespace in kubectl: bench's old short name for --rounds is
+    /// refused in one line naming what to type instead, exit status 2.
+    #[test]
+    fn bench_refuses_the_old_short_name_with_kubectls_meaning() {
+        let error = super::Cli::try_parse_from(["cargo maint", "bench", "-n", "20"])
+            .err()
+            .expect("refused");
+        assert_eq!(error.exit_code(), 2);
+        let first = error.to_string().lines().next().unwrap_or_default().to_string();
+        assert!(first.starts_with("error: ") && first.contains("--rounds 20"), "{first}");
+    }
+}

@@ -1,0 +1,142 @@
+//! `cargo xtask …`: the verbs learners and instructors run (alias in
+//! `.cargo/config.toml`; `src/main.rs` calls [`main`]). The maintainers'
+//! verbs, `cargo maint …`, are the `maint` crate, which uses this one.
+//! Each verb is a module of its own.
+//!
+//! | module           | holds                                                         |
+//! |------------------|---------------------------------------------------------------|
+//! | [`lab`]          | `lab up`, `down`, `status`, `logs`, … on each provider        |
+//! | [`plan`]         | the steps `--dry-run` prints and a real run carries out       |
+//! | [`room`]         | `room up` and `down`: a namespace, kubeconfig, quota and policy per attendee |
+//! | [`e2e`], [`exp`], [`grade`], [`doctor`], [`envtest_bins`] | the verbs of those names |
+//! | [`borrow`]       | how `grade` and `bench` take a lab's controller and put it back |
+//! | [`interrupt`]    | the signals `lab up`, `grade` and `bench` catch               |
+//! | [`preflight`]    | checks of the machine a lab runs on                           |
+//! | [`image`], [`cargo`] | the controller's image, and its cargo package and binary  |
+//! | [`locale`], [`output`] | the language a person reads; `-o text` or `json`          |
+
+pub mod borrow;
+pub mod cargo;
+pub mod doctor;
+pub mod e2e;
+pub mod envtest_bins;
+pub mod exp;
+pub mod grade;
+pub mod image;
+pub mod interrupt;
+pub mod lab;
+pub mod locale;
+pub mod output;
+pub mod plan;
+pub mod preflight;
+pub mod room;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "Tasks of the controller kit",
+    version,
+    after_help = "The kit's own CI, benchmark and pictures: cargo maint --help"
+)]
+pub struct Cli {
+    /// No progress lines (the commands run, the steps): only results and errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Start, inspect and stop a local lab: a Kubernetes API plus the controller.
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
+    /// One cluster for a workshop room: a namespace, rights and a kubeconfig per attendee.
+    #[command(subcommand)]
+    Room(room::RoomCommand),
+    /// Run the e2e suite against the current lab and print a summary table.
+    E2e {
+        /// Only this experiment (e.g. self-heal, correct, rerun, dedup).
+        #[arg(long)]
+        exp: Option<String>,
+        #[command(flatten)]
+        lab: lab::LabName,
+        #[command(flatten)]
+        output: output::OutputArg,
+    },
+    /// One of the course's experiments, live against the current lab, narrated
+    /// (what it does, kubectl by hand, the controller's log, timing, what to notice).
+    Exp {
+        /// create, heal, correct, rerun or dedup; none lists them.
+        experiment: Option<String>,
+        #[command(flatten)]
+        lab: lab::LabName,
+        /// The narration's language [default: the locale's, from LC_ALL, LC_MESSAGES or LANG].
+        #[arg(long, value_enum)]
+        lang: Option<locale::Lang>,
+        /// Print only the commands that repeat it by hand on this lab; run nothing.
+        #[arg(long, requires = "experiment")]
+        by_hand: bool,
+    },
+    /// Grade a controller program you wrote (any language) against the lab:
+    /// the course's experiments and more, a table of what each row saw.
+    Grade(grade::GradeArgs),
+    /// Is this machine ready for the workshop? One line per check, with fixes.
+    Doctor {
+        #[command(flatten)]
+        lab: lab::LabName,
+        /// The lab to check the machine for, chosen as `lab up` chooses.
+        #[arg(long, value_enum, default_value_t = lab::provider::ProviderChoice::Auto)]
+        provider: lab::provider::ProviderChoice,
+        #[command(flatten)]
+        output: output::OutputArg,
+    },
+    /// Find (or build with Go) the envtest kube-apiserver and etcd; print their paths and versions.
+    EnvtestBins,
+}
+
+/// `cargo xtask`: parses the command line, runs the verb, says an error in one line.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    labkit::say::set_quiet(cli.quiet);
+    // What the layers under `grade` and `exp` print is in their reader's language too.
+    let lang = match &cli.command {
+        Command::Exp { lang, .. } => locale::Lang::or_locale(*lang),
+        Command::Grade(args) => args.lang(),
+        _ => locale::Lang::En,
+    };
+    labkit::say::choose_chinese(lang == locale::Lang::Zh);
+    let result = match cli.command {
+        Command::Lab(command) => lab::run(command).await,
+        Command::Room(command) => room::run(command).await,
+        Command::E2e { exp, lab, output } => match borrow::put_back_if_left(&lab.name).await {
+            Ok(()) => e2e::run(&lab.name, exp.as_deref(), output.output),
+            Err(e) => Err(e),
+        },
+        Command::Exp { experiment, lab, by_hand, .. } => match (by_hand, experiment.as_deref()) {
+            (true, Some(exp)) => exp::print_by_hand(&lab.name, exp, lang).await,
+            _ => match borrow::put_back_if_left(&lab.name).await {
+                Ok(()) => exp::run(&lab.name, experiment.as_deref(), lang).await,
+                Err(e) => Err(e),
+            },
+        },
+        Command::Grade(args) => grade::run(args).await,
+        Command::Doctor { lab, provider, output } => {
+            doctor::run(&lab.name, provider, output.output)
+        }
+        Command::EnvtestBins => envtest_bins::run().await,
+    };
+    exit_code(result)
+}
+
+/// The verb's exit code; an error in one line (`{:#}` keeps the whole context chain).
+pub fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
+    result.unwrap_or_else(|error| {
+        eprintln!("{}{error:#}", labkit::say::pick("error: ", "错误："));
+        ExitCode::FAILURE
+    })
+}
