@@ -40,6 +40,16 @@ fn said_to_use(map: &str, member: &str) -> Option<BTreeSet<String>> {
     Some(sentence.split('`').skip(1).step_by(2).map(str::to_string).collect())
 }
 
+/// The suites are tests only: a crate may have `e2e` among its dev-dependencies
+/// (its tests), never among its dependencies.
+#[test]
+fn no_crate_but_the_tests_depends_on_the_suites() {
+    let members = members();
+    let users: Vec<&String> =
+        members.iter().filter(|m| uses(m, &members).contains("e2e")).collect();
+    assert!(users.is_empty(), "these crates depend on e2e outside their tests: {users:?}");
+}
+
 #[test]
 fn the_architecture_map_names_every_crate_and_its_uses() {
     let map = read(MAP);
