@@ -19,7 +19,7 @@ use labkit::command::Cmd;
 
 use crate::{
     cargo,
-    lab::{self, ControllerChoice, UpOptions, provider::ProviderChoice},
+    lab::{self, ControllerChoice, UpOptions, options::ProviderChoice},
 };
 
 mod existing;

@@ -99,7 +99,7 @@ fn waits_go_through_the_one_poller() {
         // they are: an invariant over time, not a wait for a state.
         "e2e/src/faults/control_plane.rs",
         // `lab logs -f` follows a growing file, as `tail -f` does.
-        "xtask/src/lab/logs.rs",
+        "xtask/src/lab/envtest/logs.rs",
     ];
     let harness = |f: &String| ["e2e/", "xtask/"].iter().any(|c| f.starts_with(c));
     let elsewhere: Vec<String> = found(&needle, &allowed).into_iter().filter(harness).collect();

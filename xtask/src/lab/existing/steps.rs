@@ -2,7 +2,7 @@
 //! and what they learn on the way ([`Up`]); [`super::up_plan`] puts them in order.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,11 +18,9 @@ use super::Given;
 use crate::lab::apply;
 use crate::lab::controller::SERVICE_ACCOUNT;
 use controller::version::{Skew, parse_minor, target_minor};
-use labkit::lab_file::{self, Applied, Existing, LabFile, ProviderKind};
+use labkit::lab_file::{self, Applied, Existing, LabFile, Section};
 use labkit::record::{How, Record};
 
-/// How long one deletion (a namespace with its contents) may take.
-pub const DELETE_WITHIN: Duration = Duration::from_secs(120);
 /// What `lab up` makes is recorded as made by it.
 const BY: &str = "lab up";
 
@@ -305,7 +303,6 @@ pub async fn write_lab_file(up: &mut Up) -> Result<()> {
     let lab = LabFile {
         format: lab_file::FORMAT,
         name: up.name.clone(),
-        provider: ProviderKind::Existing,
         state_dir: up.state_dir.clone(),
         created_unix: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -324,22 +321,17 @@ pub async fn write_lab_file(up: &mut Up) -> Result<()> {
             container: None,
         },
         processes: Vec::new(),
-        kind: None,
-        existing: Some(Existing {
-            kubeconfig: up.given.kubeconfig.clone(),
-            context: up.given.context.clone(),
-            namespace,
-            controller_image: up.digest.clone().unwrap_or_default(),
-            cluster_wide: up.cluster_wide,
-        }),
+        section: Section::Existing {
+            existing: Existing {
+                kubeconfig: up.given.kubeconfig.clone(),
+                context: up.given.context.clone(),
+                namespace,
+                controller_image: up.digest.clone().unwrap_or_default(),
+                cluster_wide: up.cluster_wide,
+            },
+        },
         target: up.given.target(),
     };
+    labkit::test_hook::at("lab up:lab.json")?;
     lab.write()
-}
-
-/// `lab down` of a lab on a cluster the kit did not make: everything its
-/// record names, newest first ([`labkit::owned::delete_all`]); what is not
-/// this lab's is named and left. The record goes when nothing is left of it.
-pub async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<Vec<String>> {
-    labkit::owned::delete_all(client, record, |_| true, DELETE_WITHIN).await
 }

@@ -12,24 +12,25 @@
 pub mod bundle;
 pub mod config;
 mod phases;
-pub mod status;
 mod steps;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
+use futures::future::BoxFuture;
+
 use crate::image::Builder;
-use crate::lab::node_image;
+use crate::lab::options::UpOptions;
+use crate::lab::provider::{Health, Provider};
+use crate::lab::{deployment, node_image};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
-use labkit::lab_file::Applied;
+use labkit::lab_file::{Applied, LabFile};
 use labkit::project::shown;
 use labkit::record::Record;
 
-pub use self::phases::up;
-pub use self::status::{logs, status};
-pub use e2e::deployment::{NAME as DEPLOYMENT, NAMESPACE};
+pub use crate::lab::deployment::{DEPLOYMENT, NAMESPACE};
 
 /// The cluster definition, relative to the project root.
 pub const CLUSTER_FILE: &str = "kind/cluster.yaml";
@@ -237,20 +238,65 @@ impl Down {
     }
 }
 
-/// `lab down` for kind: delete the cluster (if this lab made it), remove the state.
-/// `true` when a cluster was deleted.
-pub async fn down(name: &str, state_dir: &Path) -> Result<bool> {
-    if labkit::tools::on_path("kind").is_none() {
-        eprintln!(
-            "kind is not on PATH: cannot look for a cluster named {name} (`nix develop`, or install kind v0.33)"
-        );
-        return Ok(false);
+/// A kind cluster, the controller a Deployment in it.
+pub struct Kind;
+
+impl Provider for Kind {
+    fn up<'a>(
+        &'a self,
+        name: &'a str,
+        options: &'a UpOptions,
+    ) -> BoxFuture<'a, Result<Option<LabFile>>> {
+        let images = match &options.bundle {
+            Some(bundle) => Images::Bundle(bundle.clone()),
+            None => Images::Build(
+                options.image_builder,
+                NodeImage::parse(options.node_image.as_deref()),
+            ),
+        };
+        Box::pin(async move { phases::up(name, &images, &options.target, options.dry_run).await })
     }
-    let record = Record::load(state_dir)?;
-    let mut down =
-        Down { name: name.to_string(), exists: false, node_id: None, record, ours: false };
-    plan::execute(down_plan(name, state_dir), &mut down).await?;
-    Ok(down.ours)
+
+    /// The cluster deleted if this lab made it, the state removed; `true`
+    /// when a cluster was deleted.
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            if !dry_run && labkit::tools::on_path("kind").is_none() {
+                eprintln!(
+                    "kind is not on PATH: cannot look for a cluster named {name} (`nix develop`, or install kind v0.33)"
+                );
+                return Ok(false);
+            }
+            let state_dir = labkit::project::lab_dir(name);
+            let record = Record::load(&state_dir)?;
+            let mut down =
+                Down { name: name.to_string(), exists: false, node_id: None, record, ours: false };
+            plan::print_or_execute(down_plan(name, &state_dir), &mut down, dry_run).await?;
+            Ok(down.ours)
+        })
+    }
+
+    /// The cluster and its node image, then the Deployment's lines.
+    fn status<'a>(&'a self, lab: &'a LabFile) -> BoxFuture<'a, Result<Health>> {
+        Box::pin(async move {
+            let name = &lab.name;
+            let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
+            if !clusters.lines().any(|c| c.trim() == name) {
+                let lines = vec![format!("cluster {name}: not found (`kind get clusters`)")];
+                return Ok(Health { lines, healthy: false });
+            }
+            let node = node_container(name);
+            let image = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}", &node])
+                .read()
+                .unwrap_or_default();
+            deployment::status(lab, vec![format!("cluster {name}: node {node}, image {image}")])
+                .await
+        })
+    }
+
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> BoxFuture<'a, Result<()>> {
+        Box::pin(deployment::logs(name, follow))
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::lab::{apply, kubeconfig};
 use crate::preflight::{self, Check, Status};
 use labkit::command::Cmd;
 use labkit::kind_releases;
-use labkit::lab_file::{self, LabFile, ProviderKind};
+use labkit::lab_file::{self, LabFile, Section};
 use labkit::project;
 use labkit::record::Record;
 
@@ -256,7 +256,6 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
     let lab = LabFile {
         format: lab_file::FORMAT,
         name: up.name.clone(),
-        provider: ProviderKind::Kind,
         state_dir: up.paths.state_dir.clone(),
         created_unix: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -276,14 +275,16 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
         },
         processes: Vec::new(),
         target: up.target.clone(),
-        kind: Some(lab_file::Kind {
-            node_image: up.node_image.clone(),
-            node: node_container(&up.name),
-            controller_image: image::reference()?,
-            controller_image_id: up.built_id.clone().unwrap_or_default(),
-        }),
-        existing: None,
+        section: Section::Kind {
+            kind: lab_file::Kind {
+                node_image: up.node_image.clone(),
+                node: node_container(&up.name),
+                controller_image: image::reference()?,
+                controller_image_id: up.built_id.clone().unwrap_or_default(),
+            },
+        },
     };
+    labkit::test_hook::at("lab up:lab.json")?;
     lab.write()
 }
 

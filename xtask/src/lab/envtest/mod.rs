@@ -13,10 +13,10 @@
 
 mod down;
 mod health;
+mod logs;
 
-use down::report_stop;
-pub use down::{down, down_plan};
-pub use health::{Health, health};
+pub use down::down_plan;
+pub use health::health;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -27,15 +27,18 @@ use anyhow::{Context, Result, anyhow};
 use crate::lab::binaries::{self, EnvtestBinaries};
 use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, TOKEN_SECONDS};
 use crate::lab::kubeconfig::{self, Credentials};
+use crate::lab::options::UpOptions;
+use crate::lab::provider::{Health, Provider};
 use crate::lab::{apply, certs};
 use crate::plan::{self, Step};
 use e2e::lab::{
     self as handle,
     probes::{self, wait_ready},
 };
+use futures::future::BoxFuture;
 use labkit::command::Cmd;
 use labkit::eventually::Check;
-use labkit::lab_file::{self, LabFile, ProviderKind, Target};
+use labkit::lab_file::{self, LabFile, ProviderKind, Section, Target};
 use labkit::process::{self, Spawned, StopOutcome};
 use labkit::project;
 use labkit::project::shown;
@@ -235,42 +238,97 @@ fn controller_build(name: &str, host: controller::Host) -> Result<Vec<Step<Up>>>
     Ok(steps)
 }
 
-/// Bring a lab up from nothing: the state directory must not exist (the caller cleans it).
-/// What a failed `up` started is stopped again.
-pub async fn up(
-    name: &str,
-    layout: &Layout,
-    host: controller::Host,
-    target: &Target,
-) -> Result<LabFile> {
-    let steps = up_plan(name, layout, host)?;
-    let mut up = Up {
-        name: name.to_string(),
-        layout: layout.clone(),
-        target: target.clone(),
-        host,
-        binaries: None,
-        pki: None,
-        ports: [0; 4],
-        started: Vec::new(),
-        admin: None,
-        token_expires: String::new(),
-        lab: None,
-    };
-    let cold_start = Instant::now();
-    if let Err(error) = plan::execute(steps, &mut up).await {
-        eprintln!("lab up failed: stopping what it started");
-        for (spawned, _) in up.started.iter().rev() {
-            report_stop(spawned.name, spawned.pid, &layout.state_dir).await;
-        }
-        eprintln!(
-            "logs are kept in {}; `cargo xtask lab down --name {name}` removes them",
-            layout.state_dir.display()
-        );
-        return Err(error);
+/// kube-apiserver, etcd and the controller as local processes.
+pub struct Envtest;
+
+impl Provider for Envtest {
+    fn up<'a>(
+        &'a self,
+        name: &'a str,
+        options: &'a UpOptions,
+    ) -> BoxFuture<'a, Result<Option<LabFile>>> {
+        Box::pin(async move {
+            let layout = Layout::new(&project::lab_dir(name));
+            let host = options.controller_host();
+            if !options.dry_run
+                && let Some(lab) = reuse_or_clean(name, &layout, &options.target).await?
+            {
+                return Ok(Some(lab));
+            }
+            let steps = up_plan(name, &layout, host)?;
+            let mut up = Up {
+                name: name.to_string(),
+                layout,
+                target: options.target.clone(),
+                host,
+                binaries: None,
+                pki: None,
+                ports: [0; 4],
+                started: Vec::new(),
+                admin: None,
+                token_expires: String::new(),
+                lab: None,
+            };
+            let cold_start = Instant::now();
+            plan::print_or_execute(steps, &mut up, options.dry_run).await?;
+            if !options.dry_run {
+                labkit::progress!("lab {name} is up in {:.1}s", cold_start.elapsed().as_secs_f64());
+            }
+            Ok(up.lab)
+        })
     }
-    labkit::progress!("lab {name} is up in {:.1}s", cold_start.elapsed().as_secs_f64());
-    up.lab.context("lab.json was not written")
+
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut removed = false;
+            let steps = down_plan(&Layout::new(&project::lab_dir(name)));
+            plan::print_or_execute(steps, &mut removed, dry_run).await?;
+            Ok(removed)
+        })
+    }
+
+    fn status<'a>(&'a self, lab: &'a LabFile) -> BoxFuture<'a, Result<Health>> {
+        Box::pin(async move { Ok(health(lab).await) })
+    }
+
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { logs::show(name, follow) })
+    }
+}
+
+/// An envtest lab that is up and healthy is reused; anything else under its
+/// name is taken down so a fresh one can start.
+async fn reuse_or_clean(name: &str, layout: &Layout, target: &Target) -> Result<Option<LabFile>> {
+    let why = match LabFile::read(&layout.state_dir) {
+        Ok(Some(lab)) if lab.target != *target => {
+            format!("lab {name} keeps {}, not {target}: starting it anew for {target}", lab.target)
+        }
+        Ok(Some(lab)) => {
+            let health = health(&lab).await;
+            let said = if health.healthy {
+                "is already up and healthy; not starting another"
+            } else {
+                "is there but not healthy:"
+            };
+            labkit::progress!("lab {name} {said}");
+            for line in &health.lines {
+                labkit::progress!("  {line}");
+            }
+            if health.healthy {
+                return Ok(Some(lab));
+            }
+            "cleaning it up and starting anew".into()
+        }
+        Ok(None) if layout.state_dir.exists() => format!(
+            "{} holds an incomplete lab (no lab.json): cleaning it up",
+            layout.state_dir.display()
+        ),
+        Ok(None) => return Ok(None),
+        Err(error) => format!("warning: {error:#}; cleaning up"),
+    };
+    labkit::progress!("{why}");
+    Envtest.down(name, false).await?;
+    Ok(None)
 }
 
 async fn start_etcd(up: &mut Up) -> Result<()> {
@@ -399,7 +457,6 @@ async fn write_lab(up: &mut Up) -> Result<()> {
     let lab = LabFile {
         format: lab_file::FORMAT,
         name: up.name.clone(),
-        provider: ProviderKind::Envtest,
         state_dir: up.layout.state_dir.clone(),
         created_unix: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -417,10 +474,10 @@ async fn write_lab(up: &mut Up) -> Result<()> {
             container,
         },
         processes: up.started.iter().map(|(_, entry)| entry.clone()).collect(),
-        kind: None,
-        existing: None,
+        section: Section::Envtest,
         target: up.target.clone(),
     };
+    labkit::test_hook::at("lab up:lab.json")?;
     lab.write()?;
     up.lab = Some(lab);
     Ok(())

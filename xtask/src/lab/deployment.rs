@@ -1,6 +1,6 @@
 //! `lab status` and `lab logs` for a lab whose controller is a Deployment
-//! (kind, an existing cluster): the cluster (kind: its node image), the
-//! Deployment and its pod (phase, readiness, restarts, the image it runs).
+//! (kind, an existing cluster), after the provider's own lines: the API
+//! server, the Deployment and its pod (phase, readiness, restarts, the image it runs).
 
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -8,15 +8,14 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, LogParams};
 
-use super::{DEPLOYMENT, NAMESPACE, node_container};
-use crate::lab::{envtest::Health, kubeconfig};
+use crate::lab::{kubeconfig, provider::Health};
 use crate::plan::{self, Step};
-use labkit::command::Cmd;
+pub use e2e::deployment::{NAME as DEPLOYMENT, NAMESPACE};
 use labkit::lab_file::LabFile;
 
 /// Where the Deployment lives: the namespace an existing cluster's lab was given.
 fn namespace(lab: &LabFile) -> &str {
-    lab.existing.as_ref().map_or(NAMESPACE, |e| e.namespace.as_str())
+    lab.existing().map_or(NAMESPACE, |e| e.namespace.as_str())
 }
 
 /// The controller's pod: the Deployment's newest pod (by creation time).
@@ -25,29 +24,8 @@ async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<P
     host.newest_pod().await
 }
 
-/// What `lab status` shows of the lab (one line a part), and whether it is healthy.
-pub async fn status(lab: &LabFile) -> Result<Health> {
-    let name = &lab.name;
-    let mut lines = Vec::new();
-    if let Some(existing) = &lab.existing {
-        lines.push(format!(
-            "context {} of {}, namespace {}",
-            existing.context,
-            existing.kubeconfig.display(),
-            existing.namespace
-        ));
-    } else {
-        let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
-        if !clusters.lines().any(|c| c.trim() == name) {
-            lines.push(format!("cluster {name}: not found (`kind get clusters`)"));
-            return Ok(Health { lines, healthy: false });
-        }
-        let node = node_container(name);
-        let image = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}", &node])
-            .read()
-            .unwrap_or_default();
-        lines.push(format!("cluster {name}: node {node}, image {image}"));
-    }
+/// What `lab status` shows of the lab after the provider's `lines`, and whether it is healthy.
+pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
     let version = client
         .apiserver_version()
@@ -86,9 +64,13 @@ pub async fn status(lab: &LabFile) -> Result<Health> {
     Ok(Health { lines, healthy: ready })
 }
 
-/// `lab logs [-f]` for kind: the controller pod's log.
-pub async fn logs(lab: &LabFile, follow: bool) -> Result<()> {
+/// `lab logs [-f]`: the controller pod's log.
+pub async fn logs(name: &str, follow: bool) -> Result<()> {
     use futures::{AsyncBufReadExt, TryStreamExt};
+    let lab = LabFile::read(&labkit::project::lab_dir(name))?.with_context(|| {
+        format!("lab {name} is not up (`cargo xtask lab status --name {name}`)")
+    })?;
+    let lab = &lab;
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
     let pod = controller_pod(&client, lab)
         .await?
