@@ -28,14 +28,13 @@ use crate::lab::binaries::{self, EnvtestBinaries};
 use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, TOKEN_SECONDS};
 use crate::lab::kubeconfig::{self, Credentials};
 use crate::lab::options::UpOptions;
-use crate::lab::provider::{Health, Provider};
+use crate::lab::provider::{Answer, Health, Provider};
 use crate::lab::{apply, certs};
 use crate::plan::{self, Step};
 use e2e::lab::{
     self as handle,
     probes::{self, wait_ready},
 };
-use futures::future::BoxFuture;
 use labkit::command::Cmd;
 use labkit::eventually::Check;
 use labkit::lab_file::{self, LabFile, ProviderKind, Section, Target};
@@ -242,11 +241,7 @@ fn controller_build(name: &str, host: controller::Host) -> Result<Vec<Step<Up>>>
 pub struct Envtest;
 
 impl Provider for Envtest {
-    fn up<'a>(
-        &'a self,
-        name: &'a str,
-        options: &'a UpOptions,
-    ) -> BoxFuture<'a, Result<Option<LabFile>>> {
+    fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
         Box::pin(async move {
             let layout = Layout::new(&project::lab_dir(name));
             let host = options.controller_host();
@@ -278,7 +273,7 @@ impl Provider for Envtest {
         })
     }
 
-    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> BoxFuture<'a, Result<bool>> {
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> Answer<'a, bool> {
         Box::pin(async move {
             let mut removed = false;
             let steps = down_plan(&Layout::new(&project::lab_dir(name)));
@@ -287,11 +282,11 @@ impl Provider for Envtest {
         })
     }
 
-    fn status<'a>(&'a self, lab: &'a LabFile) -> BoxFuture<'a, Result<Health>> {
+    fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health> {
         Box::pin(async move { Ok(health(lab).await) })
     }
 
-    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> BoxFuture<'a, Result<()>> {
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
         Box::pin(async move { logs::show(name, follow) })
     }
 }

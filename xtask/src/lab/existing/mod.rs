@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use futures::future::BoxFuture;
 use kube::config::Kubeconfig;
 
 use self::steps::{
@@ -21,7 +20,7 @@ use self::steps::{
 use crate::image;
 use crate::lab::deployment::{self, DEPLOYMENT};
 use crate::lab::options::{ExistingOptions, UpOptions};
-use crate::lab::provider::{Health, Provider};
+use crate::lab::provider::{Answer, Health, Provider};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::lab_file::{LabFile, ProviderKind, Target};
@@ -249,11 +248,7 @@ pub struct Existing;
 
 impl Provider for Existing {
     /// [`up_plan`], each object recorded before it is made ([`Record`]).
-    fn up<'a>(
-        &'a self,
-        name: &'a str,
-        options: &'a UpOptions,
-    ) -> BoxFuture<'a, Result<Option<LabFile>>> {
+    fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
         Box::pin(async move {
             let given = Given::new(&options.existing)?;
             let state_dir = labkit::project::lab_dir(name);
@@ -275,7 +270,7 @@ impl Provider for Existing {
         })
     }
 
-    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> BoxFuture<'a, Result<bool>> {
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> Answer<'a, bool> {
         Box::pin(async move {
             let state_dir = labkit::project::lab_dir(name);
             let had = state_dir.exists();
@@ -292,7 +287,7 @@ impl Provider for Existing {
     }
 
     /// The context and namespace, then the Deployment's lines.
-    fn status<'a>(&'a self, lab: &'a LabFile) -> BoxFuture<'a, Result<Health>> {
+    fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health> {
         Box::pin(async move {
             let existing = lab.existing().context("lab.json has no existing section")?;
             let line = format!(
@@ -305,7 +300,7 @@ impl Provider for Existing {
         })
     }
 
-    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> BoxFuture<'a, Result<()>> {
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
         Box::pin(deployment::logs(name, follow))
     }
 }

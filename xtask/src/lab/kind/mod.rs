@@ -18,11 +18,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use futures::future::BoxFuture;
-
 use crate::image::Builder;
 use crate::lab::options::UpOptions;
-use crate::lab::provider::{Health, Provider};
+use crate::lab::provider::{Answer, Health, Provider};
 use crate::lab::{deployment, node_image};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
@@ -242,11 +240,7 @@ impl Down {
 pub struct Kind;
 
 impl Provider for Kind {
-    fn up<'a>(
-        &'a self,
-        name: &'a str,
-        options: &'a UpOptions,
-    ) -> BoxFuture<'a, Result<Option<LabFile>>> {
+    fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
         let images = match &options.bundle {
             Some(bundle) => Images::Bundle(bundle.clone()),
             None => Images::Build(
@@ -259,7 +253,7 @@ impl Provider for Kind {
 
     /// The cluster deleted if this lab made it, the state removed; `true`
     /// when a cluster was deleted.
-    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> BoxFuture<'a, Result<bool>> {
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> Answer<'a, bool> {
         Box::pin(async move {
             if !dry_run && labkit::tools::on_path("kind").is_none() {
                 eprintln!(
@@ -277,7 +271,7 @@ impl Provider for Kind {
     }
 
     /// The cluster and its node image, then the Deployment's lines.
-    fn status<'a>(&'a self, lab: &'a LabFile) -> BoxFuture<'a, Result<Health>> {
+    fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health> {
         Box::pin(async move {
             let name = &lab.name;
             let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
@@ -294,7 +288,7 @@ impl Provider for Kind {
         })
     }
 
-    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> BoxFuture<'a, Result<()>> {
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
         Box::pin(deployment::logs(name, follow))
     }
 }
@@ -337,6 +331,46 @@ mod tests {
         )
         .replace(&format!("linux/{}", docker_arch()), "linux/<arch>");
         insta::assert_snapshot!("plan", actual);
+    }
+
+    /// A failed `lab up` is undone by `lab down` ([`crate::lab::up`]); what
+    /// its completed steps recorded decides kind's down plan: the cluster is
+    /// deleted once the up got to record it, before `kind create cluster`.
+    #[test]
+    fn a_failed_up_is_undone_by_the_down_plan_of_the_steps_it_completed() {
+        let dir = labkit::project::target_dir().join("unit-tests/kind-undo");
+        let _ = std::fs::remove_dir_all(&dir);
+        let pinned = labkit::kind_releases::table().unwrap().last().unwrap().image.clone();
+        let build = Images::Build(Builder::Nix, NodeImage::Pinned);
+        let up = plan::render(&up_plan("lab", &dir, &build, &pinned, &Default::default()).unwrap());
+        let (recorded, created) = (up.find("# record the cluster lab"), up.find("$ kind create"));
+        assert!(recorded.unwrap() < created.unwrap(), "recorded after kind made it:\n{up}");
+        let kind = Some(labkit::lab_file::ProviderKind::Kind);
+        let mut record = Record::open(&dir, "lab", kind).unwrap();
+        let deletes = |record: &Record, node: &str| {
+            let mut down = Down {
+                name: "lab".into(),
+                exists: true,
+                node_id: Some(node.into()),
+                record: Some(record.clone()),
+                ours: false,
+            };
+            down.ours = down.judge();
+            let plan = down_plan("lab", &dir);
+            let delete = plan.iter().find(|s| s.to_string().starts_with("$ kind delete")).unwrap();
+            delete.when.as_ref().is_some_and(|(_, holds)| holds(&down))
+        };
+        assert!(
+            !deletes(&record, "n1"),
+            "failed at the checks: a cluster of the name is someone's"
+        );
+        let how = labkit::record::How::Created;
+        record.intend(&cluster_entry("lab"), "lab up", how).unwrap();
+        assert!(deletes(&record, "n1"), "failed in kind create cluster");
+        record.made(&cluster_entry("lab"), "n1").unwrap();
+        assert!(deletes(&record, "n1"), "failed after the cluster was made");
+        assert!(!deletes(&record, "n2"), "another cluster made since under the name");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
