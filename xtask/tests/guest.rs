@@ -381,9 +381,9 @@ async fn wait_ready(lab: &Lab) {
     .unwrap();
 }
 
-/// A `lab up --provider existing` that fails after its checks (the image
-/// cannot be built or pushed: no registry at localhost:9) is undone: the
-/// cluster's objects are the same before and after, and its folder is gone.
+/// A `lab up --provider existing` that fails after its checks (the test
+/// hook), its kubeconfig written, is undone: the cluster's objects are the
+/// same before and after, and its folder is gone.
 #[tokio::test]
 #[serial]
 async fn a_failed_existing_up_leaves_the_cluster_as_it_was() {
@@ -392,9 +392,12 @@ async fn a_failed_existing_up_leaves_the_cluster_as_it_was() {
     let name = format!("{}-up-fails", lab.file().name);
     let up = ["lab", "up", "--provider", "existing", "--name", &name, "--create-namespace"];
     let flags = ["--namespace", "up-fails", "--registry", "localhost:9", "--kubeconfig"];
-    let ran = run(&xtask(&up).args(flags).path(&lab.file().admin_kubeconfig));
+    let up = xtask(&up).args(flags).path(&lab.file().admin_kubeconfig);
+    let ran = run(&up.env(labkit::test_hook::VARIABLE, "lab up:checked=fail"));
     assert!(!ran.ok, "lab up succeeded:\n{}", ran.stderr);
-    assert!(ran.stderr.contains("undoing what it made"), "not undone:\n{}", ran.stderr);
+    for said in ["lab up:checked fails", "undoing what it made"] {
+        assert!(ran.stderr.contains(said), "{said:?} in:\n{}", ran.stderr);
+    }
     assert!(!labkit::project::lab_dir(&name).exists(), "its folder is left:\n{}", ran.stderr);
     let after = e2e::cluster::snapshot(&lab.client()).await.unwrap();
     e2e::cluster::difference(&before, &after).unwrap_or_else(|e| panic!("{e:#}\n{}", ran.stderr));

@@ -271,7 +271,7 @@ pub async fn check_nothing_in_the_way(up: &mut Up) -> Result<()> {
         };
         bail!("{first}{more}: use another --namespace, or remove it if it is yours to remove");
     }
-    Ok(())
+    labkit::test_hook::at("lab up:checked")
 }
 
 /// Applies the manifests as this lab's ([`labkit::owned::apply`]): made, or
