@@ -188,6 +188,21 @@ pub struct Controller {
     pub container: Option<String>,
 }
 
+impl Controller {
+    /// A controller run as a Deployment by `service_account`: reached
+    /// through the API server's pod proxy (see e2e::lab), no log file here.
+    pub fn deployment(service_account: String) -> Controller {
+        Controller {
+            url: String::new(),
+            kubeconfig: PathBuf::new(),
+            service_account,
+            token_expires: "projected by the kubelet (rotated)".into(),
+            log: PathBuf::new(),
+            container: None,
+        }
+    }
+}
+
 /// One local process of the lab. To restart it: stop `pid` (its process group), then run
 /// `binary` with `args`, appending output to `log` and writing the new pid to `pid_file`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -230,6 +245,32 @@ impl std::fmt::Display for ProviderKind {
 }
 
 impl LabFile {
+    /// A lab of `section` ready now, as `lab up` writes it last: its admin
+    /// kubeconfig `<state_dir>/kubeconfig`, no local processes; the provider
+    /// sets the API server's URL and version, and its processes if it has some.
+    pub fn ready(
+        name: &str,
+        state_dir: &Path,
+        section: Section,
+        target: Target,
+        controller: Controller,
+    ) -> LabFile {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        LabFile {
+            format: FORMAT,
+            name: name.into(),
+            state_dir: state_dir.into(),
+            created_unix: now.map(|d| d.as_secs()).unwrap_or_default(),
+            kubernetes_version: String::new(),
+            api_server_url: String::new(),
+            admin_kubeconfig: state_dir.join("kubeconfig"),
+            controller,
+            processes: Vec::new(),
+            section,
+            target,
+        }
+    }
+
     pub fn provider(&self) -> ProviderKind {
         self.section.provider()
     }

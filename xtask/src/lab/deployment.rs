@@ -9,7 +9,6 @@ use kube::ResourceExt;
 use kube::api::{Api, LogParams};
 
 use crate::lab::{kubeconfig, provider::Health};
-use crate::plan::{self, Step};
 pub use e2e::deployment::{NAME as DEPLOYMENT, NAMESPACE};
 use labkit::lab_file::LabFile;
 
@@ -70,31 +69,25 @@ pub async fn logs(name: &str, follow: bool) -> Result<()> {
     let lab = LabFile::read(&labkit::project::lab_dir(name))?.with_context(|| {
         format!("lab {name} is not up (`cargo xtask lab status --name {name}`)")
     })?;
-    let lab = &lab;
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
-    let pod = controller_pod(&client, lab)
+    let pod = controller_pod(&client, &lab)
         .await?
         .context("no controller pod: `cargo xtask lab status` shows why")?;
-    let (name, namespace) = (pod.name_any(), namespace(lab).to_string());
-    let kubectl = format!(
-        "kubectl --kubeconfig {} -n {namespace} logs {}pod/{name}",
-        labkit::project::shown(&lab.admin_kubeconfig),
-        if follow { "-f " } else { "" }
+    let (name, namespace) = (pod.name_any(), namespace(&lab));
+    let kubeconfig = labkit::project::shown(&lab.admin_kubeconfig);
+    let f = if follow { "-f " } else { "" };
+    labkit::progress!(
+        "$ kubectl --kubeconfig {kubeconfig} -n {namespace} logs {f}pod/{name}    # done with kube-rs"
     );
-    let step = Step::api(kubectl, move |_: &mut ()| {
-        Box::pin(async move {
-            let pods: Api<Pod> = Api::namespaced(client, &namespace);
-            if !follow {
-                print!("{}", pods.logs(&name, &LogParams::default()).await?);
-                return Ok(());
-            }
-            let params = LogParams { follow: true, ..Default::default() };
-            let mut lines = pods.log_stream(&name, &params).await?.lines();
-            while let Some(line) = lines.try_next().await? {
-                println!("{line}");
-            }
-            Ok(())
-        })
-    });
-    plan::execute(vec![step], &mut ()).await
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    if !follow {
+        print!("{}", pods.logs(&name, &LogParams::default()).await?);
+        return Ok(());
+    }
+    let params = LogParams { follow: true, ..Default::default() };
+    let mut lines = pods.log_stream(&name, &params).await?.lines();
+    while let Some(line) = lines.try_next().await? {
+        println!("{line}");
+    }
+    Ok(())
 }

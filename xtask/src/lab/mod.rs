@@ -158,7 +158,10 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         }
         LabCommand::Status { lab, output } => status::run(&lab.name, output.output).await,
         LabCommand::Env { lab } => env::run(&lab.name),
-        LabCommand::Logs { follow, lab } => providers::logs(&lab.name, follow).await,
+        LabCommand::Logs { follow, lab } => {
+            providers::of_lab(&lab.name)?.logs(&lab.name, follow).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         LabCommand::Stage2 { lab } => {
             let lab = e2e::lab::Lab::find_named(&lab.name).await?;
             if let Some(existing) = lab.file().existing() {

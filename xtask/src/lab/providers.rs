@@ -1,8 +1,6 @@
 //! The one place that picks a provider ([`of`]): `lab up`, `lab down`,
 //! `lab status` and `lab logs` call it, never a provider by name.
 
-use std::process::ExitCode;
-
 use anyhow::Result;
 
 use super::provider::Provider;
@@ -31,10 +29,4 @@ pub fn of_lab(name: &str) -> Result<&'static dyn Provider> {
         Some(kind) => kind,
         None => recorded()?.unwrap_or(ProviderKind::Envtest),
     }))
-}
-
-/// `lab logs`.
-pub async fn logs(name: &str, follow: bool) -> Result<ExitCode> {
-    of_lab(name)?.logs(name, follow).await?;
-    Ok(ExitCode::SUCCESS)
 }

@@ -20,7 +20,7 @@ pub use health::health;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow};
 
@@ -52,7 +52,7 @@ const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.loc
 const ROLES: [&str; 3] = [handle::ETCD, handle::API_SERVER, handle::CONTROLLER];
 
 /// The files of one lab, by purpose.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Layout {
     pub state_dir: PathBuf,
     pki: PathBuf,
@@ -82,6 +82,7 @@ impl Layout {
 }
 
 /// What `lab up` learns on the way.
+#[derive(Default)]
 pub struct Up {
     name: String,
     layout: Layout,
@@ -251,19 +252,8 @@ impl Provider for Envtest {
                 return Ok(Some(lab));
             }
             let steps = up_plan(name, &layout, host)?;
-            let mut up = Up {
-                name: name.to_string(),
-                layout,
-                target: options.target.clone(),
-                host,
-                binaries: None,
-                pki: None,
-                ports: [0; 4],
-                started: Vec::new(),
-                admin: None,
-                token_expires: String::new(),
-                lab: None,
-            };
+            let target = options.target.clone();
+            let mut up = Up { name: name.into(), layout, target, host, ..Up::default() };
             let cold_start = Instant::now();
             plan::print_or_execute(steps, &mut up, options.dry_run).await?;
             if !options.dry_run {
@@ -449,28 +439,25 @@ async fn write_lab(up: &mut Up) -> Result<()> {
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[3]));
     let container = matches!(up.host, controller::Host::Container(_))
         .then(|| controller::container_name(&up.name));
+    let controller = lab_file::Controller {
+        url: format!("http://{listen}"),
+        kubeconfig: up.layout.controller_kubeconfig.clone(),
+        service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
+        token_expires: up.token_expires.clone(),
+        log: up.layout.log(handle::CONTROLLER),
+        container,
+    };
     let lab = LabFile {
-        format: lab_file::FORMAT,
-        name: up.name.clone(),
-        state_dir: up.layout.state_dir.clone(),
-        created_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default(),
         kubernetes_version: version,
         api_server_url: format!("https://127.0.0.1:{}", up.ports[2]),
-        admin_kubeconfig: up.layout.admin_kubeconfig.clone(),
-        controller: lab_file::Controller {
-            url: format!("http://{listen}"),
-            kubeconfig: up.layout.controller_kubeconfig.clone(),
-            service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
-            token_expires: up.token_expires.clone(),
-            log: up.layout.log(handle::CONTROLLER),
-            container,
-        },
         processes: up.started.iter().map(|(_, entry)| entry.clone()).collect(),
-        section: Section::Envtest,
-        target: up.target.clone(),
+        ..LabFile::ready(
+            &up.name,
+            &up.layout.state_dir,
+            Section::Envtest,
+            up.target.clone(),
+            controller,
+        )
     };
     labkit::test_hook::at("lab up:lab.json")?;
     lab.write()?;

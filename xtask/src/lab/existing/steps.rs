@@ -2,7 +2,6 @@
 //! and what they learn on the way ([`Up`]); [`super::up_plan`] puts them in order.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -298,39 +297,20 @@ pub async fn wait_rollout(up: &mut Up) -> Result<()> {
 
 /// lab.json, with a kubeconfig of the one context next to it.
 pub async fn write_lab_file(up: &mut Up) -> Result<()> {
-    let kubeconfig = up.state_dir.join("kubeconfig");
     let namespace = up.namespace().to_string();
+    let controller = lab_file::Controller::deployment(format!("{namespace}/{SERVICE_ACCOUNT}"));
+    let existing = Existing {
+        kubeconfig: up.given.kubeconfig.clone(),
+        context: up.given.context.clone(),
+        namespace,
+        controller_image: up.digest.clone().unwrap_or_default(),
+        cluster_wide: up.cluster_wide,
+    };
+    let section = Section::Existing { existing };
     let lab = LabFile {
-        format: lab_file::FORMAT,
-        name: up.name.clone(),
-        state_dir: up.state_dir.clone(),
-        created_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default(),
         kubernetes_version: up.version.clone(),
         api_server_url: up.server.clone(),
-        admin_kubeconfig: kubeconfig,
-        controller: lab_file::Controller {
-            // Reached through the API server's pod proxy (see e2e::lab).
-            url: String::new(),
-            kubeconfig: PathBuf::new(),
-            service_account: format!("{namespace}/{SERVICE_ACCOUNT}"),
-            token_expires: "projected by the kubelet (rotated)".into(),
-            log: PathBuf::new(),
-            container: None,
-        },
-        processes: Vec::new(),
-        section: Section::Existing {
-            existing: Existing {
-                kubeconfig: up.given.kubeconfig.clone(),
-                context: up.given.context.clone(),
-                namespace,
-                controller_image: up.digest.clone().unwrap_or_default(),
-                cluster_wide: up.cluster_wide,
-            },
-        },
-        target: up.given.target(),
+        ..LabFile::ready(&up.name, &up.state_dir, section, up.given.target(), controller)
     };
     labkit::test_hook::at("lab up:lab.json")?;
     lab.write()

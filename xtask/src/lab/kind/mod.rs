@@ -95,7 +95,7 @@ impl NodeImage {
 }
 
 /// Where a lab's files are, as the plan names them.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Paths {
     pub state_dir: PathBuf,
     pub kubeconfig: PathBuf,
@@ -121,12 +121,6 @@ pub enum Images {
     Build(Builder, NodeImage),
     /// Load everything from an offline bundle; nothing is pulled or built.
     Bundle(PathBuf),
-}
-
-impl Default for Paths {
-    fn default() -> Self {
-        Paths::new(Path::new(""))
-    }
 }
 
 /// `docker save` names the platform where Docker can (API 1.48+, Docker 28):
@@ -214,25 +208,31 @@ pub struct Down {
 }
 
 impl Down {
-    /// Whether the cluster of the name is the one the record names, saying why not.
+    /// Whether the cluster of the name is this lab's, saying why not.
     fn judge(&self) -> bool {
         let name = &self.name;
-        let recorded = self.record.as_ref().and_then(|r| r.find(&cluster_entry(name)));
-        let why = match recorded.map(|e| e.uid.as_deref()) {
-            None => "no record of this lab names it".to_string(),
-            // A create cut short before its node was recorded: kind's own cluster of the name.
-            Some(None) => return true,
-            Some(Some(id)) if self.node_id.as_deref() == Some(id) => return true,
-            Some(Some(id)) => format!(
-                "its node container is {}, this lab made {id}",
-                self.node_id.as_deref().unwrap_or("missing")
-            ),
+        let Some(why) = not_ours(name, self.record.as_ref(), self.node_id.as_deref()) else {
+            return true;
         };
         eprintln!(
             "left alone: the kind cluster {name} is not this lab's ({why}); \
              `kind delete cluster --name {name}` if it is yours"
         );
         false
+    }
+}
+
+/// Why the cluster `name`, its node container `node`, is not the one
+/// `record` names (by the node's ID); `None` when it is.
+pub(crate) fn not_ours(name: &str, record: Option<&Record>, node: Option<&str>) -> Option<String> {
+    match record.and_then(|r| r.find(&cluster_entry(name))).map(|e| e.uid.as_deref()) {
+        None => Some("no record of this lab names it".into()),
+        // A create cut short before its node was recorded: kind's own cluster of the name.
+        Some(None) => None,
+        Some(Some(id)) if node == Some(id) => None,
+        Some(Some(id)) => {
+            Some(format!("its node container is {}, this lab made {id}", node.unwrap_or("missing")))
+        }
     }
 }
 
