@@ -336,9 +336,11 @@ mod tests {
     /// A failed `lab up` is undone by `lab down` ([`crate::lab::up`]); what
     /// its completed steps recorded decides kind's down plan: the cluster is
     /// deleted once the up got to record it, before `kind create cluster`.
+    /// The steps that run after each failure point, pinned in `undo.snap`.
     #[test]
     fn a_failed_up_is_undone_by_the_down_plan_of_the_steps_it_completed() {
-        let dir = labkit::project::target_dir().join("unit-tests/kind-undo");
+        let (dir, shown) =
+            (labkit::project::target_dir().join("unit-tests/kind-undo"), "target/lab/lab");
         let _ = std::fs::remove_dir_all(&dir);
         let pinned = labkit::kind_releases::table().unwrap().last().unwrap().image.clone();
         let build = Images::Build(Builder::Nix, NodeImage::Pinned);
@@ -347,7 +349,9 @@ mod tests {
         assert!(recorded.unwrap() < created.unwrap(), "recorded after kind made it:\n{up}");
         let kind = Some(labkit::lab_file::ProviderKind::Kind);
         let mut record = Record::open(&dir, "lab", kind).unwrap();
-        let deletes = |record: &Record, node: &str| {
+        // The down plan's steps whose turn comes, its probes having seen a
+        // cluster named `lab` on node container `node`.
+        let runs = |failed: &str, record: &Record, node: &str| {
             let mut down = Down {
                 name: "lab".into(),
                 exists: true,
@@ -356,20 +360,22 @@ mod tests {
                 ours: false,
             };
             down.ours = down.judge();
-            let plan = down_plan("lab", &dir);
-            let delete = plan.iter().find(|s| s.to_string().starts_with("$ kind delete")).unwrap();
-            delete.when.as_ref().is_some_and(|(_, holds)| holds(&down))
+            let plan = down_plan("lab", Path::new(shown));
+            let holds = |s: &&Step<Down>| s.when.as_ref().is_none_or(|(_, holds)| holds(&down));
+            let steps: String = plan.iter().filter(holds).map(|s| format!("{s}\n")).collect();
+            format!("## failed {failed}\n{steps}")
         };
-        assert!(
-            !deletes(&record, "n1"),
-            "failed at the checks: a cluster of the name is someone's"
-        );
+        let mut undo =
+            vec![runs("at the checks (a cluster of the name is someone's)", &record, "n1")];
         let how = labkit::record::How::Created;
         record.intend(&cluster_entry("lab"), "lab up", how).unwrap();
-        assert!(deletes(&record, "n1"), "failed in kind create cluster");
+        undo.push(runs("in kind create cluster", &record, "n1"));
         record.made(&cluster_entry("lab"), "n1").unwrap();
-        assert!(deletes(&record, "n1"), "failed after the cluster was made");
-        assert!(!deletes(&record, "n2"), "another cluster made since under the name");
+        undo.push(runs("after the cluster was made", &record, "n1"));
+        undo.push(runs("after; another cluster made since under the name", &record, "n2"));
+        let deletes: Vec<bool> = undo.iter().map(|u| u.contains("$ kind delete")).collect();
+        assert_eq!(deletes, [false, true, true, false], "{}", undo.join("\n"));
+        insta::assert_snapshot!("undo", undo.join("\n"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
