@@ -32,7 +32,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
         && lab.provider() != kind
     {
         bail!(
-            "lab {name} is a {} lab: `cargo xtask lab down --name {name}` first, or use another --name",
+            "lab {name} is on provider {}: `cargo xtask lab down --name {name}` first, or use another --name",
             lab.provider()
         );
     }
