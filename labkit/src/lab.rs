@@ -153,8 +153,11 @@ impl Lab {
 
     /// The lab.json entry of the process playing `role` (envtest labs only).
     fn process(&self, role: &str) -> anyhow::Result<&Process> {
-        if self.file.provider != ProviderKind::Envtest {
-            bail!("stopping and starting {role} on a {} lab is not supported", self.file.provider);
+        if self.file.provider() != ProviderKind::Envtest {
+            bail!(
+                "stopping and starting {role} on a {} lab is not supported",
+                self.file.provider()
+            );
         }
         self.file
             .processes
@@ -258,7 +261,7 @@ impl Lab {
     /// a new one.
     pub async fn restart_api_server(&mut self, extra: &[&str]) -> anyhow::Result<Duration> {
         let began = Instant::now();
-        if let Some(kind) = &self.file.kind {
+        if let Some(kind) = self.file.kind() {
             ensure!(extra.is_empty(), "a kind lab's API server runs on kubeadm's flags only");
             let node = crate::node::Node::new(&kind.node);
             let old = node.container_id("kube-apiserver")?;
@@ -317,7 +320,7 @@ impl Lab {
 
     /// Where the controller's Deployment lives: an existing cluster's lab's namespace, else the manifests'.
     pub fn deployment_namespace(&self) -> &str {
-        self.file.existing.as_ref().map_or(crate::deployment::NAMESPACE, |e| e.namespace.as_str())
+        self.file.existing().map_or(crate::deployment::NAMESPACE, |e| e.namespace.as_str())
     }
 
     /// The controller as a Deployment (kind, an existing cluster), in its namespace.
@@ -326,7 +329,7 @@ impl Lab {
             return None;
         }
         let host = DeploymentHost::new(self.client()).probing_with(self.probe.clone());
-        match (&self.file.provider, &self.file.existing) {
+        match (self.file.provider(), self.file.existing()) {
             (ProviderKind::Kind, _) => Some(host),
             (ProviderKind::Existing, Some(existing)) => {
                 Some(host.in_namespace(&existing.namespace))

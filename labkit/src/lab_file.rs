@@ -24,7 +24,6 @@ pub struct LabFile {
     pub format: u32,
     /// `--name` of `lab up`; also the state directory's name.
     pub name: String,
-    pub provider: ProviderKind,
     /// `target/lab/<name>`: logs, pid files, PKI, kubeconfigs; removed by `lab down`.
     pub state_dir: PathBuf,
     /// Seconds since the Unix epoch when the lab became ready.
@@ -39,15 +38,39 @@ pub struct LabFile {
     /// The processes the lab runs, in start order (envtest: etcd, kube-apiserver, controller).
     /// Empty for providers whose parts are not local processes.
     pub processes: Vec<Process>,
-    /// A kind lab's node and images; `None` for envtest.
-    #[serde(default)]
-    pub kind: Option<Kind>,
-    /// A lab on a cluster the kit did not create: where, and what `lab up` applied there.
-    #[serde(default)]
-    pub existing: Option<Existing>,
+    /// `provider`, and what only that provider's labs have.
+    #[serde(flatten)]
+    pub section: Section,
     /// The ConfigMap the lab's controller keeps (`lab up --target`).
     #[serde(default)]
     pub target: Target,
+}
+
+/// A lab's provider and its own section of lab.json, one typed enum: as
+/// JSON `"provider": "kind", "kind": {…}` (the shape of format 2, so older
+/// files read as they are).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "lowercase")]
+pub enum Section {
+    Envtest,
+    /// A kind lab's node and images.
+    Kind {
+        kind: Kind,
+    },
+    /// A lab on a cluster the kit did not create: where, and what `lab up` applied there.
+    Existing {
+        existing: Existing,
+    },
+}
+
+impl Section {
+    pub fn provider(&self) -> ProviderKind {
+        match self {
+            Section::Envtest => ProviderKind::Envtest,
+            Section::Kind { .. } => ProviderKind::Kind,
+            Section::Existing { .. } => ProviderKind::Existing,
+        }
+    }
 }
 
 /// The ConfigMap a lab's controller keeps: its namespace and name. The Role
@@ -165,6 +188,21 @@ pub struct Controller {
     pub container: Option<String>,
 }
 
+impl Controller {
+    /// A controller run as a Deployment by `service_account`: reached
+    /// through the API server's pod proxy (see e2e::lab), no log file here.
+    pub fn deployment(service_account: String) -> Controller {
+        Controller {
+            url: String::new(),
+            kubeconfig: PathBuf::new(),
+            service_account,
+            token_expires: "projected by the kubelet (rotated)".into(),
+            log: PathBuf::new(),
+            container: None,
+        }
+    }
+}
+
 /// One local process of the lab. To restart it: stop `pid` (its process group), then run
 /// `binary` with `args`, appending output to `log` and writing the new pid to `pid_file`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -207,6 +245,52 @@ impl std::fmt::Display for ProviderKind {
 }
 
 impl LabFile {
+    /// A lab of `section` ready now, as `lab up` writes it last: its admin
+    /// kubeconfig `<state_dir>/kubeconfig`, no local processes; the provider
+    /// sets the API server's URL and version, and its processes if it has some.
+    pub fn ready(
+        name: &str,
+        state_dir: &Path,
+        section: Section,
+        target: Target,
+        controller: Controller,
+    ) -> LabFile {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        LabFile {
+            format: FORMAT,
+            name: name.into(),
+            state_dir: state_dir.into(),
+            created_unix: now.map(|d| d.as_secs()).unwrap_or_default(),
+            kubernetes_version: String::new(),
+            api_server_url: String::new(),
+            admin_kubeconfig: state_dir.join("kubeconfig"),
+            controller,
+            processes: Vec::new(),
+            section,
+            target,
+        }
+    }
+
+    pub fn provider(&self) -> ProviderKind {
+        self.section.provider()
+    }
+
+    /// A kind lab's node and images.
+    pub fn kind(&self) -> Option<&Kind> {
+        match &self.section {
+            Section::Kind { kind } => Some(kind),
+            _ => None,
+        }
+    }
+
+    /// A lab on a cluster the kit did not create.
+    pub fn existing(&self) -> Option<&Existing> {
+        match &self.section {
+            Section::Existing { existing } => Some(existing),
+            _ => None,
+        }
+    }
+
     pub fn path(state_dir: &Path) -> PathBuf {
         state_dir.join(FILE_NAME)
     }
@@ -237,5 +321,31 @@ impl LabFile {
     pub fn write(&self) -> Result<()> {
         let json = serde_json::to_string_pretty(self)?;
         files::write_private(&Self::path(&self.state_dir), json + "\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// lab.json as `lab up` wrote it before the section was one enum (both
+    /// sections always present, one null) still reads, as its provider.
+    #[test]
+    fn a_lab_file_written_before_the_section_was_one_enum_reads() {
+        let envtest = r#"{"format":2,"name":"a","provider":"envtest","state_dir":"/s","created_unix":1,
+            "kubernetes_version":"v1.36.0","api_server_url":"https://127.0.0.1:1","admin_kubeconfig":"/s/k",
+            "controller":{"url":"","kubeconfig":"","service_account":"d/c","token_expires":"","log":""},
+            "processes":[],"kind":null,"existing":null}"#;
+        let lab: LabFile = serde_json::from_str(envtest).unwrap();
+        assert_eq!(lab.provider(), ProviderKind::Envtest);
+        let kind = envtest.replace(
+            r#""provider":"envtest""#,
+            r#""provider":"kind","kind":{"node_image":"n","node":"a-control-plane","controller_image":"c","controller_image_id":"i"}"#,
+        ).replace(r#""kind":null,"#, "");
+        let lab: LabFile = serde_json::from_str(&kind).unwrap();
+        assert_eq!(lab.kind().map(|k| k.node.as_str()), Some("a-control-plane"));
+        let written = serde_json::to_value(&lab).unwrap();
+        assert_eq!((written["provider"].as_str(), written.get("existing")), (Some("kind"), None));
+        assert_eq!(written["kind"]["node_image"], "n");
     }
 }

@@ -92,7 +92,7 @@ impl RunsOn {
     /// `None` when it runs on `provider`, else why not.
     pub fn skip_reason(&self, file: &LabFile) -> Option<String> {
         use ProviderKind::{Envtest, Existing, Kind};
-        if let (RunsOn::ClusterWide(why), Some(existing)) = (self, &file.existing)
+        if let (RunsOn::ClusterWide(why), Some(existing)) = (self, &file.existing())
             && !existing.cluster_wide
         {
             return Some(format!(
@@ -100,7 +100,7 @@ impl RunsOn {
                 existing.namespace
             ));
         }
-        match (self, file.provider) {
+        match (self, file.provider()) {
             (RunsOn::Envtest(why), Kind) => {
                 Some(format!("not run on kind: needs the envtest lab ({why})"))
             }

@@ -199,7 +199,7 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
 pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     args.check()?;
     let mut lab = Lab::find_named(&args.lab.name).await?;
-    args.check_on(lab.file().provider)?;
+    args.check_on(lab.file().provider())?;
     let stage2 = args.peer.iter().any(|p| p == KUBE_RUNTIME);
     let built = build(args.build, stage2)?;
     let mut specs = vec![Spec::Ours { binary: built.ours.clone() }];

@@ -19,7 +19,7 @@ use labkit::lab::NAME_ENV;
 
 use xtask::{
     cargo,
-    lab::{self, ControllerChoice, UpOptions, provider::ProviderChoice},
+    lab::{self, ControllerChoice, UpOptions, options::ProviderChoice},
 };
 
 mod existing;

@@ -13,7 +13,7 @@ use anyhow::Result;
 
 use crate::lab::{
     binaries,
-    provider::{self, ProviderChoice},
+    options::{self, ProviderChoice},
 };
 use crate::output::{self, Format};
 use crate::preflight::{self, Check, Status};
@@ -31,7 +31,7 @@ const CONTROLLER_PORT: u16 = 8080;
 const SCHEMA: &str = "lab-kit/doctor/v1";
 
 pub fn run(name: &str, choice: ProviderChoice, format: Format) -> Result<ExitCode> {
-    let provider = provider::resolve(choice)?;
+    let provider = options::resolve(choice)?;
     let header =
         format!("checking this machine for the {provider} lab (`--provider` picks the other)");
     let checks = gather(name, provider)?;

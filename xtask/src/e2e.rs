@@ -45,12 +45,12 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
         .is_ok();
     let wall = started.elapsed().as_secs_f64();
     let outcomes = results::read(&results)?;
-    let summary = summary(&outcomes, &expected, only.is_none(), wall, (name, lab.provider));
+    let summary = summary(&outcomes, &expected, only.is_none(), wall, (name, lab.provider()));
     report(format, &summary, &mut std::io::stdout().lock())?;
     // docs/e2e.md links to what a real run printed.
     if only.is_none() {
         let mode = if lab.controller.container.is_some() { "-container" } else { "" };
-        labkit::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider), &summary.text)?;
+        labkit::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider()), &summary.text)?;
     }
     if !passed || outcomes.len() != expected.len() || summary.failed > 0 {
         if outcomes.len() != expected.len() {

@@ -475,7 +475,6 @@ mod tests {
         LabFile {
             format: labkit::lab_file::FORMAT,
             name: "ws-lab".into(),
-            provider,
             state_dir: dir.clone(),
             created_unix: 0,
             kubernetes_version: "v1.36.3".into(),
@@ -489,8 +488,17 @@ mod tests {
                 log: dir.join("controller.log"),
                 container: None,
             },
-            kind: None,
-            existing: None,
+            section: match provider {
+                ProviderKind::Kind => labkit::lab_file::Section::Kind {
+                    kind: labkit::lab_file::Kind {
+                        node_image: "kindest/node:v1.36.0".into(),
+                        node: "ws-lab-control-plane".into(),
+                        controller_image: "my-controller:0.1.0".into(),
+                        controller_image_id: String::new(),
+                    },
+                },
+                _ => labkit::lab_file::Section::Envtest,
+            },
             target: Default::default(),
             processes: vec![Process {
                 role: lab::CONTROLLER.into(),

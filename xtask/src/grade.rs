@@ -258,7 +258,7 @@ fn announce(
             &[
                 ("command", command),
                 ("lab", &file.name),
-                ("provider", &file.provider.to_string()),
+                ("provider", &file.provider().to_string()),
                 ("version", &file.kubernetes_version),
             ]
         )
@@ -355,7 +355,7 @@ impl GradeFile {
             graded_at: k8s_openapi::jiff::Timestamp::now().to_string(),
             command: command.to_string(),
             lab: lab.name.clone(),
-            provider: lab.provider.to_string(),
+            provider: lab.provider().to_string(),
             kubernetes_version: lab.kubernetes_version.clone(),
             target: target.to_string(),
             passed,

@@ -90,8 +90,8 @@ pub enum Command {
         #[command(flatten)]
         lab: lab::LabName,
         /// The lab to check the machine for, chosen as `lab up` chooses.
-        #[arg(long, value_enum, default_value_t = lab::provider::ProviderChoice::Auto)]
-        provider: lab::provider::ProviderChoice,
+        #[arg(long, value_enum, default_value_t = lab::options::ProviderChoice::Auto)]
+        provider: lab::options::ProviderChoice,
         #[command(flatten)]
         output: output::OutputArg,
     },

@@ -133,6 +133,20 @@ pub fn render<C>(steps: &[Step<C>]) -> String {
     steps.iter().map(|s| format!("{s}\n")).collect()
 }
 
+/// `--dry-run`: the steps printed; else carried out. One list either way:
+/// what is printed is what runs.
+pub async fn print_or_execute<C>(
+    steps: Vec<Step<C>>,
+    context: &mut C,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    if dry_run {
+        print!("{}", render(&steps));
+        return Ok(());
+    }
+    execute(steps, context).await
+}
+
 /// Carries the steps out in order. Commands echo themselves; the API calls
 /// and xtask's own work are announced by their plan line.
 pub async fn execute<C>(steps: Vec<Step<C>>, context: &mut C) -> anyhow::Result<()> {

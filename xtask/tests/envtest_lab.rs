@@ -358,3 +358,33 @@ async fn status_and_e2e_print_their_result_on_stdout_as_text_or_json() {
     assert_eq!(document["results"][0]["result"], "pass", "{document:#}");
     assert_eq!(document["lab"], name.as_str());
 }
+
+/// A `lab up` that fails at its last step (the test hook, before lab.json
+/// is written) is undone by the down plan of what it made: no process of
+/// that lab is left, nor its folder.
+#[tokio::test]
+#[serial]
+async fn a_failed_envtest_up_leaves_nothing_behind() {
+    let name = format!("{}-up-fails", lab().await.file().name);
+    let up = xtask(&["lab", "up", "--provider", "envtest", "--name", &name]);
+    let ran = run(&up.env(labkit::test_hook::VARIABLE, "lab up:lab.json=fail"));
+    assert!(!ran.ok, "lab up succeeded:\n{}", ran.stderr);
+    for said in ["lab up:lab.json fails", "undoing what it made", "stop controller (pid"] {
+        assert!(ran.stderr.contains(said), "{said:?} in:\n{}", ran.stderr);
+    }
+    let dir = labkit::project::lab_dir(&name);
+    assert!(!dir.exists(), "the failed lab up left {}:\n{}", dir.display(), ran.stderr);
+    let left = common::processes_naming(&dir);
+    assert!(left.is_empty(), "the failed lab up left {left:?}:\n{}", ran.stderr);
+}
+
+/// `lab down --dry-run` of an envtest lab prints the plan `lab down` runs.
+#[tokio::test]
+#[serial]
+async fn envtest_lab_down_runs_what_its_dry_run_prints() {
+    let name = format!("{}-down-plan", lab().await.file().name);
+    succeeds(&xtask(&["lab", "up", "--provider", "envtest", "--name", &name]));
+    common::lab_down_runs_what_its_dry_run_prints(&name);
+    let left = common::processes_naming(&labkit::project::lab_dir(&name));
+    assert!(left.is_empty(), "lab down left {left:?}");
+}

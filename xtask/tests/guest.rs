@@ -294,7 +294,7 @@ async fn a_grade_killed_outright_is_put_back_by_the_next_command() {
     assert!(!programs_running().is_empty(), "the scene: the killed grade's program runs on");
     let record = Record::load(&lab.file().state_dir).unwrap().unwrap();
     assert_eq!(record.borrow.as_ref().map(|b| b.by.as_str()), Some("grade"));
-    let provider = lab.file().provider.to_string();
+    let provider = lab.file().provider().to_string();
     let up = run(&xtask(&["lab", "up", "--name", &name, "--provider", &provider]));
     let printed = format!("{}{}", up.stdout, up.stderr);
     assert!(up.ok, "lab up after a killed grade failed:\n{printed}");
@@ -379,4 +379,54 @@ async fn wait_ready(lab: &Lab) {
     })
     .await
     .unwrap();
+}
+
+/// A `lab up --provider existing` that fails after its checks (the test
+/// hook), its kubeconfig written, is undone: the cluster's objects are the
+/// same before and after, and its folder is gone.
+#[tokio::test]
+#[serial]
+async fn a_failed_existing_up_leaves_the_cluster_as_it_was() {
+    let lab = lab().await;
+    let before = labkit::cluster::snapshot(&lab.client()).await.unwrap();
+    let name = format!("{}-up-fails", lab.file().name);
+    let up = ["lab", "up", "--provider", "existing", "--name", &name, "--create-namespace"];
+    let flags = ["--namespace", "up-fails", "--registry", "localhost:9", "--kubeconfig"];
+    let up = xtask(&up).args(flags).path(&lab.file().admin_kubeconfig);
+    let ran = run(&up.env(labkit::test_hook::VARIABLE, "lab up:checked=fail"));
+    assert!(!ran.ok, "lab up succeeded:\n{}", ran.stderr);
+    for said in ["lab up:checked fails", "undoing what it made"] {
+        assert!(ran.stderr.contains(said), "{said:?} in:\n{}", ran.stderr);
+    }
+    assert!(!labkit::project::lab_dir(&name).exists(), "its folder is left:\n{}", ran.stderr);
+    let after = labkit::cluster::snapshot(&lab.client()).await.unwrap();
+    labkit::cluster::difference(&before, &after).unwrap_or_else(|e| panic!("{e:#}\n{}", ran.stderr));
+}
+
+/// `lab down --dry-run` of a lab on an existing cluster prints the plan
+/// `lab down` runs: each object of its record deleted, newest first, then
+/// its record and folder. The lab is the record of two ConfigMaps made as
+/// `lab up` makes them ([`owned::apply`]), on the lab's own API server.
+#[tokio::test]
+#[serial]
+async fn existing_lab_down_runs_what_its_dry_run_prints() {
+    let lab = lab().await;
+    let client = lab.client();
+    let name = format!("{}-down-plan", lab.file().name);
+    let dir = labkit::project::lab_dir(&name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&lab.file().admin_kubeconfig, dir.join("kubeconfig")).unwrap();
+    let existing = Some(labkit::lab_file::ProviderKind::Existing);
+    let mut record = Record::open(&dir, &name, existing).unwrap();
+    someone_s(&lab, "guest-down-plan", Vec::new()).await;
+    for made in ["first", "second"] {
+        let (document, _) = config_map("guest-down-plan", made);
+        owned::apply(&client, &mut record, "lab up", "lab-kit-test", document).await.unwrap();
+    }
+    common::lab_down_runs_what_its_dry_run_prints(&name);
+    let api: Api<ConfigMap> = Api::namespaced(client, "guest-down-plan");
+    for made in ["first", "second"] {
+        assert!(api.get_opt(made).await.unwrap().is_none(), "{made} is left");
+    }
 }

@@ -16,7 +16,7 @@ use serial_test::serial;
 
 /// `lab up` as this lab was made: the same name and node image.
 fn up_again(lab: &Lab) -> Vec<String> {
-    let kind = lab.file().kind.as_ref().expect("a kind lab");
+    let kind = lab.file().kind().expect("a kind lab");
     [
         "lab",
         "up",
@@ -73,7 +73,7 @@ async fn up_clears_a_tests_leftover_arguments() {
 #[serial]
 async fn up_refuses_the_cluster_with_another_node_image() {
     let lab = lab().await;
-    let node = &lab.file().kind.as_ref().unwrap().node_image;
+    let node = &lab.file().kind().unwrap().node_image;
     let other = "lab-kit/kind-node:another-tag";
     succeeds(&Cmd::argv(["docker", "tag", node, other]));
     let mut up = up_again(&lab);
@@ -121,7 +121,7 @@ async fn a_lab_for_another_config_map_keeps_that_one() {
 #[serial]
 async fn the_offline_bundle_brings_the_lab_up() {
     let lab = lab().await;
-    let kind = lab.file().kind.clone().unwrap();
+    let kind = lab.file().kind().cloned().unwrap();
     let bundle = labkit::project::target_dir().join("lab-bundle-test.tar");
     let bundle_arg = bundle.display().to_string();
     let image_id = |image: &str| {
@@ -155,7 +155,7 @@ async fn bad_input_is_refused_and_leaves_nothing_behind() {
     const NAME: &str = "my-controller-refused";
     let lab = lab().await;
     // A node image of another minor: this lab's, relabelled.
-    let node = &lab.file().kind.as_ref().unwrap().node_image;
+    let node = &lab.file().kind().unwrap().node_image;
     let other_minor = "lab-kit/kind-node:another-minor";
     let context = labkit::project::target_dir().join("refusals");
     std::fs::create_dir_all(context.join("bin")).unwrap();

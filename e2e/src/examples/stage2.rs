@@ -331,7 +331,7 @@ async fn garbage_collected(
 ) -> anyhow::Result<String> {
     let background = DeleteParams::background();
     templates.delete("template-a", &background).await?;
-    if lab.file().provider != ProviderKind::Kind {
+    if lab.file().provider() != ProviderKind::Kind {
         return Ok(
             "garbage collection not checked on envtest: it has no kube-controller-manager".into()
         );

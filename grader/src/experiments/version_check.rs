@@ -60,7 +60,7 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
     }
     let releases: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
     let mut node = format!("kind node images 1.{client_minor} for kind {}", releases.join(", "));
-    if lab.file().kind.is_some() {
+    if lab.file().kind().is_some() {
         // What the kubelet itself reports.
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client());
         for n in nodes.list(&ListParams::default()).await? {

@@ -45,7 +45,7 @@ const TIMED_LOOP_ALLOWED: &[(&str, &str)] = &[
     // The mock API server answering a list late, as a slow one does, in paused time.
     ("controller/src/fixtures.rs", "start_with"),
     // `lab logs -f` follows a growing file, as `tail -f` does.
-    ("xtask/src/lab/logs.rs", "run"),
+    ("xtask/src/lab/envtest/logs.rs", "show"),
     // A line every so often while a process's exit is awaited (not polled).
     ("maint/src/test.rs", "wait"),
 ];

@@ -36,7 +36,7 @@ pub(super) enum ControllerHand {
 impl Hand {
     pub(super) fn new(file: &LabFile, desired: &Desired, words: &Narrations) -> Hand {
         let process = file.processes.iter().find(|p| p.role == lab::CONTROLLER);
-        let controller = match (file.provider, process) {
+        let controller = match (file.provider(), process) {
             (ProviderKind::Envtest, Some(p)) => ControllerHand::Process {
                 pid_file: p.pid_file.display().to_string(),
                 binary: p.binary.clone(),
@@ -44,8 +44,7 @@ impl Hand {
             },
             _ => ControllerHand::Deployment {
                 namespace: file
-                    .existing
-                    .as_ref()
+                    .existing()
                     .map_or(DEPLOYMENT_NAMESPACE.to_string(), |e| e.namespace.clone()),
             },
         };

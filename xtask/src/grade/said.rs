@@ -26,7 +26,7 @@ pub(super) fn not_put_back(name: &str, error: &anyhow::Error) -> String {
 
 /// Refused on a lab whose user lacks cluster-wide rights (a room attendee's).
 pub(super) fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
-    let Some(existing) = file.existing.as_ref().filter(|e| !e.cluster_wide) else {
+    let Some(existing) = file.existing().filter(|e| !e.cluster_wide) else {
         return Ok(());
     };
     let namespace = &existing.namespace;

@@ -16,8 +16,9 @@ pub const SERVICE_ACCOUNT: &str = "my-controller";
 pub const TOKEN_SECONDS: i64 = 48 * 3600;
 
 /// `--controller`: where the envtest lab runs the controller.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub enum Host {
+    #[default]
     Process,
     Container(crate::image::Builder),
 }

@@ -7,15 +7,17 @@ pub mod apply;
 pub mod binaries;
 pub mod certs;
 pub mod controller;
+pub mod deployment;
 pub mod down;
 pub mod env;
 pub mod envtest;
 pub mod existing;
 pub mod kind;
 pub mod kubeconfig;
-pub mod logs;
 pub mod node_image;
+pub mod options;
 pub mod provider;
+pub mod providers;
 pub mod status;
 pub mod up;
 
@@ -26,6 +28,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 pub use labkit::lab::DEFAULT_NAME;
+pub use options::{ControllerChoice, UpOptions};
 
 #[derive(Subcommand)]
 pub enum LabCommand {
@@ -107,88 +110,6 @@ pub enum LabCommand {
     },
 }
 
-/// How `lab up` builds the lab.
-#[derive(Args, Clone, Debug)]
-pub struct UpOptions {
-    #[arg(long, value_enum, default_value_t = provider::ProviderChoice::Auto)]
-    pub provider: provider::ProviderChoice,
-    /// envtest only: run the controller as a process, or in its image the way a pod
-    /// runs it (docker run: ServiceAccount files mounted, read-only root, non-root, no capabilities).
-    #[arg(long, value_enum, default_value_t = ControllerChoice::Process)]
-    pub controller: ControllerChoice,
-    /// How to build the controller image (kind, and envtest with --controller container).
-    #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
-    pub image_builder: crate::image::Builder,
-    /// Print the commands in order without running them.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// kind only: load the images from an offline bundle (`lab bundle`) and never pull.
-    #[arg(long, value_name = "FILE", conflicts_with = "node_image")]
-    pub bundle: Option<PathBuf>,
-    /// The ConfigMap the controller keeps; the Role is made for exactly this one.
-    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/my-config",
-          value_parser = labkit::lab_file::Target::parse)]
-    pub target: labkit::lab_file::Target,
-    /// kind only: the node image, instead of the one pinned in kind/cluster.yaml:
-    /// `built` (made here by `cargo xtask lab node-image`, for machines that cannot pull)
-    /// or an image reference.
-    #[arg(long, value_name = "IMAGE")]
-    pub node_image: Option<String>,
-    #[command(flatten)]
-    pub existing: ExistingOptions,
-}
-
-/// Where `lab up --provider existing` deploys (docs/existing-cluster.md).
-#[derive(Args, Clone, Debug, Default)]
-pub struct ExistingOptions {
-    /// existing only: the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, as kubectl).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// existing only: the kubeconfig's context, i.e. the cluster and who you are there
-    /// [default: its current context].
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
-    /// existing only: the namespace of the controller, its RBAC and its my-config
-    /// [default: the context's, else default].
-    #[arg(short, long, value_name = "NAMESPACE", value_parser = existing::parse_namespace)]
-    pub namespace: Option<String>,
-    /// existing only: create --namespace when it is missing (`lab down` then removes it).
-    #[arg(long)]
-    pub create_namespace: bool,
-    /// existing only: the registry the cluster's nodes pull from; the controller image is
-    /// pushed there and the Deployment names it by digest.
-    #[arg(long, value_name = "HOST[:PORT]")]
-    pub registry: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ControllerChoice {
-    Process,
-    Container,
-}
-
-impl UpOptions {
-    pub fn envtest(controller: ControllerChoice) -> Self {
-        UpOptions {
-            provider: provider::ProviderChoice::Envtest,
-            controller,
-            image_builder: crate::image::Builder::Auto,
-            dry_run: false,
-            bundle: None,
-            node_image: None,
-            target: labkit::lab_file::Target::default(),
-            existing: ExistingOptions::default(),
-        }
-    }
-
-    pub fn controller_host(&self) -> controller::Host {
-        match self.controller {
-            ControllerChoice::Process => controller::Host::Process,
-            ControllerChoice::Container => controller::Host::Container(self.image_builder),
-        }
-    }
-}
-
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum ControllerAction {
     /// Stop it (envtest: its process; kind: the Deployment scaled to 0).
@@ -237,10 +158,13 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         }
         LabCommand::Status { lab, output } => status::run(&lab.name, output.output).await,
         LabCommand::Env { lab } => env::run(&lab.name),
-        LabCommand::Logs { follow, lab } => logs::run(&lab.name, follow).await,
+        LabCommand::Logs { follow, lab } => {
+            providers::of_lab(&lab.name)?.logs(&lab.name, follow).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         LabCommand::Stage2 { lab } => {
             let lab = labkit::lab::Lab::find_named(&lab.name).await?;
-            if let Some(existing) = &lab.file().existing {
+            if let Some(existing) = lab.file().existing() {
                 anyhow::bail!(
                     "lab stage2 installs a CustomResourceDefinition, cluster-wide, which the kit does \
                      not do on a cluster it did not make (lab {} is on context {}): use an envtest or kind lab",

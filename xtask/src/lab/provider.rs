@@ -1,50 +1,35 @@
-//! Which provider `lab up` uses.
+//! The interface every provider of labs implements: envtest, kind and
+//! existing, each one folder; [`super::providers::of`] picks one.
 
 use anyhow::Result;
-use clap::ValueEnum;
+use futures::future::BoxFuture;
 
-use labkit::lab_file::ProviderKind;
+use super::options::UpOptions;
+use labkit::lab_file::LabFile;
 
-/// `--provider`: what a person may ask for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ProviderChoice {
-    /// kube-apiserver + etcd + the controller as local processes; no Docker needed.
-    Envtest,
-    /// A kind cluster (needs Docker).
-    Kind,
-    /// A cluster that is there already (`--context`, `--registry`): the controller in one namespace.
-    Existing,
-    /// kind when Docker is usable, else envtest.
-    Auto,
+/// What a provider's verb gives back, later.
+pub type Answer<'a, T> = BoxFuture<'a, Result<T>>;
+
+/// One provider of labs: what `lab up`, `lab down`, `lab status` and `lab
+/// logs` do for it. Each is one folder under `xtask/src/lab/` implementing
+/// this; [`super::providers::of`] is the one place that picks it.
+pub trait Provider: Sync {
+    /// `lab up`: its plan, printed (`--dry-run`: `None`) or carried out
+    /// (the lab.json it wrote). What a step makes is recorded before the
+    /// next one runs (pid files, the lab's [`Record`](labkit::record::Record)),
+    /// so that [`Provider::down`] undoes a failed `up` ([`super::up`]).
+    fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>>;
+    /// `lab down`: its plan, made from what the lab's files say was made,
+    /// printed (`--dry-run`) or carried out; whether there was anything.
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> Answer<'a, bool>;
+    /// `lab status`: one line a part, and whether the lab is healthy.
+    fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health>;
+    /// `lab logs [-f]`: the controller's log.
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()>;
 }
 
-/// The provider to use, saying why when the choice was made for the person.
-pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
-    match choice {
-        ProviderChoice::Envtest => Ok(ProviderKind::Envtest),
-        ProviderChoice::Kind => Ok(ProviderKind::Kind),
-        ProviderChoice::Existing => Ok(ProviderKind::Existing),
-        ProviderChoice::Auto => {
-            let (kind, why) = auto();
-            labkit::progress!("provider auto: {why}: using {kind}");
-            Ok(kind)
-        }
-    }
-}
-
-/// kind when a Docker daemon answers and kind is installed, else envtest.
-fn auto() -> (ProviderKind, String) {
-    if labkit::tools::on_path("kind").is_none() {
-        return (ProviderKind::Envtest, "kind is not on PATH".into());
-    }
-    if labkit::tools::on_path("docker").is_none() {
-        return (ProviderKind::Envtest, "docker is not on PATH".into());
-    }
-    let daemon =
-        labkit::command::Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).succeeds();
-    if daemon {
-        (ProviderKind::Kind, "Docker answers and kind is installed".into())
-    } else {
-        (ProviderKind::Envtest, "the Docker daemon does not answer".into())
-    }
+/// What `lab status` shows of a lab, and whether it is healthy.
+pub struct Health {
+    pub lines: Vec<String>,
+    pub healthy: bool,
 }

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::lab::envtest::{self, Health};
+use crate::lab::{provider::Health, providers};
 use crate::output::{self, Format};
-use labkit::lab_file::{LabFile, ProviderKind};
+use labkit::lab_file::{LabFile, Section};
 
 /// The JSON document's name and version (docs/output.md).
 const SCHEMA: &str = "lab-kit/lab-status/v1";
@@ -32,10 +32,7 @@ pub async fn run(name: &str, format: Format) -> Result<ExitCode> {
         }
         return Ok(ExitCode::FAILURE);
     };
-    let health = match lab.provider {
-        ProviderKind::Envtest => envtest::health(&lab).await,
-        ProviderKind::Kind | ProviderKind::Existing => crate::lab::kind::status(&lab).await?,
-    };
+    let health = providers::of(lab.provider()).status(&lab).await?;
     match format {
         Format::Text => print_text(&lab, &health),
         Format::Json => output::print_json(&document(&lab, &health))?,
@@ -45,12 +42,13 @@ pub async fn run(name: &str, format: Format) -> Result<ExitCode> {
 
 fn print_text(lab: &LabFile, health: &Health) {
     let name = &lab.name;
-    println!("lab {name} ({}) in {}", lab.provider, lab.state_dir.display());
+    let envtest = matches!(lab.section, Section::Envtest);
+    println!("lab {name} ({}) in {}", lab.provider(), lab.state_dir.display());
     for line in &health.lines {
         println!("  {line}");
     }
     println!("  admin kubeconfig:      {}", lab.admin_kubeconfig.display());
-    if lab.provider == ProviderKind::Envtest {
+    if envtest {
         println!(
             "  controller kubeconfig: {} (ServiceAccount {}, token expires {})",
             lab.controller.kubeconfig.display(),
@@ -61,12 +59,12 @@ fn print_text(lab: &LabFile, health: &Health) {
     }
     if health.healthy {
         println!("healthy");
-    } else if lab.provider == ProviderKind::Envtest {
+    } else if envtest {
         println!("NOT healthy: `cargo xtask lab up --name {name}` starts it anew");
     } else {
         println!(
             "NOT healthy: `cargo xtask lab up --name {name} --provider {}` repairs it",
-            lab.provider
+            lab.provider()
         );
     }
 }
@@ -78,7 +76,7 @@ fn document(lab: &LabFile, health: &Health) -> serde_json::Value {
         "name": lab.name,
         "state": "up",
         "healthy": health.healthy,
-        "provider": lab.provider.to_string(),
+        "provider": lab.provider().to_string(),
         "state_dir": lab.state_dir.display().to_string(),
         "parts": health.lines,
         "api_server": lab.api_server_url,

@@ -1,62 +1,62 @@
-//! `lab up`: start a lab unless a healthy one is already there. A first
-//! `up` that fails or is interrupted (SIGINT, SIGTERM, SIGHUP) is undone
-//! from the lab's record; one killed leaves the record for `lab down`.
+//! `lab up`, whichever the provider ([`super::provider::Provider::up`]).
+//! An `up` that fails or is interrupted (SIGINT, SIGTERM, SIGHUP) and
+//! leaves no lab.json (a first one, or envtest's, which starts anew) is
+//! undone by the provider's down plan, made from what the steps it
+//! completed recorded; one killed leaves that for `lab down`. A failed
+//! update of a lab that is up (kind, existing) is not undone.
 
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
 
 use crate::interrupt::Interrupts;
-use crate::lab::envtest::{self, Layout};
-use crate::lab::{UpOptions, existing, kind, provider};
-use crate::plan;
-use labkit::lab_file::{LabFile, ProviderKind};
+use crate::lab::{
+    options::{self, UpOptions},
+    providers,
+};
+use labkit::lab_file::LabFile;
 use labkit::project::shown;
 use labkit::record::Record;
 
 pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
-    let provider = provider::resolve(options.provider)?;
-    check_flags(options, provider)?;
-    if options.dry_run && provider == ProviderKind::Envtest {
-        let layout = Layout::new(&labkit::project::lab_dir(name));
-        print!("{}", plan::render(&envtest::up_plan(name, &layout, options.controller_host())?));
-        return Ok(ExitCode::SUCCESS);
-    }
+    let kind = options::resolve(options.provider)?;
+    options.check_for(kind)?;
+    let provider = providers::of(kind);
     if options.dry_run {
-        up(name, options, provider).await?;
+        provider.up(name, options).await?;
         return Ok(ExitCode::SUCCESS);
     }
     let state_dir = labkit::project::lab_dir(name);
     crate::borrow::put_back_if_left(name).await?;
-    // An update of a lab that is up is not undone; a first `up` (or the
-    // completion of an interrupted one) is, from the lab's record.
-    let was_up = LabFile::read(&state_dir).ok().flatten().is_some();
+    if let Ok(Some(lab)) = LabFile::read(&state_dir)
+        && lab.provider() != kind
+    {
+        bail!(
+            "lab {name} is on provider {}: `cargo xtask lab down --name {name}` first, or use another --name",
+            lab.provider()
+        );
+    }
     let mut signals = Interrupts::catch(&state_dir.join("hangup.log"))?;
     let result = tokio::select! {
-        result = up(name, options, provider) => result,
+        result = provider.up(name, options) => result,
         () = signals.first("lab up") => Err(anyhow!("interrupted")),
     };
-    let lab = match result {
-        Ok(Some(lab)) => lab,
+    match result {
+        Ok(Some(lab)) => print_how_to_use(&lab),
         Ok(None) => bail!("lab up finished without writing lab.json"),
-        Err(error) if was_up => return Err(error),
+        Err(error) if LabFile::read(&state_dir).ok().flatten().is_some() => return Err(error),
         Err(error) => {
-            undo(name, provider, signals.seen.is_some(), signals).await;
+            undo(name, signals).await;
             return Err(error);
         }
-    };
-    print_how_to_use(&lab);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// After a first `up` failed or was interrupted: `lab down`, which undoes
-/// what the lab's record names. A failed envtest `up` has stopped its own
-/// processes and keeps its logs; an interrupted one has not. Each further
-/// signal gives up at once: the record stays for `lab down`.
-async fn undo(name: &str, provider: ProviderKind, interrupted: bool, signals: Interrupts) {
-    if provider == ProviderKind::Envtest && !interrupted {
-        return;
-    }
+/// After an `up` failed or was interrupted: `lab down`, the provider's plan
+/// for what the lab's files say was made. Each further signal gives up at
+/// once: the files stay for `lab down`.
+async fn undo(name: &str, signals: Interrupts) {
     let record = Record::path(&labkit::project::lab_dir(name));
     let again =
         format!("`cargo xtask lab down --name {name}` removes what {} names", shown(&record));
@@ -71,141 +71,16 @@ async fn undo(name: &str, provider: ProviderKind, interrupted: bool, signals: In
     }
 }
 
-/// Flags that belong to another provider are refused in one line.
-fn check_flags(options: &UpOptions, provider: ProviderKind) -> Result<()> {
-    if options.bundle.is_some() && provider != ProviderKind::Kind {
-        bail!(
-            "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
-        );
-    }
-    if provider != ProviderKind::Kind && options.node_image.is_some() {
-        bail!("--node-image is the kind node's image: use it with --provider kind");
-    }
-    let existing = &options.existing;
-    if provider != ProviderKind::Existing
-        && (existing.context.is_some()
-            || existing.registry.is_some()
-            || existing.kubeconfig.is_some()
-            || existing.namespace.is_some()
-            || existing.create_namespace)
-    {
-        bail!(
-            "--context, --kubeconfig, --namespace, --create-namespace and --registry are for a cluster that exists: use them with --provider existing"
-        );
-    }
-    Ok(())
-}
-
-/// The provider's `up`; `None` after a dry run.
-async fn up(name: &str, options: &UpOptions, provider: ProviderKind) -> Result<Option<LabFile>> {
-    Ok(match provider {
-        ProviderKind::Envtest => Some(match reuse_or_clean(name, &options.target).await? {
-            Some(lab) => lab,
-            None => {
-                envtest::up(
-                    name,
-                    &Layout::new(&labkit::project::lab_dir(name)),
-                    options.controller_host(),
-                    &options.target,
-                )
-                .await?
-            }
-        }),
-        // kind's own steps skip what is already done (cluster, image, manifests).
-        ProviderKind::Kind => {
-            if let Ok(Some(lab)) = LabFile::read(&labkit::project::lab_dir(name))
-                && lab.provider != ProviderKind::Kind
-            {
-                bail!(
-                    "lab {name} is an {} lab: `cargo xtask lab down --name {name}` first",
-                    lab.provider
-                );
-            }
-            let images = match &options.bundle {
-                Some(bundle) => kind::Images::Bundle(bundle.clone()),
-                None => kind::Images::Build(
-                    options.image_builder,
-                    kind::NodeImage::parse(options.node_image.as_deref()),
-                ),
-            };
-            kind::up(name, &images, &options.target, options.dry_run).await?
-        }
-        ProviderKind::Existing => {
-            let given = given(options)?;
-            existing::up(name, &given, options.image_builder, options.dry_run).await?
-        }
-    })
-}
-
-/// What `--provider existing` needs, checked.
-fn given(options: &UpOptions) -> Result<existing::Given> {
-    if !options.target.is_default() {
-        bail!(
-            "--target is for the labs the kit makes: on an existing cluster say --namespace NS (the controller keeps NS/my-config)"
-        );
-    }
-    existing::Given::new(&options.existing)
-}
-
-/// An envtest lab that is up and healthy is reused; anything else under its
-/// name is cleaned up so a fresh one can start.
-async fn reuse_or_clean(name: &str, target: &labkit::lab_file::Target) -> Result<Option<LabFile>> {
-    let layout = Layout::new(&labkit::project::lab_dir(name));
-    match LabFile::read(&layout.state_dir) {
-        Ok(Some(lab)) if lab.provider == ProviderKind::Kind => {
-            bail!(
-                "lab {name} is a kind lab: `cargo xtask lab down --name {name}` first, or use another --name"
-            )
-        }
-        Ok(Some(lab)) if lab.target != *target => {
-            labkit::progress!(
-                "lab {name} keeps {}, not {target}: starting it anew for {target}",
-                lab.target
-            );
-            envtest::down(&layout).await?;
-        }
-        Ok(Some(lab)) => {
-            let health = envtest::health(&lab).await;
-            if health.healthy {
-                labkit::progress!("lab {name} is already up and healthy; not starting another");
-                for line in &health.lines {
-                    labkit::progress!("  {line}");
-                }
-                return Ok(Some(lab));
-            }
-            labkit::progress!("lab {name} is there but not healthy:");
-            for line in &health.lines {
-                labkit::progress!("  {line}");
-            }
-            labkit::progress!("cleaning it up and starting anew");
-            envtest::down(&layout).await?;
-        }
-        Ok(None) if layout.state_dir.exists() => {
-            labkit::progress!(
-                "{} holds an incomplete lab (no lab.json): cleaning it up",
-                layout.state_dir.display()
-            );
-            envtest::down(&layout).await?;
-        }
-        Ok(None) => {}
-        Err(error) => {
-            eprintln!("warning: {error:#}; cleaning up");
-            envtest::down(&layout).await?;
-        }
-    }
-    Ok(None)
-}
-
 fn print_how_to_use(lab: &LabFile) {
     println!();
     println!("  lab file:        {}", LabFile::path(&lab.state_dir).display());
     println!("  API server:      {} ({})", lab.api_server_url, lab.kubernetes_version);
-    if lab.provider == ProviderKind::Envtest {
-        println!("  controller:      {} (/healthz /readyz /metrics)", lab.controller.url);
+    if lab.controller.url.is_empty() {
+        println!("  controller:      deployment/{} in {}", super::kind::DEPLOYMENT, lab.name);
     } else {
-        println!("  controller:      deployment/{} in {}", kind::DEPLOYMENT, lab.name);
+        println!("  controller:      {} (/healthz /readyz /metrics)", lab.controller.url);
     }
-    if let Some(existing) = &lab.existing {
+    if let Some(existing) = lab.existing() {
         println!("  namespace:       {} (context {})", existing.namespace, existing.context);
         println!("  image:           {}", existing.controller_image);
     }

@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::lab::apply::FIELD_MANAGER;
-use crate::lab::existing::{one_context, parse_namespace};
+use crate::lab::existing::one_context;
+use crate::lab::options::parse_namespace;
 use labkit::project::shown;
 use labkit::record::Record;
 

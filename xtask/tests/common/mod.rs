@@ -174,3 +174,35 @@ pub async fn short_bench_on_a_deployment(lab: &Lab, peers: &[&str], labels: &[&s
     config_maps.delete(lab.desired().name(), &Default::default()).await.unwrap();
     labkit::converge::wait_desired(lab).await.unwrap();
 }
+
+/// The lines of a plan: `$ command` and `# what xtask does`, as `--dry-run`
+/// prints them and as a run announces each step it carries out.
+pub fn plan_lines(text: &str) -> Vec<String> {
+    let step = |l: &&str| l.starts_with("$ ") || l.starts_with("# ");
+    text.lines().filter(step).map(String::from).collect()
+}
+
+/// `lab down --dry-run --name NAME` prints the plan that `lab down --name
+/// NAME`, run next, carries out step by step; the lab's folder is gone after.
+pub fn lab_down_runs_what_its_dry_run_prints(name: &str) {
+    let planned = run(&xtask(&["lab", "down", "--dry-run", "--name", name]));
+    assert!(planned.ok && !planned.stdout.is_empty(), "{}{}", planned.stdout, planned.stderr);
+    let done = run(&xtask(&["lab", "down", "--name", name]));
+    assert!(done.ok, "lab down:\n{}", done.stderr);
+    assert_eq!(
+        plan_lines(&done.stderr),
+        plan_lines(&planned.stdout),
+        "what ran is not what --dry-run printed:\n{}",
+        done.stderr
+    );
+    assert!(!labkit::project::lab_dir(name).exists(), "lab down left its folder");
+}
+
+/// The processes whose command line names `dir` (a lab's folder).
+pub fn processes_naming(dir: &Path) -> Vec<String> {
+    let dir = dir.display().to_string();
+    let entries = std::fs::read_dir("/proc").unwrap().flatten();
+    let lines = entries.filter_map(|e| std::fs::read(e.path().join("cmdline")).ok());
+    let lines = lines.map(|l| String::from_utf8_lossy(&l).replace('\0', " "));
+    lines.filter(|l| l.contains(&dir)).collect()
+}

@@ -50,14 +50,7 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
     steps
 }
 
-/// Carries out [`down_plan`]; returns whether there was anything to remove.
-pub async fn down(layout: &Layout) -> Result<bool> {
-    let mut removed = false;
-    plan::execute(down_plan(layout), &mut removed).await?;
-    Ok(removed)
-}
-
-pub(super) async fn report_stop(role: &str, pid: u32, state_dir: &Path) {
+async fn report_stop(role: &str, pid: u32, state_dir: &Path) {
     match process::stop(pid, state_dir).await {
         Ok(StopOutcome::NotRunning) => labkit::progress!("  {role} (pid {pid}) was not running"),
         Ok(StopOutcome::NotOurs) => {

@@ -2,12 +2,6 @@
 
 use super::*;
 
-/// What `lab status` shows of an envtest lab, and whether it is healthy.
-pub struct Health {
-    pub lines: Vec<String>,
-    pub healthy: bool,
-}
-
 /// Checks every part of a running lab: processes, `/readyz` of both servers, `/version`,
 /// the controller's token.
 pub async fn health(lab: &LabFile) -> Health {

@@ -8,6 +8,7 @@
 mod steps;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use kube::config::Kubeconfig;
@@ -17,13 +18,17 @@ use self::steps::{
     record_digest, write_lab_file,
 };
 use crate::image;
-use crate::lab::ExistingOptions;
-use crate::lab::kind::DEPLOYMENT;
+use crate::lab::deployment::{self, DEPLOYMENT};
+use crate::lab::options::{ExistingOptions, UpOptions};
+use crate::lab::provider::{Answer, Health, Provider};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::lab_file::{LabFile, ProviderKind, Target};
 use labkit::project::shown;
-use labkit::record::Record;
+use labkit::record::{Entry, Record};
+
+/// How long one deletion (a namespace with its contents) may take.
+const DELETE_WITHIN: Duration = Duration::from_secs(120);
 
 /// Where and how, as `lab up` was asked, the kubeconfig read.
 #[derive(Clone, Debug)]
@@ -238,70 +243,134 @@ fn record(state_dir: &Path) -> Vec<Step<Up>> {
     })]
 }
 
-/// `lab up --provider existing`: carries out [`up_plan`], each object
-/// recorded before it is made ([`Record`]). A failure is undone by the
-/// caller ([`crate::lab::up`]) from that record.
-pub async fn up(
-    name: &str,
-    given: &Given,
-    builder: image::Builder,
-    dry_run: bool,
-) -> Result<Option<LabFile>> {
-    let state_dir = labkit::project::lab_dir(name);
-    let steps = up_plan(&state_dir, given, builder)?;
-    if dry_run {
-        print!("{}", plan::render(&steps));
-        return Ok(None);
+/// A cluster the kit did not make, the controller a Deployment in one namespace.
+pub struct Existing;
+
+impl Provider for Existing {
+    /// [`up_plan`], each object recorded before it is made ([`Record`]).
+    fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
+        Box::pin(async move {
+            let given = Given::new(&options.existing)?;
+            let state_dir = labkit::project::lab_dir(name);
+            let steps = up_plan(&state_dir, &given, options.image_builder)?;
+            if !options.dry_run
+                && let Some(lab) = LabFile::read(&state_dir)?
+                && lab.target != given.target()
+            {
+                bail!(
+                    "lab {name} is in namespace {}, not {}: `cargo xtask lab down --name {name}` first, or use another --name",
+                    lab.target.namespace,
+                    given.namespace
+                );
+            }
+            let record = Record::open(&state_dir, name, Some(ProviderKind::Existing))?;
+            let mut up = Up::new(name, &state_dir, &given, record);
+            plan::print_or_execute(steps, &mut up, options.dry_run).await?;
+            Ok(if options.dry_run { None } else { LabFile::read(&state_dir)? })
+        })
     }
-    match LabFile::read(&state_dir)? {
-        Some(lab) if lab.existing.is_none() => bail!(
-            "lab {name} is a {} lab: `cargo xtask lab down --name {name}` first",
-            lab.provider
-        ),
-        Some(lab) if lab.target != given.target() => bail!(
-            "lab {name} is in namespace {}, not {}: `cargo xtask lab down --name {name}` first, or use another --name",
-            lab.target.namespace,
-            given.namespace
-        ),
-        _ => {}
+
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> Answer<'a, bool> {
+        Box::pin(async move {
+            let state_dir = labkit::project::lab_dir(name);
+            let had = state_dir.exists();
+            let record = Record::open(&state_dir, name, Some(ProviderKind::Existing))?;
+            let steps = down_plan(&state_dir, &record);
+            let kubeconfig = state_dir.join("kubeconfig");
+            let mut down = Down { kubeconfig, record, client: None, left: 0, failed: None };
+            plan::print_or_execute(steps, &mut down, dry_run).await?;
+            if down.left > 0 {
+                eprintln!("left alone ({}): not this lab's, as the lines above say", down.left);
+            }
+            Ok(had)
+        })
     }
-    let record = Record::open(&state_dir, name, Some(ProviderKind::Existing))?;
-    let mut up = Up::new(name, &state_dir, given, record);
-    plan::execute(steps, &mut up).await?;
-    LabFile::read(&state_dir)
+
+    /// The context and namespace, then the Deployment's lines.
+    fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health> {
+        Box::pin(async move {
+            let existing = lab.existing().context("lab.json has no existing section")?;
+            let line = format!(
+                "context {} of {}, namespace {}",
+                existing.context,
+                existing.kubeconfig.display(),
+                existing.namespace
+            );
+            deployment::status(lab, vec![line]).await
+        })
+    }
+
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
+        Box::pin(deployment::logs(name, follow))
+    }
 }
 
-/// `lab down` of a lab on an existing cluster (`lab.json` there or not):
-/// what its record names, deleted newest first (its namespace last, awaited),
-/// then the state. Never the cluster, never what the lab did not make.
-pub async fn down(state_dir: &Path, mut record: Record) -> Result<()> {
-    let kubeconfig = state_dir.join("kubeconfig");
-    if !record.entries.is_empty() {
-        let client = crate::lab::kubeconfig::client(&kubeconfig).await.with_context(|| {
-            format!("the record {} names objects to delete", shown(record.file()))
+/// What `lab down` learns: the record, deleted from as the plan goes.
+pub struct Down {
+    kubeconfig: PathBuf,
+    record: Record,
+    client: Option<kube::Client>,
+    /// Objects of a recorded name that are not this lab's, left alone.
+    left: usize,
+    /// The first deletion that failed: every one is tried, then this is the error.
+    failed: Option<anyhow::Error>,
+}
+
+/// What `lab down` does on a cluster the kit did not make (lab.json there
+/// or not): each object the lab's record names deleted, newest first, its
+/// recorded uid the precondition ([`labkit::owned::delete`]; its namespace
+/// last, awaited), then the record and the state. Never the cluster, never
+/// what the lab did not make.
+pub fn down_plan(state_dir: &Path, record: &Record) -> Vec<Step<Down>> {
+    let kubeconfig = shown(&state_dir.join("kubeconfig"));
+    let mut steps: Vec<Step<Down>> = record.entries.iter().rev().map(|entry| {
+        let object = &entry.object;
+        let namespace = object.namespace.as_ref().map(|n| format!(" -n {n}")).unwrap_or_default();
+        let uid = entry.uid.as_ref().map_or("its owner label".into(), |u| format!("uid {u}"));
+        let (kind, by, entry) = (object.kind.to_lowercase(), entry.by.clone(), entry.clone());
+        Step::api(
+            format!("kubectl --kubeconfig {kubeconfig}{namespace} delete {kind} {}    # made by {by}, if {uid} says it is this lab's; awaited", object.name),
+            move |down: &mut Down| Box::pin(delete(down, entry)),
+        )
+    }).collect();
+    let (file, dir) = (record.file().to_path_buf(), state_dir.to_path_buf());
+    steps.push(Step::own(
+        format!("remove {} and {}", shown(&file), shown(&dir)),
+        move |down: &mut Down| {
+            Box::pin(async move {
+                if let Some(error) = down.failed.take() {
+                    return Err(error);
+                }
+                down.record.clone().remove()?;
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)
+                        .with_context(|| format!("cannot remove {}", dir.display()))?;
+                }
+                Ok(())
+            })
+        },
+    ));
+    steps
+}
+
+/// One recorded object deleted if it is this lab's ([`labkit::owned::delete_all`]
+/// of that entry alone, which says what it did); a failure is kept for the end.
+async fn delete(down: &mut Down, entry: Entry) -> Result<()> {
+    if down.client.is_none() {
+        let client = crate::lab::kubeconfig::client(&down.kubeconfig).await.with_context(|| {
+            format!("the record {} names objects to delete", shown(down.record.file()))
         })?;
-        let left = steps::delete_recorded(&client, &mut record).await?;
-        if !left.is_empty() {
-            eprintln!("left alone ({}): not this lab's, as the lines above say", left.len());
+        down.client = Some(client);
+    }
+    let client = down.client.clone().context("no client")?;
+    let this = |e: &Entry| e.object == entry.object;
+    match labkit::owned::delete_all(&client, &mut down.record, this, DELETE_WITHIN).await {
+        Ok(left) => down.left += left.len(),
+        Err(error) => {
+            down.failed.get_or_insert(error);
         }
     }
-    record.remove()?;
-    if state_dir.exists() {
-        std::fs::remove_dir_all(state_dir)
-            .with_context(|| format!("cannot remove {}", state_dir.display()))?;
-    }
     Ok(())
-}
-
-/// `--namespace`: a DNS-1123 label, as Kubernetes requires of a namespace.
-pub fn parse_namespace(text: &str) -> Result<String, String> {
-    if controller::desired::is_dns1123_label(text) {
-        Ok(text.to_string())
-    } else {
-        Err(format!(
-            "{text:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
-        ))
-    }
 }
 
 #[cfg(test)]
@@ -373,6 +442,10 @@ mod tests {
             ..flags(&file, None, None)
         });
         assert!(url.contains("is not HOST[:PORT]"), "{url}");
-        assert!(parse_namespace("Team_A").unwrap_err().contains("is not a namespace name"));
+        assert!(
+            crate::lab::options::parse_namespace("Team_A")
+                .unwrap_err()
+                .contains("is not a namespace name")
+        );
     }
 }

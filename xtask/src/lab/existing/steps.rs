@@ -2,7 +2,6 @@
 //! and what they learn on the way ([`Up`]); [`super::up_plan`] puts them in order.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,11 +17,9 @@ use super::Given;
 use crate::lab::apply;
 use crate::lab::controller::SERVICE_ACCOUNT;
 use controller::version::{Skew, parse_minor, target_minor};
-use labkit::lab_file::{self, Applied, Existing, LabFile, ProviderKind};
+use labkit::lab_file::{self, Applied, Existing, LabFile, Section};
 use labkit::record::{How, Record};
 
-/// How long one deletion (a namespace with its contents) may take.
-pub const DELETE_WITHIN: Duration = Duration::from_secs(120);
 /// What `lab up` makes is recorded as made by it.
 const BY: &str = "lab up";
 
@@ -273,7 +270,7 @@ pub async fn check_nothing_in_the_way(up: &mut Up) -> Result<()> {
         };
         bail!("{first}{more}: use another --namespace, or remove it if it is yours to remove");
     }
-    Ok(())
+    labkit::test_hook::at("lab up:checked")
 }
 
 /// Applies the manifests as this lab's ([`labkit::owned::apply`]): made, or
@@ -300,46 +297,21 @@ pub async fn wait_rollout(up: &mut Up) -> Result<()> {
 
 /// lab.json, with a kubeconfig of the one context next to it.
 pub async fn write_lab_file(up: &mut Up) -> Result<()> {
-    let kubeconfig = up.state_dir.join("kubeconfig");
     let namespace = up.namespace().to_string();
+    let controller = lab_file::Controller::deployment(format!("{namespace}/{SERVICE_ACCOUNT}"));
+    let existing = Existing {
+        kubeconfig: up.given.kubeconfig.clone(),
+        context: up.given.context.clone(),
+        namespace,
+        controller_image: up.digest.clone().unwrap_or_default(),
+        cluster_wide: up.cluster_wide,
+    };
+    let section = Section::Existing { existing };
     let lab = LabFile {
-        format: lab_file::FORMAT,
-        name: up.name.clone(),
-        provider: ProviderKind::Existing,
-        state_dir: up.state_dir.clone(),
-        created_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default(),
         kubernetes_version: up.version.clone(),
         api_server_url: up.server.clone(),
-        admin_kubeconfig: kubeconfig,
-        controller: lab_file::Controller {
-            // Reached through the API server's pod proxy (see labkit::lab).
-            url: String::new(),
-            kubeconfig: PathBuf::new(),
-            service_account: format!("{namespace}/{SERVICE_ACCOUNT}"),
-            token_expires: "projected by the kubelet (rotated)".into(),
-            log: PathBuf::new(),
-            container: None,
-        },
-        processes: Vec::new(),
-        kind: None,
-        existing: Some(Existing {
-            kubeconfig: up.given.kubeconfig.clone(),
-            context: up.given.context.clone(),
-            namespace,
-            controller_image: up.digest.clone().unwrap_or_default(),
-            cluster_wide: up.cluster_wide,
-        }),
-        target: up.given.target(),
+        ..LabFile::ready(&up.name, &up.state_dir, section, up.given.target(), controller)
     };
+    labkit::test_hook::at("lab up:lab.json")?;
     lab.write()
-}
-
-/// `lab down` of a lab on a cluster the kit did not make: everything its
-/// record names, newest first ([`labkit::owned::delete_all`]); what is not
-/// this lab's is named and left. The record goes when nothing is left of it.
-pub async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<Vec<String>> {
-    labkit::owned::delete_all(client, record, |_| true, DELETE_WITHIN).await
 }

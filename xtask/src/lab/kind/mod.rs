@@ -12,7 +12,6 @@
 pub mod bundle;
 pub mod config;
 mod phases;
-pub mod status;
 mod steps;
 
 use std::path::{Path, PathBuf};
@@ -20,16 +19,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 
 use crate::image::Builder;
-use crate::lab::node_image;
+use crate::lab::options::UpOptions;
+use crate::lab::provider::{Answer, Health, Provider};
+use crate::lab::{deployment, node_image};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
-use labkit::lab_file::Applied;
+use labkit::lab_file::{Applied, LabFile};
 use labkit::project::shown;
 use labkit::record::Record;
 
-pub use self::phases::up;
-pub use self::status::{logs, status};
-pub use labkit::deployment::{NAME as DEPLOYMENT, NAMESPACE};
+pub use crate::lab::deployment::{DEPLOYMENT, NAMESPACE};
 
 /// The cluster definition, relative to the project root.
 pub const CLUSTER_FILE: &str = "kind/cluster.yaml";
@@ -96,7 +95,7 @@ impl NodeImage {
 }
 
 /// Where a lab's files are, as the plan names them.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Paths {
     pub state_dir: PathBuf,
     pub kubeconfig: PathBuf,
@@ -122,12 +121,6 @@ pub enum Images {
     Build(Builder, NodeImage),
     /// Load everything from an offline bundle; nothing is pulled or built.
     Bundle(PathBuf),
-}
-
-impl Default for Paths {
-    fn default() -> Self {
-        Paths::new(Path::new(""))
-    }
 }
 
 /// `docker save` names the platform where Docker can (API 1.48+, Docker 28):
@@ -215,19 +208,11 @@ pub struct Down {
 }
 
 impl Down {
-    /// Whether the cluster of the name is the one the record names, saying why not.
+    /// Whether the cluster of the name is this lab's, saying why not.
     fn judge(&self) -> bool {
         let name = &self.name;
-        let recorded = self.record.as_ref().and_then(|r| r.find(&cluster_entry(name)));
-        let why = match recorded.map(|e| e.uid.as_deref()) {
-            None => "no record of this lab names it".to_string(),
-            // A create cut short before its node was recorded: kind's own cluster of the name.
-            Some(None) => return true,
-            Some(Some(id)) if self.node_id.as_deref() == Some(id) => return true,
-            Some(Some(id)) => format!(
-                "its node container is {}, this lab made {id}",
-                self.node_id.as_deref().unwrap_or("missing")
-            ),
+        let Some(why) = not_ours(name, self.record.as_ref(), self.node_id.as_deref()) else {
+            return true;
         };
         eprintln!(
             "left alone: the kind cluster {name} is not this lab's ({why}); \
@@ -237,20 +222,75 @@ impl Down {
     }
 }
 
-/// `lab down` for kind: delete the cluster (if this lab made it), remove the state.
-/// `true` when a cluster was deleted.
-pub async fn down(name: &str, state_dir: &Path) -> Result<bool> {
-    if labkit::tools::on_path("kind").is_none() {
-        eprintln!(
-            "kind is not on PATH: cannot look for a cluster named {name} (`nix develop`, or install kind v0.33)"
-        );
-        return Ok(false);
+/// Why the cluster `name`, its node container `node`, is not the one
+/// `record` names (by the node's ID); `None` when it is.
+pub(crate) fn not_ours(name: &str, record: Option<&Record>, node: Option<&str>) -> Option<String> {
+    match record.and_then(|r| r.find(&cluster_entry(name))).map(|e| e.uid.as_deref()) {
+        None => Some("no record of this lab names it".into()),
+        // A create cut short before its node was recorded: kind's own cluster of the name.
+        Some(None) => None,
+        Some(Some(id)) if node == Some(id) => None,
+        Some(Some(id)) => {
+            Some(format!("its node container is {}, this lab made {id}", node.unwrap_or("missing")))
+        }
     }
-    let record = Record::load(state_dir)?;
-    let mut down =
-        Down { name: name.to_string(), exists: false, node_id: None, record, ours: false };
-    plan::execute(down_plan(name, state_dir), &mut down).await?;
-    Ok(down.ours)
+}
+
+/// A kind cluster, the controller a Deployment in it.
+pub struct Kind;
+
+impl Provider for Kind {
+    fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
+        let images = match &options.bundle {
+            Some(bundle) => Images::Bundle(bundle.clone()),
+            None => Images::Build(
+                options.image_builder,
+                NodeImage::parse(options.node_image.as_deref()),
+            ),
+        };
+        Box::pin(async move { phases::up(name, &images, &options.target, options.dry_run).await })
+    }
+
+    /// The cluster deleted if this lab made it, the state removed; `true`
+    /// when a cluster was deleted.
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> Answer<'a, bool> {
+        Box::pin(async move {
+            if !dry_run && labkit::tools::on_path("kind").is_none() {
+                eprintln!(
+                    "kind is not on PATH: cannot look for a cluster named {name} (`nix develop`, or install kind v0.33)"
+                );
+                return Ok(false);
+            }
+            let state_dir = labkit::project::lab_dir(name);
+            let record = Record::load(&state_dir)?;
+            let mut down =
+                Down { name: name.to_string(), exists: false, node_id: None, record, ours: false };
+            plan::print_or_execute(down_plan(name, &state_dir), &mut down, dry_run).await?;
+            Ok(down.ours)
+        })
+    }
+
+    /// The cluster and its node image, then the Deployment's lines.
+    fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health> {
+        Box::pin(async move {
+            let name = &lab.name;
+            let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
+            if !clusters.lines().any(|c| c.trim() == name) {
+                let lines = vec![format!("cluster {name}: not found (`kind get clusters`)")];
+                return Ok(Health { lines, healthy: false });
+            }
+            let node = node_container(name);
+            let image = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}", &node])
+                .read()
+                .unwrap_or_default();
+            deployment::status(lab, vec![format!("cluster {name}: node {node}, image {image}")])
+                .await
+        })
+    }
+
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
+        Box::pin(deployment::logs(name, follow))
+    }
 }
 
 #[cfg(test)]
@@ -291,6 +331,52 @@ mod tests {
         )
         .replace(&format!("linux/{}", docker_arch()), "linux/<arch>");
         insta::assert_snapshot!("plan", actual);
+    }
+
+    /// A failed `lab up` is undone by `lab down` ([`crate::lab::up`]); what
+    /// its completed steps recorded decides kind's down plan: the cluster is
+    /// deleted once the up got to record it, before `kind create cluster`.
+    /// The steps that run after each failure point, pinned in `undo.snap`.
+    #[test]
+    fn a_failed_up_is_undone_by_the_down_plan_of_the_steps_it_completed() {
+        let (dir, shown) =
+            (labkit::project::target_dir().join("unit-tests/kind-undo"), "target/lab/lab");
+        let _ = std::fs::remove_dir_all(&dir);
+        let pinned = labkit::kind_releases::table().unwrap().last().unwrap().image.clone();
+        let build = Images::Build(Builder::Nix, NodeImage::Pinned);
+        let up = plan::render(&up_plan("lab", &dir, &build, &pinned, &Default::default()).unwrap());
+        let (recorded, created) = (up.find("# record the cluster lab"), up.find("$ kind create"));
+        assert!(recorded.unwrap() < created.unwrap(), "recorded after kind made it:\n{up}");
+        let kind = Some(labkit::lab_file::ProviderKind::Kind);
+        let mut record = Record::open(&dir, "lab", kind).unwrap();
+        // The down plan's steps whose turn comes, its probes having seen a
+        // cluster named `lab` on node container `node`.
+        let runs = |failed: &str, record: &Record, node: &str| {
+            let mut down = Down {
+                name: "lab".into(),
+                exists: true,
+                node_id: Some(node.into()),
+                record: Some(record.clone()),
+                ours: false,
+            };
+            down.ours = down.judge();
+            let plan = down_plan("lab", Path::new(shown));
+            let holds = |s: &&Step<Down>| s.when.as_ref().is_none_or(|(_, holds)| holds(&down));
+            let steps: String = plan.iter().filter(holds).map(|s| format!("{s}\n")).collect();
+            format!("## failed {failed}\n{steps}")
+        };
+        let mut undo =
+            vec![runs("at the checks (a cluster of the name is someone's)", &record, "n1")];
+        let how = labkit::record::How::Created;
+        record.intend(&cluster_entry("lab"), "lab up", how).unwrap();
+        undo.push(runs("in kind create cluster", &record, "n1"));
+        record.made(&cluster_entry("lab"), "n1").unwrap();
+        undo.push(runs("after the cluster was made", &record, "n1"));
+        undo.push(runs("after; another cluster made since under the name", &record, "n2"));
+        let deletes: Vec<bool> = undo.iter().map(|u| u.contains("$ kind delete")).collect();
+        assert_eq!(deletes, [false, true, true, false], "{}", undo.join("\n"));
+        insta::assert_snapshot!("undo", undo.join("\n"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -2,8 +2,7 @@
 //! what every step learns on the way ([`Up`]); [`super::phases`] puts them in
 //! order.
 
-use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::Path;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -16,7 +15,7 @@ use crate::lab::{apply, kubeconfig};
 use crate::preflight::{self, Check, Status};
 use labkit::command::Cmd;
 use labkit::kind_releases;
-use labkit::lab_file::{self, LabFile, ProviderKind};
+use labkit::lab_file::{self, LabFile, Section};
 use labkit::project;
 use labkit::record::Record;
 
@@ -96,22 +95,13 @@ pub(super) async fn apply_manifests(up: &mut Up) -> Result<()> {
 /// record names (by its node container's ID): another is not this lab's
 /// to reuse, and `lab down` would not delete it.
 pub(super) fn check_cluster_is_ours(up: &mut Up) -> Result<()> {
-    if !up.cluster_exists {
-        return Ok(());
-    }
-    let (name, node) = (up.name.clone(), up.node_id.clone());
-    let recorded = up.record()?.find(&cluster_entry(&name)).map(|e| e.uid.clone());
-    match recorded {
-        Some(Some(id)) if node.as_deref() != Some(id.as_str()) => bail!(
-            "a kind cluster named {name} exists, and its node is not the one this lab made \
-             (container {}, recorded {id}): `kind delete cluster --name {name}` if it is yours, or use another --name",
-            node.as_deref().unwrap_or("missing")
-        ),
-        Some(_) => Ok(()),
-        None => bail!(
-            "a kind cluster named {name} exists and this lab did not make it (no record names it): \
+    let name = &up.name;
+    match super::not_ours(name, up.record.as_ref(), up.node_id.as_deref()) {
+        Some(why) if up.cluster_exists => bail!(
+            "a kind cluster named {name} exists and is not this lab's ({why}): \
              `kind delete cluster --name {name}` if it is yours, or use another --name"
         ),
+        _ => Ok(()),
     }
 }
 
@@ -253,37 +243,21 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
         .and_then(|c| c.cluster.as_ref())
         .and_then(|c| c.server.clone())
         .context("the kind kubeconfig names no server")?;
+    let kind = lab_file::Kind {
+        node_image: up.node_image.clone(),
+        node: node_container(&up.name),
+        controller_image: image::reference()?,
+        controller_image_id: up.built_id.clone().unwrap_or_default(),
+    };
+    let service_account = format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}");
+    let (dir, controller) =
+        (&up.paths.state_dir, lab_file::Controller::deployment(service_account));
     let lab = LabFile {
-        format: lab_file::FORMAT,
-        name: up.name.clone(),
-        provider: ProviderKind::Kind,
-        state_dir: up.paths.state_dir.clone(),
-        created_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default(),
         kubernetes_version: version,
         api_server_url,
-        admin_kubeconfig: up.paths.kubeconfig.clone(),
-        controller: lab_file::Controller {
-            // Reached through the API server's pod proxy (see labkit::lab).
-            url: String::new(),
-            kubeconfig: PathBuf::new(),
-            service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
-            token_expires: "projected by the kubelet (rotated)".into(),
-            log: PathBuf::new(),
-            container: None,
-        },
-        processes: Vec::new(),
-        target: up.target.clone(),
-        kind: Some(lab_file::Kind {
-            node_image: up.node_image.clone(),
-            node: node_container(&up.name),
-            controller_image: image::reference()?,
-            controller_image_id: up.built_id.clone().unwrap_or_default(),
-        }),
-        existing: None,
+        ..LabFile::ready(&up.name, dir, Section::Kind { kind }, up.target.clone(), controller)
     };
+    labkit::test_hook::at("lab up:lab.json")?;
     lab.write()
 }
 

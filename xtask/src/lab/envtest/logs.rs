@@ -1,25 +1,18 @@
-//! `lab logs [-f]`: the controller's log (stdout and stderr of the process).
+//! `lab logs [-f]` of an envtest lab: the controller's log (stdout and stderr of the process).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::lab::envtest::Layout;
+use super::Layout;
 
 /// How often `-f` looks for new output: a person reading along, not a state being awaited.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
-pub async fn run(name: &str, follow: bool) -> Result<ExitCode> {
-    if let Ok(Some(lab)) = labkit::lab_file::LabFile::read(&labkit::project::lab_dir(name))
-        && lab.provider != labkit::lab_file::ProviderKind::Envtest
-    {
-        crate::lab::kind::logs(&lab, follow).await?;
-        return Ok(ExitCode::SUCCESS);
-    }
+pub fn show(name: &str, follow: bool) -> Result<()> {
     let layout = Layout::new(&labkit::project::lab_dir(name));
     let log = layout.log("controller");
     if !log.exists() {
@@ -32,7 +25,7 @@ pub async fn run(name: &str, follow: bool) -> Result<ExitCode> {
     let mut file = File::open(&log).with_context(|| format!("cannot open {}", log.display()))?;
     let mut offset = copy_new(&mut file, &mut out)?;
     if !follow {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let mut inode = file.metadata()?.ino();
     loop {
@@ -40,7 +33,7 @@ pub async fn run(name: &str, follow: bool) -> Result<ExitCode> {
         match std::fs::metadata(&log) {
             Err(_) => {
                 eprintln!("(the log is gone: lab {name} was taken down)");
-                return Ok(ExitCode::SUCCESS);
+                return Ok(());
             }
             // A new lab wrote a new file: start reading that one from its beginning.
             Ok(meta) if meta.ino() != inode => {

@@ -13,20 +13,22 @@
 
 mod down;
 mod health;
+mod logs;
 
-use down::report_stop;
-pub use down::{down, down_plan};
-pub use health::{Health, health};
+pub use down::down_plan;
+pub use health::health;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow};
 
 use crate::lab::binaries::{self, EnvtestBinaries};
 use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, TOKEN_SECONDS};
 use crate::lab::kubeconfig::{self, Credentials};
+use crate::lab::options::UpOptions;
+use crate::lab::provider::{Answer, Health, Provider};
 use crate::lab::{apply, certs};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
@@ -35,7 +37,7 @@ use labkit::lab::{
     self as handle,
     probes::{self, wait_ready},
 };
-use labkit::lab_file::{self, LabFile, ProviderKind, Target};
+use labkit::lab_file::{self, LabFile, ProviderKind, Section, Target};
 use labkit::process::{self, Spawned, StopOutcome};
 use labkit::project;
 use labkit::project::shown;
@@ -50,7 +52,7 @@ const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.loc
 const ROLES: [&str; 3] = [handle::ETCD, handle::API_SERVER, handle::CONTROLLER];
 
 /// The files of one lab, by purpose.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Layout {
     pub state_dir: PathBuf,
     pki: PathBuf,
@@ -80,6 +82,7 @@ impl Layout {
 }
 
 /// What `lab up` learns on the way.
+#[derive(Default)]
 pub struct Up {
     name: String,
     layout: Layout,
@@ -235,42 +238,82 @@ fn controller_build(name: &str, host: controller::Host) -> Result<Vec<Step<Up>>>
     Ok(steps)
 }
 
-/// Bring a lab up from nothing: the state directory must not exist (the caller cleans it).
-/// What a failed `up` started is stopped again.
-pub async fn up(
-    name: &str,
-    layout: &Layout,
-    host: controller::Host,
-    target: &Target,
-) -> Result<LabFile> {
-    let steps = up_plan(name, layout, host)?;
-    let mut up = Up {
-        name: name.to_string(),
-        layout: layout.clone(),
-        target: target.clone(),
-        host,
-        binaries: None,
-        pki: None,
-        ports: [0; 4],
-        started: Vec::new(),
-        admin: None,
-        token_expires: String::new(),
-        lab: None,
-    };
-    let cold_start = Instant::now();
-    if let Err(error) = plan::execute(steps, &mut up).await {
-        eprintln!("lab up failed: stopping what it started");
-        for (spawned, _) in up.started.iter().rev() {
-            report_stop(spawned.name, spawned.pid, &layout.state_dir).await;
-        }
-        eprintln!(
-            "logs are kept in {}; `cargo xtask lab down --name {name}` removes them",
-            layout.state_dir.display()
-        );
-        return Err(error);
+/// kube-apiserver, etcd and the controller as local processes.
+pub struct Envtest;
+
+impl Provider for Envtest {
+    fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
+        Box::pin(async move {
+            let layout = Layout::new(&project::lab_dir(name));
+            let host = options.controller_host();
+            if !options.dry_run
+                && let Some(lab) = reuse_or_clean(name, &layout, &options.target).await?
+            {
+                return Ok(Some(lab));
+            }
+            let steps = up_plan(name, &layout, host)?;
+            let target = options.target.clone();
+            let mut up = Up { name: name.into(), layout, target, host, ..Up::default() };
+            let cold_start = Instant::now();
+            plan::print_or_execute(steps, &mut up, options.dry_run).await?;
+            if !options.dry_run {
+                labkit::progress!("lab {name} is up in {:.1}s", cold_start.elapsed().as_secs_f64());
+            }
+            Ok(up.lab)
+        })
     }
-    labkit::progress!("lab {name} is up in {:.1}s", cold_start.elapsed().as_secs_f64());
-    up.lab.context("lab.json was not written")
+
+    fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> Answer<'a, bool> {
+        Box::pin(async move {
+            let mut removed = false;
+            let steps = down_plan(&Layout::new(&project::lab_dir(name)));
+            plan::print_or_execute(steps, &mut removed, dry_run).await?;
+            Ok(removed)
+        })
+    }
+
+    fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health> {
+        Box::pin(async move { Ok(health(lab).await) })
+    }
+
+    fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
+        Box::pin(async move { logs::show(name, follow) })
+    }
+}
+
+/// An envtest lab that is up and healthy is reused; anything else under its
+/// name is taken down so a fresh one can start.
+async fn reuse_or_clean(name: &str, layout: &Layout, target: &Target) -> Result<Option<LabFile>> {
+    let why = match LabFile::read(&layout.state_dir) {
+        Ok(Some(lab)) if lab.target != *target => {
+            format!("lab {name} keeps {}, not {target}: starting it anew for {target}", lab.target)
+        }
+        Ok(Some(lab)) => {
+            let health = health(&lab).await;
+            let said = if health.healthy {
+                "is already up and healthy; not starting another"
+            } else {
+                "is there but not healthy:"
+            };
+            labkit::progress!("lab {name} {said}");
+            for line in &health.lines {
+                labkit::progress!("  {line}");
+            }
+            if health.healthy {
+                return Ok(Some(lab));
+            }
+            "cleaning it up and starting anew".into()
+        }
+        Ok(None) if layout.state_dir.exists() => format!(
+            "{} holds an incomplete lab (no lab.json): cleaning it up",
+            layout.state_dir.display()
+        ),
+        Ok(None) => return Ok(None),
+        Err(error) => format!("warning: {error:#}; cleaning up"),
+    };
+    labkit::progress!("{why}");
+    Envtest.down(name, false).await?;
+    Ok(None)
 }
 
 async fn start_etcd(up: &mut Up) -> Result<()> {
@@ -396,31 +439,27 @@ async fn write_lab(up: &mut Up) -> Result<()> {
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[3]));
     let container = matches!(up.host, controller::Host::Container(_))
         .then(|| controller::container_name(&up.name));
+    let controller = lab_file::Controller {
+        url: format!("http://{listen}"),
+        kubeconfig: up.layout.controller_kubeconfig.clone(),
+        service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
+        token_expires: up.token_expires.clone(),
+        log: up.layout.log(handle::CONTROLLER),
+        container,
+    };
     let lab = LabFile {
-        format: lab_file::FORMAT,
-        name: up.name.clone(),
-        provider: ProviderKind::Envtest,
-        state_dir: up.layout.state_dir.clone(),
-        created_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default(),
         kubernetes_version: version,
         api_server_url: format!("https://127.0.0.1:{}", up.ports[2]),
-        admin_kubeconfig: up.layout.admin_kubeconfig.clone(),
-        controller: lab_file::Controller {
-            url: format!("http://{listen}"),
-            kubeconfig: up.layout.controller_kubeconfig.clone(),
-            service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
-            token_expires: up.token_expires.clone(),
-            log: up.layout.log(handle::CONTROLLER),
-            container,
-        },
         processes: up.started.iter().map(|(_, entry)| entry.clone()).collect(),
-        kind: None,
-        existing: None,
-        target: up.target.clone(),
+        ..LabFile::ready(
+            &up.name,
+            &up.layout.state_dir,
+            Section::Envtest,
+            up.target.clone(),
+            controller,
+        )
     };
+    labkit::test_hook::at("lab up:lab.json")?;
     lab.write()?;
     up.lab = Some(lab);
     Ok(())

@@ -1,0 +1,93 @@
+//! `lab status` and `lab logs` for a lab whose controller is a Deployment
+//! (kind, an existing cluster), after the provider's own lines: the API
+//! server, the Deployment and its pod (phase, readiness, restarts, the image it runs).
+
+use anyhow::{Context as _, Result};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, LogParams};
+
+use crate::lab::{kubeconfig, provider::Health};
+pub use labkit::deployment::{NAME as DEPLOYMENT, NAMESPACE};
+use labkit::lab_file::LabFile;
+
+/// Where the Deployment lives: the namespace an existing cluster's lab was given.
+fn namespace(lab: &LabFile) -> &str {
+    lab.existing().map_or(NAMESPACE, |e| e.namespace.as_str())
+}
+
+/// The controller's pod: the Deployment's newest pod (by creation time).
+async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<Pod>> {
+    let host = labkit::deployment::DeploymentHost::new(client.clone()).in_namespace(namespace(lab));
+    host.newest_pod().await
+}
+
+/// What `lab status` shows of the lab after the provider's `lines`, and whether it is healthy.
+pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
+    let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .map(|v| v.git_version)
+        .unwrap_or_else(|e| format!("unreachable: {e}"));
+    lines.push(format!("API server:   {} ({version})", lab.api_server_url));
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace(lab));
+    let ready = match deployments.get_opt(DEPLOYMENT).await? {
+        Some(d) => {
+            let status = d.status.unwrap_or_default();
+            let (ready, want) =
+                (status.ready_replicas.unwrap_or(0), d.spec.and_then(|s| s.replicas).unwrap_or(1));
+            lines.push(format!("deployment/{DEPLOYMENT}: {ready}/{want} ready"));
+            ready == want && want > 0
+        }
+        None => {
+            lines.push(format!("deployment/{DEPLOYMENT}: missing"));
+            false
+        }
+    };
+    if let Some(pod) = controller_pod(&client, lab).await? {
+        let status = pod.status.clone().unwrap_or_default();
+        let container =
+            status.container_statuses.as_ref().and_then(|c| c.first()).cloned().unwrap_or_default();
+        lines.push(format!(
+            "pod {}: {}, ready {}, {} restarts, image {} ({})",
+            pod.name_any(),
+            status.phase.unwrap_or_default(),
+            container.ready,
+            container.restart_count,
+            container.image,
+            container.image_id
+        ));
+    }
+    Ok(Health { lines, healthy: ready })
+}
+
+/// `lab logs [-f]`: the controller pod's log.
+pub async fn logs(name: &str, follow: bool) -> Result<()> {
+    use futures::{AsyncBufReadExt, TryStreamExt};
+    let lab = LabFile::read(&labkit::project::lab_dir(name))?.with_context(|| {
+        format!("lab {name} is not up (`cargo xtask lab status --name {name}`)")
+    })?;
+    let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
+    let pod = controller_pod(&client, &lab)
+        .await?
+        .context("no controller pod: `cargo xtask lab status` shows why")?;
+    let (name, namespace) = (pod.name_any(), namespace(&lab));
+    let kubeconfig = labkit::project::shown(&lab.admin_kubeconfig);
+    let f = if follow { "-f " } else { "" };
+    labkit::progress!(
+        "$ kubectl --kubeconfig {kubeconfig} -n {namespace} logs {f}pod/{name}    # done with kube-rs"
+    );
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    if !follow {
+        print!("{}", pods.logs(&name, &LogParams::default()).await?);
+        return Ok(());
+    }
+    let params = LogParams { follow: true, ..Default::default() };
+    let mut lines = pods.log_stream(&name, &params).await?.lines();
+    while let Some(line) = lines.try_next().await? {
+        println!("{line}");
+    }
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! What `lab up` is asked: every provider's flags, checked against the
+//! provider chosen ([`UpOptions::check_for`]).
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+
+use crate::lab::controller;
+use labkit::lab_file::ProviderKind;
+
+/// How `lab up` builds the lab.
+#[derive(Args, Clone, Debug)]
+pub struct UpOptions {
+    #[arg(long, value_enum, default_value_t = ProviderChoice::Auto)]
+    pub provider: ProviderChoice,
+    /// envtest only: run the controller as a process, or in its image the way a pod
+    /// runs it (docker run: ServiceAccount files mounted, read-only root, non-root, no capabilities).
+    #[arg(long, value_enum, default_value_t = ControllerChoice::Process)]
+    pub controller: ControllerChoice,
+    /// How to build the controller image (kind, and envtest with --controller container).
+    #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
+    pub image_builder: crate::image::Builder,
+    /// Print the commands in order without running them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// kind only: load the images from an offline bundle (`lab bundle`) and never pull.
+    #[arg(long, value_name = "FILE", conflicts_with = "node_image")]
+    pub bundle: Option<PathBuf>,
+    /// The ConfigMap the controller keeps; the Role is made for exactly this one.
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/my-config",
+          value_parser = labkit::lab_file::Target::parse)]
+    pub target: labkit::lab_file::Target,
+    /// kind only: the node image, instead of the one pinned in kind/cluster.yaml:
+    /// `built` (made here by `cargo xtask lab node-image`, for machines that cannot pull)
+    /// or an image reference.
+    #[arg(long, value_name = "IMAGE")]
+    pub node_image: Option<String>,
+    #[command(flatten)]
+    pub existing: ExistingOptions,
+}
+
+/// Where `lab up --provider existing` deploys (docs/existing-cluster.md).
+#[derive(Args, Clone, Debug, Default)]
+pub struct ExistingOptions {
+    /// existing only: the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, as kubectl).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// existing only: the kubeconfig's context, i.e. the cluster and who you are there
+    /// [default: its current context].
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// existing only: the namespace of the controller, its RBAC and its my-config
+    /// [default: the context's, else default].
+    #[arg(short, long, value_name = "NAMESPACE", value_parser = parse_namespace)]
+    pub namespace: Option<String>,
+    /// existing only: create --namespace when it is missing (`lab down` then removes it).
+    #[arg(long)]
+    pub create_namespace: bool,
+    /// existing only: the registry the cluster's nodes pull from; the controller image is
+    /// pushed there and the Deployment names it by digest.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub registry: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ControllerChoice {
+    Process,
+    Container,
+}
+
+impl UpOptions {
+    pub fn envtest(controller: ControllerChoice) -> Self {
+        UpOptions {
+            provider: ProviderChoice::Envtest,
+            controller,
+            image_builder: crate::image::Builder::Auto,
+            dry_run: false,
+            bundle: None,
+            node_image: None,
+            target: labkit::lab_file::Target::default(),
+            existing: ExistingOptions::default(),
+        }
+    }
+
+    /// Flags that belong to another provider are refused in one line.
+    pub fn check_for(&self, provider: ProviderKind) -> Result<()> {
+        if self.bundle.is_some() && provider != ProviderKind::Kind {
+            bail!(
+                "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
+            );
+        }
+        if provider != ProviderKind::Kind && self.node_image.is_some() {
+            bail!("--node-image is the kind node's image: use it with --provider kind");
+        }
+        let existing = &self.existing;
+        if provider != ProviderKind::Existing
+            && (existing.context.is_some()
+                || existing.registry.is_some()
+                || existing.kubeconfig.is_some()
+                || existing.namespace.is_some()
+                || existing.create_namespace)
+        {
+            bail!(
+                "--context, --kubeconfig, --namespace, --create-namespace and --registry are for a cluster that exists: use them with --provider existing"
+            );
+        }
+        if provider == ProviderKind::Existing && !self.target.is_default() {
+            bail!(
+                "--target is for the labs the kit makes: on an existing cluster say --namespace NS (the controller keeps NS/my-config)"
+            );
+        }
+        Ok(())
+    }
+
+    pub fn controller_host(&self) -> controller::Host {
+        match self.controller {
+            ControllerChoice::Process => controller::Host::Process,
+            ControllerChoice::Container => controller::Host::Container(self.image_builder),
+        }
+    }
+}
+
+/// `--provider`: what a person may ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProviderChoice {
+    /// kube-apiserver + etcd + the controller as local processes; no Docker needed.
+    Envtest,
+    /// A kind cluster (needs Docker).
+    Kind,
+    /// A cluster that is there already (`--context`, `--registry`): the controller in one namespace.
+    Existing,
+    /// kind when Docker is usable, else envtest.
+    Auto,
+}
+
+/// The provider to use, saying why when the choice was made for the person.
+pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
+    match choice {
+        ProviderChoice::Envtest => Ok(ProviderKind::Envtest),
+        ProviderChoice::Kind => Ok(ProviderKind::Kind),
+        ProviderChoice::Existing => Ok(ProviderKind::Existing),
+        ProviderChoice::Auto => {
+            let (kind, why) = auto();
+            labkit::progress!("provider auto: {why}: using {kind}");
+            Ok(kind)
+        }
+    }
+}
+
+/// kind when a Docker daemon answers and kind is installed, else envtest.
+fn auto() -> (ProviderKind, String) {
+    if labkit::tools::on_path("kind").is_none() {
+        return (ProviderKind::Envtest, "kind is not on PATH".into());
+    }
+    if labkit::tools::on_path("docker").is_none() {
+        return (ProviderKind::Envtest, "docker is not on PATH".into());
+    }
+    let daemon =
+        labkit::command::Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).succeeds();
+    if daemon {
+        (ProviderKind::Kind, "Docker answers and kind is installed".into())
+    } else {
+        (ProviderKind::Envtest, "the Docker daemon does not answer".into())
+    }
+}
+
+/// `--namespace`: a DNS-1123 label, as Kubernetes requires of a namespace.
+pub fn parse_namespace(text: &str) -> Result<String, String> {
+    if ::controller::desired::is_dns1123_label(text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{text:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+        ))
+    }
+}
