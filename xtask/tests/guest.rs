@@ -400,7 +400,8 @@ async fn a_failed_existing_up_leaves_the_cluster_as_it_was() {
     }
     assert!(!labkit::project::lab_dir(&name).exists(), "its folder is left:\n{}", ran.stderr);
     let after = labkit::cluster::snapshot(&lab.client()).await.unwrap();
-    labkit::cluster::difference(&before, &after).unwrap_or_else(|e| panic!("{e:#}\n{}", ran.stderr));
+    labkit::cluster::difference(&before, &after)
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", ran.stderr));
 }
 
 /// `lab down --dry-run` of a lab on an existing cluster prints the plan
