@@ -106,22 +106,33 @@ impl Borrow {
     }
 }
 
+/// The binaries a borrower runs as: `grade` is xtask's, `bench` the maintainers' `maint`.
+const BORROWERS: [&str; 2] = ["xtask", "maint"];
+
+/// The command a person typed for the borrower `by`.
+fn typed(by: &str) -> String {
+    let binary = if by == "bench" { BORROWERS[1] } else { BORROWERS[0] };
+    format!("cargo {binary} {by}")
+}
+
 /// A borrower that still runs is not disturbed: refused in one line.
 fn refuse_if_alive(name: &str, earlier: &Borrowed) -> Result<()> {
     let alive = labkit::process::is_alive(earlier.pid)
-        && std::fs::read(format!("/proc/{}/cmdline", earlier.pid))
-            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("xtask"));
+        && std::fs::read(format!("/proc/{}/cmdline", earlier.pid)).is_ok_and(|c| {
+            let line = String::from_utf8_lossy(&c);
+            BORROWERS.iter().any(|binary| line.contains(binary))
+        });
     if alive && earlier.pid != std::process::id() {
-        let (by, pid) = (&earlier.by, earlier.pid);
+        let (by, pid) = (typed(&earlier.by), earlier.pid);
         bail!(
             "{}",
             pick(
                 format!(
-                    "lab {name} is in use by `cargo xtask {by}` (pid {pid}): wait until it ends, \
+                    "lab {name} is in use by `{by}` (pid {pid}): wait until it ends, \
                      or stop it (`kill {pid}`)"
                 ),
                 format!(
-                    "实验环境 {name} 正被 `cargo xtask {by}`（pid {pid}）占用：等它结束，或者停掉它（`kill {pid}`）"
+                    "实验环境 {name} 正被 `{by}`（pid {pid}）占用：等它结束，或者停掉它（`kill {pid}`）"
                 )
             )
         );
@@ -134,15 +145,13 @@ fn what_made_stays(by: &str) -> String {
 }
 
 fn left_by(earlier: &Borrowed) -> String {
-    let (by, pid) = (&earlier.by, earlier.pid);
+    let (by, pid) = (typed(&earlier.by), earlier.pid);
     pick(
         format!(
-            "the lab was left borrowed by `cargo xtask {by}` (pid {pid}, no longer running): \
+            "the lab was left borrowed by `{by}` (pid {pid}, no longer running): \
              putting it back first"
         ),
-        format!(
-            "实验环境被 `cargo xtask {by}`（pid {pid}，已经不在运行）借用后没有归还：先恢复原样"
-        ),
+        format!("实验环境被 `{by}`（pid {pid}，已经不在运行）借用后没有归还：先恢复原样"),
     )
 }
 

@@ -74,7 +74,7 @@ async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
     let name = lab.file().name.clone();
     let report = labkit::project::target_dir().join("bench/latest.json");
     let _ = std::fs::remove_file(&report);
-    succeeds(&xtask(&[
+    succeeds(&maint(&[
         "bench",
         "--name",
         &name,

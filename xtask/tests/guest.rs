@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{lab, run, succeeds, xtask};
+use common::{kit, lab, maint, run, succeeds, xtask};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use kube::api::{Api, DeleteParams, PostParams};
 use labkit::eventually::{Check, eventually};
@@ -233,7 +233,7 @@ async fn interrupted(args: &[&str], at: &str, said: &str) {
     let lab = lab().await;
     let before = objects(&lab).await;
     let _ = std::fs::remove_file(lab.file().state_dir.join("hangup.log"));
-    let ran = run(&xtask(args).env(labkit::test_hook::VARIABLE, at));
+    let ran = run(&kit(args).env(labkit::test_hook::VARIABLE, at));
     let printed = printed(&ran, &lab);
     assert!(!ran.ok, "{args:?} with {at} succeeded:\n{printed}");
     assert!(printed.contains(said), "{said:?} in:\n{printed}");
@@ -354,7 +354,7 @@ async fn a_bench_killed_outright_is_put_back_by_the_next_command() {
     let before = objects(&lab).await;
     let args = bench_args(&name, &bench_out());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let ran = run(&xtask(&args).env(labkit::test_hook::VARIABLE, "bench:block:1:running=SIGKILL"));
+    let ran = run(&maint(&args).env(labkit::test_hook::VARIABLE, "bench:block:1:running=SIGKILL"));
     assert!(!ran.ok, "a killed bench succeeded");
     let record = Record::load(&lab.file().state_dir).unwrap().unwrap();
     assert_eq!(record.borrow.as_ref().map(|b| b.by.as_str()), Some("bench"));

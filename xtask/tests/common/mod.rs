@@ -32,6 +32,14 @@ pub fn maint(args: &[&str]) -> Cmd {
     cargo(["maint"]).args(args)
 }
 
+/// The kit's command for `args`, whichever binary holds its verb.
+pub fn kit(args: &[&str]) -> Cmd {
+    match args.first() {
+        Some(&"bench" | &"test" | &"pictures") => maint(args),
+        _ => xtask(args),
+    }
+}
+
 /// [`labkit::project::write_sample`], failing the test when it cannot write.
 pub fn write_sample(name: &str, text: &str) {
     labkit::project::write_sample(name, text).unwrap_or_else(|e| panic!("{e:#}"));
