@@ -234,6 +234,32 @@ pub enum ProviderKind {
     Existing,
 }
 
+/// What a provider's lab offers the suites; a check that needs what it lacks
+/// is not run there, saying why (`suite::RunsOn`). One row per provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offers {
+    /// Where it is said: "not run on {place}: …".
+    pub place: &'static str,
+    /// kube-apiserver and etcd as local processes the suites may stop and start.
+    pub local_control_plane: bool,
+    /// A kind node: its kubelet and container runtime.
+    pub node: bool,
+    /// A cluster the kit made, where it may act cluster-wide.
+    pub own_cluster: bool,
+}
+
+impl ProviderKind {
+    /// What a lab of this provider offers the suites.
+    pub fn offers(self) -> Offers {
+        let (place, local_control_plane, node, own_cluster) = match self {
+            ProviderKind::Envtest => ("envtest", true, false, true),
+            ProviderKind::Kind => ("kind", false, true, true),
+            ProviderKind::Existing => ("an existing cluster", false, false, false),
+        };
+        Offers { place, local_control_plane, node, own_cluster }
+    }
+}
+
 impl std::fmt::Display for ProviderKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

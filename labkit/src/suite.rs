@@ -9,7 +9,7 @@ use futures::future::LocalBoxFuture;
 
 use crate::lab::Lab;
 
-use crate::lab_file::{LabFile, ProviderKind};
+use crate::lab_file::{LabFile, Offers};
 
 /// What an experiment measured.
 #[derive(Clone, Debug, Default)]
@@ -89,9 +89,9 @@ pub enum RunsOn {
 }
 
 impl RunsOn {
-    /// `None` when it runs on `provider`, else why not.
+    /// `None` when it runs on the lab's provider, else why not (from what
+    /// the provider offers: `ProviderKind::offers`).
     pub fn skip_reason(&self, file: &LabFile) -> Option<String> {
-        use ProviderKind::{Envtest, Existing, Kind};
         if let (RunsOn::ClusterWide(why), Some(existing)) = (self, &file.existing())
             && !existing.cluster_wide
         {
@@ -100,24 +100,20 @@ impl RunsOn {
                 existing.namespace
             ));
         }
-        match (self, file.provider()) {
-            (RunsOn::Envtest(why), Kind) => {
-                Some(format!("not run on kind: needs the envtest lab ({why})"))
+        self.not_offered(file.provider().offers())
+    }
+
+    /// Why not, when `offers` lacks what it needs.
+    fn not_offered(&self, offers: Offers) -> Option<String> {
+        let lacks = match *self {
+            RunsOn::Envtest(why) if !offers.local_control_plane => {
+                format!("needs the envtest lab ({why})")
             }
-            (RunsOn::Kind(why), Envtest) => {
-                Some(format!("not run on envtest: needs a kind node ({why})"))
-            }
-            (RunsOn::Envtest(why), Existing) => {
-                Some(format!("not run on an existing cluster: needs the envtest lab ({why})"))
-            }
-            (RunsOn::Kind(why), Existing) => {
-                Some(format!("not run on an existing cluster: needs a kind node ({why})"))
-            }
-            (RunsOn::OwnCluster(why), Existing) => {
-                Some(format!("not run on an existing cluster: {why}"))
-            }
-            _ => None,
-        }
+            RunsOn::Kind(why) if !offers.node => format!("needs a kind node ({why})"),
+            RunsOn::OwnCluster(why) if !offers.own_cluster => why.to_string(),
+            _ => return None,
+        };
+        Some(format!("not run on {}: {lacks}", offers.place))
     }
 }
 
@@ -125,4 +121,33 @@ impl RunsOn {
 /// desired data.
 pub fn first_key(desired: &Desired) -> String {
     desired.data().keys().next().cloned().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab_file::ProviderKind::{Envtest, Existing, Kind};
+
+    #[test]
+    fn what_a_provider_lacks_is_said_in_one_line() {
+        let said = |runs: RunsOn, on: crate::lab_file::ProviderKind| runs.not_offered(on.offers());
+        assert_eq!(said(RunsOn::Any, Existing), None);
+        assert_eq!(said(RunsOn::Envtest("x"), Envtest), None);
+        assert_eq!(said(RunsOn::Kind("x"), Kind), None);
+        assert_eq!(said(RunsOn::OwnCluster("x"), Kind), None);
+        let cases = [
+            (RunsOn::Envtest("x"), Kind, "not run on kind: needs the envtest lab (x)"),
+            (RunsOn::Kind("x"), Envtest, "not run on envtest: needs a kind node (x)"),
+            (
+                RunsOn::Envtest("x"),
+                Existing,
+                "not run on an existing cluster: needs the envtest lab (x)",
+            ),
+            (RunsOn::Kind("x"), Existing, "not run on an existing cluster: needs a kind node (x)"),
+            (RunsOn::OwnCluster("x"), Existing, "not run on an existing cluster: x"),
+        ];
+        for (runs, on, expected) in cases {
+            assert_eq!(said(runs, on).as_deref(), Some(expected));
+        }
+    }
 }
