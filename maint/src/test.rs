@@ -19,7 +19,7 @@ use labkit::lab::NAME_ENV;
 
 use xtask::{
     cargo,
-    lab::{self, ControllerChoice, UpOptions, options::ProviderChoice},
+    lab::{self, UpOptions, options::ProviderChoice},
 };
 
 mod existing;
@@ -139,12 +139,8 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
 /// The envtest lab: the suite, the lab's own tests, the
 /// by-hand commands' (`lab env`, the narrations'), the grader's, the guest's (its API server standing in for a cluster the kit did not make).
 async fn envtest_part() -> Result<ExitCode> {
-    on_fresh_lab(
-        LAB_NAME,
-        &UpOptions::envtest(ControllerChoice::Process),
-        &["envtest_lab", "by_hand", "grade", "guest"],
-    )
-    .await
+    on_fresh_lab(LAB_NAME, &UpOptions::envtest(), &["envtest_lab", "by_hand", "grade", "guest"])
+        .await
 }
 
 /// The labs that need Docker: kind (its node image built first where `LAB_NODE_IMAGE=built`),
@@ -159,11 +155,7 @@ async fn docker_part() -> Result<ExitCode> {
     if node_image.as_deref() == Some("built") {
         NodeImageBuild::start("node-image-build-docker.log")?.wait().await?;
     }
-    let kind = UpOptions {
-        provider: ProviderChoice::Kind,
-        node_image,
-        ..UpOptions::envtest(ControllerChoice::Process)
-    };
+    let kind = UpOptions { provider: ProviderChoice::Kind, node_image, ..UpOptions::envtest() };
     let kubeconfig_before = user_kubeconfig();
     // The grader's Deployment path is proven on the existing cluster (its tests): not again here.
     let code = on_fresh_lab(DOCKER_LAB_NAME, &kind, &["by_hand", "kind_lab"]).await?;
