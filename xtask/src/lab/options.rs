@@ -78,6 +78,11 @@ impl UpOptions {
                 "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
             );
         }
+        if provider == ProviderKind::Envtest && self.image_builder != crate::image::Builder::Auto {
+            bail!(
+                "--image-builder builds the controller's image, which the envtest lab does not run: use it with --provider kind or existing"
+            );
+        }
         if provider != ProviderKind::Kind && self.node_image.is_some() {
             bail!("--node-image is the kind node's image: use it with --provider kind");
         }
@@ -154,5 +159,19 @@ pub fn parse_namespace(text: &str) -> Result<String, String> {
         Err(format!(
             "{text:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_builder_is_refused_for_the_envtest_lab_only() {
+        let nix = UpOptions { image_builder: crate::image::Builder::Nix, ..UpOptions::envtest() };
+        let refused = nix.check_for(ProviderKind::Envtest).unwrap_err().to_string();
+        assert!(refused.starts_with("--image-builder builds the controller's image"), "{refused}");
+        assert!(nix.check_for(ProviderKind::Kind).is_ok());
+        assert!(UpOptions::envtest().check_for(ProviderKind::Envtest).is_ok());
     }
 }
