@@ -218,10 +218,6 @@ impl Lab {
         let name =
             ROLES.into_iter().find(|r| *r == role).ok_or_else(|| anyhow!("unknown role {role}"))?;
         wait_ports_free(&spec.ports).await?;
-        if let (CONTROLLER, Some(container)) = (role, &self.file.controller.container) {
-            // Left behind if its `docker run` was killed: it would block the name.
-            process::remove_container(container);
-        }
         let cmd = Cmd::new(spec.binary.display().to_string()).args(&spec.args).args(extra);
         let spawned = process::spawn_detached(name, &cmd, &spec.log, &spec.pid_file)?;
         self.extra_args.insert(role.to_string(), extra.iter().map(|s| s.to_string()).collect());
@@ -382,14 +378,7 @@ impl Lab {
     /// controller's port, so stop that one first.
     pub fn controller_command(&self, extra: &[&str]) -> anyhow::Result<Cmd> {
         let spec = self.process(CONTROLLER)?;
-        let mut args = spec.args.clone();
-        if self.file.controller.container.is_some() {
-            // `docker run --name …`: the lab's own container may hold the name.
-            if let Some(at) = args.iter().position(|a| a == "--name") {
-                args.drain(at..(at + 2).min(args.len()));
-            }
-        }
-        Ok(Cmd::new(spec.binary.display().to_string()).args(&args).args(extra))
+        Ok(Cmd::new(spec.binary.display().to_string()).args(&spec.args).args(extra))
     }
 
     /// Stop, then start with `extra` flags (kind: `rollout restart`, which

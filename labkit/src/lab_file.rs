@@ -182,10 +182,6 @@ pub struct Controller {
     pub token_expires: String,
     /// Its log (stdout and stderr).
     pub log: PathBuf,
-    /// The container name when the controller runs in its image (`docker run`
-    /// is then the tracked process); `None` for a plain process.
-    #[serde(default)]
-    pub container: Option<String>,
 }
 
 impl Controller {
@@ -198,7 +194,6 @@ impl Controller {
             service_account,
             token_expires: "projected by the kubelet (rotated)".into(),
             log: PathBuf::new(),
-            container: None,
         }
     }
 }
@@ -355,12 +350,14 @@ mod tests {
     use super::*;
 
     /// lab.json as `lab up` wrote it before the section was one enum (both
-    /// sections always present, one null) still reads, as its provider.
+    /// sections always present, one null) still reads, as its provider; so
+    /// does one from the envtest lab's removed container mode (its
+    /// `controller.container` is ignored: that `docker run` is a process).
     #[test]
     fn a_lab_file_written_before_the_section_was_one_enum_reads() {
         let envtest = r#"{"format":2,"name":"a","provider":"envtest","state_dir":"/s","created_unix":1,
             "kubernetes_version":"v1.36.0","api_server_url":"https://127.0.0.1:1","admin_kubeconfig":"/s/k",
-            "controller":{"url":"","kubeconfig":"","service_account":"d/c","token_expires":"","log":""},
+            "controller":{"url":"","kubeconfig":"","service_account":"d/c","token_expires":"","log":"","container":"a-controller"},
             "processes":[],"kind":null,"existing":null}"#;
         let lab: LabFile = serde_json::from_str(envtest).unwrap();
         assert_eq!(lab.provider(), ProviderKind::Envtest);

@@ -251,8 +251,3 @@ async fn gone(pid: u32, within: Duration) -> Result<()> {
     })
     .await
 }
-
-/// `docker rm -f <name>`; a container that is not there is fine.
-pub fn remove_container(name: &str) {
-    let _ = Cmd::argv(["docker", "rm", "-f", name]).output();
-}

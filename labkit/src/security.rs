@@ -1,5 +1,5 @@
 //! The controller's runtime privileges: the Deployment's pod against the
-//! "restricted" Pod Security Standard, and the container the envtest lab runs.
+//! "restricted" Pod Security Standard.
 
 use anyhow::{Context as _, bail, ensure};
 use k8s_openapi::api::{
@@ -75,65 +75,4 @@ async fn dry_run_create(lab: &Lab, namespace: &str, pod: &Pod) -> anyhow::Result
     }
     ensure!(warnings.is_empty(), "the Deployment's pod is admitted with warnings: {warnings:?}");
     Ok(())
-}
-
-/// `docker inspect` of the lab's controller container: a non-root user, a
-/// read-only root filesystem, every capability dropped and none added,
-/// no privilege escalation.
-pub fn container_is_locked_down(name: &str) -> anyhow::Result<String> {
-    let out = crate::command::Cmd::argv(["docker", "inspect", name]).read()?;
-    let all: serde_json::Value = serde_json::from_str(&out)?;
-    check_container(&all[0]).with_context(|| format!("container {name}"))
-}
-
-fn check_container(c: &serde_json::Value) -> anyhow::Result<String> {
-    let user = c["Config"]["User"].as_str().unwrap_or_default();
-    let uid = user.split(':').next().unwrap_or_default();
-    ensure!(!uid.is_empty() && uid != "0" && uid != "root", "runs as user {user:?}");
-    let host = &c["HostConfig"];
-    ensure!(host["ReadonlyRootfs"] == true, "root filesystem is writable");
-    ensure!(host["Privileged"] == false, "is privileged");
-    let dropped = strings(&host["CapDrop"]);
-    ensure!(dropped.iter().any(|c| c.eq_ignore_ascii_case("ALL")), "drops {dropped:?}, not ALL");
-    let added = host["CapAdd"].as_array().map_or(0, Vec::len);
-    ensure!(added == 0, "adds capabilities: {}", host["CapAdd"]);
-    let opts = strings(&host["SecurityOpt"]);
-    ensure!(
-        opts.iter().any(|o| o.starts_with("no-new-privileges")),
-        "allows privilege escalation: {opts:?}"
-    );
-    Ok(format!("container runs as {user}, read-only root, no capabilities"))
-}
-
-/// The strings of a JSON array (none when it is null or not an array).
-fn strings(value: &serde_json::Value) -> Vec<&str> {
-    value.as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn container(
-        user: &str,
-        read_only: bool,
-        drop: &[&str],
-        add: Option<&[&str]>,
-    ) -> serde_json::Value {
-        json!({"Config": {"User": user}, "HostConfig": {
-            "ReadonlyRootfs": read_only, "Privileged": false, "CapDrop": drop, "CapAdd": add,
-            "SecurityOpt": ["no-new-privileges"]}})
-    }
-
-    #[test]
-    fn a_locked_down_container_passes_and_each_gap_fails() {
-        assert!(check_container(&container("65532:65532", true, &["ALL"], None)).is_ok());
-        assert!(check_container(&container("0", true, &["ALL"], None)).is_err());
-        assert!(check_container(&container("", true, &["ALL"], None)).is_err());
-        assert!(check_container(&container("65532", false, &["ALL"], None)).is_err());
-        assert!(check_container(&container("65532", true, &[], None)).is_err());
-        assert!(
-            check_container(&container("65532", true, &["ALL"], Some(&["NET_ADMIN"]))).is_err()
-        );
-    }
 }

@@ -41,8 +41,8 @@ enum Command {
     /// The README's test command: unit tests, then fresh labs with the e2e suite and the
     /// lab tests on each, lab down.
     Test {
-        /// Only one part of the labs (no unit tests): `envtest` (the controller as a
-        /// process) or `docker` (the controller in its image, then kind).
+        /// Only one part of the labs (no unit tests): `envtest`, `docker` (kind, then a
+        /// room on a cluster the kit did not make) or `existing` (that room alone).
         #[arg(long, value_enum)]
         only: Option<test::Part>,
     },

@@ -2,10 +2,10 @@
 //! labs, each made as a person makes one, with the e2e suite and the lab's
 //! own tests (`xtask/tests/<provider>_lab.rs`; the grader's, `xtask/tests/grade.rs`, on the
 //! envtest lab) against it, and taken down whatever happened. Two parts run side by side,
-//! each with its own lab name: envtest with the controller as a process, and the Docker labs
-//! (envtest with the controller in its image, kind, then a room on a cluster the kit did not
-//! make: [`existing`]) — the suites mostly wait, so on two cores the parts take little
-//! more than the longer of them; on a cold machine the kind node image is built first.
+//! each with its own lab name: envtest, and the Docker labs (kind, then a room on a cluster
+//! the kit did not make: [`existing`]) — the suites mostly wait, so on two cores the parts
+//! take little more than the longer of them; on a cold machine the kind node image is built
+//! first.
 
 use std::{
     process::ExitCode,
@@ -19,7 +19,7 @@ use labkit::lab::NAME_ENV;
 
 use xtask::{
     cargo,
-    lab::{self, ControllerChoice, UpOptions, options::ProviderChoice},
+    lab::{self, UpOptions, options::ProviderChoice},
 };
 
 mod existing;
@@ -28,7 +28,7 @@ mod existing;
 pub const LAB_NAME: &str = "my-controller-test";
 /// The Docker labs' name: they run while [`LAB_NAME`] does.
 pub const DOCKER_LAB_NAME: &str = "my-controller-test-docker";
-/// Set to 1 (CI does, once dockerd runs) to make the container and kind runs mandatory.
+/// Set to 1 (CI does, once dockerd runs) to make the kind and room runs mandatory.
 pub const DOCKER_REQUIRED_ENV: &str = "LAB_DOCKER_REQUIRED";
 /// The kind lab's node image (`--node-image`): unset for the pinned one,
 /// `built` where no registry can be reached (CI sets it).
@@ -40,10 +40,9 @@ const STARTED_ENV: &str = "LAB_TEST_STARTED";
 /// One part of the labs (`--only`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Part {
-    /// An envtest lab with the controller as a process.
+    /// An envtest lab.
     Envtest,
-    /// An envtest lab with the controller in its image, then a kind lab, then a room on
-    /// a three-node cluster the kit did not make.
+    /// A kind lab, then a room on a three-node cluster the kit did not make.
     Docker,
     /// Only the room on a three-node cluster the kit did not make (the kind node image must
     /// be in Docker, or `LAB_NODE_IMAGE` name one).
@@ -97,8 +96,8 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
     }
     // A cold machine: the kind node image is most of the run's CPU. Built first (the
     // unit tests and the controller's release build beside it); the Docker part starts
-    // once the release build is done (its container lab mostly waits, and its own wait
-    // for the image is on the build's lock), the envtest part once the image is built.
+    // once the release build is done (its kind lab waits for the image on the build's
+    // lock), the envtest part once the image is built.
     // Built beside the envtest part instead, the Docker labs had to wait for it and came
     // after that part: 59 min cold, their half with idle CPU.
     let building = match docker_missing().is_none() && node_image_to_build() {
@@ -114,14 +113,12 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
         if std::env::var(DOCKER_REQUIRED_ENV).is_ok_and(|v| v == "1") {
             bail!("{DOCKER_REQUIRED_ENV}=1 but {why}");
         }
-        section(format!(
-            "NOT RUN: the suite with the controller in its container, and on kind ({why})"
-        ));
+        section(format!("NOT RUN: the suite on kind, and the room ({why})"));
         return envtest_part().await;
     }
     let docker = match building {
         Some(build) => {
-            // Compiled now rather than beside the suites' timing-bound checks: the container
+            // Compiled now rather than beside the suites' timing-bound checks: the kind
             // lab's image and the bench's release binaries share these dependencies.
             section("the controller's static release build, while the node image builds");
             let release = xtask::image::StaticTarget::detect()?.controller_build();
@@ -139,43 +136,26 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
     Ok(if envtest == ExitCode::SUCCESS { docker } else { envtest })
 }
 
-/// The envtest lab with the controller as a process: the suite, the lab's own tests, the
+/// The envtest lab: the suite, the lab's own tests, the
 /// by-hand commands' (`lab env`, the narrations'), the grader's, the guest's (its API server standing in for a cluster the kit did not make).
 async fn envtest_part() -> Result<ExitCode> {
-    on_fresh_lab(
-        LAB_NAME,
-        &UpOptions::envtest(ControllerChoice::Process),
-        &["envtest_lab", "by_hand", "grade", "guest"],
-    )
-    .await
+    on_fresh_lab(LAB_NAME, &UpOptions::envtest(), &["envtest_lab", "by_hand", "grade", "guest"])
+        .await
 }
 
-/// The labs that need Docker: envtest with the controller in its image, then kind (its node
-/// image built meanwhile where `LAB_NODE_IMAGE=built`).
+/// The labs that need Docker: kind (its node image built first where `LAB_NODE_IMAGE=built`),
+/// then the room.
 async fn docker_part() -> Result<ExitCode> {
     if let Some(why) = docker_missing() {
         bail!("the Docker labs cannot run: {why}");
     }
     let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
-    // Built (or found built) while the container lab runs: its tests mostly wait. When
-    // `cargo maint test` is building it already, this one waits on the build's lock.
-    let node_image_build = match node_image.as_deref() == Some("built") {
-        true => Some(NodeImageBuild::start("node-image-build-docker.log")?),
-        false => None,
-    };
-    let container = UpOptions::envtest(ControllerChoice::Container);
-    let code = on_fresh_lab(DOCKER_LAB_NAME, &container, &[]).await?;
-    if code != ExitCode::SUCCESS {
-        return Ok(code);
+    // Built, or found built; when `cargo maint test` is building it already, this one
+    // waits on the build's lock.
+    if node_image.as_deref() == Some("built") {
+        NodeImageBuild::start("node-image-build-docker.log")?.wait().await?;
     }
-    if let Some(build) = node_image_build {
-        build.wait().await?;
-    }
-    let kind = UpOptions {
-        provider: ProviderChoice::Kind,
-        node_image,
-        ..UpOptions::envtest(ControllerChoice::Process)
-    };
+    let kind = UpOptions { provider: ProviderChoice::Kind, node_image, ..UpOptions::envtest() };
     let kubeconfig_before = user_kubeconfig();
     // The grader's Deployment path is proven on the existing cluster (its tests): not again here.
     let code = on_fresh_lab(DOCKER_LAB_NAME, &kind, &["by_hand", "kind_lab"]).await?;
@@ -285,9 +265,9 @@ impl Drop for Alongside {
 /// tests `tests` (`cargo test -p xtask --test NAME`: the lab's own, and the
 /// grader's), the lab down whatever happened.
 async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -> Result<ExitCode> {
-    let what = match (options.provider, options.controller) {
-        (ProviderChoice::Kind, _) => "a kind lab".to_string(),
-        (_, host) => format!("an envtest lab, controller as a {host:?}"),
+    let what = match options.provider {
+        ProviderChoice::Kind => "a kind lab",
+        _ => "an envtest lab",
     };
     section(format!("{what} ({name})"));
     let mut down = LabDown { name, kind: options.provider == ProviderChoice::Kind, done: false };

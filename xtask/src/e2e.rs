@@ -49,8 +49,7 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
     report(format, &summary, &mut std::io::stdout().lock())?;
     // docs/e2e.md links to what a real run printed.
     if only.is_none() {
-        let mode = if lab.controller.container.is_some() { "-container" } else { "" };
-        labkit::project::write_sample(&format!("e2e-{}{mode}.md", lab.provider()), &summary.text)?;
+        labkit::project::write_sample(&format!("e2e-{}.md", lab.provider()), &summary.text)?;
     }
     if !passed || outcomes.len() != expected.len() || summary.failed > 0 {
         if outcomes.len() != expected.len() {

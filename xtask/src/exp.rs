@@ -486,7 +486,6 @@ mod tests {
                 service_account: "default/my-controller".into(),
                 token_expires: String::new(),
                 log: dir.join("controller.log"),
-                container: None,
             },
             section: match provider {
                 ProviderKind::Kind => labkit::lab_file::Section::Kind {

@@ -49,8 +49,6 @@ async fn run_until_expiry(lab: &mut Lab, bindings: &Api<RoleBinding>) -> anyhow:
     let (kubeconfig, expires) = exec_kubeconfig(lab)?;
     lab.stop_controller().await?;
     let kubeconfig = kubeconfig.display().to_string();
-    // The host's binary, even when the lab runs a container: the plugin is
-    // a shell script on this machine, and the image has no shell.
     let listen = lab.file().controller.url.trim_start_matches("http://").to_string();
     let cmd = super::host_controller()?.args(["--kubeconfig", &kubeconfig, "--listen", &listen]);
     let mut child = spawn_command_ready(lab, cmd).await?;

@@ -1,21 +1,16 @@
-//! Least privilege: the Role's exact grants, Pod Security "restricted",
-//! the container locked down.
+//! Least privilege: the Role's exact grants, Pod Security "restricted".
 
 use super::*;
 
-/// Least privilege, three ways: the ServiceAccount may do exactly what the
+/// Least privilege, two ways: the ServiceAccount may do exactly what the
 /// Role grants (SubjectAccessReviews); the Deployment's pod passes the
-/// "restricted" Pod Security Standard; and when the lab runs the controller in
-/// its image, that container is non-root, read-only and without capabilities.
+/// "restricted" Pod Security Standard. That the running pod is non-root,
+/// read-only and without capabilities is `pod_ready_non_root_read_only`'s
+/// (kind).
 pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
     let rbac = rbac_reviews(lab).await?;
     let pod = labkit::security::deployment_passes_restricted(lab).await?;
-    let mut detail = format!("{rbac}; {pod}");
-    if let Some(container) = &lab.file().controller.container {
-        detail.push_str("; ");
-        detail.push_str(&labkit::security::container_is_locked_down(container)?);
-    }
-    Ok(Measured::said(detail))
+    Ok(Measured::said(format!("{rbac}; {pod}")))
 }
 
 /// SubjectAccessReviews for the controller's ServiceAccount: allowed exactly

@@ -28,7 +28,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 pub use labkit::lab::DEFAULT_NAME;
-pub use options::{ControllerChoice, UpOptions};
+pub use options::UpOptions;
 
 #[derive(Subcommand)]
 pub enum LabCommand {

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 
-use crate::lab::controller;
 use labkit::lab_file::ProviderKind;
 
 /// How `lab up` builds the lab.
@@ -14,11 +13,7 @@ use labkit::lab_file::ProviderKind;
 pub struct UpOptions {
     #[arg(long, value_enum, default_value_t = ProviderChoice::Auto)]
     pub provider: ProviderChoice,
-    /// envtest only: run the controller as a process, or in its image the way a pod
-    /// runs it (docker run: ServiceAccount files mounted, read-only root, non-root, no capabilities).
-    #[arg(long, value_enum, default_value_t = ControllerChoice::Process)]
-    pub controller: ControllerChoice,
-    /// How to build the controller image (kind, and envtest with --controller container).
+    /// How to build the controller image (kind and existing).
     #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
     pub image_builder: crate::image::Builder,
     /// Print the commands in order without running them.
@@ -63,17 +58,10 @@ pub struct ExistingOptions {
     pub registry: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ControllerChoice {
-    Process,
-    Container,
-}
-
 impl UpOptions {
-    pub fn envtest(controller: ControllerChoice) -> Self {
+    pub fn envtest() -> Self {
         UpOptions {
             provider: ProviderChoice::Envtest,
-            controller,
             image_builder: crate::image::Builder::Auto,
             dry_run: false,
             bundle: None,
@@ -88,6 +76,11 @@ impl UpOptions {
         if self.bundle.is_some() && provider != ProviderKind::Kind {
             bail!(
                 "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
+            );
+        }
+        if provider == ProviderKind::Envtest && self.image_builder != crate::image::Builder::Auto {
+            bail!(
+                "--image-builder builds the controller's image, which the envtest lab does not run: use it with --provider kind or existing"
             );
         }
         if provider != ProviderKind::Kind && self.node_image.is_some() {
@@ -111,13 +104,6 @@ impl UpOptions {
             );
         }
         Ok(())
-    }
-
-    pub fn controller_host(&self) -> controller::Host {
-        match self.controller {
-            ControllerChoice::Process => controller::Host::Process,
-            ControllerChoice::Container => controller::Host::Container(self.image_builder),
-        }
     }
 }
 
@@ -173,5 +159,19 @@ pub fn parse_namespace(text: &str) -> Result<String, String> {
         Err(format!(
             "{text:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_builder_is_refused_for_the_envtest_lab_only() {
+        let nix = UpOptions { image_builder: crate::image::Builder::Nix, ..UpOptions::envtest() };
+        let refused = nix.check_for(ProviderKind::Envtest).unwrap_err().to_string();
+        assert!(refused.starts_with("--image-builder builds the controller's image"), "{refused}");
+        assert!(nix.check_for(ProviderKind::Kind).is_ok());
+        assert!(UpOptions::envtest().check_for(ProviderKind::Envtest).is_ok());
     }
 }

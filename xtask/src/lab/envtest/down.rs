@@ -4,7 +4,7 @@
 use super::*;
 
 /// What `lab down` does for an envtest lab: every process the pid files name, newest first
-/// (SIGTERM, then SIGKILL after a grace period), a container left behind, the state.
+/// (SIGTERM, then SIGKILL after a grace period), then the state.
 /// Works without lab.json (a failed `up` leaves none).
 pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
     let mut steps: Vec<Step<bool>> = ROLES
@@ -24,15 +24,6 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
             ))
         })
         .collect();
-    // `docker run --rm` removes its container when stopped by SIGTERM; one left behind by
-    // a SIGKILL is removed here.
-    if let Ok(Some(LabFile {
-        controller: lab_file::Controller { container: Some(name), .. },
-        ..
-    })) = LabFile::read(&layout.state_dir)
-    {
-        steps.push(Step::probe(Cmd::argv(["docker", "rm", "-f", &name]), |_, _| Ok(())));
-    }
     let dir = layout.state_dir.clone();
     steps.push(Step::own(
         format!("remove {}", shown(&layout.state_dir)),

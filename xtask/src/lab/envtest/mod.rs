@@ -87,7 +87,6 @@ pub struct Up {
     name: String,
     layout: Layout,
     target: Target,
-    host: controller::Host,
     binaries: Option<EnvtestBinaries>,
     pki: Option<certs::Pki>,
     /// etcd client and peer, kube-apiserver, controller.
@@ -144,7 +143,7 @@ impl Up {
 }
 
 /// What `lab up --provider envtest` does, in order.
-pub fn up_plan(name: &str, layout: &Layout, host: controller::Host) -> Result<Vec<Step<Up>>> {
+pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
     let dir = shown(&layout.state_dir);
     let mut steps = vec![Step::own(
         "find kube-apiserver and etcd: $KUBE_APISERVER/$ETCD, $KUBEBUILDER_ASSETS, PATH, \
@@ -156,7 +155,13 @@ pub fn up_plan(name: &str, layout: &Layout, host: controller::Host) -> Result<Ve
             })
         },
     )];
-    steps.extend(controller_build(name, host)?);
+    steps.push(Step::run(crate::cargo::cargo([
+        "build",
+        "-p",
+        crate::cargo::PACKAGE,
+        "--bin",
+        crate::cargo::BINARY,
+    ])));
     steps.extend([
         Step::own(
             format!("generate a CA, serving, admin and ServiceAccount keys into {dir}/pki (rcgen); choose free loopback ports"),
@@ -203,39 +208,12 @@ pub fn up_plan(name: &str, layout: &Layout, host: controller::Host) -> Result<Ve
             |up: &mut Up| Box::pin(async move { write_controller_kubeconfig(up).await }),
         ),
         Step::own(
-            match host {
-                controller::Host::Process => "start the controller as its ServiceAccount and wait for its /readyz",
-                controller::Host::Container(_) => {
-                    "start the controller's image as a pod would run it (docker run) and wait for its /readyz"
-                }
-            },
+            "start the controller as its ServiceAccount and wait for its /readyz",
             |up: &mut Up| Box::pin(async move { start_controller(up).await }),
         ),
         Step::own(format!("write {dir}/lab.json"), |up: &mut Up| Box::pin(async move { write_lab(up).await })),
     ]);
-    Ok(steps)
-}
-
-/// The controller built for `host`: the binary, or its image (and a stale
-/// container of the same name out of the way).
-fn controller_build(name: &str, host: controller::Host) -> Result<Vec<Step<Up>>> {
-    let mut steps = Vec::new();
-    match host {
-        controller::Host::Process => steps.push(Step::run(crate::cargo::cargo([
-            "build",
-            "-p",
-            crate::cargo::PACKAGE,
-            "--bin",
-            crate::cargo::BINARY,
-        ]))),
-        controller::Host::Container(builder) => {
-            steps.extend(crate::image::steps::<Up>(builder)?);
-            // One left by a killed `docker run` would block the name.
-            let stale = Cmd::argv(["docker", "rm", "-f", &controller::container_name(name)]);
-            steps.push(Step::probe(stale, |_: &mut Up, _| Ok(())));
-        }
-    }
-    Ok(steps)
+    steps
 }
 
 /// kube-apiserver, etcd and the controller as local processes.
@@ -245,15 +223,14 @@ impl Provider for Envtest {
     fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
         Box::pin(async move {
             let layout = Layout::new(&project::lab_dir(name));
-            let host = options.controller_host();
             if !options.dry_run
                 && let Some(lab) = reuse_or_clean(name, &layout, &options.target).await?
             {
                 return Ok(Some(lab));
             }
-            let steps = up_plan(name, &layout, host)?;
+            let steps = up_plan(&layout);
             let target = options.target.clone();
-            let mut up = Up { name: name.into(), layout, target, host, ..Up::default() };
+            let mut up = Up { name: name.into(), layout, target, ..Up::default() };
             let cold_start = Instant::now();
             plan::print_or_execute(steps, &mut up, options.dry_run).await?;
             if !options.dry_run {
@@ -390,44 +367,26 @@ async fn write_controller_kubeconfig(up: &mut Up) -> Result<()> {
             .await?;
     let user = format!("system:serviceaccount:{SERVICE_ACCOUNT_NAMESPACE}:{SERVICE_ACCOUNT}");
     let url = format!("https://127.0.0.1:{}", up.ports[2]);
-    let ca = up.pki()?.ca_pem.clone();
+    let ca = &up.pki()?.ca_pem;
     kubeconfig::write(
         &up.layout.controller_kubeconfig,
         &up.name,
         &url,
-        &ca,
+        ca,
         &user,
         Credentials::Token(&token),
     )?;
-    if let controller::Host::Container(_) = up.host {
-        controller::write_service_account_dir(
-            &up.layout.state_dir.join("serviceaccount"),
-            &token,
-            &ca,
-        )?;
-    }
     up.token_expires = expires;
     Ok(())
 }
 
 async fn start_controller(up: &mut Up) -> Result<()> {
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[3]));
-    let (cmd, source) = match up.host {
-        controller::Host::Process => {
-            let binary = project::target_dir().join("debug").join(crate::cargo::BINARY);
-            let cmd = Cmd::new(binary.display().to_string())
-                .args(controller::args(&up.layout.controller_kubeconfig, listen))
-                .args(up.target.flags());
-            (cmd, "cargo build".to_string())
-        }
-        controller::Host::Container(_) => {
-            let image = crate::image::reference()?;
-            let sa_dir = up.layout.state_dir.join("serviceaccount");
-            let args = controller::container_args(&up.name, &image, &sa_dir, up.ports[2], listen);
-            (Cmd::new("docker").args(args).args(up.target.flags()), format!("image {image}"))
-        }
-    };
-    up.spawn(handle::CONTROLLER, cmd, source, &[("http", up.ports[3])])?;
+    let binary = project::target_dir().join("debug").join(crate::cargo::BINARY);
+    let cmd = Cmd::new(binary.display().to_string())
+        .args(controller::args(&up.layout.controller_kubeconfig, listen))
+        .args(up.target.flags());
+    up.spawn(handle::CONTROLLER, cmd, "cargo build".into(), &[("http", up.ports[3])])?;
     let url = format!("http://{listen}");
     wait_ready("controller /readyz", up.last()?, true, || probes::controller_ready(url.clone()))
         .await
@@ -437,15 +396,12 @@ async fn write_lab(up: &mut Up) -> Result<()> {
     let admin = up.admin.clone().context("no admin client")?;
     let version = admin.apiserver_version().await.context("GET /version")?.git_version;
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[3]));
-    let container = matches!(up.host, controller::Host::Container(_))
-        .then(|| controller::container_name(&up.name));
     let controller = lab_file::Controller {
         url: format!("http://{listen}"),
         kubeconfig: up.layout.controller_kubeconfig.clone(),
         service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
         token_expires: up.token_expires.clone(),
         log: up.layout.log(handle::CONTROLLER),
-        container,
     };
     let lab = LabFile {
         kubernetes_version: version,
