@@ -60,7 +60,7 @@ pub enum Until<E> {
     /// It held the desired data this long after the act began.
     Reached { after: Duration },
     /// Not within [`HEAL_WITHIN`] of the act; as last seen (`None`: absent).
-    TimedOut { last: Option<ConfigMap> },
+    TimedOut { last: Option<Box<ConfigMap>> },
     /// Whoever keeps it ended first (the program under grade exited).
     Ended(E),
 }
@@ -82,7 +82,7 @@ where
 {
     let fields = format!("metadata.name={}", desired.name());
     let list = api.list(&ListParams::default().fields(&fields)).await?;
-    let mut last = list.items.into_iter().next();
+    let mut last = list.items.into_iter().next().map(Box::new);
     let from = list.metadata.resource_version.unwrap_or_default();
     // Open through an act that starts a program (`go run` compiles first).
     let params = WatchParams::default().fields(&fields).timeout(290);
@@ -96,7 +96,7 @@ where
                 WatchEvent::Added(cm) | WatchEvent::Modified(cm) => {
                     let right =
                         desired.is_satisfied_by(&cm) && cm.metadata.deletion_timestamp.is_none();
-                    last = Some(cm);
+                    last = Some(Box::new(cm));
                     if right {
                         return Ok(started.elapsed());
                     }

@@ -42,7 +42,7 @@ impl Grading<'_> {
                 Until::Reached { after } => after,
                 Until::TimedOut { last } => {
                     let within = secs(HEAL_WITHIN);
-                    let last = describe(last.as_ref());
+                    let last = describe(last.as_deref());
                     let values = [("conflicts", conflicts), ("within", within), ("last", last)];
                     self.push(RowId::Conflict, false, "conflict.not_back", &values);
                     return Ok(());

@@ -81,7 +81,7 @@ impl Grading<'_> {
                 (true, format!("{}.pass", id.key()))
             }
             Until::TimedOut { last } => {
-                values.extend([("within", secs(HEAL_WITHIN)), ("last", describe(last.as_ref()))]);
+                values.extend([("within", secs(HEAL_WITHIN)), ("last", describe(last.as_deref()))]);
                 (false, failed.to_string())
             }
             Until::Ended(status) => return self.push_exited(id, status),
@@ -108,7 +108,7 @@ impl Grading<'_> {
                 self.push(id, false, &seen("absent"), &values);
             }
             Until::TimedOut { last } => {
-                let values = [("creates", creates), ("last", describe(last.as_ref()))];
+                let values = [("creates", creates), ("last", describe(last.as_deref()))];
                 self.push(id, false, &seen("wrong_data"), &values);
             }
             Until::Ended(status) => self.push_exited(id, status),
