@@ -115,7 +115,7 @@ impl Subject {
     /// `lab` says which my-config ([`Lab::keeping`]). Its output is
     /// appended to `log`.
     pub async fn start(lab: &Lab, spec: &Spec, extra: &[&str], log: &Path) -> Result<Subject> {
-        delete_and_wait_gone(lab).await?;
+        delete_and_wait_gone(&lab.config_maps(), lab.desired().name()).await?;
         let cmd = command(lab, spec, extra)?;
         let started = Instant::now();
         // Its own group: its usage is the group's, and stopping it stops

@@ -1,15 +1,12 @@
 //! The rows, in the course's order: the four experiments, a write that fails,
 //! a write that conflicts, a quiet resync, no polling while quiet
 //! ([`watches`]), a clean exit. Each sets its scene as admin (only when the
-//! program did not leave it so), acts like a person with kubectl, and records
-//! what it saw; [`Grading::diagnose`] then picks what to re-read.
+//! program did not leave it so), acts like a person with kubectl, waits for
+//! my-config as the suite's experiments do ([`until_desired`]: through a
+//! watch, here also until the program exits), and records what it saw;
+//! [`Grading::diagnose`] then picks what to re-read.
 
-use std::{
-    collections::BTreeMap,
-    process::ExitStatus,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{collections::BTreeMap, process::ExitStatus, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
@@ -25,7 +22,12 @@ use super::{
     program::{Program, Stopped},
     proxy::Proxy,
 };
-use labkit::{converge::HEAL_WITHIN, lab::Lab};
+use crate::experiments::DRIFTED;
+use labkit::{
+    converge::{HEAL_WITHIN, Until, delete_and_wait_gone, until_desired},
+    lab::Lab,
+    suite::first_key,
+};
 use labkit::{
     eventually::{Check, poll, throughout},
     say::pick,
@@ -45,9 +47,6 @@ const SETTLE: Duration = Duration::from_secs(3);
 /// How often an observation window looks at the program.
 const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 
-/// The value the rows drift the first desired key to: the course's experiment 3.
-const DRIFTED: &str = "env=dev";
-
 pub(super) struct Grading<'a> {
     api: Api<ConfigMap>,
     observer: Option<Observer>,
@@ -65,13 +64,6 @@ pub(super) struct Grading<'a> {
     exited: Option<ExitStatus>,
     /// What the rerun's program read while nothing changed ("watches, not polls").
     reads: watches::ReadWindow,
-}
-
-/// How a wait for my-config ended.
-enum Until {
-    Reached { after: Duration },
-    TimedOut { last: String },
-    Exited(ExitStatus),
 }
 
 impl<'a> Grading<'a> {
@@ -110,26 +102,8 @@ impl<'a> Grading<'a> {
     /// Every row, in order. An `Err` is a program that cannot be graded
     /// ([`Refused`]) or a lab that failed the grader.
     pub(super) async fn all(&mut self) -> anyhow::Result<()> {
-        self.ensure_absent().await?;
-        let before = self.observer().counts().await?;
-        let started = Instant::now();
-        self.program
-            .start()
-            .await
-            .map_err(|e| self.refused(Reason::CannotStart(format!("{e:#}"))))?;
-        match self.connect(before, self.options.connect_within).await? {
-            Ok(_) => {}
-            Err(Some(status)) => {
-                return Err(self.refused(Reason::ExitedAtOnce(exit_status(status))).into());
-            }
-            Err(None) => {
-                let within = secs(self.options.connect_within);
-                return Err(self.refused(Reason::NeverConnected(within)).into());
-            }
-        }
         let at = |row: RowId| labkit::test_hook::at(&format!("grade:row:{}", row.key()));
-        at(RowId::Starts)?;
-        self.starts(before, started).await?;
+        self.starts().await?;
         at(RowId::SelfHeal)?;
         self.self_heal().await?;
         at(RowId::Correction)?;
@@ -146,10 +120,6 @@ impl<'a> Grading<'a> {
         self.clean_exit().await?;
         self.diagnose();
         Ok(())
-    }
-
-    fn refused(&self, reason: Reason) -> Refused {
-        Refused { command: self.program.command(), reason, detail: self.program.tail(10) }
     }
 
     /// Stops the program (killed if need be) and removes its identity.
@@ -197,97 +167,6 @@ impl<'a> Grading<'a> {
         self.push(id, false, "not_run", &[]);
     }
 
-    /// Waits until the program has made a request, it exits (`Err(Some)`),
-    /// or `within` passes (`Err(None)`). Ok: how long it took.
-    /// `before`: the counts from before the start (a fast program has asked
-    /// all it needs to by the time a count taken after its start comes back).
-    async fn connect(
-        &mut self,
-        before: Counts,
-        within: Duration,
-    ) -> anyhow::Result<Result<Duration, Option<ExitStatus>>> {
-        let started = Instant::now();
-        let (program, observer) = (&mut self.program, self.observer.as_ref().expect("alive"));
-        let what =
-            pick("the program's first request to the API server", "程序对 API Server 的第一个请求");
-        let waited = poll(what, within, self.options.shown, || {
-            let exited = program.exited();
-            async move {
-                if exited.is_some() {
-                    return Ok(Check::Stop(anyhow::anyhow!("it exited")));
-                }
-                let made = observer.counts().await?.since(&before).all();
-                Ok(Check::done_if(made >= 1.0, (), pick("no request yet", "还没有请求")))
-            }
-        })
-        .await;
-        Ok(match waited {
-            Ok(()) => Ok(started.elapsed()),
-            Err(_) => Err(self.program.exited()),
-        })
-    }
-
-    /// Polls my-config until it holds the desired data (and is not being
-    /// deleted), the program exits, or `within` passes.
-    async fn until_desired(&mut self, within: Duration) -> anyhow::Result<Until> {
-        let started = Instant::now();
-        let last = Arc::new(Mutex::new(pick("not looked at yet", "还没看过").to_string()));
-        let (program, api, desired) = (&mut self.program, &self.api, &self.desired);
-        let what = format!("{desired} to hold the desired data");
-        let waited = poll(&what, within, false, || {
-            let exited = program.exited();
-            let last = last.clone();
-            async move {
-                if let Some(status) = exited {
-                    return Ok(Check::Stop(anyhow::anyhow!("exited {status}")));
-                }
-                let cm = api.get_opt(desired.name()).await?;
-                let seen = describe(cm.as_ref());
-                *last.lock().expect("not poisoned") = seen.clone();
-                Ok(match cm {
-                    Some(cm)
-                        if desired.is_satisfied_by(&cm)
-                            && cm.metadata.deletion_timestamp.is_none() =>
-                    {
-                        Check::Done(())
-                    }
-                    _ => Check::NotYet(seen),
-                })
-            }
-        })
-        .await;
-        if waited.is_ok() {
-            return Ok(Until::Reached { after: started.elapsed() });
-        }
-        if let Some(status) = self.program.exited() {
-            return Ok(Until::Exited(status));
-        }
-        let last = last.lock().expect("not poisoned").clone();
-        Ok(Until::TimedOut { last })
-    }
-
-    /// Watches the running program for `window`: it must not exit.
-    async fn observe(&mut self, window: Duration) -> Option<ExitStatus> {
-        let program = &mut self.program;
-        let exited = || std::future::ready(program.exited().map_or(Ok(()), Err));
-        let looked = throughout(window, SAMPLE_EVERY, exited).await;
-        looked.err().or_else(|| self.program.exited())
-    }
-
-    async fn ensure_absent(&self) -> anyhow::Result<()> {
-        let name = self.desired.name();
-        if self.api.get_opt(name).await?.is_some() {
-            self.api.delete(name, &DeleteParams::default()).await?;
-        }
-        labkit::eventually::eventually(&format!("{name} to be gone"), HEAL_WITHIN, || async {
-            Ok(match self.api.get_opt(name).await? {
-                None => Check::Done(()),
-                Some(_) => Check::NotYet("still there".into()),
-            })
-        })
-        .await
-    }
-
     /// Sets the scene "my-config is right", as admin, when the program did
     /// not leave it so (after a failed row).
     async fn ensure_desired(&self) -> anyhow::Result<()> {
@@ -301,7 +180,7 @@ impl<'a> Grading<'a> {
                 self.api.replace(name, &PostParams::default(), &fixed).await?;
                 return Ok(());
             }
-            Some(_) => self.ensure_absent().await?,
+            Some(_) => delete_and_wait_gone(&self.api, name).await?,
             None => {}
         }
         match self.api.create(&PostParams::default(), &self.desired.to_config_map()).await {
@@ -320,10 +199,6 @@ impl<'a> Grading<'a> {
         }
         self.ensure_desired().await?;
         Ok(true)
-    }
-
-    fn first_key(&self) -> String {
-        self.desired.data().keys().next().cloned().unwrap_or_default()
     }
 
     async fn version(&self) -> anyhow::Result<String> {
@@ -365,6 +240,49 @@ impl<'a> Grading<'a> {
             };
             row.hint = Some(hint);
         }
+    }
+}
+
+/// Waits until the program has made a request, it exits (`Err(Some)`), or
+/// `options.connect_within` passes (`Err(None)`). Ok: how long it took.
+/// `before`: the counts from before the start (a fast program has asked
+/// all it needs to by the time a count taken after its start comes back).
+async fn connect(
+    program: &mut Program,
+    observer: &Observer,
+    before: Counts,
+    options: &Options,
+) -> Result<Duration, Option<ExitStatus>> {
+    let started = Instant::now();
+    let what =
+        pick("the program's first request to the API server", "程序对 API Server 的第一个请求");
+    let waited = poll(what, options.connect_within, options.shown, || {
+        let exited = program.exited();
+        async move {
+            if exited.is_some() {
+                return Ok(Check::Stop(anyhow::anyhow!("it exited")));
+            }
+            let made = observer.counts().await?.since(&before).all();
+            Ok(Check::done_if(made >= 1.0, (), pick("no request yet", "还没有请求")))
+        }
+    })
+    .await;
+    waited.map(|()| started.elapsed()).map_err(|_| program.exited())
+}
+
+/// Watches the running program for `window`: it must not exit.
+async fn observe(program: &mut Program, window: Duration) -> Option<ExitStatus> {
+    let exited = || std::future::ready(program.exited().map_or(Ok(()), Err));
+    let looked = throughout(window, SAMPLE_EVERY, exited).await;
+    looked.err().or_else(|| program.exited())
+}
+
+/// Resolves with the program's exit status once it has exited: how the
+/// grade's waits ([`until_desired`]) know their keeper ended.
+async fn exit_of(program: &mut Program) -> ExitStatus {
+    match observe(program, Duration::MAX).await {
+        Some(status) => status,
+        None => std::future::pending().await,
     }
 }
 

@@ -2,12 +2,16 @@
 //! work queue empty, and the time it took as a watch saw it.
 
 use controller::metrics::{IN_FLIGHT, QUEUE_DELAYED, QUEUE_DEPTH};
-use std::time::Duration;
+use std::{convert::Infallible, future::Future, time::Duration};
 
 use anyhow::bail;
+use controller::desired::Desired;
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, ListParams, WatchEvent, WatchParams};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, WatchEvent, WatchParams},
+};
 use tokio::time::Instant;
 
 use crate::lab::Lab;
@@ -51,58 +55,89 @@ pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::metrics::Scrape> {
     .await
 }
 
-/// Starts a watch on my-config, runs `act` (the disturbance), and returns the
-/// time from the start of `act` to the first watch event showing the desired
-/// data again. Seen through a watch, not polling, so the figure is not
-/// rounded up to a poll interval.
-pub async fn measure_until_desired<F, Fut>(lab: &Lab, act: F) -> anyhow::Result<Duration>
+/// How a wait for my-config ([`until_desired`]) ended.
+pub enum Until<E> {
+    /// It held the desired data this long after the act began.
+    Reached { after: Duration },
+    /// Not within [`HEAL_WITHIN`] of the act; as last seen (`None`: absent).
+    TimedOut { last: Option<Box<ConfigMap>> },
+    /// Whoever keeps it ended first (the program under grade exited).
+    Ended(E),
+}
+
+/// Starts a watch on my-config, runs `act` (a disturbance, or the start of
+/// whoever keeps it), and waits for the first watch event showing the desired
+/// data: at most [`HEAL_WITHIN`] after `act`, and only while the future `act`
+/// returns is pending (it resolves when the keeper ends). Seen through a
+/// watch, not polling, so the time is not rounded up to a poll interval.
+pub async fn until_desired<A, F, K, E>(
+    api: &Api<ConfigMap>,
+    desired: &Desired,
+    act: A,
+) -> anyhow::Result<Until<E>>
 where
-    F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
+    A: FnOnce() -> F,
+    F: Future<Output = anyhow::Result<K>>,
+    K: Future<Output = E>,
 {
-    let api = lab.config_maps();
-    let desired = lab.desired().clone();
     let fields = format!("metadata.name={}", desired.name());
     let list = api.list(&ListParams::default().fields(&fields)).await?;
+    let mut last = list.items.into_iter().next().map(Box::new);
     let from = list.metadata.resource_version.unwrap_or_default();
-    let stream = api.watch(&WatchParams::default().fields(&fields).timeout(60), &from).await?;
+    // Open through an act that starts a program (`go run` compiles first).
+    let params = WatchParams::default().fields(&fields).timeout(290);
+    let stream = api.watch(&params, &from).await?;
     futures::pin_mut!(stream);
     let started = Instant::now();
-    act().await?;
-    let mut last = String::from("no event");
-    let seen = tokio::time::timeout(HEAL_WITHIN, async {
+    let keeping = act().await?;
+    let watched = tokio::time::timeout(HEAL_WITHIN, async {
         while let Some(event) = stream.try_next().await? {
             match event {
                 WatchEvent::Added(cm) | WatchEvent::Modified(cm) => {
-                    if desired.is_satisfied_by(&cm) {
-                        return Ok::<_, anyhow::Error>(Some(started.elapsed()));
+                    let right =
+                        desired.is_satisfied_by(&cm) && cm.metadata.deletion_timestamp.is_none();
+                    last = Some(Box::new(cm));
+                    if right {
+                        return Ok(started.elapsed());
                     }
-                    last = format!("data {:?}", cm.data.unwrap_or_default());
                 }
-                WatchEvent::Deleted(_) => last = "deleted".into(),
+                WatchEvent::Deleted(_) => last = None,
                 WatchEvent::Bookmark(_) => {}
                 WatchEvent::Error(e) => bail!("watch error: {e}"),
             }
         }
-        Ok(None)
-    })
-    .await;
+        bail!("the watch ended before {desired} held the desired data")
+    });
+    let seen = tokio::select! {
+        seen = watched => seen,
+        ended = keeping => return Ok(Until::Ended(ended)),
+    };
     match seen {
-        Ok(Ok(Some(latency))) => Ok(latency),
-        Ok(Ok(None)) => {
-            bail!("the watch ended before {desired} was desired again; last seen: {last}")
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => bail!(
-            "{desired} not back to the desired data within {HEAL_WITHIN:?}; last seen: {last}"
-        ),
+        Ok(after) => Ok(Until::Reached { after: after? }),
+        Err(_) => Ok(Until::TimedOut { last }),
     }
 }
 
-/// Deletes my-config (if present) and waits until it is gone.
-pub async fn delete_and_wait_gone(lab: &Lab) -> anyhow::Result<()> {
-    let api = lab.config_maps();
-    let name = lab.desired().name();
+/// [`until_desired`] of the lab's my-config, its controller keeping it.
+pub async fn measure_until_desired<F, Fut>(lab: &Lab, act: F) -> anyhow::Result<Duration>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let (api, desired) = (lab.config_maps(), lab.desired());
+    let kept = || async { act().await.map(|()| std::future::pending::<Infallible>()) };
+    match until_desired(&api, desired, kept).await? {
+        Until::Reached { after } => Ok(after),
+        Until::TimedOut { last } => bail!(
+            "{desired} not back to the desired data within {HEAL_WITHIN:?}; last seen: {}",
+            last.map_or("absent".into(), |cm| format!("data {:?}", cm.data.unwrap_or_default()))
+        ),
+        Until::Ended(never) => match never {},
+    }
+}
+
+/// Deletes ConfigMap `name` (if present) and waits until it is gone.
+pub async fn delete_and_wait_gone(api: &Api<ConfigMap>, name: &str) -> anyhow::Result<()> {
     if api.get_opt(name).await?.is_some() {
         api.delete(name, &DeleteParams::default()).await?;
     }

@@ -99,7 +99,7 @@ pub use pod::pod_ready_non_root_read_only;
 /// appears with exactly the desired data.
 pub async fn create_on_start(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.stop_controller().await?;
-    delete_and_wait_gone(lab).await?;
+    delete_and_wait_gone(&lab.config_maps(), lab.desired().name()).await?;
     let started = Instant::now();
     lab.start_controller(&[]).await?;
     wait_desired(lab).await?;
@@ -129,16 +129,19 @@ pub async fn self_heal_on_delete(lab: &mut Lab) -> anyhow::Result<Measured> {
     Ok(Measured::took(latency, "delete → recreated with the desired data (seen through a watch)"))
 }
 
+/// The value experiment 3 drifts the first desired key to (the grade's rows too).
+pub const DRIFTED: &str = "env=dev";
+
 /// The label [`correct_on_patch`] adds, playing someone else.
 pub const DRIFT_LABEL: &str = "e2e.lab/added-by";
 
 /// The merge patch of [`correct_on_patch`]: the first desired key set to
-/// `env=dev`, an extra data key and [`DRIFT_LABEL`]. Public so that
+/// [`DRIFTED`], an extra data key and [`DRIFT_LABEL`]. Public so that
 /// `cargo xtask exp correct` shows this very patch as a kubectl command.
 pub fn drift_patch(desired: &Desired) -> serde_json::Value {
     json!({
         "metadata": {"labels": {DRIFT_LABEL: "someone"}},
-        "data": {first_key(desired): "env=dev", "e2e-extra": "added by hand"},
+        "data": {first_key(desired): DRIFTED, "e2e-extra": "added by hand"},
     })
 }
 

@@ -31,24 +31,23 @@ impl Grading<'_> {
     }
 
     async fn conflicts(&mut self) -> anyhow::Result<()> {
-        let key = self.first_key();
+        let key = first_key(&self.desired);
         let mut slowest = Duration::ZERO;
         for done in 0..self.options.conflicts.max(1) {
             self.ensure_desired().await?;
             let told = self.proxy().arm_conflict();
-            let drift = json!({"data": {key.clone(): DRIFTED}});
-            self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&drift)).await?;
-            let until = self.until_desired(HEAL_WITHIN).await?;
+            let until = self.put_back(Some(json!({"data": {key.clone(): DRIFTED}}))).await?;
             let conflicts = done.to_string();
             let after = match until {
                 Until::Reached { after } => after,
                 Until::TimedOut { last } => {
                     let within = secs(HEAL_WITHIN);
+                    let last = describe(last.as_deref());
                     let values = [("conflicts", conflicts), ("within", within), ("last", last)];
                     self.push(RowId::Conflict, false, "conflict.not_back", &values);
                     return Ok(());
                 }
-                Until::Exited(status) => {
+                Until::Ended(status) => {
                     self.push_exited(RowId::Conflict, status);
                     return Ok(());
                 }

@@ -6,9 +6,34 @@
 use super::*;
 
 impl Grading<'_> {
-    /// Row 1, the course's experiment 1: my-config absent, the program starts → it appears.
-    pub(super) async fn starts(&mut self, before: Counts, started: Instant) -> anyhow::Result<()> {
-        self.until_created(RowId::Starts, before, Some(started)).await
+    /// Row 1, experiment 1: my-config absent, the program starts → it
+    /// appears. An `Err` holding [`Refused`]: the program never got going.
+    pub(super) async fn starts(&mut self) -> anyhow::Result<()> {
+        delete_and_wait_gone(&self.api, self.desired.name()).await?;
+        let before = self.observer().counts().await?;
+        let (program, options) = (&mut self.program, self.options);
+        let observer = self.observer.as_ref().expect("alive");
+        let start = || async move {
+            let refused = |program: &Program, reason| Refused {
+                command: program.command(),
+                reason,
+                detail: program.tail(10),
+            };
+            let started = program.start().await;
+            started.map_err(|e| refused(program, Reason::CannotStart(format!("{e:#}"))))?;
+            let reason = match connect(program, observer, before, options).await {
+                Ok(_) => None,
+                Err(Some(status)) => Some(Reason::ExitedAtOnce(exit_status(status))),
+                Err(None) => Some(Reason::NeverConnected(secs(options.connect_within))),
+            };
+            if let Some(reason) = reason {
+                return Err(refused(program, reason).into());
+            }
+            labkit::test_hook::at(&format!("grade:row:{}", RowId::Starts.key()))?;
+            Ok(exit_of(program))
+        };
+        let until = until_desired(&self.api, &self.desired, start).await?;
+        self.until_created(RowId::Starts, before, until).await
     }
 
     /// Row 2, experiment 2: delete my-config → it is back.
@@ -17,35 +42,76 @@ impl Grading<'_> {
             return Ok(());
         }
         let before = self.observer().counts().await?;
-        self.api.delete(self.desired.name(), &DeleteParams::default()).await?;
-        self.until_created(RowId::SelfHeal, before, None).await
+        let until = self.put_back(None).await?;
+        self.until_created(RowId::SelfHeal, before, until).await
     }
 
-    /// Rows 1 and 2: my-config is absent; the row passes when it is there
-    /// with the desired data. `started`: time it from the program's start.
-    async fn until_created(
+    /// Experiments 2 and 3 as a person does them (rows 2 to 5): my-config
+    /// deleted (no `patch`) or `kubectl patch`ed, then until the program
+    /// has put it back.
+    pub(super) async fn put_back(
+        &mut self,
+        patch: Option<serde_json::Value>,
+    ) -> anyhow::Result<Until<ExitStatus>> {
+        let (api, name) = (&self.api, self.desired.name());
+        until_desired(api, &self.desired, || async {
+            match &patch {
+                None => drop(api.delete(name, &DeleteParams::default()).await?),
+                Some(patch) => drop(api.patch(name, &kubectl(), &Patch::Merge(patch)).await?),
+            }
+            Ok(exit_of(&mut self.program))
+        })
+        .await
+    }
+
+    /// Records a row that waited for my-config to be put back: passed with
+    /// the time it took, or `failed` with the time waited and what was last
+    /// seen; `values` go with either.
+    fn push_until(
+        &mut self,
+        id: RowId,
+        until: Until<ExitStatus>,
+        failed: &str,
+        values: &[(&str, String)],
+    ) {
+        let mut values = values.to_vec();
+        let (passed, seen) = match until {
+            Until::Reached { after } => {
+                values.push(("after", ms(after)));
+                (true, format!("{}.pass", id.key()))
+            }
+            Until::TimedOut { last } => {
+                values.extend([("within", secs(HEAL_WITHIN)), ("last", describe(last.as_deref()))]);
+                (false, failed.to_string())
+            }
+            Until::Ended(status) => return self.push_exited(id, status),
+        };
+        self.push(id, passed, &seen, &values);
+    }
+
+    /// Rows 1 and 2 (experiments 1 and 2): my-config was absent; the row
+    /// passes when the program has put it back with the desired data.
+    pub(super) async fn until_created(
         &mut self,
         id: RowId,
         before: Counts,
-        started: Option<Instant>,
+        until: Until<ExitStatus>,
     ) -> anyhow::Result<()> {
-        let until = self.until_desired(HEAL_WITHIN).await?;
         let creates = count(self.observer().counts().await?.since(&before).creates);
         let seen = |outcome: &str| format!("{}.{outcome}", id.key());
         match until {
             Until::Reached { after } => {
-                let after = started.map_or(after, |s| s.elapsed());
-                let values = [("after", ms(after)), ("creates", creates)];
-                self.push(id, true, &seen("pass"), &values);
+                self.push(id, true, &seen("pass"), &[("after", ms(after)), ("creates", creates)]);
             }
-            Until::TimedOut { last } if last == absent() => {
+            Until::TimedOut { last: None } => {
                 let values = [("creates", creates), ("within", secs(HEAL_WITHIN))];
                 self.push(id, false, &seen("absent"), &values);
             }
             Until::TimedOut { last } => {
-                self.push(id, false, &seen("wrong_data"), &[("creates", creates), ("last", last)]);
+                let values = [("creates", creates), ("last", describe(last.as_deref()))];
+                self.push(id, false, &seen("wrong_data"), &values);
             }
-            Until::Exited(status) => self.push_exited(id, status),
+            Until::Ended(status) => self.push_exited(id, status),
         }
         Ok(())
     }
@@ -55,32 +121,12 @@ impl Grading<'_> {
         if !self.scene_is_set(RowId::Correction).await? {
             return Ok(());
         }
-        let key = self.first_key();
+        let key = first_key(&self.desired);
         let before = self.observer().counts().await?;
-        let drift = json!({"data": {key.clone(): DRIFTED}});
-        self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&drift)).await?;
-        let until = self.until_desired(HEAL_WITHIN).await?;
-        let updates = self.observer().counts().await?.since(&before).updates;
-        match until {
-            Until::Reached { after } => self.push(
-                RowId::Correction,
-                true,
-                "correction.pass",
-                &[("key", key), ("after", ms(after)), ("updates", count(updates))],
-            ),
-            Until::TimedOut { last } => self.push(
-                RowId::Correction,
-                false,
-                "correction.not_back",
-                &[
-                    ("key", key),
-                    ("within", secs(HEAL_WITHIN)),
-                    ("updates", count(updates)),
-                    ("last", last),
-                ],
-            ),
-            Until::Exited(status) => self.push_exited(RowId::Correction, status),
-        }
+        let until = self.put_back(Some(json!({"data": {key.clone(): DRIFTED}}))).await?;
+        let updates = count(self.observer().counts().await?.since(&before).updates);
+        let values = [("key", key), ("updates", updates)];
+        self.push_until(RowId::Correction, until, "correction.not_back", &values);
         Ok(())
     }
 
@@ -91,7 +137,7 @@ impl Grading<'_> {
             return Ok(());
         }
         let before = self.observer().counts().await?;
-        let frozen = json!({"immutable": true, "data": {self.first_key(): DRIFTED}});
+        let frozen = json!({"immutable": true, "data": {first_key(&self.desired): DRIFTED}});
         self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&frozen)).await?;
         labkit::test_hook::at("grade:immutable")?;
         // Until it has tried (and been refused), or had the time to.
@@ -104,24 +150,10 @@ impl Grading<'_> {
             }
         })
         .await;
-        self.api.delete(self.desired.name(), &DeleteParams::default()).await?;
-        let until = self.until_desired(HEAL_WITHIN).await?;
+        let until = self.put_back(None).await?;
         let updates = count(self.observer().counts().await?.since(&before).updates);
-        match until {
-            Until::Reached { after } => self.push(
-                RowId::FailedWrite,
-                true,
-                "failed_write.pass",
-                &[("updates", updates), ("after", ms(after))],
-            ),
-            Until::TimedOut { last } => self.push(
-                RowId::FailedWrite,
-                false,
-                "failed_write.not_recreated",
-                &[("updates", updates), ("within", secs(HEAL_WITHIN)), ("last", last)],
-            ),
-            Until::Exited(status) => self.push_exited(RowId::FailedWrite, status),
-        }
+        let values = [("updates", updates)];
+        self.push_until(RowId::FailedWrite, until, "failed_write.not_recreated", &values);
         Ok(())
     }
 
@@ -136,7 +168,8 @@ impl Grading<'_> {
         let version_before = self.version().await?;
         let before = self.observer().counts().await?;
         self.program.start().await?;
-        let connected = match self.connect(before, self.options.connect_within).await? {
+        let observer = self.observer.as_ref().expect("alive");
+        let connected = match connect(&mut self.program, observer, before, self.options).await {
             Ok(after) => after,
             Err(Some(status)) => {
                 self.push_exited(RowId::Rerun, status);
@@ -151,7 +184,7 @@ impl Grading<'_> {
             }
         };
         self.quiet_begins().await?;
-        if let Some(status) = self.observe(self.options.quiet).await {
+        if let Some(status) = observe(&mut self.program, self.options.quiet).await {
             self.push_exited(RowId::Rerun, status);
             self.push_not_run(RowId::HotLoop);
             return Ok(());
@@ -201,7 +234,7 @@ impl Grading<'_> {
         let provoked = self.provoke().await?;
         self.reads.provoked = provoked.relists as f64;
         let left = rest.saturating_sub(started.elapsed()).max(SETTLE);
-        if let Some(status) = self.observe(left).await {
+        if let Some(status) = observe(&mut self.program, left).await {
             self.push_exited(RowId::HotLoop, status);
             return Ok(());
         }
