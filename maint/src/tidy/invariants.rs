@@ -273,7 +273,7 @@ fn the_runner_check_finds_a_process_started_elsewhere() {
                    use tokio::process::*;\n\
                    fn a(cmd: Cmd) { let mut c = cmd.echoed().unwrap(); c.spawn(); }\n\
                    fn b() { std::os::unix::process::CommandExt::process_group(&mut c, 0); }\n\
-                   fn c() -> tokio::process::Command { todo!() }\n";
+                   fn c() -> tokio::process::Command { made() }\n";
     let found: Vec<String> =
         spawns(planted).into_iter().map(|(l, w)| format!("{l}: {w}")).collect();
     assert_eq!(
@@ -288,8 +288,8 @@ fn the_runner_check_finds_a_process_started_elsewhere() {
     );
     let fine = "fn a(cmd: Cmd) { cmd.spawn(Stdio::piped(), Stdio::null()); tokio::spawn(f); }";
     assert!(spawns(fine).is_empty());
-    let runner = "impl Cmd { pub fn echoed(&self) -> anyhow::Result<Command> { todo!() }\n\
-                  fn to_command(&self) -> Command { todo!() } }";
+    let runner = "impl Cmd { pub fn echoed(&self) -> anyhow::Result<Command> { Ok(self.c()) }\n\
+                  fn to_command(&self) -> Command { self.c() } }";
     assert_eq!(commands_handed_out(runner), [(1, "pub fn echoed returns a Command".into())]);
 }
 
