@@ -89,7 +89,11 @@ pub enum How {
 pub struct Borrow {
     /// `grade` or `bench`.
     pub by: String,
-    /// The xtask process that borrowed the lab.
+    /// The binary it runs as (`xtask`, `maint`): `cargo {program} {by}` is
+    /// what was typed, and a live borrower's command line names it.
+    #[serde(default = "xtask")]
+    pub program: String,
+    /// The process that borrowed the lab.
     pub pid: u32,
     /// Seconds since the Unix epoch.
     pub since_unix: u64,
@@ -99,6 +103,11 @@ pub struct Borrow {
     /// owner's): the bench's unrelated ConfigMaps.
     #[serde(default)]
     pub collections: Vec<Collection>,
+}
+
+/// Records written before [`Borrow::program`] were xtask's.
+fn xtask() -> String {
+    "xtask".into()
 }
 
 /// Objects of one kind in one namespace that carry `selector`'s labels.
@@ -356,6 +365,13 @@ mod tests {
         assert!(!record.claims(&a, Some("u2"), None), "made again by someone else");
         assert!(!record.claims(&b, Some("u1"), None), "never recorded");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_borrow_recorded_before_its_program_was_xtasks() {
+        let old = r#"{"by":"grade","pid":7,"since_unix":1,"groups":[]}"#;
+        let borrow: Borrow = serde_json::from_str(old).unwrap();
+        assert_eq!((borrow.by.as_str(), borrow.program.as_str()), ("grade", "xtask"));
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl Borrow {
         let since = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs());
         record.borrow = Some(Borrowed {
             by: by.into(),
+            program: this_program(),
             pid: std::process::id(),
             since_unix: since.unwrap_or_default(),
             ..Borrowed::default()
@@ -106,24 +107,24 @@ impl Borrow {
     }
 }
 
-/// The binaries a borrower runs as: `grade` is xtask's, `bench` the maintainers' `maint`.
-const BORROWERS: [&str; 2] = ["xtask", "maint"];
+/// The command a person typed for the borrower `earlier`.
+fn typed(earlier: &Borrowed) -> String {
+    format!("cargo {} {}", earlier.program, earlier.by)
+}
 
-/// The command a person typed for the borrower `by`.
-fn typed(by: &str) -> String {
-    let binary = if by == "bench" { BORROWERS[1] } else { BORROWERS[0] };
-    format!("cargo {binary} {by}")
+/// This process's binary (`xtask`, `maint`), as its command line names it.
+fn this_program() -> String {
+    let exe = std::env::current_exe().ok();
+    exe.and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned())).unwrap_or_default()
 }
 
 /// A borrower that still runs is not disturbed: refused in one line.
 fn refuse_if_alive(name: &str, earlier: &Borrowed) -> Result<()> {
     let alive = labkit::process::is_alive(earlier.pid)
-        && std::fs::read(format!("/proc/{}/cmdline", earlier.pid)).is_ok_and(|c| {
-            let line = String::from_utf8_lossy(&c);
-            BORROWERS.iter().any(|binary| line.contains(binary))
-        });
+        && std::fs::read(format!("/proc/{}/cmdline", earlier.pid))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&earlier.program));
     if alive && earlier.pid != std::process::id() {
-        let (by, pid) = (typed(&earlier.by), earlier.pid);
+        let (by, pid) = (typed(earlier), earlier.pid);
         bail!(
             "{}",
             pick(
@@ -145,7 +146,7 @@ fn what_made_stays(by: &str) -> String {
 }
 
 fn left_by(earlier: &Borrowed) -> String {
-    let (by, pid) = (typed(&earlier.by), earlier.pid);
+    let (by, pid) = (typed(earlier), earlier.pid);
     pick(
         format!(
             "the lab was left borrowed by `{by}` (pid {pid}, no longer running): \
