@@ -18,15 +18,19 @@ pub fn of(kind: ProviderKind) -> &'static dyn Provider {
     }
 }
 
-/// The provider of lab `name`: its lab.json's, else (an `up` that did not
-/// finish) its record's; with neither, nothing was made on a cluster and
-/// envtest's plan (the processes its pid files name, the folder) is the one.
-pub fn of_lab(name: &str) -> Result<&'static dyn Provider> {
+/// The provider lab `name` is on: its lab.json's, else (an `up` that did
+/// not finish) its record's; `None` when neither names one.
+pub fn kind_of_lab(name: &str) -> Result<Option<ProviderKind>> {
     let dir = labkit::project::lab_dir(name);
-    let lab = LabFile::read(&dir).ok().flatten().map(|lab| lab.provider());
-    let recorded = || Ok::<_, anyhow::Error>(Record::load(&dir)?.and_then(|r| r.provider));
-    Ok(of(match lab {
-        Some(kind) => kind,
-        None => recorded()?.unwrap_or(ProviderKind::Envtest),
-    }))
+    match LabFile::read(&dir).ok().flatten() {
+        Some(lab) => Ok(Some(lab.provider())),
+        None => Ok(Record::load(&dir)?.and_then(|r| r.provider)),
+    }
+}
+
+/// The provider of lab `name` ([`kind_of_lab`]); with none named, nothing
+/// was made on a cluster and envtest's plan (the processes its pid files
+/// name, the folder) is the one.
+pub fn of_lab(name: &str) -> Result<&'static dyn Provider> {
+    Ok(of(kind_of_lab(name)?.unwrap_or(ProviderKind::Envtest)))
 }

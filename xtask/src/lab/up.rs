@@ -28,12 +28,13 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
     }
     let state_dir = labkit::project::lab_dir(name);
     crate::borrow::put_back_if_left(name).await?;
-    if let Ok(Some(lab)) = LabFile::read(&state_dir)
-        && lab.provider() != kind
+    // lab.json's provider, or the record's of an `up` that did not finish: an
+    // `up` of another provider would clean the folder and lose what it names.
+    if let Some(there) = providers::kind_of_lab(name)?
+        && there != kind
     {
         bail!(
-            "lab {name} is on provider {}: `cargo xtask lab down --name {name}` first, or use another --name",
-            lab.provider()
+            "lab {name} is on provider {there}: `cargo xtask lab down --name {name}` first, or use another --name"
         );
     }
     let mut signals = Interrupts::catch(&state_dir.join("hangup.log"))?;
