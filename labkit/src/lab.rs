@@ -314,9 +314,9 @@ impl Lab {
         self.start_ready(API_SERVER, extra).await
     }
 
-    /// Where the controller's Deployment lives: an existing cluster's lab's namespace, else the manifests'.
+    /// Where the controller's Deployment lives ([`LabFile::deployment_namespace`]).
     pub fn deployment_namespace(&self) -> &str {
-        self.file.existing().map_or(crate::deployment::NAMESPACE, |e| e.namespace.as_str())
+        self.file.deployment_namespace()
     }
 
     /// The controller as a Deployment (kind, an existing cluster), in its namespace.

@@ -312,6 +312,12 @@ impl LabFile {
         }
     }
 
+    /// Where the controller's Deployment lives (kind, an existing cluster):
+    /// an existing cluster's lab's namespace, else the manifests'.
+    pub fn deployment_namespace(&self) -> &str {
+        self.existing().map_or(crate::deployment::NAMESPACE, |e| e.namespace.as_str())
+    }
+
     pub fn path(state_dir: &Path) -> PathBuf {
         state_dir.join(FILE_NAME)
     }

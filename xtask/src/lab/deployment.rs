@@ -12,14 +12,10 @@ use crate::lab::{kubeconfig, provider::Health};
 pub use labkit::deployment::{NAME as DEPLOYMENT, NAMESPACE};
 use labkit::lab_file::LabFile;
 
-/// Where the Deployment lives: the namespace an existing cluster's lab was given.
-fn namespace(lab: &LabFile) -> &str {
-    lab.existing().map_or(NAMESPACE, |e| e.namespace.as_str())
-}
-
 /// The controller's pod: the Deployment's newest pod (by creation time).
 async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<Pod>> {
-    let host = labkit::deployment::DeploymentHost::new(client.clone()).in_namespace(namespace(lab));
+    let host = labkit::deployment::DeploymentHost::new(client.clone())
+        .in_namespace(lab.deployment_namespace());
     host.newest_pod().await
 }
 
@@ -32,7 +28,7 @@ pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
         .map(|v| v.git_version)
         .unwrap_or_else(|e| format!("unreachable: {e}"));
     lines.push(format!("API server:   {} ({version})", lab.api_server_url));
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace(lab));
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), lab.deployment_namespace());
     let ready = match deployments.get_opt(DEPLOYMENT).await? {
         Some(d) => {
             let status = d.status.unwrap_or_default();
@@ -73,7 +69,7 @@ pub async fn logs(name: &str, follow: bool) -> Result<()> {
     let pod = controller_pod(&client, &lab)
         .await?
         .context("no controller pod: `cargo xtask lab status` shows why")?;
-    let (name, namespace) = (pod.name_any(), namespace(&lab));
+    let (name, namespace) = (pod.name_any(), lab.deployment_namespace());
     let kubeconfig = labkit::project::shown(&lab.admin_kubeconfig);
     let f = if follow { "-f " } else { "" };
     labkit::progress!(
