@@ -108,9 +108,12 @@ where
         }
         bail!("the watch ended before {desired} held the desired data")
     });
+    // A keeper that ended is said first, as the grader's poll did: its
+    // ConfigMap seen right at the same moment is not its work.
     let seen = tokio::select! {
-        seen = watched => seen,
+        biased;
         ended = keeping => return Ok(Until::Ended(ended)),
+        seen = watched => seen,
     };
     match seen {
         Ok(after) => Ok(Until::Reached { after: after? }),
