@@ -8,10 +8,12 @@
 //! | [`room_cluster`] | the three-node cluster `test` treats as an existing one       |
 //! | [`bench`]        | `cargo maint bench`: heal latency against the floor           |
 //! | [`pictures`]     | `cargo maint pictures`: docs/pictures/ drawn by code          |
+//! | [`node_image`]   | `cargo maint node-image`: kind's node built here, offline     |
 //!
 //! Its tests are the checks of the repository (`tidy`, rust-analyzer's name).
 
 mod bench;
+mod node_image;
 mod pictures;
 mod room_cluster;
 mod test;
@@ -48,6 +50,16 @@ enum Command {
     },
     /// How fast the controller heals, against the floor the API server allows, and what it costs.
     Bench(bench::BenchArgs),
+    /// Build the kind node image here from Debian packages and Go modules (no registry
+    /// needed), tagged `lab-kit/kind-node:built`; prints its reference. Rebuilt only when
+    /// its inputs change.
+    NodeImage {
+        #[command(flatten)]
+        source: node_image::Source,
+        /// Print the build's commands in order without running them.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Draw the pictures in docs/pictures/ from their sources (docs/samples/, step 3's description); --check looks at each in headless Chromium.
     Pictures(pictures::PicturesArgs),
 }
@@ -59,6 +71,7 @@ async fn main() -> ExitCode {
     xtask::exit_code(match cli.command {
         Command::Test { only } => test::run(only).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::NodeImage { source, dry_run } => node_image::run(&source, dry_run).await,
         Command::Pictures(args) => pictures::run(args),
     })
 }

@@ -175,8 +175,8 @@ async fn docker_part() -> Result<ExitCode> {
 fn node_image_to_build() -> bool {
     let built = std::env::var(NODE_IMAGE_ENV).is_ok_and(|v| v == "built");
     built
-        && xtask::lab::node_image::Recipe::new(&Default::default()).is_ok_and(|recipe| {
-            xtask::lab::node_image::present_probe(&recipe.reference()).read().is_err()
+        && crate::node_image::Recipe::new(&Default::default()).is_ok_and(|recipe| {
+            xtask::lab::kind::image_present(&recipe.reference()).read().is_err()
         })
 }
 
@@ -315,7 +315,7 @@ fn docker_usable() -> Result<(), String> {
         .map_err(|_| "the Docker daemon does not answer (`docker info`)".to_string())
 }
 
-/// `cargo xtask lab node-image` in the background, at the lowest CPU
+/// `cargo maint node-image` in the background, at the lowest CPU
 /// priority: on a cold machine it is minutes of compiling Kubernetes, and what
 /// runs meanwhile (the unit tests, a lab's tests) comes first. Stopped if the
 /// run ends before the kind lab needs it.
@@ -337,7 +337,7 @@ impl NodeImageBuild {
         let log = labkit::project::target_dir().join(log);
         let _ = std::fs::remove_file(&log);
         section("the kind node image, built in the background at the lowest CPU priority");
-        let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "xtask", "lab", "node-image"]);
+        let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "maint", "node-image"]);
         let child = cmd.spawn_to_log(&log)?;
         Ok(NodeImageBuild { group: child.id() as i32, child: Some(child), done: false, log })
     }

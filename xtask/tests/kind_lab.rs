@@ -173,7 +173,7 @@ async fn bad_input_is_refused_and_leaves_nothing_behind() {
             what: "an unknown node image",
             args: node_image("no-such/node:v1.36.0"),
             env: vec![],
-            says: "cargo xtask lab node-image",
+            says: "`--node-image built` runs one built on this machine",
         },
         Refusal {
             what: "a node image of another minor",

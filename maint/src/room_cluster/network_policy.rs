@@ -15,10 +15,12 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::api::Api;
 
 use super::REGISTRY_HOST;
+use crate::node_image;
 use labkit::command::Cmd;
 use labkit::eventually::{Check, eventually};
 use labkit::project::{self, shown};
-use xtask::lab::node_image::{self, go_builds};
+use xtask::lab::go_modules;
+use xtask::lab::kind::image_present;
 
 const MODULE: &str = "xtask/kube-router";
 const KUBE_ROUTER: &str = "github.com/cloudnativelabs/kube-router/v2";
@@ -64,13 +66,13 @@ pub async fn install(client: &kube::Client) -> Result<String> {
 /// fingerprint covers the module's go.mod and go.sum and the base image.
 fn image(base: &str) -> Result<String> {
     let dir = project::root().join(MODULE);
-    let go_mod = go_builds::read_go_mod(MODULE)?;
-    let version = go_builds::required_version(&go_mod, KUBE_ROUTER)?;
+    let go_mod = go_modules::read_go_mod(MODULE)?;
+    let version = go_modules::required_version(&go_mod, KUBE_ROUTER)?;
     let go_sum = std::fs::read_to_string(dir.join("go.sum")).context("xtask/kube-router/go.sum")?;
     let inputs = format!("{go_mod}\n{go_sum}\n{base}\n{}", dockerfile(base));
     let fingerprint = &labkit::fingerprint::sha256_hex(inputs.as_bytes())[..12];
     let tag = format!("{REGISTRY_HOST}/lab-kit/kube-router:{version}-{fingerprint}");
-    if node_image::present_probe(&tag).succeeds() {
+    if image_present(&tag).succeeds() {
         return Ok(tag);
     }
     let out = project::target_dir().join("kube-router");
@@ -97,11 +99,11 @@ fn dockerfile(base: &str) -> String {
 }
 
 /// The node image's Debian rootfs as a Docker image (iptables, ipset),
-/// made first if Docker lacks it (`cargo xtask lab node-image` makes it too).
+/// made first if Docker lacks it (`cargo maint node-image` makes it too).
 async fn rootfs() -> Result<String> {
     let recipe = node_image::Recipe::new(&Default::default())?;
     let image = recipe.rootfs.image();
-    if !node_image::present_probe(&image).succeeds() {
+    if !image_present(&image).succeeds() {
         let steps = node_image::rootfs::steps(&recipe)?;
         xtask::plan::execute(steps, &mut node_image::Build::default()).await?;
     }

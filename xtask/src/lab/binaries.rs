@@ -1,5 +1,5 @@
 //! The envtest provider's two programs, kube-apiserver and etcd: found, or built once with
-//! Go from the modules that pin them (`xtask/envtest/`, the node image's too).
+//! Go from the modules that pin them (`xtask/envtest/`, [`go_modules::ENVTEST`]).
 //!
 //! Search order, for each program on its own:
 //! 1. `KUBE_APISERVER` / `ETCD`: an explicit path (an error when it does not exist);
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::lab::node_image::go_builds::{self, GoComponent};
+use crate::lab::go_modules::{self, GoComponent};
 use labkit::{command::Cmd, project, tools::on_path};
 
 /// Where a program was found; shown to the person and recorded in lab.json.
@@ -82,7 +82,7 @@ impl Program {
 
 /// The two programs, as the Go modules of `xtask/envtest/` pin them.
 fn programs() -> Result<[Program; 2]> {
-    let components = go_builds::components()?;
+    let components = go_modules::components(go_modules::ENVTEST)?;
     let component = |name: &str| {
         components.iter().find(|c| c.name == name).cloned().context("no such Go component")
     };
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn the_pins_come_from_the_go_modules() {
-        let components = go_builds::components().unwrap();
+        let components = go_modules::components(go_modules::ENVTEST).unwrap();
         let kubernetes = components.iter().find(|c| c.name == "kubernetes").unwrap();
         let program = Program {
             name: "kube-apiserver",

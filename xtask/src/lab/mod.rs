@@ -12,9 +12,9 @@ pub mod down;
 pub mod env;
 pub mod envtest;
 pub mod existing;
+pub mod go_modules;
 pub mod kind;
 pub mod kubeconfig;
-pub mod node_image;
 pub mod options;
 pub mod provider;
 pub mod providers;
@@ -54,18 +54,9 @@ pub enum LabCommand {
         output: PathBuf,
         #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
         image_builder: crate::image::Builder,
-        /// The node image to carry: the pinned one (pulled), `built` (`lab node-image`), or a reference.
+        /// The node image to carry: the pinned one (pulled), `built` (`cargo maint node-image`), or a reference.
         #[arg(long, value_name = "IMAGE")]
         node_image: Option<String>,
-    },
-    /// Build the kind node image here from Debian packages and Go modules (no registry
-    /// needed); prints its reference. Rebuilt only when its inputs change.
-    NodeImage {
-        #[command(flatten)]
-        source: node_image::Source,
-        /// Print the build's commands in order without running them.
-        #[arg(long)]
-        dry_run: bool,
     },
     /// Stop the lab's own controller (so that yours is the only writer), or start it again.
     Controller {
@@ -134,7 +125,6 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
             kind::bundle::create(&output, image_builder, node).await?;
             Ok(ExitCode::SUCCESS)
         }
-        LabCommand::NodeImage { source, dry_run } => node_image::run(&source, dry_run).await,
         LabCommand::Reset { options, lab } => {
             down::run(&lab.name, options.dry_run).await?;
             up::run(&lab.name, &options).await

@@ -27,7 +27,7 @@ pub struct UpOptions {
           value_parser = labkit::lab_file::Target::parse)]
     pub target: labkit::lab_file::Target,
     /// kind only: the node image, instead of the one pinned in kind/cluster.yaml:
-    /// `built` (made here by `cargo xtask lab node-image`, for machines that cannot pull)
+    /// `built` (made here by `cargo maint node-image`, for machines that cannot pull)
     /// or an image reference.
     #[arg(long, value_name = "IMAGE")]
     pub node_image: Option<String>,

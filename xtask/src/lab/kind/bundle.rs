@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 
 use super::{self as kind, NodeImage};
 use crate::image::{self, Builder};
-use crate::lab::node_image;
 use labkit::command::Cmd;
 
 /// The bundle's own entry.
@@ -59,12 +58,12 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
             tag
         }
         NodeImage::Built => {
-            let recipe = node_image::Recipe::new(&node_image::Source::default())?;
-            node_image::ensure(&recipe).await?
+            kind::build_node_image().run_long("building the kind node image")?;
+            kind::BUILT_IMAGE.to_string()
         }
         NodeImage::Given(reference) => {
             ensure!(
-                node_image::present_probe(&reference).read().is_ok(),
+                kind::image_present(&reference).read().is_ok(),
                 "Docker has no image {reference}: pull or build it first"
             );
             reference

@@ -1,5 +1,5 @@
 //! The kind provider, the course's own setting: a kind cluster on the pinned
-//! node image (or one built here: [`super::node_image`]), the controller
+//! node image (or one built here: [`BUILT_IMAGE`]), the controller
 //! image built and loaded into the node, the RBAC and the Deployment applied,
 //! the rollout awaited.
 //!
@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 
 use crate::image::Builder;
+use crate::lab::deployment;
 use crate::lab::options::UpOptions;
 use crate::lab::provider::{Answer, Health, Provider};
-use crate::lab::{deployment, node_image};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::lab_file::{Applied, LabFile};
@@ -55,12 +55,28 @@ pub fn cluster_entry(name: &str) -> Applied {
     }
 }
 
+/// `--node-image built`: the image `cargo maint node-image` builds on this
+/// machine (from Debian's packages and Go modules, for machines that cannot
+/// pull) and tags so.
+pub const BUILT_IMAGE: &str = "lab-kit/kind-node:built";
+
+/// Builds [`BUILT_IMAGE`] unless its inputs are unchanged (the builder is a
+/// maintainers' instrument: maint/src/node_image/).
+pub fn build_node_image() -> Cmd {
+    labkit::command::cargo(["maint", "node-image"])
+}
+
+/// `docker image inspect` of `reference`: it succeeds when the image is there.
+pub fn image_present(reference: &str) -> Cmd {
+    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
+}
+
 /// `--node-image`: which node image the cluster runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeImage {
     /// The one kind/node-images.toml names for the kind found (pulled by Docker when missing).
     Pinned,
-    /// The one `cargo xtask lab node-image` builds here, built first when missing.
+    /// [`BUILT_IMAGE`], built first unless it is up to date.
     Built,
     /// An image by reference: present in Docker, or pulled.
     Given(String),
@@ -70,7 +86,7 @@ impl NodeImage {
     pub fn parse(value: Option<&str>) -> NodeImage {
         match value {
             None => NodeImage::Pinned,
-            Some(node_image::BUILT) => NodeImage::Built,
+            Some("built") => NodeImage::Built,
             Some(other) => NodeImage::Given(other.to_string()),
         }
     }
@@ -87,9 +103,7 @@ impl NodeImage {
                 labkit::kind_releases::for_kind(&table, found).map_err(anyhow::Error::msg)?.image
             }
             NodeImage::Given(reference) => reference.clone(),
-            NodeImage::Built => {
-                node_image::Recipe::new(&node_image::Source::default())?.reference()
-            }
+            NodeImage::Built => BUILT_IMAGE.to_string(),
         })
     }
 }

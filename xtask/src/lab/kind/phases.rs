@@ -16,11 +16,11 @@ use super::steps::{
     write_lab_file,
 };
 use super::{
-    CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, Paths, WAIT, bundle, cluster_entry, docker_arch,
-    kind_version, node_container, save_platform, shown,
+    CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, Paths, WAIT, build_node_image, bundle,
+    cluster_entry, docker_arch, image_present, kind_version, node_container, save_platform, shown,
 };
 use crate::image;
-use crate::lab::{apply, node_image};
+use crate::lab::apply;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::lab_file::{self, LabFile, ProviderKind};
@@ -159,30 +159,20 @@ fn node_image_phase(images: &Images, node: &str) -> Vec<Step<Up>> {
                 },
             ));
         }
-        Images::Build(_, NodeImage::Built) => steps.push(Step::own(
-            "build the node image unless it is up to date (`cargo xtask lab node-image`)",
-            |_| {
-                Box::pin(async {
-                    let recipe = node_image::Recipe::new(&node_image::Source::default())?;
-                    node_image::ensure(&recipe).await.map(|_| ())
-                })
-            },
-        )),
+        Images::Build(_, NodeImage::Built) => {
+            steps.push(Step::long(build_node_image(), "building the kind node image"))
+        }
         Images::Build(_, _) => {
-            steps.push(Step::probe(
-                node_image::present_probe(node),
-                |up: &mut Up, out: Result<String>| {
-                    up.node_present = out.is_ok();
-                    Ok(())
-                },
-            ));
+            steps.push(Step::probe(image_present(node), |up: &mut Up, out: Result<String>| {
+                up.node_present = out.is_ok();
+                Ok(())
+            }));
             steps.push(
                 Step::run(Cmd::argv(["docker", "pull", node]))
                     .when("if Docker does not have it", |up: &Up| !up.node_present)
                     .or(format!(
                         "node image {node} is not here and cannot be pulled: \
-                         `cargo xtask lab node-image` builds one on this machine (then `--node-image built`), \
-                         or check the name"
+                         `--node-image built` runs one built on this machine, or check the name"
                     )),
             );
         }
@@ -283,7 +273,7 @@ fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
     }
     let save = save.args(["-o", &archive, reference]);
     steps.extend([
-        Step::probe(node_image::present_probe(reference), |up: &mut Up, out: Result<String>| {
+        Step::probe(image_present(reference), |up: &mut Up, out: Result<String>| {
             up.built_id = Some(out.context("the controller image is not in Docker")?);
             Ok(())
         }),

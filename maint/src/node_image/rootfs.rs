@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 
 use super::{Arch, Build, Recipe, Source};
-use crate::plan::Step;
 use labkit::command::Cmd;
 use labkit::project::shown;
+use xtask::lab::kind::image_present;
+use xtask::plan::Step;
 
 /// kind's base-image packages that a one-node lab uses (without the
 /// storage-test and rootless ones), plus libseccomp-dev for runc's static
@@ -181,7 +182,7 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
             .when(unless.clone(), missing.clone())
         },
         Step::run(as_root(&["rm", "-rf", &tree_s])).when(unless, missing),
-        Step::probe(super::present_probe(&image), |build: &mut Build, out: Result<String>| {
+        Step::probe(image_present(&image), |build: &mut Build, out: Result<String>| {
             build.rootfs_image = out.is_ok();
             Ok(())
         }),

@@ -1,8 +1,9 @@
-//! `cargo xtask lab node-image`: a kind node image for Kubernetes 1.36, built
+//! `cargo maint node-image`: a kind node image for Kubernetes 1.36, built
 //! on this machine from nothing but Debian's packages and Go modules — for
 //! machines that cannot pull `kindest/node` (CI here, a room with no
 //! registry). `kind build node-image` cannot do it: it pulls with
-//! `ctr content fetch`.
+//! `ctr content fetch`. Tagged as well [`BUILT_IMAGE`], what `lab up
+//! --node-image built` runs (and builds with this, unless it is up to date).
 //!
 //! What goes in, following kind v0.33's own base and node images:
 //! * a Debian rootfs from `debootstrap` ([`rootfs`]), the mirror read from
@@ -31,16 +32,16 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::project;
+use xtask::plan::{self, Step};
 
-use self::go_builds::GoComponent;
+use xtask::lab::go_modules;
+use xtask::lab::go_modules::GoComponent;
+use xtask::lab::kind::{BUILT_IMAGE, image_present};
 
 /// The repository of the images this builder makes.
 pub const REPOSITORY: &str = "lab-kit/kind-node";
-/// `lab up --node-image built`: the image this builder makes (built first when missing).
-pub const BUILT: &str = "built";
 /// Label on the image: the fingerprint of its inputs.
 pub const FINGERPRINT_LABEL: &str = "lab-kit.node-image.fingerprint";
 
@@ -54,7 +55,7 @@ const SOURCES: &[&str] = &[
     include_str!("stage.rs"),
 ];
 
-/// `--mirror` / `--suite` of `lab node-image` (and of `lab up --node-image built`).
+/// `--mirror` / `--suite` of `cargo maint node-image`.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct Source {
     /// The Debian mirror debootstrap fetches from (default: this machine's apt sources).
@@ -109,9 +110,9 @@ impl Recipe {
             );
         }
         let arch = Arch::host()?;
-        let components = go_builds::components()?;
-        let kubernetes = go_builds::required_version(
-            &go_builds::read_go_mod(go_builds::KUBERNETES_DIR)?,
+        let components = go_modules::components(go_modules::ENVTEST.iter().chain(go_builds::NODE))?;
+        let kubernetes = go_modules::required_version(
+            &go_modules::read_go_mod(go_modules::KUBERNETES_DIR)?,
             "k8s.io/kubernetes",
         )?;
         let rootfs = rootfs::Rootfs::new(source, arch)?;
@@ -188,17 +189,19 @@ pub struct Build {
     pub rootfs_image: bool,
 }
 
-/// `lab node-image [--dry-run]`: build the image unless it is there; print its reference.
+/// `cargo maint node-image [--dry-run]`: build the image unless it is there,
+/// tag it [`BUILT_IMAGE`]; print its reference.
 pub async fn run(source: &Source, dry_run: bool) -> Result<std::process::ExitCode> {
     let recipe = Recipe::new(source)?;
     let reference = recipe.reference();
     if dry_run {
-        println!("$ {}", present_probe(&reference));
+        println!("$ {}", image_present(&reference));
         println!("# when it is missing:");
         print!("{}", plan::render(&build_plan(&recipe)?));
         return Ok(std::process::ExitCode::SUCCESS);
     }
     ensure(&recipe).await?;
+    Cmd::argv(["docker", "tag", &reference, BUILT_IMAGE]).run()?;
     println!("{reference}");
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -207,7 +210,7 @@ pub async fn run(source: &Source, dry_run: bool) -> Result<std::process::ExitCod
 pub async fn ensure(recipe: &Recipe) -> Result<String> {
     let reference = recipe.reference();
     let _lock = build_lock(recipe).await?;
-    if present_probe(&reference).read().is_ok() {
+    if image_present(&reference).read().is_ok() {
         labkit::progress!("node image {reference} is up to date (its inputs are unchanged)");
         return Ok(reference);
     }
@@ -253,11 +256,6 @@ async fn build_lock(recipe: &Recipe) -> Result<std::fs::File> {
             Err(error).with_context(|| format!("cannot lock {}", path.display()))
         }
     }
-}
-
-/// `docker image inspect` of `reference`: it succeeds when the image is there.
-pub fn present_probe(reference: &str) -> Cmd {
-    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
 }
 
 /// Every step of a build, in order; parts already cached are skipped.

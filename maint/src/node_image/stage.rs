@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 
 use super::{Build, FINGERPRINT_LABEL, Recipe, images};
-use crate::plan::Step;
 use labkit::command::Cmd;
 use labkit::project::shown;
+use xtask::plan::Step;
 
 /// kind's first node gets the first /24 of its default pod subnet
 /// (10.244.0.0/16): one node, one static range.
@@ -55,7 +55,7 @@ metadata:
 data:
   network: >-
     One node, pods in POD_RANGE: a static ptp + host-local conflist in
-    /etc/cni/net.d/10-lab-kit.conflist on the node (cargo xtask lab node-image).
+    /etc/cni/net.d/10-lab-kit.conflist on the node (cargo maint node-image).
 ";
 
 /// kind applies `/kind/manifests/default-storage.yaml`: a default
@@ -73,7 +73,7 @@ volumeBindingMode: WaitForFirstConsumer
 
 /// Run inside the build container.
 const SETUP: &str = r#"#!/bin/bash
-# Written by `cargo xtask lab node-image` (xtask/src/lab/node_image/stage.rs);
+# Written by `cargo maint node-image` (maint/src/node_image/stage.rs);
 # runs inside the container the node image is committed from.
 set -euo pipefail
 # systemd in a container, as kind's base image sets it up: only what the node needs starts.

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, ensure};
 
 use super::{Build, Recipe};
-use crate::plan::Step;
 use labkit::command::Cmd;
 use labkit::project::shown;
+use xtask::plan::Step;
 
 const REGISTRY: &str = "registry.k8s.io";
 /// Tags kubeadm 1.36 asks for that no pinned module names: checked against
@@ -41,7 +41,7 @@ pub struct ComponentImage {
 impl ComponentImage {
     pub fn dockerfile(&self) -> String {
         let mut text = format!(
-            "# Written by `cargo xtask lab node-image` (xtask/src/lab/node_image/images.rs).\n\
+            "# Written by `cargo maint node-image` (maint/src/node_image/images.rs).\n\
              FROM {}\nCOPY {} {}\nENV PATH={PATH_ENV}\n",
             self.base.as_deref().unwrap_or("scratch"),
             self.file_name(),

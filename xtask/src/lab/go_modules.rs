@@ -1,0 +1,219 @@
+//! The Go modules of the repository the kit builds programs from: each
+//! module's go.mod pins one upstream module and names the packages to build
+//! as `tool` lines, so versions and package lists are written once. The
+//! envtest lab's kube-apiserver and etcd come from [`ENVTEST`]'s two; the
+//! kind node image (`cargo maint node-image`) adds its own to them.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+
+use labkit::command::Cmd;
+use labkit::project;
+
+pub const KUBERNETES_DIR: &str = "xtask/envtest/kubernetes";
+
+/// One Go module of the repository and how its programs are built.
+#[derive(Clone, Debug)]
+pub struct GoComponent {
+    /// `kubernetes`, `containerd`, …
+    pub name: &'static str,
+    /// The module's directory, relative to the project root.
+    pub dir: &'static str,
+    /// The upstream module it pins, and the version it pins.
+    pub module: &'static str,
+    pub version: String,
+    /// The packages it builds: its go.mod's `tool` lines, or its own main package.
+    pub packages: Vec<String>,
+    pub env: Vec<(&'static str, String)>,
+    pub tags: &'static str,
+    pub ldflags: String,
+    /// Whether its programs go into the image (kind's module only lends its files).
+    pub in_image: bool,
+    /// Of go.mod, go.sum and the flags: the output directory's name.
+    pub fingerprint: String,
+}
+
+/// What differs between components.
+pub struct Definition {
+    pub name: &'static str,
+    pub dir: &'static str,
+    pub module: &'static str,
+    pub cgo: bool,
+    pub tags: &'static str,
+    /// Extra `-X` stamps, given the pinned version.
+    pub stamps: fn(&str) -> Vec<String>,
+    pub in_image: bool,
+}
+
+/// The envtest lab's two programs' modules.
+pub const ENVTEST: &[Definition] = &[
+    Definition {
+        name: "kubernetes",
+        dir: KUBERNETES_DIR,
+        module: "k8s.io/kubernetes",
+        cgo: false,
+        tags: "",
+        // Built from a module, Kubernetes does not know its version: stamp it,
+        // or every component says v0.0.0-master and kubeadm refuses it.
+        stamps: |version| {
+            let minor = version.split('.').nth(1).unwrap_or_default().to_string();
+            vec![
+                format!("k8s.io/component-base/version.gitVersion={version}"),
+                "k8s.io/component-base/version.gitMajor=1".into(),
+                format!("k8s.io/component-base/version.gitMinor={minor}"),
+                "k8s.io/component-base/version.gitTreeState=clean".into(),
+            ]
+        },
+        in_image: true,
+    },
+    Definition {
+        name: "etcd",
+        dir: "xtask/envtest/etcd",
+        module: "go.etcd.io/etcd/server/v3",
+        cgo: false,
+        tags: "",
+        stamps: |_| Vec::new(),
+        in_image: true,
+    },
+];
+
+pub fn read_go_mod(dir: &str) -> Result<String> {
+    let path = project::root().join(dir).join("go.mod");
+    std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// The version `go_mod` requires of `module`.
+pub fn required_version(go_mod: &str, module: &str) -> Result<String> {
+    go_mod
+        .lines()
+        .map(|l| l.trim().trim_start_matches("require").trim())
+        .find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next() == Some(module)).then(|| words.next().map(str::to_string)).flatten()
+        })
+        .with_context(|| format!("go.mod does not require {module}"))
+}
+
+/// The packages of `tool` lines (single or in a `tool ( … )` block).
+pub fn tools(go_mod: &str) -> Vec<String> {
+    let mut tools = Vec::new();
+    let mut in_block = false;
+    for line in go_mod.lines().map(str::trim) {
+        if in_block {
+            if line == ")" {
+                in_block = false;
+            } else if !line.is_empty() && !line.starts_with("//") {
+                tools.push(line.to_string());
+            }
+        } else if line == "tool (" {
+            in_block = true;
+        } else if let Some(tool) = line.strip_prefix("tool ") {
+            tools.push(tool.trim().to_string());
+        }
+    }
+    tools
+}
+
+/// Each definition's component, read from its go.mod.
+pub fn components<'a>(
+    definitions: impl IntoIterator<Item = &'a Definition>,
+) -> Result<Vec<GoComponent>> {
+    definitions
+        .into_iter()
+        .map(|d| {
+            let go_mod = read_go_mod(d.dir)?;
+            let go_sum = std::fs::read_to_string(project::root().join(d.dir).join("go.sum"))
+                .unwrap_or_default();
+            let version =
+                required_version(&go_mod, d.module).with_context(|| format!("{}/go.mod", d.dir))?;
+            let mut packages = tools(&go_mod);
+            if packages.is_empty() {
+                packages.push(".".into());
+            }
+            let mut ldflags = vec!["-s".to_string(), "-w".to_string()];
+            if d.cgo {
+                ldflags.extend(["-extldflags".into(), "-static".into()]);
+            }
+            for stamp in (d.stamps)(&version) {
+                ldflags.extend(["-X".into(), stamp]);
+            }
+            let env = vec![("CGO_ENABLED", if d.cgo { "1" } else { "0" }.to_string())];
+            let ldflags = ldflags.join(" ");
+            let fingerprint = labkit::fingerprint::sha256_hex(
+                format!("{go_mod}\n{go_sum}\n{ldflags}\n{}\n{}", d.tags, d.cgo).as_bytes(),
+            )[..12]
+                .to_string();
+            Ok(GoComponent {
+                name: d.name,
+                dir: d.dir,
+                module: d.module,
+                version,
+                packages,
+                env,
+                tags: d.tags,
+                ldflags,
+                in_image: d.in_image,
+                fingerprint,
+            })
+        })
+        .collect()
+}
+
+impl GoComponent {
+    /// `<cache>/go/<name>-<fingerprint>/`.
+    pub fn out_dir(&self, cache: &Path) -> PathBuf {
+        cache.join("go").join(format!("{}-{}", self.name, self.fingerprint))
+    }
+
+    /// `go build` of every package into `out` (a directory: Go then names
+    /// each program after its package).
+    pub fn build(&self, out: &Path) -> Cmd {
+        let packages: Vec<&str> = self.packages.iter().map(String::as_str).collect();
+        self.build_cmd(&PathBuf::from(format!("{}/", out.display())), &packages)
+    }
+
+    /// `go build` of `packages` into `out` (a file for one package, a
+    /// directory ending in `/` for several), with this component's flags.
+    pub fn build_cmd(&self, out: &Path, packages: &[&str]) -> Cmd {
+        let mut cmd = Cmd::new("go").dir(project::root().join(self.dir));
+        for (key, value) in &self.env {
+            cmd = cmd.env(key, value);
+        }
+        cmd = cmd.args(["build", "-trimpath"]);
+        if !self.tags.is_empty() {
+            cmd = cmd.args(["-tags", self.tags]);
+        }
+        cmd.args(["-ldflags", &self.ldflags, "-o"]).path(out).args(packages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_versions_and_tools_from_go_mod() {
+        let go_mod = "module x\n\ngo 1.26.0\n\ntool a/cmd/one\ntool (\n\tb/cmd/two\n\t// note\n)\n\nrequire a v1.2.3\nrequire (\n\tb v0.1.0 // indirect\n)\n";
+        assert_eq!(tools(go_mod), vec!["a/cmd/one", "b/cmd/two"]);
+        assert_eq!(required_version(go_mod, "a").unwrap(), "v1.2.3");
+        assert_eq!(required_version(go_mod, "b").unwrap(), "v0.1.0");
+        assert!(required_version(go_mod, "c").is_err());
+    }
+
+    #[test]
+    fn every_component_reads_its_go_mod() {
+        let components = components(ENVTEST).unwrap();
+        let kubernetes = components.iter().find(|c| c.name == "kubernetes").unwrap();
+        assert!(kubernetes.version.starts_with("v1.36."), "{}", kubernetes.version);
+        for program in ["kubelet", "kubeadm", "kubectl", "kube-apiserver", "kube-proxy"] {
+            assert!(
+                kubernetes.packages.contains(&format!("k8s.io/kubernetes/cmd/{program}")),
+                "{program}"
+            );
+        }
+        let etcd = components.iter().find(|c| c.name == "etcd").unwrap();
+        assert_eq!(etcd.packages, vec!["."]);
+        assert!(components.iter().all(|c| c.fingerprint.len() == 12));
+    }
+}
