@@ -1,14 +1,16 @@
 //! The e2e suite's registry: the course's experiments (from `grader`), the
-//! faults and the step examples, each run as one test of `tests/suite.rs`
+//! kit's checks, the faults and the step examples, each run as one test of `tests/suite.rs`
 //! against the current lab, its result recorded for `cargo xtask e2e`.
 //! Tests only: no crate but the tests depends on this one.
 //!
 //! | module       | holds                                                      |
 //! |--------------|------------------------------------------------------------|
+//! | [`checks`]   | versions, no hot loop, least privilege, metrics, the pod   |
 //! | [`faults`]   | the controller keeping its promise when things go wrong    |
 //! | [`examples`] | the course's step programs, run as a learner runs them     |
 //! | [`pages`]    | the course pages, typed as a learner types them            |
 
+pub mod checks;
 pub mod examples;
 pub mod faults;
 pub mod pages;
@@ -19,7 +21,7 @@ use std::time::Instant;
 
 /// Everything the suite runs, in its order: experiments, faults, examples.
 pub fn all() -> impl Iterator<Item = &'static suite::Experiment> {
-    experiments::ALL.iter().chain(faults::ALL).chain(examples::ALL)
+    experiments::ALL.iter().chain(checks::ALL).chain(faults::ALL).chain(examples::ALL)
 }
 
 /// Finds an experiment, fault or example by test name or alias.

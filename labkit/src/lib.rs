@@ -23,7 +23,6 @@
 //! | [`stage2`]        | stage 2 on a lab: its CRD, RBAC and account                  |
 //! | [`etcd`], [`http_probe`], [`metrics`], [`node`] | etcd's JSON gateway, plain-HTTP requests, `/metrics`, a kind node's crictl |
 //! | [`go_build`]      | the Go programs the kit builds (the course's, the peers)     |
-//! | [`security`]      | the controller's privileges against Pod Security "restricted" |
 //! | [`files`], [`fingerprint`], [`tools`] | files' permissions, build inputs' fingerprints, where a program is |
 
 pub mod accounts;
@@ -51,7 +50,6 @@ pub mod project;
 pub mod record;
 pub mod results;
 pub mod say;
-pub mod security;
 pub mod stage2;
 pub mod suite;
 pub mod test_hook;

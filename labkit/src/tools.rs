@@ -1,4 +1,4 @@
-//! Facts about the tools around the lab: where a program is.
+//! Facts about the tools around the lab: where a program is, kubectl's version.
 
 use std::path::PathBuf;
 
@@ -8,4 +8,12 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|path| {
         path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
+}
+
+/// kubectl's client minor version, when kubectl is on PATH and answers.
+pub fn kubectl_client_minor() -> Option<u32> {
+    let out =
+        crate::command::Cmd::argv(["kubectl", "version", "--client", "-o", "json"]).read().ok()?;
+    let info: serde_json::Value = serde_json::from_str(&out).ok()?;
+    controller::version::parse_minor(info["clientVersion"]["minor"].as_str()?)
 }

@@ -96,7 +96,7 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
         preflight::git(quiet(&["git", "--version"]).as_deref()),
         preflight::go(go.as_deref(), go_required),
         preflight::kubectl(
-            grader::experiments::kubectl_client_minor(),
+            labkit::tools::kubectl_client_minor(),
             controller::version::target_minor(),
         ),
     ];
@@ -305,13 +305,13 @@ mod tests {
         let list: toml::Table = toml::from_str(include_str!("../doctor-tools.toml")).unwrap();
         let listed: BTreeSet<String> =
             list["programs"].as_table().unwrap().keys().cloned().collect();
-        // By name: each argument list's first word here and in kubectl's probe (e2e);
+        // By name: each argument list's first word here and in kubectl's probe (labkit);
         // kube-apiserver and etcd by path, found as lab::binaries finds them.
         let quote = '"';
         let openings = [format!("&[{quote}"), format!("argv([{quote}")];
         let sources = [
             include_str!("doctor.rs"),
-            include_str!("../../grader/src/experiments/version_check.rs"),
+            include_str!("../../labkit/src/tools.rs"),
         ];
         let mut run: BTreeSet<String> = sources
             .iter()

@@ -45,8 +45,9 @@ const LABEL_WIDTH: usize = 20;
 const MAX_LOG_LINES: usize = 30;
 
 /// One narrated experiment, a table of xtask/exp/en.toml (its header says
-/// what the fields hold). The others (version, hot-loop, rbac, the faults)
-/// have nothing to watch live; `cargo xtask e2e --exp NAME` runs them.
+/// what the fields hold): every one of `grader::experiments::ALL`. The
+/// suite's other tests have nothing to watch live; `cargo xtask e2e --exp
+/// NAME` runs them.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Narrated {
@@ -308,36 +309,25 @@ fn lab_up(lab_name: &str) -> String {
 /// An experiment by any name the suite accepts for it (`heal`, `self-heal`,
 /// `self_heal_on_delete`, …).
 fn resolve(word: &str) -> Result<&'static Narrated> {
-    let known = || names().collect::<Vec<_>>().join(", ");
-    let Some(entry) = grader::experiments::find(word) else {
-        let known = known();
+    let narrated = grader::experiments::find(word)
+        .and_then(|entry| narrated().iter().find(|n| n.test_name == entry.name));
+    let Some(exp) = narrated else {
+        let known = names().collect::<Vec<_>>().join(", ");
         bail!(
             "{}",
             pick(
-                format!("no experiment {word:?}; narrated: {known} (`cargo xtask exp` lists them)"),
-                format!("没有实验 {word:?}；有讲解的：{known}（`cargo xtask exp` 列出它们）")
+                format!(
+                    "no narrated experiment {word:?}; narrated: {known}; the suite's other tests \
+                     (the kit's checks, the faults) run with `cargo xtask e2e --exp {word}`"
+                ),
+                format!(
+                    "没有讲解的实验 {word:?}；有讲解的：{known}；测试套件的其他测试\
+                     （套件自己的检查、故障）用 `cargo xtask e2e --exp {word}` 运行"
+                )
             )
         );
     };
-    match narrated().iter().find(|n| n.test_name == entry.name) {
-        Some(exp) => Ok(exp),
-        None => {
-            let (name, known) = (entry.name, known());
-            bail!(
-                "{}",
-                pick(
-                    format!(
-                        "{word} ({name}) has nothing to watch live, so it is not narrated: \
-                         run it with `cargo xtask e2e --exp {word}`; narrated: {known}"
-                    ),
-                    format!(
-                        "{word}（{name}）没有可以现场看的东西，所以没有讲解：\
-                         用 `cargo xtask e2e --exp {word}` 运行它；有讲解的：{known}"
-                    )
-                )
-            )
-        }
-    }
+    Ok(exp)
 }
 
 impl Narrated {

@@ -5,36 +5,20 @@
 //! desired and the controller running with the lab's own flags.
 
 use controller::metrics::{RECONCILES, WRITES};
-use std::time::Duration;
 
 use anyhow::{bail, ensure};
 use controller::{
     desired::Desired,
     reconcile::{LOG_CORRECTED, LOG_CREATED},
-    version,
 };
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use kube::{
-    Api,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
-};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
-
-mod pod;
-mod rbac;
-mod version_check;
-
-pub use version_check::kubectl_client_minor;
-use {rbac::least_privilege, version_check::version_matching};
 
 use labkit::{
     converge::{HEAL_WITHIN, delete_and_wait_gone, measure_until_desired, wait_desired, wait_idle},
     lab::Lab,
-    suite::{Experiment, Measured, RunsOn, entry, first_key},
+    suite::{Experiment, Measured, entry, first_key},
 };
 
 use labkit::eventually::{Check, eventually};
@@ -62,38 +46,13 @@ pub const ALL: &[Experiment] = &[
         "patch app.conf, add a key and a label → data put back, label kept"
     ),
     entry!(idempotent_rerun, ["rerun"], "restart twice while my-config is right → nothing written"),
-    entry!(
-        version_matching,
-        ["version"],
-        "client built for 1.X ↔ cluster 1.X (±1 allowed); kubectl; kind node image"
-    ),
     entry!(dedup, ["dedup"], "slow reconcile, five quick changes → fewer than five reconciles"),
-    entry!(no_hot_loop, ["hot-loop"], "1 s resync for 5 s → reconciles run, nothing is written"),
-    entry!(
-        least_privilege,
-        ["rbac"],
-        "the ServiceAccount may do exactly what the Role grants",
-        RunsOn::ClusterWide("it asks SubjectAccessReviews about the controller's ServiceAccount")
-    ),
-    entry!(
-        metrics_series_present_from_start,
-        ["metrics_complete", "metrics"],
-        "/metrics: every family prefixed my_controller_, every result and verb from the start, build_info"
-    ),
-    entry!(
-        pod_ready_non_root_read_only,
-        ["pod_contract", "pod"],
-        "the pod as the kubelet runs it: probes, image, user, read-only root, no capabilities, projected token",
-        RunsOn::Kind("the kubelet and the node's container runtime")
-    ),
 ];
 
 /// An experiment by test name or alias.
 pub fn find(name: &str) -> Option<&'static Experiment> {
     ALL.iter().find(|e| e.name == name || e.aliases.contains(&name))
 }
-
-pub use pod::pod_ready_non_root_read_only;
 
 /// Experiment 1: with my-config absent, start the controller → my-config
 /// appears with exactly the desired data.
@@ -272,95 +231,4 @@ async fn dedup_with_slow_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
         values: vec![("reconciles", reconciles.to_string())],
         ..Measured::default()
     })
-}
-
-/// With a 1 s resync, over 5 s reconciles keep running and nothing is written.
-pub async fn no_hot_loop(lab: &mut Lab) -> anyhow::Result<Measured> {
-    lab.restart_controller(&["--resync", "1s"]).await?;
-    let result = watch_quiet_resyncs(lab).await;
-    lab.restart_controller(&[]).await?;
-    result
-}
-
-async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
-    wait_desired(lab).await?;
-    let start = lab.metrics().await?;
-    let (writes0, reconciles0) = (start.sum(WRITES), start.sum(RECONCILES));
-    let began = Instant::now();
-    let window = Duration::from_secs(5);
-    let reconciles = eventually("5 s of resyncs", window + HEAL_WITHIN, || async {
-        let m = lab.metrics().await?;
-        let writes = m.sum(WRITES) - writes0;
-        if writes > 0.0 {
-            // A write here is a failure, not a state to wait out.
-            bail!("the controller wrote {writes} times while my-config was right");
-        }
-        let reconciles = m.sum(RECONCILES) - reconciles0;
-        Ok(Check::done_if(
-            began.elapsed() >= window && reconciles >= 4.0,
-            reconciles,
-            format!("{reconciles} reconciles after {:?}", began.elapsed()),
-        ))
-    })
-    .await;
-    // eventually() retries errors; a write must fail at once, so re-check.
-    let writes = lab.metrics().await?.sum(WRITES) - writes0;
-    ensure!(writes == 0.0, "the controller wrote {writes} times while my-config was right");
-    let reconciles = reconciles?;
-    Ok(Measured::said(format!(
-        "{reconciles} reconciles in {:.1} s, 0 writes",
-        began.elapsed().as_secs_f64()
-    )))
-}
-
-/// The controller's `/metrics` as a Prometheus user finds them: every family
-/// named `my_controller_…`, every labelled series there before it first
-/// moves (a rate over a series that appears later starts wrong), and
-/// `build_info` with the Kubernetes version it was built for.
-pub async fn metrics_series_present_from_start(lab: &mut Lab) -> anyhow::Result<Measured> {
-    use controller::metrics::{self as names, ReconcileResult, WriteVerb};
-    let text = lab.metrics_text().await?;
-    let scrape = labkit::metrics::Scrape::parse(&text);
-    let families: Vec<&str> =
-        text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next()).collect();
-    let stray: Vec<&&str> = families.iter().filter(|f| !f.starts_with("my_controller_")).collect();
-    ensure!(stray.is_empty(), "families without the prefix: {stray:?}");
-    let mut missing = Vec::new();
-    for result in ReconcileResult::ALL {
-        let label = format!("{result:?}");
-        if !text.contains(&format!("{}{{result=\"{label}\"}}", names::RECONCILES)) {
-            missing.push(format!("{}{{result={label}}}", names::RECONCILES));
-        }
-    }
-    for verb in WriteVerb::ALL {
-        let label = format!("{verb:?}");
-        if !text.contains(&format!("{}{{verb=\"{label}\"}}", names::WRITES)) {
-            missing.push(format!("{}{{verb={label}}}", names::WRITES));
-        }
-    }
-    for name in [
-        names::GIVE_UPS,
-        names::PANICS,
-        names::EVENTS_DROPPED,
-        names::IN_FLIGHT,
-        names::QUEUE_DEPTH,
-        names::QUEUE_DELAYED,
-    ] {
-        if !text.lines().any(|l| l.starts_with(name)) {
-            missing.push(name.to_string());
-        }
-    }
-    ensure!(missing.is_empty(), "series missing before they moved: {missing:?}");
-    let built_for = version::target();
-    ensure!(
-        text.lines().any(|l| l.starts_with(names::BUILD_INFO)
-            && l.contains(&format!("kubernetes=\"{built_for}\""))),
-        "no {} naming Kubernetes {built_for}",
-        names::BUILD_INFO
-    );
-    let series = scrape.series();
-    Ok(Measured::said(format!(
-        "{} families, {series} series, all my_controller_…; every result and verb from the start; build_info kubernetes={built_for}",
-        families.len()
-    )))
 }

@@ -215,7 +215,7 @@ fn same_images(listed: &[String], built: &[String]) -> Result<()> {
     ensure!(
         a == b,
         "kubeadm asks for {listed:?}, but this builder makes {built:?}: \
-         update the tags in xtask/src/lab/node_image/images.rs"
+         update the tags in maint/src/node_image/images.rs"
     );
     Ok(())
 }

@@ -12,9 +12,9 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::lab::Lab;
+use labkit::lab::Lab;
 
-use crate::project;
+use labkit::project;
 
 /// Labels that make the API server enforce (and warn about) "restricted".
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";

@@ -3,7 +3,9 @@
 
 use anyhow::{Context as _, bail, ensure};
 use controller::version::{self, Skew};
-use labkit::{command::Cmd, say::pick};
+use labkit::{say::pick, tools::kubectl_client_minor};
+
+use kube::{Api, api::ListParams};
 
 use super::*;
 
@@ -83,11 +85,4 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
         warnings,
         values: Vec::new(),
     })
-}
-
-/// kubectl's client minor version, when kubectl is on PATH and answers.
-pub fn kubectl_client_minor() -> Option<u32> {
-    let out = Cmd::argv(["kubectl", "version", "--client", "-o", "json"]).read().ok()?;
-    let info: serde_json::Value = serde_json::from_str(&out).ok()?;
-    controller::version::parse_minor(info["clientVersion"]["minor"].as_str()?)
 }

@@ -1,5 +1,11 @@
 //! Least privilege: the Role's exact grants, Pod Security "restricted".
 
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::{Api, api::PostParams};
+
 use super::*;
 
 /// Least privilege, two ways: the ServiceAccount may do exactly what the
@@ -9,7 +15,7 @@ use super::*;
 /// (kind).
 pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
     let rbac = rbac_reviews(lab).await?;
-    let pod = labkit::security::deployment_passes_restricted(lab).await?;
+    let pod = super::security::deployment_passes_restricted(lab).await?;
     Ok(Measured::said(format!("{rbac}; {pod}")))
 }
 
