@@ -2,7 +2,7 @@
 //! informer, typed work queue, the kick, 30 s resync), the peer of `cargo
 //! xtask bench --peer go`: the course's program as it prints it
 //! (`e2e/peers/course-verbatim/`) with the four changes of
-//! `e2e/peers/course-go.patch`, built by [`labkit::go_build`]; a
+//! `e2e/peers/course-go.patch`, built by [`crate::go_build`]; a
 //! controller-runtime reconciler; stage 2's kube-runtime `Controller`.
 //!
 //! Peers run as the lab's controller ServiceAccount, like my-controller, with
@@ -27,7 +27,7 @@ pub const COURSE_LABEL: &str = "course-go";
 /// The Go peer, built if its sources changed since the last build.
 pub fn course_go() -> Result<Spec> {
     let patch = project::root().join(COURSE_GO_PATCH);
-    let binary = labkit::go_build::build("course-go", COURSE_VERBATIM, Some(&patch))?;
+    let binary = crate::go_build::build("course-go", COURSE_VERBATIM, Some(&patch))?;
     let go_mod = project::root().join(COURSE_VERBATIM).join("go.mod");
     let version = client_go_version(
         &std::fs::read_to_string(&go_mod)
@@ -46,7 +46,7 @@ pub const CONTROLLER_RUNTIME: &str = "e2e/peers/controller-runtime";
 
 /// The controller-runtime peer, built if its sources changed.
 pub fn controller_runtime() -> Result<Spec> {
-    let binary = labkit::go_build::build("controller-runtime", CONTROLLER_RUNTIME, None)?;
+    let binary = crate::go_build::build("controller-runtime", CONTROLLER_RUNTIME, None)?;
     let go_mod = std::fs::read_to_string(project::root().join(CONTROLLER_RUNTIME).join("go.mod"))?;
     let version = go_mod
         .lines()

@@ -324,7 +324,7 @@ async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
     let mut running = Running::start(lab, "step4_controller")?;
     running.until("cache synced", |l| l.contains("cache synced")).await?;
     labkit::converge::wait_desired(lab).await?;
-    let etcd = labkit::etcd::Etcd::new(lab.etcd_client_addr()?);
+    let etcd = crate::etcd::Etcd::new(lab.etcd_client_addr()?);
     let key =
         format!("/registry/configmaps/{}/{}", lab.desired().namespace(), lab.desired().name());
     crate::faults::control_plane::compact_while_down(lab, &etcd, &[&key]).await?;

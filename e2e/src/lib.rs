@@ -6,11 +6,13 @@
 //! | module       | holds                                                      |
 //! |--------------|------------------------------------------------------------|
 //! | [`checks`]   | versions, no hot loop, least privilege, metrics, the pod   |
+//! | [`etcd`]     | etcd's JSON gateway, for the faults and step 4's relist     |
 //! | [`faults`]   | the controller keeping its promise when things go wrong    |
 //! | [`examples`] | the course's step programs, run as a learner runs them     |
 //! | [`pages`]    | the course pages, typed as a learner types them            |
 
 pub mod checks;
+pub mod etcd;
 pub mod examples;
 pub mod faults;
 pub mod pages;

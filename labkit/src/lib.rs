@@ -11,32 +11,35 @@
 //! | [`record`]        | the one record of what a lab or room made on a cluster       |
 //! | [`owned`]         | making and deleting objects only as that record says         |
 //! | [`say`]           | the kit's language and its `progress!` lines                 |
-//! | [`json_doc`]      | the `-o json` documents against docs/output.md               |
 //! | [`kind_releases`] | the table of kind releases and node images                   |
 //! | [`test_hook`]     | the interrupt tests' hook                                    |
 //! | [`lab`]           | the handle on a running lab, found through its `lab.json`    |
 //! | [`deployment`]    | the controller as a Deployment, and rollout waits            |
 //! | [`suite`], [`results`] | an experiment's registry entry; its outcome as a JSON line |
 //! | [`converge`]      | waits for the controller to converge, and how long it took   |
-//! | [`cluster`]       | a cluster's objects, to compare before and after             |
 //! | [`accounts`], [`pki`] | ServiceAccount tokens; the envtest lab's CA and client certificates |
 //! | [`stage2`]        | stage 2 on a lab: its CRD, RBAC and account                  |
-//! | [`etcd`], [`http_probe`], [`metrics`], [`node`] | etcd's JSON gateway, plain-HTTP requests, `/metrics`, a kind node's crictl |
-//! | [`go_build`]      | the Go programs the kit builds (the course's, the peers)     |
+//! | [`http_probe`], [`metrics`], [`node`] | plain-HTTP requests, `/metrics`, a kind node's crictl |
 //! | [`files`], [`fingerprint`], [`tools`] | files' permissions, build inputs' fingerprints, where a program is |
+//!
+//! Test support, for tests only (the `test-support` feature of a dev-dependency):
+//! `json_doc` holds the `-o json` documents against docs/output.md, `english` finds
+//! English left in a Chinese output, `cluster` a cluster's objects to compare before and after.
 
 pub mod accounts;
 pub mod apply;
+#[cfg(any(test, feature = "test-support"))]
 pub mod cluster;
 pub mod command;
 pub mod converge;
 pub mod deployment;
-pub mod etcd;
+#[cfg(any(test, feature = "test-support"))]
+pub mod english;
 pub mod eventually;
 pub mod files;
 pub mod fingerprint;
-pub mod go_build;
 pub mod http_probe;
+#[cfg(any(test, feature = "test-support"))]
 pub mod json_doc;
 pub mod kind_releases;
 pub mod lab;

@@ -309,10 +309,7 @@ mod tests {
         // kube-apiserver and etcd by path, found as lab::binaries finds them.
         let quote = '"';
         let openings = [format!("&[{quote}"), format!("argv([{quote}")];
-        let sources = [
-            include_str!("doctor.rs"),
-            include_str!("../../labkit/src/tools.rs"),
-        ];
+        let sources = [include_str!("doctor.rs"), include_str!("../../labkit/src/tools.rs")];
         let mut run: BTreeSet<String> = sources
             .iter()
             .flat_map(|s| openings.iter().flat_map(move |o| s.split(o.as_str()).skip(1)))

@@ -690,7 +690,7 @@ mod tests {
     fn the_chinese_file_has_no_english_sentence() {
         let zh = Lang::Zh.narrations();
         let names: Vec<&str> = names().collect();
-        let allowed = labkit::say::Allowed { names: &names, ..Default::default() };
+        let allowed = labkit::english::Allowed { names: &names, ..Default::default() };
         let mut texts: Vec<&String> = zh.labels.values().chain(zh.texts.values()).collect();
         for exp in &zh.experiment {
             let reaction = match &exp.reaction {
@@ -701,7 +701,7 @@ mod tests {
             texts.extend(exp.by_hand.iter().map(|h| &h.why));
         }
         for text in texts {
-            let english = labkit::say::english_words(text, allowed);
+            let english = labkit::english::english_words(text, allowed);
             assert!(english.is_empty(), "xtask/exp/zh-CN.toml: English {english:?} in {text}");
         }
     }

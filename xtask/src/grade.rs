@@ -547,7 +547,7 @@ mod tests {
         }
         let tables = [&zh.rows, &zh.seen, &zh.hints, &zh.texts, &zh.refused, &zh.stops];
         for (key, text) in tables.into_iter().flatten() {
-            let english = labkit::say::english_words(text, Default::default());
+            let english = labkit::english::english_words(text, Default::default());
             assert!(english.is_empty(), "zh-CN.toml {key}: English {english:?} in {text}");
         }
     }

@@ -12,9 +12,9 @@ mod common;
 
 use std::{path::PathBuf, time::Duration};
 
+use bench::go_build;
 use common::{lab, xtask};
 use e2e::pages;
-use labkit::go_build;
 use labkit::{
     command::{Cmd, cargo},
     eventually::{Check, eventually},

@@ -18,10 +18,10 @@ use super::{
     ensure_not_restarted, heal_after_delete, lines_with, ms, rbac::retry_delay_ms, secs, someone,
     starts, then_restore,
 };
+use crate::etcd::Etcd;
 use labkit::eventually::{Check, eventually, throughout};
 use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
-    etcd::Etcd,
     lab::{API_SERVER, CONTROLLER, Lab},
     suite::Measured,
 };

@@ -64,6 +64,11 @@ fn collect(src: &Path, file: &Path, module: ModPath, files: &mut BTreeMap<ModPat
     files.insert(module, parsed);
 }
 
+/// The attributes that compile an item for tests alone: `cfg(test)`, and the
+/// test support other crates' tests turn on (labkit's `test-support`).
+pub(super) const TEST_ONLY: [&str; 2] =
+    ["#[cfg(test)]", r#"#[cfg(any(test, feature = "test-support"))]"#];
+
 pub(super) fn is_test_only(item: &syn::Item) -> bool {
     let attrs = match item {
         syn::Item::Mod(m) => &m.attrs,
@@ -72,8 +77,13 @@ pub(super) fn is_test_only(item: &syn::Item) -> bool {
         syn::Item::Impl(i) => &i.attrs,
         _ => return false,
     };
-    attrs.iter().any(|a| {
-        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+    let bare = |text: &str| text.replace(' ', "");
+    attrs.iter().any(|a| match &a.meta {
+        syn::Meta::List(list) if list.path.is_ident("cfg") => {
+            let written = format!("#[cfg({})]", list.tokens);
+            TEST_ONLY.iter().any(|t| bare(t) == bare(&written))
+        }
+        _ => false,
     })
 }
 

@@ -16,7 +16,8 @@ const MAX_FN_LINES: usize = 80;
 
 /// A file that is tests only: under a `tests/` folder, a `tests.rs`, a
 /// module that is `#![cfg(test)]` (itself, or the folder's `mod.rs`), or one
-/// its parent declares under `#[cfg(test)]` (a mock API server, say).
+/// its parent declares for tests alone (a mock API server, labkit's test
+/// support: [`super::modules::TEST_ONLY`]).
 fn tests_only(file: &str) -> bool {
     let test_module = |f: &str| read(f).contains("#![cfg(test)]");
     let folder = Path::new(file).parent();
@@ -34,7 +35,9 @@ fn tests_only(file: &str) -> bool {
         let text = read(parent);
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
         let declaration = format!("mod {name};");
-        lines.windows(2).any(|w| w[0] == "#[cfg(test)]" && w[1].ends_with(&declaration))
+        lines
+            .windows(2)
+            .any(|w| super::modules::TEST_ONLY.contains(&w[0]) && w[1].ends_with(&declaration))
     };
     file.contains("/tests/")
         || file.ends_with("/tests.rs")
@@ -84,7 +87,7 @@ const GOALS: (usize, usize) = (11_000, 16_500);
 
 /// Ceilings that only come down: today's measure, lowered as code is removed
 /// (a change that adds lines past them fails here and says the goal).
-const CEILINGS: (usize, usize) = (14_602, 23_121);
+const CEILINGS: (usize, usize) = (14_293, 22_921);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {

@@ -56,7 +56,7 @@ pub fn without_cargo(text: &str) -> String {
 }
 
 /// `text`, what a verb run with `--lang zh` printed, holds no English
-/// sentence ([`labkit::say::english_in`]): the narration's "by hand"
+/// sentence ([`labkit::english::english_in`]): the narration's "by hand"
 /// commands, the experiments' names, command lines, the program's own lines
 /// and identifiers aside.
 pub fn assert_chinese(verb: &str, text: &str) {
@@ -64,8 +64,8 @@ pub fn assert_chinese(verb: &str, text: &str) {
     let by_hand = narration["labels"]["by_hand"].as_str().expect("[labels] by_hand");
     let experiments = narration["experiment"].as_array().expect("[[experiment]]");
     let names: Vec<&str> = experiments.iter().filter_map(|e| e["short"].as_str()).collect();
-    let allowed = labkit::say::Allowed { commands_after: &[by_hand], names: &names };
-    let english = labkit::say::english_in(text, allowed);
+    let allowed = labkit::english::Allowed { commands_after: &[by_hand], names: &names };
+    let english = labkit::english::english_in(text, allowed);
     assert!(
         english.is_empty(),
         "`{verb}` in Chinese printed English:\n{}\n\nall of it:\n{text}",

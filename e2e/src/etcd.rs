@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use crate::http_probe;
+use labkit::http_probe;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::{command::Cmd, fingerprint::sha256_hex, project};
+use labkit::{command::Cmd, fingerprint::sha256_hex, project};
 
 /// The module's files that decide the build.
 const SOURCES: [&str; 3] = ["go.mod", "go.sum", "main.go"];
