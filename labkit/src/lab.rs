@@ -7,10 +7,10 @@ use std::{
     future::Future,
     net::{Ipv4Addr, SocketAddr},
     path::Path,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use anyhow::{Context as _, anyhow, bail, ensure};
+use anyhow::{Context as _, anyhow, bail};
 use controller::{connect, desired::Desired};
 use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
 use kube::{
@@ -22,6 +22,8 @@ use kube::{
 use crate::{deployment::DeploymentHost, http_probe, metrics::Scrape};
 
 mod borrowed;
+#[cfg(any(test, feature = "test-support"))]
+mod controls;
 mod logs;
 pub mod probes;
 mod said;
@@ -250,46 +252,6 @@ impl Lab {
         }
     }
 
-    /// Kills kube-apiserver (see [`Lab::stop_process`]) and starts it again
-    /// with the lab's flags plus `extra`, waiting for its `/readyz`. Returns
-    /// how long it was away. On kind: its static pod's container is killed in
-    /// the node (`crictl stop --timeout 0`, `crictl rm`) and the kubelet starts
-    /// a new one.
-    pub async fn restart_api_server(&mut self, extra: &[&str]) -> anyhow::Result<Duration> {
-        let began = Instant::now();
-        if let Some(kind) = self.file.kind() {
-            ensure!(extra.is_empty(), "a kind lab's API server runs on kubeadm's flags only");
-            let node = crate::node::Node::new(&kind.node);
-            let old = node.container_id("kube-apiserver")?;
-            node.kill_container(&old)?;
-            let client = self.client();
-            eventually("kube-apiserver to run again and be ready", READY_WITHIN, || {
-                let (node, old, client) = (&node, &old, client.clone());
-                async move {
-                    let now = node.container_id("kube-apiserver").unwrap_or_default();
-                    if now.is_empty() || now == *old {
-                        return Ok(Check::NotYet(format!("container {old} not replaced yet")));
-                    }
-                    api_server_ready(client).await
-                }
-            })
-            .await?;
-        } else {
-            self.stop_process(API_SERVER).await?;
-            self.start_api_server(extra).await?;
-        }
-        Ok(began.elapsed())
-    }
-
-    /// Who the controller is: its pid (envtest), or its pod and that pod's
-    /// restart count (kind). Another answer later means it was restarted.
-    pub async fn controller_identity(&self) -> anyhow::Result<String> {
-        match self.deployment() {
-            Some(deployment) => deployment.identity().await,
-            None => Ok(format!("pid {}", self.controller_pid()?)),
-        }
-    }
-
     /// Whether the controller runs (envtest: its process; kind: a ready pod).
     pub async fn controller_running(&self) -> anyhow::Result<bool> {
         match self.deployment() {
@@ -359,26 +321,6 @@ impl Lab {
         let run = self.log_end();
         self.start_ready(CONTROLLER, extra).await?;
         Ok(run)
-    }
-
-    /// Starts the controller like [`Lab::start_controller`] but returns at
-    /// once: for a start that cannot become ready yet (the API server is down).
-    pub async fn start_controller_without_waiting(
-        &mut self,
-        extra: &[&str],
-    ) -> anyhow::Result<ControllerRun> {
-        let run = self.log_end();
-        self.start_process(CONTROLLER, extra).await?;
-        Ok(run)
-    }
-
-    /// The controller's command line from lab.json plus `extra`: for a test
-    /// that must own the process to read its exit status (a detached one's
-    /// status is lost). Not recorded in lab.json; it listens on the lab
-    /// controller's port, so stop that one first.
-    pub fn controller_command(&self, extra: &[&str]) -> anyhow::Result<Cmd> {
-        let spec = self.process(CONTROLLER)?;
-        Ok(Cmd::new(spec.binary.display().to_string()).args(&spec.args).args(extra))
     }
 
     /// Stop, then start with `extra` flags (kind: `rollout restart`, which

@@ -19,12 +19,14 @@
 //! | [`converge`]      | waits for the controller to converge, and how long it took   |
 //! | [`accounts`], [`pki`] | ServiceAccount tokens; the envtest lab's CA and client certificates |
 //! | [`stage2`]        | stage 2 on a lab: its CRD, RBAC and account                  |
-//! | [`http_probe`], [`metrics`], [`node`] | plain-HTTP requests, `/metrics`, a kind node's crictl |
+//! | [`http_probe`], [`metrics`] | plain-HTTP requests, `/metrics`                      |
 //! | [`files`], [`fingerprint`], [`tools`] | files' permissions, build inputs' fingerprints, where a program is |
 //!
 //! Test support, for tests only (the `test-support` feature of a dev-dependency):
 //! `json_doc` holds the `-o json` documents against docs/output.md, `english` finds
-//! English left in a Chinese output, `cluster` a cluster's objects to compare before and after.
+//! English left in a Chinese output, `cluster` a cluster's objects to compare before and after,
+//! `node` a kind node's crictl; and what only the faults do to a lab (`lab/controls.rs`,
+//! `deployment/controls.rs`).
 
 pub mod accounts;
 pub mod apply;
@@ -45,6 +47,7 @@ pub mod kind_releases;
 pub mod lab;
 pub mod lab_file;
 pub mod metrics;
+#[cfg(any(test, feature = "test-support"))]
 pub mod node;
 pub mod owned;
 pub mod pki;
