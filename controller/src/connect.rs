@@ -143,7 +143,7 @@ pub fn refuse_proxy(config: &Config, env: impl Fn(&str) -> Option<String>) -> Re
 ///
 /// Kept from kube's stack: the base URI, the authentication layer, extra and
 /// impersonation headers, the retry of 429/503/504, the connect/read/write
-/// timeouts, a debug span per request ([`trace_layer`]). An exec plugin that
+/// timeouts, a debug span per request. An exec plugin that
 /// hands out expiring client certificates needs kube's own bookkeeping of the
 /// expiry (`Client::valid_until`), so such a kubeconfig keeps kube's default
 /// stack.
@@ -170,56 +170,28 @@ pub fn build(config: Config) -> kube::Result<Client> {
         .option_layer(retry)
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
-        .layer(trace_layer())
+        // A debug span per request and a line per answer, under the target
+        // `kube::client`, as kube's own stack traces them (`RUST_LOG=kube=debug`).
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(|request: &http::Request<kube::client::Body>| {
+                    tracing::debug_span!(target: "kube::client", "HTTP", method = %request.method(), url = %request.uri())
+                })
+                .on_request(())
+                .on_response(
+                    |response: &http::Response<_>,
+                     took: std::time::Duration,
+                     _: &tracing::Span| {
+                        tracing::debug!(target: "kube::client", status = response.status().as_u16(), ?took, "answered");
+                    },
+                )
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
         .map_err(tower::BoxError::from)
         .service(hyper);
     Ok(Client::new(service, config.default_namespace))
-}
-
-/// A debug span per request and a line per answer, under the target
-/// `kube::client` — as kube's own stack traces its requests, so that
-/// `RUST_LOG=kube=debug` shows them here too.
-type Trace = tower_http::trace::TraceLayer<
-    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
-    RequestSpan,
-    (),
-    Answered,
-    (),
-    (),
-    (),
->;
-
-fn trace_layer() -> Trace {
-    tower_http::trace::TraceLayer::new_for_http()
-        .make_span_with(RequestSpan)
-        .on_request(())
-        .on_response(Answered)
-        .on_body_chunk(())
-        .on_eos(())
-        .on_failure(())
-}
-
-#[derive(Clone, Copy)]
-struct RequestSpan;
-
-impl<B> tower_http::trace::MakeSpan<B> for RequestSpan {
-    fn make_span(&mut self, request: &http::Request<B>) -> tracing::Span {
-        tracing::debug_span!(target: "kube::client", "HTTP", method = %request.method(), url = %request.uri())
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Answered;
-
-impl<B> tower_http::trace::OnResponse<B> for Answered {
-    fn on_response(
-        self,
-        response: &http::Response<B>,
-        took: std::time::Duration,
-        _: &tracing::Span,
-    ) {
-        tracing::debug!(target: "kube::client", status = response.status().as_u16(), ?took, "answered");
-    }
 }
 
 /// The TCP connector of the stack: `TCP_NODELAY` (see [`build`]), and TCP

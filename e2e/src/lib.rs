@@ -18,8 +18,12 @@ pub mod faults;
 pub mod pages;
 
 use grader::experiments;
-use labkit::{lab, results, suite};
-use std::time::Instant;
+use labkit::{
+    lab,
+    results::{self, Outcome},
+    suite,
+};
+use std::time::{Duration, Instant};
 
 /// Everything the suite runs, in its order: experiments, faults, examples.
 pub fn all() -> impl Iterator<Item = &'static suite::Experiment> {
@@ -45,7 +49,11 @@ pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
         // Said in one line and counted by the summary: never a silent skip.
         if let Some(why) = experiment.runs_on.skip_reason(lab.file()) {
             eprintln!("{name}: {why}");
-            results::append(&results::Outcome::not_run(name, &why));
+            append(&Outcome {
+                detail: why.clone(),
+                not_run: Some(why),
+                ..outcome(name, Duration::ZERO)
+            });
             return Ok(());
         }
         let started = Instant::now();
@@ -63,7 +71,7 @@ pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
             (Ok(_), Err(e)) => Err(e.context("could not restore the lab")),
             (result, _) => result,
         };
-        results::append(&results::Outcome::new(name, &result, wall));
+        append(&measured(name, &result, wall));
         match result {
             Ok(measured) => {
                 for warning in &measured.warnings {
@@ -76,4 +84,43 @@ pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
         }
     });
     outcome.map_err(|message| format!("{name} failed: {message}"))
+}
+
+/// An outcome with its name and wall time: the rest is the run's.
+fn outcome(name: &str, wall: Duration) -> Outcome {
+    Outcome { experiment: name.to_string(), wall_s: wall.as_secs_f64(), ..Outcome::default() }
+}
+
+/// What a run measured, or why it failed (the error's first line).
+fn measured(name: &str, result: &anyhow::Result<suite::Measured>, wall: Duration) -> Outcome {
+    let base = outcome(name, wall);
+    match result {
+        Ok(m) => Outcome {
+            passed: true,
+            latency_ms: m.latency.map(|l| l.as_secs_f64() * 1000.0),
+            detail: m.detail.clone(),
+            warnings: m.warnings.clone(),
+            ..base
+        },
+        Err(e) => {
+            Outcome { detail: format!("{e:#}").lines().next().unwrap_or_default().into(), ..base }
+        }
+    }
+}
+
+/// Appends an outcome to `$E2E_RESULTS`; does nothing when it is unset.
+fn append(outcome: &Outcome) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os(results::RESULTS_ENV) else {
+        return;
+    };
+    let line = serde_json::to_string(outcome).expect("plain data");
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| writeln!(f, "{line}"));
+    if let Err(e) = written {
+        eprintln!("cannot record the result in {}: {e}", path.to_string_lossy());
+    }
 }

@@ -1,12 +1,8 @@
 //! Each experiment's outcome as one JSON line in the file named by
-//! `$E2E_RESULTS` (when set), so `cargo xtask e2e` can print a summary table
-//! of a `cargo test` run.
-
-use std::{io::Write, time::Duration};
+//! `$E2E_RESULTS` (when set; the e2e suite writes it), so `cargo xtask e2e`
+//! can print a summary table of a `cargo test` run.
 
 use serde::{Deserialize, Serialize};
-
-use crate::suite::Measured;
 
 /// The variable naming the results file.
 pub const RESULTS_ENV: &str = "E2E_RESULTS";
@@ -27,52 +23,7 @@ pub struct Outcome {
     pub not_run: Option<String>,
 }
 
-impl Outcome {
-    pub fn new(experiment: &str, result: &anyhow::Result<Measured>, wall: Duration) -> Self {
-        let base = Outcome {
-            experiment: experiment.to_string(),
-            wall_s: wall.as_secs_f64(),
-            ..Outcome::default()
-        };
-        match result {
-            Ok(m) => Outcome {
-                passed: true,
-                latency_ms: m.latency.map(|l| l.as_secs_f64() * 1000.0),
-                detail: m.detail.clone(),
-                warnings: m.warnings.clone(),
-                ..base
-            },
-            Err(e) => Outcome {
-                detail: format!("{e:#}").lines().next().unwrap_or_default().to_string(),
-                ..base
-            },
-        }
-    }
-
-    /// An experiment that does not apply to this lab, and why.
-    pub fn not_run(experiment: &str, why: &str) -> Self {
-        let (experiment, detail) = (experiment.to_string(), why.to_string());
-        Outcome { experiment, detail, not_run: Some(why.to_string()), ..Outcome::default() }
-    }
-}
-
-/// Appends an outcome to `$E2E_RESULTS`; does nothing when it is unset.
-pub fn append(outcome: &Outcome) {
-    let Some(path) = std::env::var_os(RESULTS_ENV) else {
-        return;
-    };
-    let line = serde_json::to_string(outcome).expect("plain data");
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| writeln!(f, "{line}"));
-    if let Err(e) = written {
-        eprintln!("cannot record the result in {}: {e}", path.to_string_lossy());
-    }
-}
-
-/// Reads a results file written by [`append`].
+/// Reads a results file the e2e suite wrote (`e2e::run_test`).
 pub fn read(path: &std::path::Path) -> anyhow::Result<Vec<Outcome>> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| Ok(serde_json::from_str(l)?)).collect()
