@@ -66,6 +66,14 @@ pub struct Lab {
     record: Option<Shared>,
 }
 
+/// The lab file of the lab called `name`; an error saying how to start it
+/// when that lab is not up.
+pub fn file_of(name: &str) -> anyhow::Result<LabFile> {
+    let state_dir = project::lab_dir(name);
+    LabFile::read(&state_dir)?
+        .ok_or_else(|| anyhow!("{}", said::not_up(name, &LabFile::path(&state_dir))))
+}
+
 /// The admin client, and the same without kube's retries (see [`Lab`]).
 async fn clients(kubeconfig: &Path) -> anyhow::Result<(Client, Client)> {
     let client = connect::client(Some(kubeconfig)).await.map_err(anyhow::Error::msg)?;
@@ -106,9 +114,7 @@ impl Lab {
     /// the name as a flag (`cargo xtask exp --name …`) rather than from the
     /// environment.
     pub async fn find_named(name: &str) -> anyhow::Result<Lab> {
-        let state_dir = project::lab_dir(name);
-        let file = LabFile::read(&state_dir)?
-            .ok_or_else(|| anyhow!("{}", said::not_up(name, &LabFile::path(&state_dir))))?;
+        let file = file_of(name)?;
         let (client, probe) = clients(&file.admin_kubeconfig).await?;
         let answered = client.apiserver_version().await;
         answered.with_context(|| said::silent(name, &file.api_server_url))?;

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::{Context, Result, bail};
-use labkit::lab_file::{LabFile, ProviderKind};
+use labkit::lab_file::ProviderKind;
 use labkit::results::{self, Outcome};
 use serde_json::json;
 
@@ -22,9 +22,7 @@ const SUITE_BAR_SECONDS: f64 = 150.0;
 
 /// Runs the suite (or the one experiment `only`) against lab `name`.
 pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
-    let Some(lab) = LabFile::read(&labkit::project::lab_dir(name))? else {
-        bail!("no lab named {name} is up: run `cargo xtask lab up --name {name}` first");
-    };
+    let lab = labkit::lab::file_of(name)?;
     let results = results_file(name)?;
     // The course's examples run as binaries (e2e::examples), and so
     // does a second my-controller beside the lab's (faults: second_writer_paced).

@@ -29,7 +29,7 @@ use labkit::{
 use labkit::{
     converge::wait_idle,
     deployment::{NAME as DEPLOYMENT, NAMESPACE as DEPLOYMENT_NAMESPACE, PORT, SELECTOR},
-    lab::{self, DEFAULT_NAME, Lab},
+    lab::{self, Lab},
     suite::{Experiment, Measured, first_key},
 };
 use serde::Deserialize;
@@ -187,9 +187,6 @@ pub async fn run(lab_name: &str, exp: Option<&str>, lang: Lang) -> Result<ExitCo
 pub async fn print_by_hand(lab_name: &str, exp: &str, lang: Lang) -> Result<ExitCode> {
     let words = lang.narrations();
     let exp = in_language(resolve(exp)?, words);
-    if LabFile::read(&labkit::project::lab_dir(lab_name))?.is_none() {
-        bail!("no lab named {lab_name} is up: run `{}` first", lab_up(lab_name));
-    }
     let lab = Lab::find_named(lab_name).await?;
     for line in Hand::new(lab.file(), lab.desired(), words).commands(&exp.by_hand) {
         println!("{line}");
@@ -204,16 +201,6 @@ pub async fn print_by_hand(lab_name: &str, exp: &str, lang: Lang) -> Result<Exit
 pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCode, String)> {
     let words = lang.narrations();
     let exp = in_language(resolve(exp)?, words);
-    if LabFile::read(&labkit::project::lab_dir(lab_name))?.is_none() {
-        let up = lab_up(lab_name);
-        bail!(
-            "{}",
-            pick(
-                format!("no lab named {lab_name} is up: run `{up}` first"),
-                format!("没有叫 {lab_name} 的实验环境在运行：先运行 `{up}`")
-            )
-        );
-    }
     let mut lab = Lab::find_named(lab_name).await?;
     let mut out = Transcript::default();
     // A person may have stopped the controller to try something by hand.
@@ -295,15 +282,6 @@ fn in_language(exp: &Narrated, words: &'static Narrations) -> &'static Narrated 
     words.experiment.iter().find(|n| n.test_name == exp.test_name).unwrap_or_else(|| {
         panic!("{} is in every language's file (a unit test checks)", exp.test_name)
     })
-}
-
-/// `cargo xtask lab up`, with `--name` when it is not the default lab.
-fn lab_up(lab_name: &str) -> String {
-    if lab_name == DEFAULT_NAME {
-        "cargo xtask lab up".into()
-    } else {
-        format!("cargo xtask lab up --name {lab_name}")
-    }
 }
 
 /// An experiment by any name the suite accepts for it (`heal`, `self-heal`,

@@ -8,9 +8,13 @@ use crate::say::pick;
 /// No lab of that name: its lab file `path` is not there.
 pub(super) fn not_up(name: &str, path: &Path) -> String {
     let path = path.display();
+    let up = match name {
+        super::DEFAULT_NAME => "cargo xtask lab up".to_string(),
+        _ => format!("cargo xtask lab up --name {name}"),
+    };
     pick(
-        format!("no lab named {name} is up (no {path}): run `cargo xtask lab up` first"),
-        format!("没有叫 {name} 的实验环境在运行（没有 {path}）：先运行 `cargo xtask lab up`"),
+        format!("no lab named {name} is up (no {path}): run `{up}` first"),
+        format!("没有叫 {name} 的实验环境在运行（没有 {path}）：先运行 `{up}`"),
     )
 }
 

@@ -62,9 +62,7 @@ pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
 /// `lab logs [-f]`: the controller pod's log.
 pub async fn logs(name: &str, follow: bool) -> Result<()> {
     use futures::{AsyncBufReadExt, TryStreamExt};
-    let lab = LabFile::read(&labkit::project::lab_dir(name))?.with_context(|| {
-        format!("lab {name} is not up (`cargo xtask lab status --name {name}`)")
-    })?;
+    let lab = labkit::lab::file_of(name)?;
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
     let pod = controller_pod(&client, &lab)
         .await?

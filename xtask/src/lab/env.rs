@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use labkit::{command::shell_quote, lab_file::LabFile};
 
 /// `KIT` (this repository: `cargo xtask` runs there, `$KIT/workqueue` is the
@@ -20,10 +20,8 @@ pub fn exports(lab: &LabFile) -> Vec<String> {
 }
 
 pub fn run(name: &str) -> Result<ExitCode> {
-    let Some(lab) = LabFile::read(&labkit::project::lab_dir(name))? else {
-        // Nothing on stdout: an `eval` of it changes nothing.
-        bail!("no lab named {name} is up: `cargo xtask lab up --name {name}` starts one");
-    };
+    // Not up: nothing on stdout, so that an `eval` of it changes nothing.
+    let lab = labkit::lab::file_of(name)?;
     for line in exports(&lab) {
         println!("{line}");
     }
