@@ -28,14 +28,16 @@ pub async fn run(name: &str, format: Format) -> Result<ExitCode> {
         };
         match format {
             Format::Text => println!("{text}"),
-            Format::Json => output::print_json(&absent(name, state, &dir))?,
+            Format::Json => output::print_json(&document(name, state, &dir, None))?,
         }
         return Ok(ExitCode::FAILURE);
     };
     let health = providers::of(lab.provider()).status(&lab).await?;
     match format {
         Format::Text => print_text(&lab, &health),
-        Format::Json => output::print_json(&document(&lab, &health))?,
+        Format::Json => {
+            output::print_json(&document(name, "up", &lab.state_dir, Some((&lab, &health))))?
+        }
     }
     Ok(if health.healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -69,43 +71,33 @@ fn print_text(lab: &LabFile, health: &Health) {
     }
 }
 
-/// `lab status -o json` of a lab that is up (healthy or not).
-fn document(lab: &LabFile, health: &Health) -> serde_json::Value {
-    json!({
-        "schema": SCHEMA,
-        "name": lab.name,
-        "state": "up",
-        "healthy": health.healthy,
-        "provider": lab.provider().to_string(),
-        "state_dir": lab.state_dir.display().to_string(),
-        "parts": health.lines,
-        "api_server": lab.api_server_url,
-        "kubernetes_version": lab.kubernetes_version,
-        "admin_kubeconfig": lab.admin_kubeconfig.display().to_string(),
-        "controller": {
-            "kubeconfig": lab.controller.kubeconfig.display().to_string(),
-            "service_account": lab.controller.service_account,
-            "token_expires": lab.controller.token_expires,
-            "log": lab.controller.log.display().to_string(),
-        },
-    })
-}
-
-/// `lab status -o json` of a lab that is not up: `state` says why
-/// (`absent`, `incomplete`), and what only a lab has is null.
-fn absent(name: &str, state: &str, dir: &std::path::Path) -> serde_json::Value {
+/// `lab status -o json`: of a lab that is up (healthy or not), or of one that
+/// is not, whose `state` says why (`absent`, `incomplete`) and whose other
+/// fields are null.
+fn document(
+    name: &str,
+    state: &str,
+    dir: &std::path::Path,
+    up: Option<(&LabFile, &Health)>,
+) -> serde_json::Value {
+    let lab = up.map(|(lab, _)| lab);
     json!({
         "schema": SCHEMA,
         "name": name,
         "state": state,
-        "healthy": false,
-        "provider": null,
+        "healthy": up.is_some_and(|(_, health)| health.healthy),
+        "provider": lab.map(|lab| lab.provider().to_string()),
         "state_dir": dir.display().to_string(),
-        "parts": [],
-        "api_server": null,
-        "kubernetes_version": null,
-        "admin_kubeconfig": null,
-        "controller": null,
+        "parts": up.map_or(&[][..], |(_, health)| &health.lines[..]),
+        "api_server": lab.map(|lab| &lab.api_server_url),
+        "kubernetes_version": lab.map(|lab| &lab.kubernetes_version),
+        "admin_kubeconfig": lab.map(|lab| lab.admin_kubeconfig.display().to_string()),
+        "controller": lab.map(|lab| json!({
+            "kubeconfig": lab.controller.kubeconfig.display().to_string(),
+            "service_account": lab.controller.service_account,
+            "token_expires": lab.controller.token_expires,
+            "log": lab.controller.log.display().to_string(),
+        })),
     })
 }
 
@@ -117,7 +109,8 @@ mod tests {
     /// (xtask/tests/envtest_lab.rs); this is the document of one that is not.
     #[test]
     fn the_document_of_an_absent_lab_has_the_documented_fields() {
-        let document = absent("nolab", "absent", std::path::Path::new("/x/target/lab/nolab"));
+        let document =
+            document("nolab", "absent", std::path::Path::new("/x/target/lab/nolab"), None);
         labkit::json_doc::assert_documented(&document);
         assert_eq!(document["state"], "absent");
     }
