@@ -63,11 +63,16 @@ pub async fn create_on_start(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.start_controller(&[]).await?;
     wait_desired(lab).await?;
     let latency = started.elapsed();
-    let metrics = lab.metrics().await?;
+    // The watch can show my-config before the create's answer reaches the
+    // controller, which counts it then: the count is waited for, not read once.
+    let creates = eventually("the new controller to count its create", HEAL_WITHIN, || async {
+        let creates = lab.metrics().await?.get(WRITES, &[("verb", "create")]);
+        Ok(Check::done_if(creates >= 1.0, creates, format!("{creates} creates in its /metrics")))
+    })
+    .await?;
     ensure!(
-        metrics.get(WRITES, &[("verb", "create")]) == 1.0,
-        "expected exactly one create from the new controller, metrics say {}",
-        metrics.get(WRITES, &[("verb", "create")])
+        creates == 1.0,
+        "expected exactly one create from the new controller, metrics say {creates}"
     );
     Ok(Measured::took(
         latency,
