@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure};
 use controller::{
-    metrics::RECONCILES,
+    metrics::{IN_FLIGHT, RECONCILES},
     runner::{LOG_RELISTED, LOG_UNREACHABLE, LOG_WATCH_FAILED},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -301,6 +301,14 @@ pub async fn reconcile_cannot_hang(lab: &mut Lab) -> anyhow::Result<Measured> {
 async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.restart_controller(HANG_FLAGS).await?;
     wait_desired(lab).await?;
+    // The startup reconcile over first: the one in flight at the freeze is then the drift's,
+    // started from a cache that holds the drift (else the freeze may beat the drift's event).
+    eventually("the startup reconcile to end", HEAL_WITHIN, || async {
+        let m = lab.metrics().await?;
+        let over = m.sum(IN_FLIGHT) == 0.0 && m.sum(RECONCILES) >= 1.0;
+        Ok(Check::done_if(over, (), m.lines(RECONCILES)))
+    })
+    .await?;
     let mark = lab.log_mark()?;
     let before = lab.metrics().await?.get(RECONCILES, &[("result", "timeout")]);
     let pid = lab.pid(API_SERVER)?;
