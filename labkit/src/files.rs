@@ -1,4 +1,4 @@
-//! Writing files with the permissions they need.
+//! Writing files with the permissions they need, removing a state folder.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -33,6 +33,15 @@ fn write_with_mode(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
         .with_context(|| format!("cannot chmod {:o} {}", mode, path.display()))?;
     file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+/// Removes `dir` and what it holds, if it is there; whether it was.
+pub fn remove_dir(dir: &Path) -> Result<bool> {
+    let there = dir.exists();
+    if there {
+        fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    Ok(there)
 }
 
 /// The last `lines` lines of a log file, for error messages; a note when it cannot be read.

@@ -154,11 +154,6 @@ impl Lab {
         &self.file
     }
 
-    /// `namespace/name` of the controller's ServiceAccount.
-    pub fn controller_service_account(&self) -> &str {
-        &self.file.controller.service_account
-    }
-
     /// The lab.json entry of the process playing `role` (envtest labs only).
     fn process(&self, role: &str) -> anyhow::Result<&Process> {
         if self.file.provider() != ProviderKind::Envtest {
@@ -177,11 +172,6 @@ impl Lab {
     /// The pid of `role` as lab.json records it (updated by every start).
     pub fn pid(&self, role: &str) -> anyhow::Result<u32> {
         Ok(self.process(role)?.pid)
-    }
-
-    /// The controller's pid: a controller that restarted itself has another.
-    pub fn controller_pid(&self) -> anyhow::Result<u32> {
-        self.pid(CONTROLLER)
     }
 
     /// Whether `role`'s process is running (alive and not a zombie).
@@ -254,25 +244,6 @@ impl Lab {
             _ => {
                 let url = self.file.controller.url.clone();
                 wait_ready(&what, &mut spawned, false, || controller_ready(url.clone())).await
-            }
-        }
-    }
-
-    /// Whether the controller runs (envtest: its process; kind: a ready pod).
-    pub async fn controller_running(&self) -> anyhow::Result<bool> {
-        match self.deployment() {
-            Some(deployment) => Ok(deployment.ready_pod().await?.is_some()),
-            None => self.is_running(CONTROLLER),
-        }
-    }
-
-    /// The HTTP status of `GET <path>` on the controller's port (kind: through
-    /// the API server's pod proxy).
-    pub async fn controller_status(&self, path: &str) -> anyhow::Result<u16> {
-        match self.deployment() {
-            Some(deployment) => deployment.status(path).await,
-            None => {
-                Ok(http_probe::get_url(&self.file.controller.url, path, HTTP_TIMEOUT).await?.status)
             }
         }
     }

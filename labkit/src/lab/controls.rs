@@ -1,15 +1,18 @@
 //! What only the e2e faults do to a lab: restart its API server, tell one
 //! run of the controller from the next, start one that cannot get ready yet,
-//! own its process. Test support (the `test-support` feature).
+//! own its process, ask after the controller. Test support (the `test-support` feature).
 
 use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 
-use super::{API_SERVER, CONTROLLER, ControllerRun, Lab, READY_WITHIN, api_server_ready};
+use super::{
+    API_SERVER, CONTROLLER, ControllerRun, HTTP_TIMEOUT, Lab, READY_WITHIN, api_server_ready,
+};
 use crate::{
     command::Cmd,
     eventually::{Check, eventually},
+    http_probe,
 };
 
 impl Lab {
@@ -71,5 +74,34 @@ impl Lab {
     pub fn controller_command(&self, extra: &[&str]) -> anyhow::Result<Cmd> {
         let spec = self.process(CONTROLLER)?;
         Ok(Cmd::new(spec.binary.display().to_string()).args(&spec.args).args(extra))
+    }
+
+    /// `namespace/name` of the controller's ServiceAccount.
+    pub fn controller_service_account(&self) -> &str {
+        &self.file.controller.service_account
+    }
+
+    /// The controller's pid: a controller that restarted itself has another.
+    pub fn controller_pid(&self) -> anyhow::Result<u32> {
+        self.pid(CONTROLLER)
+    }
+
+    /// Whether the controller runs (envtest: its process; kind: a ready pod).
+    pub async fn controller_running(&self) -> anyhow::Result<bool> {
+        match self.deployment() {
+            Some(deployment) => Ok(deployment.ready_pod().await?.is_some()),
+            None => self.is_running(CONTROLLER),
+        }
+    }
+
+    /// The HTTP status of `GET <path>` on the controller's port (kind: through
+    /// the API server's pod proxy).
+    pub async fn controller_status(&self, path: &str) -> anyhow::Result<u16> {
+        match self.deployment() {
+            Some(deployment) => deployment.status(path).await,
+            None => {
+                Ok(http_probe::get_url(&self.file.controller.url, path, HTTP_TIMEOUT).await?.status)
+            }
+        }
     }
 }

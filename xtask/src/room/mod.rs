@@ -344,7 +344,7 @@ async fn down(room: &RoomOptions) -> Result<ExitCode> {
     if let Some(mut record) = Record::load(&dir)? {
         delete_recorded(&client, &mut record).await?;
     }
-    std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    labkit::files::remove_dir(&dir)?;
     println!(
         "room {} is down: {} namespaces and their kubeconfigs removed",
         room.name,

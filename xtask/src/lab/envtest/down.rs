@@ -29,11 +29,7 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
         format!("remove {}", shown(&layout.state_dir)),
         move |removed: &mut bool| {
             Box::pin(async move {
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)
-                        .with_context(|| format!("cannot remove {}", dir.display()))?;
-                    *removed = true;
-                }
+                *removed = labkit::files::remove_dir(&dir)?;
                 Ok(())
             })
         },

@@ -342,11 +342,7 @@ pub fn down_plan(state_dir: &Path, record: &Record) -> Vec<Step<Down>> {
                     return Err(error);
                 }
                 down.record.clone().remove()?;
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)
-                        .with_context(|| format!("cannot remove {}", dir.display()))?;
-                }
-                Ok(())
+                labkit::files::remove_dir(&dir).map(drop)
             })
         },
     ));

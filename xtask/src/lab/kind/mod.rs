@@ -198,13 +198,7 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
         ]))
         .when(format!("if this lab made the cluster {name}"), |down: &Down| down.ours),
         Step::own(format!("remove {}", shown(state_dir)), move |_| {
-            Box::pin(async move {
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)
-                        .with_context(|| format!("cannot remove {}", dir.display()))?;
-                }
-                Ok(())
-            })
+            Box::pin(async move { labkit::files::remove_dir(&dir).map(drop) })
         }),
     ]
 }
