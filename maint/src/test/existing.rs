@@ -33,6 +33,7 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     let node =
         NodeImage::parse(node_image).reference(xtask::lab::kind::kind_version().as_deref())?;
     let mut cluster = room_cluster::make(&node).await?;
+    forget_an_interrupted_run()?;
     let admin = xtask::lab::kubeconfig::client(&cluster.kubeconfig).await?;
     let before = labkit::cluster::snapshot(&admin).await?;
     let instructor = with_ca_file(&cluster.kubeconfig)?;
@@ -61,6 +62,18 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     eprintln!("the cluster is as it was: {} objects, the same before and after", after.len());
     cluster.remove_now();
     result
+}
+
+/// The room's cluster is new: a room or attendee lab recorded by an
+/// interrupted run names one that is gone, and would stop `room up`.
+fn forget_an_interrupted_run() -> Result<()> {
+    let labs = LABS.map(labkit::project::lab_dir);
+    for dir in labs.iter().chain([&room_dir()]) {
+        if labkit::files::remove_dir(dir)? {
+            eprintln!("removed {}: left by an interrupted run", labkit::project::shown(dir));
+        }
+    }
+    Ok(())
 }
 
 /// The room's kubeconfigs.
