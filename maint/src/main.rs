@@ -7,6 +7,7 @@
 //! | [`test`]         | `cargo maint test`, the README's test command                 |
 //! | [`room_cluster`] | the three-node cluster `test` treats as an existing one       |
 //! | [`bench`]        | `cargo maint bench`: heal latency against the floor           |
+//! | [`room_bench`]   | `cargo maint room-bench`: a room of N on one cluster, measured |
 //! | [`pictures`]     | `cargo maint pictures`: docs/pictures/ drawn by code          |
 //! | [`node_image`]   | `cargo maint node-image`: kind's node built here, offline     |
 //!
@@ -15,6 +16,7 @@
 mod bench;
 mod node_image;
 mod pictures;
+mod room_bench;
 mod room_cluster;
 mod test;
 #[cfg(test)]
@@ -60,6 +62,10 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// A room of N on one cluster, measured: room up, N labs up at once, the course's
+    /// experiments in each, self-heal, grading the room, every lab down, room down
+    /// (docs/samples/room-N.*).
+    RoomBench(room_bench::RoomBenchArgs),
     /// Draw the pictures in docs/pictures/ from their sources (docs/samples/, step 3's description); --check looks at each in headless Chromium.
     Pictures(pictures::PicturesArgs),
 }
@@ -72,6 +78,7 @@ async fn main() -> ExitCode {
         Command::Test { only } => test::run(only).await,
         Command::Bench(args) => bench::run(args).await,
         Command::NodeImage { source, dry_run } => node_image::run(&source, dry_run).await,
+        Command::RoomBench(args) => room_bench::run(args).await,
         Command::Pictures(args) => pictures::run(args),
     })
 }

@@ -22,7 +22,7 @@ use xtask::{
     lab::{self, UpOptions, options::ProviderChoice},
 };
 
-mod existing;
+pub(crate) mod existing;
 
 /// Its own lab, so a person's `my-controller-lab` is left alone.
 pub const LAB_NAME: &str = "my-controller-test";
@@ -64,7 +64,7 @@ fn started() -> SystemTime {
 }
 
 /// `== title (N s)`: a section of the run and the seconds since it started.
-fn section(title: impl std::fmt::Display) {
+pub(crate) fn section(title: impl std::fmt::Display) {
     let since = started().elapsed().unwrap_or_default();
     labkit::progress!("== {title} ({:.0} s)", since.as_secs_f64());
 }

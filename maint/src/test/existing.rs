@@ -83,7 +83,7 @@ pub fn room_dir() -> PathBuf {
 
 /// kind's kubeconfig with its CA moved into a file beside it, named by a
 /// relative path: `target/room-cluster/instructor/{kubeconfig,ca.crt}`.
-fn with_ca_file(kind: &Path) -> Result<PathBuf> {
+pub(crate) fn with_ca_file(kind: &Path) -> Result<PathBuf> {
     let dir = labkit::project::target_dir().join("room-cluster/instructor");
     std::fs::create_dir_all(&dir)?;
     let text = std::fs::read_to_string(kind)?;

@@ -1,0 +1,307 @@
+//! What the attendees and the instructor run, N at a time: `lab up` and
+//! `lab down` as N laptops run them (each its own `cargo xtask`, its own
+//! log), the course's experiments and self-heal rounds in every namespace at
+//! once, the grades on the instructor's labs; each attendee's phases on one
+//! [`Timeline`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use bench::rounds::{Disturbance, Rounds};
+use labkit::command::Cmd;
+use labkit::lab::Lab;
+use serde::Serialize;
+use xtask::cargo::cargo;
+
+use super::{Cluster, PREFIX, ROOM};
+
+/// The course's four experiments (实验 1–4 of step 4); dedup is step 3's.
+const COURSE: [&str; 4] =
+    ["create_on_start", "self_heal_on_delete", "correct_on_patch", "idempotent_rerun"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Phase {
+    Up,
+    Experiments,
+    Graded,
+    Down,
+}
+
+/// One phase of one attendee: seconds from `room up`'s start.
+#[derive(Debug, Serialize)]
+pub struct Span {
+    pub attendee: usize,
+    pub phase: Phase,
+    pub start: f64,
+    pub end: f64,
+    pub ok: bool,
+}
+
+/// Every attendee's phases, in seconds from `room up`'s start.
+#[derive(Debug, Serialize)]
+pub struct Timeline {
+    #[serde(skip)]
+    origin: Instant,
+    pub attendees: usize,
+    pub spans: Vec<Span>,
+}
+
+impl Timeline {
+    pub fn new(origin: Instant, attendees: usize) -> Timeline {
+        Timeline { origin, attendees, spans: Vec::new() }
+    }
+
+    pub fn add(
+        &mut self,
+        attendee: usize,
+        phase: Phase,
+        (start, end): (Instant, Instant),
+        ok: bool,
+    ) {
+        let at = |t: Instant| t.duration_since(self.origin).as_secs_f64();
+        self.spans.push(Span { attendee, phase, start: at(start), end: at(end), ok });
+    }
+
+    /// The spans of `phase`: their durations, and from the first start to the last end.
+    pub fn of(&self, phase: Phase) -> (Vec<f64>, f64) {
+        let spans: Vec<&Span> = self.spans.iter().filter(|s| s.phase == phase).collect();
+        let first = spans.iter().map(|s| s.start).fold(f64::INFINITY, f64::min);
+        let last = spans.iter().map(|s| s.end).fold(0.0, f64::max);
+        (spans.iter().map(|s| s.end - s.start).collect(), (last - first).max(0.0))
+    }
+}
+
+/// The room's folder and its attendees' labs from a run that was
+/// interrupted name a room that is gone (or will be made again): removed.
+pub fn forget_an_interrupted_run(room: &str, labs: &[String]) -> Result<()> {
+    let room = labkit::project::target_dir().join("room").join(room);
+    for dir in labs.iter().map(|l| labkit::project::lab_dir(l)).chain([room]) {
+        if labkit::files::remove_dir(&dir)? {
+            eprintln!("removed {}: left by an interrupted run", labkit::project::shown(&dir));
+        }
+    }
+    Ok(())
+}
+
+fn log_dir() -> Result<PathBuf> {
+    let dir = labkit::project::target_dir().join("room-bench-logs");
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Runs each `(attendee, command)` side by side into its own log; records
+/// each one's span as `phase`. The attendees whose command failed, with the
+/// log's last lines.
+fn side_by_side(phase: Phase, commands: Vec<(usize, Cmd)>, timeline: &mut Timeline) -> Vec<String> {
+    let Ok(dir) = log_dir() else { return vec!["cannot make the logs' folder".into()] };
+    let ran = std::thread::scope(|scope| {
+        let running: Vec<_> = commands
+            .into_iter()
+            .map(|(i, cmd)| {
+                let log = dir.join(format!("{phase:?}-{PREFIX}-{:02}.log", i + 1).to_lowercase());
+                scope.spawn(move || {
+                    let start = Instant::now();
+                    let ok = cmd.spawn_to_log(&log).and_then(|mut c| Ok(c.wait()?.success()));
+                    (i, (start, Instant::now()), matches!(ok, Ok(true)), log)
+                })
+            })
+            .collect();
+        running.into_iter().map(|r| r.join().expect("a waiting thread")).collect::<Vec<_>>()
+    });
+    let mut failed = Vec::new();
+    for (i, span, ok, log) in ran {
+        timeline.add(i, phase, span, ok);
+        if !ok {
+            failed.push(format!(
+                "{phase:?} {PREFIX}-{:02}:\n{}",
+                i + 1,
+                labkit::files::tail(&log, 15)
+            ));
+        }
+    }
+    failed
+}
+
+/// Every attendee's `lab up --provider existing` with their kubeconfig from
+/// `room up`, `wave` at a time.
+pub fn up(
+    labs: &[String],
+    wave: usize,
+    room_dir: &Path,
+    registry: &str,
+    timeline: &mut Timeline,
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (w, chunk) in labs.chunks(wave).enumerate() {
+        let commands = chunk.iter().enumerate().map(|(j, lab)| {
+            let i = w * wave + j;
+            let kubeconfig = room_dir.join(format!("{PREFIX}-{:02}.kubeconfig", i + 1));
+            let up = ["xtask", "lab", "up", "--provider", "existing", "--name", lab];
+            let cmd = cargo(up).args(["--registry", registry, "--kubeconfig"]);
+            (i, cmd.arg(kubeconfig.display().to_string()))
+        });
+        failed.extend(side_by_side(Phase::Up, commands.collect(), timeline));
+    }
+    failed
+}
+
+/// `lab down` of `left` (names among `labs`), all at once.
+pub fn down(left: &[&String], labs: &[String], timeline: &mut Timeline) -> Vec<String> {
+    let commands = left.iter().filter_map(|name| {
+        let i = labs.iter().position(|l| l == *name)?;
+        Some((i, cargo(["xtask", "lab", "down", "--name", name])))
+    });
+    side_by_side(Phase::Down, commands.collect(), timeline)
+}
+
+/// The course's four experiments in every attendee's namespace, all
+/// namespaces at once (each lab's in the course's order). What failed.
+pub async fn experiments(labs: &[String], timeline: &mut Timeline) -> Vec<String> {
+    let runs = labs.iter().enumerate().map(|(i, name)| async move {
+        let start = Instant::now();
+        let result = course_experiments(name).await;
+        (i, (start, Instant::now()), result)
+    });
+    let mut failed = Vec::new();
+    for (i, span, result) in futures::future::join_all(runs).await {
+        timeline.add(i, Phase::Experiments, span, result.is_ok());
+        if let Err(e) = result {
+            failed.push(format!("experiments in {}: {e:#}", labs[i]));
+        }
+    }
+    failed
+}
+
+async fn course_experiments(name: &str) -> Result<()> {
+    let mut lab = Lab::find_named(name).await?;
+    for test in COURSE {
+        let experiment = grader::experiments::find(test).with_context(|| format!("no {test}"))?;
+        (experiment.run)(&mut lab).await.with_context(|| test.to_string())?;
+    }
+    Ok(())
+}
+
+/// `rounds` self-heals (delete my-config → back with the desired data, as
+/// the bench times it) in each lab, the labs at once: every sample.
+pub async fn heal(labs: &[String], rounds: usize) -> Result<Vec<Duration>> {
+    let runs = labs.iter().map(|name| async move {
+        let lab = Lab::find_named(name).await?;
+        let mut heals = Rounds::new(&lab).await?;
+        heals.warm_up(&lab).await?;
+        let mut samples = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            samples.push(heals.once(&lab, Disturbance::Delete).await?);
+        }
+        anyhow::Ok(samples)
+    });
+    Ok(futures::future::try_join_all(runs).await?.into_iter().flatten().collect())
+}
+
+/// The grading of the room: per attendee, their program graded on one of
+/// the instructor's labs (namespaces of their own), `graders` at once.
+pub struct Graded {
+    pub total: Duration,
+    /// `grade --collect`'s table of the room.
+    pub table: String,
+    pub failures: Vec<String>,
+}
+
+/// The instructor's labs up, every attendee's program graded (the bench's
+/// stands in for each: `my-controller`), the room's table, the labs down.
+pub fn grade(
+    cluster: &Cluster,
+    graders: usize,
+    n: usize,
+    timeline: &mut Timeline,
+) -> Result<Graded> {
+    let started = Instant::now();
+    cargo(["build", "-p", "controller", "--bin", "my-controller"]).run()?;
+    let program = labkit::project::target_dir().join("debug/my-controller");
+    let results = labkit::project::target_dir().join("room-bench-grades");
+    labkit::files::remove_dir(&results)?;
+    std::fs::create_dir_all(&results)?;
+    let labs: Vec<(String, String)> = (1..=graders)
+        .map(|k| (format!("{ROOM}-grader-{k}"), format!("{ROOM}-grading-{k}")))
+        .collect();
+    let mut instructor = cargo(["xtask", "lab", "up", "--provider", "existing", "--registry"])
+        .arg(&cluster.registry)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig.display().to_string());
+    if let Some(context) = &cluster.context {
+        instructor = instructor.args(["--context", context]);
+    }
+    for (name, namespace) in &labs {
+        let up = instructor.clone().args(["--name", name, "--namespace", namespace]);
+        up.arg("--create-namespace").run()?;
+    }
+    let next = Mutex::new(0..n);
+    let spans = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for (name, namespace) in &labs {
+            let (next, spans, program, results) = (&next, &spans, &program, &results);
+            scope.spawn(move || {
+                while let Some(i) = next.lock().expect("the queue").next() {
+                    let who = format!("{PREFIX}-{:02}", i + 1);
+                    let grade =
+                        ["xtask", "grade", "--name", name, "--lang", "en", "--attendee", &who];
+                    let cmd = cargo(grade)
+                        .arg("--json")
+                        .arg(results.join(format!("{who}.json")).display().to_string())
+                        .args([
+                            "--",
+                            &program.display().to_string(),
+                            "--kubeconfig",
+                            "{kubeconfig}",
+                        ])
+                        .args(["--namespace", namespace, "--listen", "127.0.0.1:0"]);
+                    let log = results.join(format!("{who}.log"));
+                    let start = Instant::now();
+                    let ok = cmd.spawn_to_log(&log).and_then(|mut c| Ok(c.wait()?.success()));
+                    let span = (start, Instant::now());
+                    spans.lock().expect("the spans").push((i, span, matches!(ok, Ok(true)), log));
+                }
+            });
+        }
+    });
+    let mut failures = Vec::new();
+    for (i, span, ok, log) in spans.into_inner().expect("the spans") {
+        timeline.add(i, Phase::Graded, span, ok);
+        if !ok {
+            failures.push(format!(
+                "grade of {PREFIX}-{:02}:\n{}",
+                i + 1,
+                labkit::files::tail(&log, 15)
+            ));
+        }
+    }
+    let collect = ["xtask", "grade", "--collect", &results.display().to_string()];
+    let table = cargo(collect).read().unwrap_or_else(|e| format!("(grade --collect: {e:#})"));
+    for (name, _) in &labs {
+        if let Err(e) = cargo(["xtask", "lab", "down", "--name", name]).run() {
+            failures.push(format!("lab down {name}: {e:#}"));
+        }
+    }
+    if failures.len() == n {
+        bail!("no grade passed:\n{}", failures.join("\n"));
+    }
+    Ok(Graded { total: started.elapsed(), table, failures })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_is_each_attendees_span_and_from_the_first_start_to_the_last_end() {
+        let origin = Instant::now();
+        let mut timeline = Timeline::new(origin, 2);
+        let at = |s: u64| origin + Duration::from_secs(s);
+        timeline.add(0, Phase::Up, (at(1), at(4)), true);
+        timeline.add(1, Phase::Up, (at(2), at(9)), false);
+        timeline.add(1, Phase::Down, (at(20), at(21)), true);
+        assert_eq!(timeline.of(Phase::Up), (vec![3.0, 7.0], 8.0));
+        assert_eq!(timeline.of(Phase::Graded), (vec![], 0.0));
+    }
+}

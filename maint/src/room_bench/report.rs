@@ -1,0 +1,238 @@
+//! The room's figures beside the issue's goals: as Markdown a person reads,
+//! as JSON, and each attendee's timeline as a picture.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Result;
+use bench::stats::percentile;
+use serde::Serialize;
+
+use super::attendees::{Phase, Timeline};
+use super::cluster_metrics::{ApiFigures, ControllersMemory};
+
+#[derive(Serialize)]
+pub struct Report {
+    pub attendees: usize,
+    /// How many `lab up`s started together.
+    pub wave: u32,
+    pub graders: u32,
+    pub machine: String,
+    pub cluster: String,
+    pub room_up: Duration,
+    pub room_down: Duration,
+    pub heal_all: Vec<Duration>,
+    pub heal_alone: Vec<Duration>,
+    pub api_server: ApiFigures,
+    pub controllers_idle: ControllersMemory,
+    pub controllers_busy: ControllersMemory,
+    pub grading: Duration,
+    #[serde(skip)]
+    pub room_table: String,
+    pub timeline: Timeline,
+    /// The cluster's objects after, the same as before.
+    pub objects: usize,
+    pub failures: Vec<String>,
+}
+
+/// The issue's goals for a room of thirty (docs/room-bench.md).
+const ROOM_UP_WITHIN: f64 = 60.0;
+const LABS_READY_WITHIN: f64 = 300.0;
+const HEAL_P99_RATIO: f64 = 2.0;
+const GRADED_WITHIN: f64 = 15.0 * 60.0;
+
+impl Report {
+    pub async fn new(
+        attendees: usize,
+        wave: u32,
+        graders: u32,
+        admin: &kube::Client,
+    ) -> Result<Report> {
+        let version = admin.apiserver_version().await?.git_version;
+        let nodes = kube::Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone())
+            .list(&Default::default())
+            .await?
+            .items
+            .len();
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let kib: f64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+            .unwrap_or(0.0);
+        Ok(Report {
+            attendees,
+            wave,
+            graders,
+            machine: format!("{cpus} CPUs, {:.0} GiB", kib / (1 << 20) as f64),
+            cluster: format!("Kubernetes {version}, {nodes} nodes"),
+            room_up: Duration::ZERO,
+            room_down: Duration::ZERO,
+            heal_all: Vec::new(),
+            heal_alone: Vec::new(),
+            api_server: ApiFigures::default(),
+            controllers_idle: ControllersMemory::default(),
+            controllers_busy: ControllersMemory::default(),
+            grading: Duration::ZERO,
+            room_table: String::new(),
+            timeline: Timeline::new(std::time::Instant::now(), attendees),
+            objects: 0,
+            failures: Vec::new(),
+        })
+    }
+
+    pub fn json(&self) -> Result<String> {
+        Ok(serde_json::to_string_pretty(self)? + "\n")
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# A room of {} on one cluster\n\n`cargo maint room-bench --attendees {} --wave {} --graders {}` on {} ({}); \
+             the cluster's {} objects the same before and after.\n",
+            self.attendees,
+            self.attendees,
+            self.wave,
+            self.graders,
+            self.cluster,
+            self.machine,
+            self.objects
+        );
+        out += &self.table();
+        if !self.failures.is_empty() {
+            let _ = writeln!(out, "\nWhat failed:\n\n```\n{}\n```", self.failures.join("\n"));
+        }
+        let _ = writeln!(
+            out,
+            "\nThe room's grades (`cargo xtask grade --collect`):\n\n```\n{}\n```",
+            self.room_table.trim_end()
+        );
+        out
+    }
+
+    /// The figures beside the goals.
+    fn table(&self) -> String {
+        let ms = |samples: &[Duration], p: f64| {
+            let mut sorted: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+            sorted.sort_by(f64::total_cmp);
+            percentile(&sorted, p).unwrap_or(f64::NAN)
+        };
+        let seconds = |phase: Phase| {
+            let (mut each, whole) = self.timeline.of(phase);
+            each.sort_by(f64::total_cmp);
+            let p = |q| percentile(&each, q).unwrap_or(f64::NAN);
+            (p(50.0), p(90.0), p(100.0), whole)
+        };
+        let (up50, up90, upmax, up_whole) = seconds(Phase::Up);
+        let (ex50, _, exmax, ex_whole) = seconds(Phase::Experiments);
+        let (gr50, _, grmax, _) = seconds(Phase::Graded);
+        let (dn50, _, dnmax, _) = seconds(Phase::Down);
+        let (all99, alone99) = (ms(&self.heal_all, 99.0), ms(&self.heal_alone, 99.0));
+        let goal = |ok: bool| if ok { "met" } else { "**missed**" };
+        let mut out = String::new();
+        let _ = writeln!(out, "| figure | measured | goal (a room of 30) |\n|---|---|---|");
+        let room_up = self.room_up.as_secs_f64();
+        let _ = writeln!(
+            out,
+            "| `room up` | {room_up:.1} s | within {ROOM_UP_WITHIN} s: {} |",
+            goal(room_up <= ROOM_UP_WITHIN)
+        );
+        let _ = writeln!(
+            out,
+            "| each `lab up` | p50 {up50:.1} s, p90 {up90:.1} s, max {upmax:.1} s | |"
+        );
+        let _ = writeln!(
+            out,
+            "| every lab ready, from the first `lab up` | {up_whole:.1} s | within {LABS_READY_WITHIN} s: {} |",
+            goal(up_whole <= LABS_READY_WITHIN)
+        );
+        let _ = writeln!(
+            out,
+            "| the four experiments, per namespace | p50 {ex50:.1} s, max {exmax:.1} s; all namespaces {ex_whole:.1} s | |"
+        );
+        let _ = writeln!(
+            out,
+            "| self-heal, all {} running | p50 {:.1} ms, p99 {all99:.1} ms ({} rounds) | |",
+            self.attendees,
+            ms(&self.heal_all, 50.0),
+            self.heal_all.len()
+        );
+        let _ = writeln!(
+            out,
+            "| self-heal, one alone | p50 {:.1} ms, p99 {alone99:.1} ms ({} rounds) | p99 all running within {HEAL_P99_RATIO}×: {:.2}× {} |",
+            ms(&self.heal_alone, 50.0),
+            self.heal_alone.len(),
+            all99 / alone99,
+            goal(all99 <= HEAL_P99_RATIO * alone99)
+        );
+        let api = &self.api_server;
+        let _ = writeln!(
+            out,
+            "| API server, whole run | {} requests (watches apart), p99 ≤ {} s; {:.0} MiB resident at the end | |",
+            api.requests, api.p99_at_most, api.memory_mib
+        );
+        for (when, memory) in
+            [("idle", &self.controllers_idle), ("after the experiments", &self.controllers_busy)]
+        {
+            let _ = writeln!(
+                out,
+                "| controllers' memory, {when} | {:.0} MiB in {} pods | |",
+                memory.total_mib, memory.pods
+            );
+        }
+        let grading = self.grading.as_secs_f64();
+        let _ = writeln!(
+            out,
+            "| grading the room | {grading:.0} s; per attendee p50 {gr50:.0} s, max {grmax:.0} s | within {GRADED_WITHIN} s: {} |",
+            goal(grading <= GRADED_WITHIN)
+        );
+        let _ = writeln!(out, "| each `lab down` | p50 {dn50:.1} s, max {dnmax:.1} s | |");
+        let _ = writeln!(out, "| `room down` | {:.1} s | |", self.room_down.as_secs_f64());
+        out
+    }
+
+    /// Per attendee a row, per phase a bar: up → experiments → graded → down.
+    pub fn timeline_svg(&self) -> String {
+        let end = self.timeline.spans.iter().map(|s| s.end).fold(1.0, f64::max);
+        let (left, width, row) = (90.0, 800.0, 14.0);
+        let x = |t: f64| left + t / end * width;
+        let height = 40.0 + row * self.attendees as f64;
+        let mut svg = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"10\">\n",
+            left + width + 10.0
+        );
+        let colours = [
+            (Phase::Up, "#4e79a7"),
+            (Phase::Experiments, "#f28e2b"),
+            (Phase::Graded, "#59a14f"),
+            (Phase::Down, "#9c755f"),
+        ];
+        for (k, (phase, colour)) in colours.iter().enumerate() {
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{}\" y=\"4\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{}\" y=\"13\">{phase:?}</text>",
+                left + 110.0 * k as f64,
+                left + 14.0 + 110.0 * k as f64
+            );
+        }
+        let _ = writeln!(svg, "<text x=\"{}\" y=\"13\">0 – {end:.0} s</text>", left + 460.0);
+        for i in 0..self.attendees {
+            let y = 24.0 + row * i as f64;
+            let _ = writeln!(svg, "<text x=\"4\" y=\"{}\">attendee-{:02}</text>", y + 10.0, i + 1);
+            for span in self.timeline.spans.iter().filter(|s| s.attendee == i) {
+                let colour = colours.iter().find(|(p, _)| *p == span.phase).map_or("#999", |c| c.1);
+                let stroke = if span.ok { "" } else { " stroke=\"#e15759\" stroke-width=\"2\"" };
+                let _ = writeln!(
+                    svg,
+                    "<rect x=\"{:.1}\" y=\"{y}\" width=\"{:.1}\" height=\"{}\" fill=\"{colour}\"{stroke}/>",
+                    x(span.start),
+                    (x(span.end) - x(span.start)).max(1.0),
+                    row - 3.0
+                );
+            }
+        }
+        svg + "</svg>\n"
+    }
+}
