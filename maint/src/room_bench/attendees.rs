@@ -85,43 +85,46 @@ pub fn forget_an_interrupted_run(room: &str, labs: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn log_dir() -> Result<PathBuf> {
+/// Runs `commands` side by side, each into its log (named by its `what`):
+/// each one's span, whether it succeeded, and its log.
+fn at_once(commands: Vec<(String, Cmd)>) -> Vec<((Instant, Instant), bool, PathBuf)> {
     let dir = labkit::project::target_dir().join("room-bench-logs");
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
-/// Runs each `(attendee, command)` side by side into its own log; records
-/// each one's span as `phase`. The attendees whose command failed, with the
-/// log's last lines.
-fn side_by_side(phase: Phase, commands: Vec<(usize, Cmd)>, timeline: &mut Timeline) -> Vec<String> {
-    let Ok(dir) = log_dir() else { return vec!["cannot make the logs' folder".into()] };
-    let ran = std::thread::scope(|scope| {
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("cannot make {}: {e}", dir.display());
+    }
+    std::thread::scope(|scope| {
         let running: Vec<_> = commands
             .into_iter()
-            .map(|(i, cmd)| {
-                let log = dir.join(format!("{phase:?}-{PREFIX}-{:02}.log", i + 1).to_lowercase());
+            .map(|(what, cmd)| {
+                let log = dir.join(format!("{what}.log"));
                 scope.spawn(move || {
                     let start = Instant::now();
                     let ok = cmd.spawn_to_log(&log).and_then(|mut c| Ok(c.wait()?.success()));
-                    (i, (start, Instant::now()), matches!(ok, Ok(true)), log)
+                    ((start, Instant::now()), matches!(ok, Ok(true)), log)
                 })
             })
             .collect();
-        running.into_iter().map(|r| r.join().expect("a waiting thread")).collect::<Vec<_>>()
-    });
-    let mut failed = Vec::new();
-    for (i, span, ok, log) in ran {
-        timeline.add(i, phase, span, ok);
-        if !ok {
-            failed.push(format!(
-                "{phase:?} {PREFIX}-{:02}:\n{}",
-                i + 1,
-                labkit::files::tail(&log, 15)
-            ));
-        }
+        running.into_iter().map(|r| r.join().expect("a waiting thread")).collect()
+    })
+}
+
+/// The failures of [`at_once`], each with its log's last lines.
+fn failed(ran: &[((Instant, Instant), bool, PathBuf)]) -> Vec<String> {
+    let tail = |log: &PathBuf| format!("{}:\n{}", log.display(), labkit::files::tail(log, 15));
+    ran.iter().filter(|r| !r.1).map(|r| tail(&r.2)).collect()
+}
+
+/// [`at_once`] of each attendee's command, each span on the timeline as `phase`.
+fn side_by_side(phase: Phase, commands: Vec<(usize, Cmd)>, timeline: &mut Timeline) -> Vec<String> {
+    let who: Vec<usize> = commands.iter().map(|(i, _)| *i).collect();
+    let named = commands
+        .into_iter()
+        .map(|(i, cmd)| (format!("{phase:?}-{PREFIX}-{:02}", i + 1).to_lowercase(), cmd));
+    let ran = at_once(named.collect());
+    for (i, (span, ok, _)) in who.into_iter().zip(&ran) {
+        timeline.add(i, phase, *span, *ok);
     }
-    failed
+    failed(&ran)
 }
 
 /// Every attendee's `lab up --provider existing` with their kubeconfig from
@@ -174,7 +177,8 @@ pub async fn experiments(labs: &[String], timeline: &mut Timeline) -> Vec<String
     failed
 }
 
-async fn course_experiments(name: &str) -> Result<()> {
+/// The course's four experiments against lab `name`, in the course's order.
+pub(crate) async fn course_experiments(name: &str) -> Result<()> {
     let mut lab = Lab::find_named(name).await?;
     for test in COURSE {
         let experiment = grader::experiments::find(test).with_context(|| format!("no {test}"))?;
@@ -184,12 +188,10 @@ async fn course_experiments(name: &str) -> Result<()> {
 }
 
 /// `rounds` self-heals (delete my-config → back with the desired data, as
-/// the bench times it) in each lab, the labs at once: every sample.
-pub async fn heal(labs: &[String], rounds: usize) -> Result<Vec<Duration>> {
+/// the bench times it) in each lab, the labs in lockstep: every sample.
+pub async fn heal_at_once(labs: &[String], rounds: usize) -> Result<Vec<Duration>> {
     let runs = labs.iter().map(|name| async move {
-        let lab = Lab::find_named(name).await?;
-        let mut heals = Rounds::new(&lab).await?;
-        heals.warm_up(&lab).await?;
+        let (lab, mut heals) = warmed(name).await?;
         let mut samples = Vec::with_capacity(rounds);
         for _ in 0..rounds {
             samples.push(heals.once(&lab, Disturbance::Delete).await?);
@@ -197,6 +199,29 @@ pub async fn heal(labs: &[String], rounds: usize) -> Result<Vec<Duration>> {
         anyhow::Ok(samples)
     });
     Ok(futures::future::try_join_all(runs).await?.into_iter().flatten().collect())
+}
+
+/// `rounds` self-heals in each lab, one lab after the other round by round:
+/// each heal with every other controller running, none of them healing.
+pub async fn heal_in_turn(labs: &[String], rounds: usize) -> Result<Vec<Duration>> {
+    let mut sides = Vec::with_capacity(labs.len());
+    for name in labs {
+        sides.push(warmed(name).await?);
+    }
+    let mut samples = Vec::with_capacity(rounds * labs.len());
+    for _ in 0..rounds {
+        for (lab, heals) in &mut sides {
+            samples.push(heals.once(lab, Disturbance::Delete).await?);
+        }
+    }
+    Ok(samples)
+}
+
+async fn warmed(name: &str) -> Result<(Lab, Rounds)> {
+    let lab = Lab::find_named(name).await?;
+    let mut heals = Rounds::new(&lab).await?;
+    heals.warm_up(&lab).await?;
+    Ok((lab, heals))
 }
 
 /// The grading of the room: per attendee, their program graded on one of
@@ -209,7 +234,8 @@ pub struct Graded {
 }
 
 /// The instructor's labs up, every attendee's program graded (the bench's
-/// stands in for each: `my-controller`), the room's table, the labs down.
+/// stands in for each: `my-controller`, built before the timing), the
+/// room's table, the labs down.
 pub fn grade(
     cluster: &Cluster,
     graders: usize,
@@ -217,7 +243,6 @@ pub fn grade(
     timeline: &mut Timeline,
 ) -> Result<Graded> {
     let started = Instant::now();
-    cargo(["build", "-p", "controller", "--bin", "my-controller"]).run()?;
     let program = labkit::project::target_dir().join("debug/my-controller");
     let results = labkit::project::target_dir().join("room-bench-grades");
     labkit::files::remove_dir(&results)?;
@@ -232,9 +257,21 @@ pub fn grade(
     if let Some(context) = &cluster.context {
         instructor = instructor.args(["--context", context]);
     }
-    for (name, namespace) in &labs {
+    let ups = labs.iter().map(|(name, namespace)| {
         let up = instructor.clone().args(["--name", name, "--namespace", namespace]);
-        up.arg("--create-namespace").run()?;
+        (format!("up-{name}"), up.arg("--create-namespace"))
+    });
+    let down = || {
+        let made = labs.iter().filter(|(name, _)| labkit::project::lab_dir(name).exists());
+        let downs = made.map(|(name, _)| {
+            (format!("down-{name}"), cargo(["xtask", "lab", "down", "--name", name]))
+        });
+        failed(&at_once(downs.collect()))
+    };
+    let up_failed = failed(&at_once(ups.collect()));
+    if !up_failed.is_empty() {
+        let down_failed = down();
+        bail!("the instructor's lab up failed: {up_failed:?} {down_failed:?}");
     }
     let next = Mutex::new(0..n);
     let spans = Mutex::new(Vec::new());
@@ -242,7 +279,9 @@ pub fn grade(
         for (name, namespace) in &labs {
             let (next, spans, program, results) = (&next, &spans, &program, &results);
             scope.spawn(move || {
-                while let Some(i) = next.lock().expect("the queue").next() {
+                // `let else`, not `while let`: the queue's lock is let go before the grade.
+                loop {
+                    let Some(i) = next.lock().expect("the queue").next() else { break };
                     let who = format!("{PREFIX}-{:02}", i + 1);
                     let grade =
                         ["xtask", "grade", "--name", name, "--lang", "en", "--attendee", &who];
@@ -278,11 +317,7 @@ pub fn grade(
     }
     let collect = ["xtask", "grade", "--collect", &results.display().to_string()];
     let table = cargo(collect).read().unwrap_or_else(|e| format!("(grade --collect: {e:#})"));
-    for (name, _) in &labs {
-        if let Err(e) = cargo(["xtask", "lab", "down", "--name", name]).run() {
-            failures.push(format!("lab down {name}: {e:#}"));
-        }
-    }
+    failures.extend(down());
     if failures.len() == n {
         bail!("no grade passed:\n{}", failures.join("\n"));
     }

@@ -44,32 +44,35 @@ pub struct ApiFigures {
 pub async fn api_server(client: &kube::Client) -> Result<ApiScrape> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(request).await.context("the API server's /metrics")?;
-    let mut scrape = ApiScrape::default();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, value)) = line.rsplit_once(' ') else { continue };
-        let value: f64 = value.parse().unwrap_or(0.0);
-        if series.starts_with("process_resident_memory_bytes") {
-            scrape.memory = value;
-        }
-        let Some(labels) = series.strip_prefix("apiserver_request_duration_seconds_bucket{") else {
-            continue;
-        };
-        let label = |key: &str| {
-            labels
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix("=\"")?.strip_suffix('"'))
-        };
-        if STREAMS.contains(&label("verb").unwrap_or_default()) {
-            continue;
-        }
-        let le = label("le").and_then(|le| le.parse::<f64>().ok()).unwrap_or(f64::INFINITY);
-        // Keyed by microseconds: the bounds are a fixed set, and f64 is not Ord.
-        *scrape.buckets.entry((le * 1e6).min(u64::MAX as f64) as u64).or_default() += value;
-    }
-    Ok(scrape)
+    Ok(ApiScrape::parse(&text))
 }
 
 impl ApiScrape {
+    fn parse(text: &str) -> ApiScrape {
+        let mut scrape = ApiScrape::default();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((series, value)) = line.rsplit_once(' ') else { continue };
+            let value: f64 = value.parse().unwrap_or(0.0);
+            if series.starts_with("process_resident_memory_bytes") {
+                scrape.memory = value;
+            }
+            let bucket = series.strip_prefix("apiserver_request_duration_seconds_bucket{");
+            let Some(labels) = bucket.and_then(|b| b.strip_suffix('}')) else { continue };
+            let label = |key: &str| {
+                labels
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix("=\"")?.strip_suffix('"'))
+            };
+            if STREAMS.contains(&label("verb").unwrap_or_default()) {
+                continue;
+            }
+            let le = label("le").and_then(|le| le.parse::<f64>().ok()).unwrap_or(f64::INFINITY);
+            // Keyed by microseconds: the bounds are a fixed set, and f64 is not Ord.
+            *scrape.buckets.entry((le * 1e6).min(u64::MAX as f64) as u64).or_default() += value;
+        }
+        scrape
+    }
+
     /// The requests since `before`: how many, and the bucket of their p99.
     pub fn since(&self, before: &ApiScrape) -> ApiFigures {
         let counts: Vec<(u64, f64)> = self
@@ -108,17 +111,38 @@ pub async fn controllers_memory(client: &kube::Client, prefix: &str) -> Result<C
                 pod["podRef"]["name"].as_str().unwrap_or_default().starts_with("my-controller");
             if namespace.starts_with(&format!("{prefix}-")) && controller {
                 memory.pods += 1;
-                memory.total_mib +=
-                    pod["memory"]["workingSetBytes"].as_f64().unwrap_or(0.0) / (1 << 20) as f64;
+                memory.total_mib += working_set(pod) / (1 << 20) as f64;
             }
         }
     }
     Ok(memory)
 }
 
+/// A pod's working set in bytes: its containers' sum. The pod's own figure
+/// reads 0 where the kubelet sees no pod-level cgroup stats (kind's nodes on a
+/// cgroup v1 host), so the larger of the two.
+fn working_set(pod: &serde_json::Value) -> f64 {
+    let bytes = |v: &serde_json::Value| v["memory"]["workingSetBytes"].as_f64();
+    let containers = pod["containers"].as_array().into_iter().flatten().filter_map(bytes).sum();
+    bytes(pod).unwrap_or(0.0).max(containers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scrape_sums_each_bound_over_the_series_but_streams() {
+        let text = "# HELP x\n\
+            apiserver_request_duration_seconds_bucket{resource=\"\",verb=\"GET\",le=\"0.005\"} 33\n\
+            apiserver_request_duration_seconds_bucket{resource=\"\",verb=\"GET\",le=\"+Inf\"} 35\n\
+            apiserver_request_duration_seconds_bucket{resource=\"pods\",verb=\"LIST\",le=\"0.005\"} 1\n\
+            apiserver_request_duration_seconds_bucket{resource=\"pods\",verb=\"WATCH\",le=\"0.005\"} 9\n\
+            process_resident_memory_bytes 2.75693568e+08\n";
+        let scrape = ApiScrape::parse(text);
+        assert_eq!(scrape.buckets, [(5_000, 34.0), (u64::MAX, 35.0)].into_iter().collect());
+        assert_eq!(scrape.memory, 275_693_568.0);
+    }
 
     #[test]
     fn the_p99_is_the_bound_of_the_bucket_that_holds_it_since_before() {

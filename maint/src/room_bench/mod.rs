@@ -11,12 +11,15 @@ mod attendees;
 mod cluster_metrics;
 mod report;
 
+pub(crate) use attendees::course_experiments;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Result, ensure};
 use clap::Args;
+use xtask::cargo::cargo;
 use xtask::room::{RoomCommand, RoomOptions, TokenSeconds};
 
 use crate::room_cluster::{self, REGISTRY_HOST};
@@ -111,6 +114,10 @@ async fn bench(args: &RoomBenchArgs, cluster: &Cluster) -> Result<Report> {
         context: cluster.context.clone(),
         name: ROOM.into(),
     };
+    crate::test::section("the builds every laptop has after its first lab up, before the timing");
+    cargo(["build", "-p", "xtask", "-p", "controller", "--bin", "xtask", "--bin", "my-controller"])
+        .run()?;
+    xtask::image::build(xtask::image::resolve(xtask::image::Builder::Auto)).await?;
     crate::test::section(format!("room up --attendees {n}"));
     let started = Instant::now();
     let up = RoomCommand::Up {
@@ -157,11 +164,10 @@ async fn morning(
     report.controllers_idle = cluster_metrics::controllers_memory(admin, PREFIX).await?;
     crate::test::section(format!("the course's experiments in {n} namespaces at once"));
     report.failures.extend(attendees::experiments(labs, timeline).await);
-    crate::test::section(format!(
-        "self-heal, {} rounds in each of {n} namespaces at once",
-        args.rounds
-    ));
-    report.heal_all = attendees::heal(labs, args.rounds).await?;
+    crate::test::section(format!("self-heal, {} rounds in each of {n} namespaces", args.rounds));
+    report.heal_all = attendees::heal_in_turn(labs, args.rounds).await?;
+    crate::test::section(format!("self-heal, the same in lockstep: {n} deletes at once"));
+    report.heal_lockstep = attendees::heal_at_once(labs, args.rounds).await?;
     report.controllers_busy = cluster_metrics::controllers_memory(admin, PREFIX).await?;
     crate::test::section(format!("the instructor grades {n} programs, {} at once", args.graders));
     let graded = attendees::grade(cluster, args.graders as usize, n, timeline)?;
@@ -174,7 +180,7 @@ async fn morning(
     ));
     let others: Vec<&String> = labs[1..].iter().collect();
     report.failures.extend(attendees::down(&others, labs, timeline));
-    report.heal_alone = attendees::heal(&labs[..1], n * args.rounds).await?;
+    report.heal_alone = attendees::heal_in_turn(&labs[..1], n * args.rounds).await?;
     report.failures.extend(attendees::down(&[&labs[0]], labs, timeline));
     Ok(())
 }

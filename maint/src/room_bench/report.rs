@@ -21,7 +21,10 @@ pub struct Report {
     pub cluster: String,
     pub room_up: Duration,
     pub room_down: Duration,
+    /// With all running, one namespace's heal at a time.
     pub heal_all: Vec<Duration>,
+    /// With all running, every namespace's heal at the same moment.
+    pub heal_lockstep: Vec<Duration>,
     pub heal_alone: Vec<Duration>,
     pub api_server: ApiFigures,
     pub controllers_idle: ControllersMemory,
@@ -70,6 +73,7 @@ impl Report {
             room_up: Duration::ZERO,
             room_down: Duration::ZERO,
             heal_all: Vec::new(),
+            heal_lockstep: Vec::new(),
             heal_alone: Vec::new(),
             api_server: ApiFigures::default(),
             controllers_idle: ControllersMemory::default(),
@@ -152,20 +156,32 @@ impl Report {
             out,
             "| the four experiments, per namespace | p50 {ex50:.1} s, max {exmax:.1} s; all namespaces {ex_whole:.1} s | |"
         );
+        let ratio = |p99: f64| {
+            let ratio = p99 / alone99;
+            format!("{ratio:.2}× {}", goal(ratio <= HEAL_P99_RATIO))
+        };
         let _ = writeln!(
             out,
-            "| self-heal, all {} running | p50 {:.1} ms, p99 {all99:.1} ms ({} rounds) | |",
-            self.attendees,
-            ms(&self.heal_all, 50.0),
-            self.heal_all.len()
+            "| self-heal, one alone | p50 {:.1} ms, p99 {alone99:.1} ms ({} rounds) | |",
+            ms(&self.heal_alone, 50.0),
+            self.heal_alone.len(),
         );
         let _ = writeln!(
             out,
-            "| self-heal, one alone | p50 {:.1} ms, p99 {alone99:.1} ms ({} rounds) | p99 all running within {HEAL_P99_RATIO}×: {:.2}× {} |",
-            ms(&self.heal_alone, 50.0),
-            self.heal_alone.len(),
-            all99 / alone99,
-            goal(all99 <= HEAL_P99_RATIO * alone99)
+            "| self-heal, all {} running, one namespace at a time | p50 {:.1} ms, p99 {all99:.1} ms ({} rounds) | p99 within {HEAL_P99_RATIO}× one alone's: {} |",
+            self.attendees,
+            ms(&self.heal_all, 50.0),
+            self.heal_all.len(),
+            ratio(all99)
+        );
+        let lockstep99 = ms(&self.heal_lockstep, 99.0);
+        let _ = writeln!(
+            out,
+            "| self-heal, all {} running, every namespace at the same moment | p50 {:.1} ms, p99 {lockstep99:.1} ms ({} rounds) | (the worst case; the same ratio: {}) |",
+            self.attendees,
+            ms(&self.heal_lockstep, 50.0),
+            self.heal_lockstep.len(),
+            ratio(lockstep99)
         );
         let api = &self.api_server;
         let _ = writeln!(
@@ -174,7 +190,7 @@ impl Report {
             api.requests, api.p99_at_most, api.memory_mib
         );
         for (when, memory) in
-            [("idle", &self.controllers_idle), ("after the experiments", &self.controllers_busy)]
+            [("after lab up", &self.controllers_idle), ("after self-heal", &self.controllers_busy)]
         {
             let _ = writeln!(
                 out,
