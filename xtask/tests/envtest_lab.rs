@@ -70,6 +70,8 @@ async fn a_chinese_locale_narrates_in_chinese() {
 #[tokio::test]
 #[serial]
 async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
+    // Enough for every side's figures to exist; the figures themselves are `cargo maint bench`'s.
+    const ROUNDS: u64 = 8;
     let lab = lab().await;
     let name = lab.file().name.clone();
     let report = labkit::project::target_dir().join("bench/latest.json");
@@ -79,7 +81,7 @@ async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
         "--name",
         &name,
         "--rounds",
-        "20",
+        &ROUNDS.to_string(),
         "--steady",
         "2s",
         "--unrelated",
@@ -94,7 +96,7 @@ async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
     ]));
     let text = std::fs::read_to_string(&report).expect("the benchmark writes latest.json");
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(json["floor"]["self_heal"]["n"], 20, "{text}");
+    assert_eq!(json["floor"]["self_heal"]["n"], ROUNDS, "{text}");
     let subjects = json["subjects"].as_array().expect("subjects");
     let labels: Vec<&str> = subjects.iter().filter_map(|s| s["label"].as_str()).collect();
     let expected = ["my-controller (release)", "course-go", "controller-runtime", "kube-runtime"];
@@ -104,9 +106,9 @@ async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
     }
     for s in subjects {
         for measure in ["self_heal", "correction"] {
-            assert_eq!(s[measure]["n"], 20, "{}: {measure}", s["label"]);
+            assert_eq!(s[measure]["n"], ROUNDS, "{}: {measure}", s["label"]);
         }
-        assert_eq!(s["self_heal_with_unrelated"]["n"], 20, "{}", s["label"]);
+        assert_eq!(s["self_heal_with_unrelated"]["n"], ROUNDS, "{}", s["label"]);
         assert!(s["cost"]["with_unrelated"]["rss_kib"].as_u64() > Some(0), "{}", s["label"]);
     }
     // Every side's rounds cut into phases from the audit log.
@@ -115,7 +117,11 @@ async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {
         for kind in ["self-heal", "correction"] {
             let row = phases.iter().find(|r| r["side"] == side && r["kind"] == kind);
             let rounds = row.and_then(|r| r["rounds"].as_u64()).unwrap_or(0);
-            assert!(rounds >= 15, "{side} {kind}: {rounds} of 20 rounds cut into phases");
+            // Three in four, as 15 of 20 was.
+            assert!(
+                4 * rounds >= 3 * ROUNDS,
+                "{side} {kind}: {rounds} of {ROUNDS} rounds cut into phases"
+            );
         }
     }
     assert_bench_left_nothing(&lab).await;
