@@ -8,6 +8,7 @@
 //! | [`room_cluster`] | the three-node cluster `test` treats as an existing one       |
 //! | [`bench`]        | `cargo maint bench`: heal latency against the floor           |
 //! | [`room_bench`]   | `cargo maint room-bench`: a room of N on one cluster, measured |
+//! | [`side_by_side`] | commands run at once, each into a log of its own              |
 //! | [`pictures`]     | `cargo maint pictures`: docs/pictures/ drawn by code          |
 //! | [`node_image`]   | `cargo maint node-image`: kind's node built here, offline     |
 //!
@@ -18,6 +19,7 @@ mod node_image;
 mod pictures;
 mod room_bench;
 mod room_cluster;
+mod side_by_side;
 mod test;
 #[cfg(test)]
 mod tidy;

@@ -316,7 +316,8 @@ async fn grade_tests_in_halves(name: &'static str) -> Result<()> {
         let cmd = grade().args(["--test-threads=1", "--exact"]).args(mine).env(NAME_ENV, lab);
         (format!("grade-tests-on-{lab}"), cmd)
     };
-    let ran = existing::all_at_once(&[half(name, 0), half(GRADE_LAB_NAME, 1)]);
+    let halves = vec![half(name, 0), half(GRADE_LAB_NAME, 1)];
+    let ran = crate::side_by_side::shown(&crate::side_by_side::run("grade-tests", halves));
     down.now().await?;
     ran
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use bench::rounds::{Disturbance, Rounds};
 use labkit::command::Cmd;
 use labkit::lab::Lab;
@@ -16,10 +16,10 @@ use serde::Serialize;
 use xtask::cargo::cargo;
 
 use super::{Cluster, PREFIX, ROOM};
+use crate::side_by_side;
 
-/// The course's four experiments (实验 1–4 of step 4); dedup is step 3's.
-const COURSE: [&str; 4] =
-    ["create_on_start", "self_heal_on_delete", "correct_on_patch", "idempotent_rerun"];
+/// Where the attendees' and the instructor's commands log (`target/…`).
+const LOGS: &str = "room-bench-logs";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Phase {
@@ -85,46 +85,17 @@ pub fn forget_an_interrupted_run(room: &str, labs: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Runs `commands` side by side, each into its log (named by its `what`):
-/// each one's span, whether it succeeded, and its log.
-fn at_once(commands: Vec<(String, Cmd)>) -> Vec<((Instant, Instant), bool, PathBuf)> {
-    let dir = labkit::project::target_dir().join("room-bench-logs");
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("cannot make {}: {e}", dir.display());
-    }
-    std::thread::scope(|scope| {
-        let running: Vec<_> = commands
-            .into_iter()
-            .map(|(what, cmd)| {
-                let log = dir.join(format!("{what}.log"));
-                scope.spawn(move || {
-                    let start = Instant::now();
-                    let ok = cmd.spawn_to_log(&log).and_then(|mut c| Ok(c.wait()?.success()));
-                    ((start, Instant::now()), matches!(ok, Ok(true)), log)
-                })
-            })
-            .collect();
-        running.into_iter().map(|r| r.join().expect("a waiting thread")).collect()
-    })
-}
-
-/// The failures of [`at_once`], each with its log's last lines.
-fn failed(ran: &[((Instant, Instant), bool, PathBuf)]) -> Vec<String> {
-    let tail = |log: &PathBuf| format!("{}:\n{}", log.display(), labkit::files::tail(log, 15));
-    ran.iter().filter(|r| !r.1).map(|r| tail(&r.2)).collect()
-}
-
-/// [`at_once`] of each attendee's command, each span on the timeline as `phase`.
-fn side_by_side(phase: Phase, commands: Vec<(usize, Cmd)>, timeline: &mut Timeline) -> Vec<String> {
+/// Each attendee's command at once, each span on the timeline as `phase`.
+fn on_timeline(phase: Phase, commands: Vec<(usize, Cmd)>, timeline: &mut Timeline) -> Vec<String> {
     let who: Vec<usize> = commands.iter().map(|(i, _)| *i).collect();
     let named = commands
         .into_iter()
         .map(|(i, cmd)| (format!("{phase:?}-{PREFIX}-{:02}", i + 1).to_lowercase(), cmd));
-    let ran = at_once(named.collect());
-    for (i, (span, ok, _)) in who.into_iter().zip(&ran) {
-        timeline.add(i, phase, *span, *ok);
+    let ran = side_by_side::run(LOGS, named.collect());
+    for (i, ran) in who.into_iter().zip(&ran) {
+        timeline.add(i, phase, ran.span, ran.ok);
     }
-    failed(&ran)
+    side_by_side::failed(&ran)
 }
 
 /// Every attendee's `lab up --provider existing` with their kubeconfig from
@@ -145,7 +116,7 @@ pub fn up(
             let cmd = cargo(up).args(["--registry", registry, "--kubeconfig"]);
             (i, cmd.arg(kubeconfig.display().to_string()))
         });
-        failed.extend(side_by_side(Phase::Up, commands.collect(), timeline));
+        failed.extend(on_timeline(Phase::Up, commands.collect(), timeline));
     }
     failed
 }
@@ -156,7 +127,7 @@ pub fn down(left: &[&String], labs: &[String], timeline: &mut Timeline) -> Vec<S
         let i = labs.iter().position(|l| l == *name)?;
         Some((i, cargo(["xtask", "lab", "down", "--name", name])))
     });
-    side_by_side(Phase::Down, commands.collect(), timeline)
+    on_timeline(Phase::Down, commands.collect(), timeline)
 }
 
 /// The course's four experiments in every attendee's namespace, all
@@ -164,7 +135,7 @@ pub fn down(left: &[&String], labs: &[String], timeline: &mut Timeline) -> Vec<S
 pub async fn experiments(labs: &[String], timeline: &mut Timeline) -> Vec<String> {
     let runs = labs.iter().enumerate().map(|(i, name)| async move {
         let start = Instant::now();
-        let result = course_experiments(name).await;
+        let result = crate::test::existing::course_experiments(name).await;
         (i, (start, Instant::now()), result)
     });
     let mut failed = Vec::new();
@@ -175,16 +146,6 @@ pub async fn experiments(labs: &[String], timeline: &mut Timeline) -> Vec<String
         }
     }
     failed
-}
-
-/// The course's four experiments against lab `name`, in the course's order.
-pub(crate) async fn course_experiments(name: &str) -> Result<()> {
-    let mut lab = Lab::find_named(name).await?;
-    for test in COURSE {
-        let experiment = grader::experiments::find(test).with_context(|| format!("no {test}"))?;
-        (experiment.run)(&mut lab).await.with_context(|| test.to_string())?;
-    }
-    Ok(())
 }
 
 /// `rounds` self-heals (delete my-config → back with the desired data, as
@@ -266,18 +227,48 @@ pub fn grade(
         let downs = made.map(|(name, _)| {
             (format!("down-{name}"), cargo(["xtask", "lab", "down", "--name", name]))
         });
-        failed(&at_once(downs.collect()))
+        side_by_side::failed(&side_by_side::run(LOGS, downs.collect()))
     };
-    let up_failed = failed(&at_once(ups.collect()));
+    let up_failed = side_by_side::failed(&side_by_side::run(LOGS, ups.collect()));
     if !up_failed.is_empty() {
         let down_failed = down();
         bail!("the instructor's lab up failed: {up_failed:?} {down_failed:?}");
     }
+    let grades = graded_by(&labs, n, &program, &results);
+    let mut failures = Vec::new();
+    for (i, span, ok, log) in grades {
+        timeline.add(i, Phase::Graded, span, ok);
+        if !ok {
+            failures.push(format!(
+                "grade of {PREFIX}-{:02}:\n{}",
+                i + 1,
+                labkit::files::tail(&log, 15)
+            ));
+        }
+    }
+    let collect = ["xtask", "grade", "--collect", &results.display().to_string()];
+    let table = cargo(collect).read().unwrap_or_else(|e| format!("(grade --collect: {e:#})"));
+    failures.extend(down());
+    if failures.len() == n {
+        bail!("no grade passed:\n{}", failures.join("\n"));
+    }
+    Ok(Graded { total: started.elapsed(), table, failures })
+}
+
+/// Attendees `0..n`'s programs graded, each instructor's lab (name,
+/// namespace) taking the next from one queue: per grade, who, its span,
+/// whether it passed, its log.
+fn graded_by(
+    labs: &[(String, String)],
+    n: usize,
+    program: &Path,
+    results: &Path,
+) -> Vec<(usize, (Instant, Instant), bool, PathBuf)> {
     let next = Mutex::new(0..n);
-    let spans = Mutex::new(Vec::new());
+    let grades = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
-        for (name, namespace) in &labs {
-            let (next, spans, program, results) = (&next, &spans, &program, &results);
+        for (name, namespace) in labs {
+            let (next, grades) = (&next, &grades);
             scope.spawn(move || {
                 // `let else`, not `while let`: the queue's lock is let go before the grade.
                 loop {
@@ -299,29 +290,12 @@ pub fn grade(
                     let start = Instant::now();
                     let ok = cmd.spawn_to_log(&log).and_then(|mut c| Ok(c.wait()?.success()));
                     let span = (start, Instant::now());
-                    spans.lock().expect("the spans").push((i, span, matches!(ok, Ok(true)), log));
+                    grades.lock().expect("the grades").push((i, span, matches!(ok, Ok(true)), log));
                 }
             });
         }
     });
-    let mut failures = Vec::new();
-    for (i, span, ok, log) in spans.into_inner().expect("the spans") {
-        timeline.add(i, Phase::Graded, span, ok);
-        if !ok {
-            failures.push(format!(
-                "grade of {PREFIX}-{:02}:\n{}",
-                i + 1,
-                labkit::files::tail(&log, 15)
-            ));
-        }
-    }
-    let collect = ["xtask", "grade", "--collect", &results.display().to_string()];
-    let table = cargo(collect).read().unwrap_or_else(|e| format!("(grade --collect: {e:#})"));
-    failures.extend(down());
-    if failures.len() == n {
-        bail!("no grade passed:\n{}", failures.join("\n"));
-    }
-    Ok(Graded { total: started.elapsed(), table, failures })
+    grades.into_inner().expect("the grades")
 }
 
 #[cfg(test)]

@@ -11,8 +11,6 @@ mod attendees;
 mod cluster_metrics;
 mod report;
 
-pub(crate) use attendees::course_experiments;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
