@@ -13,6 +13,7 @@ mod report;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Result, ensure};
@@ -63,7 +64,24 @@ struct Cluster {
     made: Option<room_cluster::RoomCluster>,
 }
 
+/// Set by a Ctrl-C: the phase under way ends, the next does not start.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The next phase of the morning, unless a Ctrl-C came: then everything goes down.
+fn phase(title: String) -> Result<()> {
+    ensure!(!INTERRUPTED.load(Ordering::SeqCst), "interrupted before: {title}");
+    crate::test::section(title);
+    Ok(())
+}
+
 pub async fn run(args: RoomBenchArgs) -> Result<ExitCode> {
+    // Caught, so that the labs, the room and the cluster go down whatever the moment.
+    tokio::spawn(async {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: the phase under way ends, then every lab and the room go down");
+            INTERRUPTED.store(true, Ordering::SeqCst);
+        }
+    });
     let mut cluster = match &args.kubeconfig {
         Some(kubeconfig) => Cluster {
             kubeconfig: kubeconfig.clone(),
@@ -89,10 +107,16 @@ pub async fn run(args: RoomBenchArgs) -> Result<ExitCode> {
     }
     let report = result?;
     let name = format!("room-{}", args.attendees);
-    labkit::project::write_sample(&format!("{name}.md"), &report.markdown())?;
-    labkit::project::write_sample(&format!("{name}.json"), &report.json()?)?;
-    labkit::project::write_sample(&format!("{name}.svg"), &report.timeline_svg())?;
+    let dir = labkit::project::target_dir().join("room-bench");
+    std::fs::create_dir_all(&dir)?;
+    for (ext, text) in
+        [("md", report.markdown()), ("json", report.json()?), ("svg", report.timeline_svg())]
+    {
+        std::fs::write(dir.join(format!("{name}.{ext}")), &text)?;
+        labkit::project::write_sample(&format!("{name}.{ext}"), &text)?;
+    }
     println!("{}", report.markdown());
+    eprintln!("written: {}/{name}.{{md,json,svg}}", labkit::project::shown(&dir));
     ensure!(report.failures.is_empty(), "not everything passed: {:?}", report.failures);
     Ok(ExitCode::SUCCESS)
 }
@@ -155,27 +179,24 @@ async fn morning(
 ) -> Result<()> {
     let n = labs.len();
     let wave = args.wave.map_or(n, |w| w as usize);
-    crate::test::section(format!("lab up --provider existing: {n} attendees, {wave} at once"));
+    phase(format!("lab up --provider existing: {n} attendees, {wave} at once"))?;
     let room_dir = labkit::project::target_dir().join("room").join(ROOM);
     let failed = attendees::up(labs, wave, &room_dir, &cluster.registry, timeline);
     ensure!(failed.is_empty(), "lab up failed for {failed:?}");
     report.controllers_idle = cluster_metrics::controllers_memory(admin, PREFIX).await?;
-    crate::test::section(format!("the course's experiments in {n} namespaces at once"));
+    phase(format!("the course's experiments in {n} namespaces at once"))?;
     report.failures.extend(attendees::experiments(labs, timeline).await);
-    crate::test::section(format!("self-heal, {} rounds in each of {n} namespaces", args.rounds));
+    phase(format!("self-heal, {} rounds in each of {n} namespaces", args.rounds))?;
     report.heal_all = attendees::heal_in_turn(labs, args.rounds).await?;
-    crate::test::section(format!("self-heal, the same in lockstep: {n} deletes at once"));
+    phase(format!("self-heal, the same in lockstep: {n} deletes at once"))?;
     report.heal_lockstep = attendees::heal_at_once(labs, args.rounds).await?;
     report.controllers_busy = cluster_metrics::controllers_memory(admin, PREFIX).await?;
-    crate::test::section(format!("the instructor grades {n} programs, {} at once", args.graders));
+    phase(format!("the instructor grades {n} programs, {} at once", args.graders))?;
     let graded = attendees::grade(cluster, args.graders as usize, n, timeline)?;
     report.grading = graded.total;
     report.room_table = graded.table;
     report.failures.extend(graded.failures);
-    crate::test::section(format!(
-        "self-heal with one controller alone: {} rounds",
-        n * args.rounds
-    ));
+    phase(format!("self-heal with one controller alone: {} rounds", n * args.rounds))?;
     let others: Vec<&String> = labs[1..].iter().collect();
     report.failures.extend(attendees::down(&others, labs, timeline));
     report.heal_alone = attendees::heal_in_turn(&labs[..1], n * args.rounds).await?;
