@@ -110,7 +110,7 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "\nThe room's grades (`cargo xtask grade --collect`):\n\n```\n{}\n```",
+            "\nThe room's grades (`cargo xtask grade --collect DIR`):\n\n```\n{}\n```",
             self.room_table.trim_end()
         );
         out
@@ -217,7 +217,7 @@ impl Report {
         let x = |t: f64| left + t / end * width;
         let height = 40.0 + row * self.attendees as f64;
         let mut svg = format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"10\">\n",
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n",
             left + width + 10.0
         );
         let colours = [
