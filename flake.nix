@@ -178,11 +178,16 @@
           };
 
           # --- checks: the host target, the whole workspace ------------------------
-          workspaceDeps = craneLib.buildDepsOnly commonArgs;
+          # The dev profile, as `cargo test` builds: debug assertions and overflow checks
+          # stay on, and the build takes a quarter of a release build's CPU (docs/nix.md).
+          checkArgs = commonArgs // {
+            CARGO_PROFILE = "dev";
+          };
+          workspaceDeps = craneLib.buildDepsOnly checkArgs;
           checks = {
             fmt = craneLib.cargoFmt commonArgs;
             clippy = craneLib.cargoClippy (
-              commonArgs
+              checkArgs
               // {
                 cargoArtifacts = workspaceDeps;
                 cargoClippyExtraArgs = "--workspace --all-targets -- -D warnings";
@@ -194,11 +199,9 @@
             # xtask's lab tests are `test = false` targets: nextest does not build them.
             # .ci/sandbox-check runs this very command as this sandbox would.
             tests = craneLib.cargoNextest (
-              commonArgs
+              checkArgs
               // {
                 cargoArtifacts = workspaceDeps;
-                # crane's default, said here because .ci/sandbox-check reads it.
-                CARGO_PROFILE = "release";
                 cargoNextestExtraArgs = "--workspace -E 'not (package(e2e) and kind(test)) and not test(=tidy::tree::the_walk_lists_what_git_tracks_or_would)'";
                 partitions = 1;
                 partitionType = "count";

@@ -344,10 +344,11 @@ fn docker_usable() -> Result<(), String> {
         .map_err(|_| "the Docker daemon does not answer (`docker info`)".to_string())
 }
 
-/// `cargo maint node-image` in the background, at the lowest CPU
-/// priority: on a cold machine it is minutes of compiling Kubernetes, and what
-/// runs meanwhile (the unit tests, a lab's tests) comes first. Stopped if the
-/// run ends before the kind lab needs it.
+/// `cargo maint node-image` in the background, at a low CPU priority: on a
+/// cold machine it is minutes of compiling Kubernetes, and what runs meanwhile
+/// (the unit tests, a lab's tests) comes first; CI's sandbox check, below it at
+/// the lowest, comes after (`.ci/run`). Stopped if the run ends before the kind
+/// lab needs it.
 struct NodeImageBuild {
     child: Option<std::process::Child>,
     /// Its process group (its own: cargo, xtask and the builds they start).
@@ -365,8 +366,8 @@ impl NodeImageBuild {
     fn start(log: &str) -> Result<NodeImageBuild> {
         let log = labkit::project::target_dir().join(log);
         let _ = std::fs::remove_file(&log);
-        section("the kind node image, built in the background at the lowest CPU priority");
-        let cmd = Cmd::argv(["nice", "-n", "19", "cargo", "maint", "node-image"]);
+        section("the kind node image, built in the background at a low CPU priority");
+        let cmd = Cmd::argv(["nice", "-n", "10", "cargo", "maint", "node-image"]);
         let child = cmd.spawn_to_log(&log)?;
         Ok(NodeImageBuild { group: child.id() as i32, child: Some(child), done: false, log })
     }

@@ -319,8 +319,9 @@ let
         contains "cargo nextest run" (commands tests)
         && contains "--workspace" (commands tests)
         && contains "package(e2e)" (commands tests)
-        && (tests.CARGO_PROFILE or null) == "release"
-      ) "checks.${system}.tests: cargo nextest run --cargo-profile release --workspace, not the e2e crate's cluster tests (.ci/sandbox-check runs the same command)")
+        && (tests.CARGO_PROFILE or null) == "dev"
+        && (tests.cargoArtifacts.CARGO_PROFILE or null) == "dev"
+      ) "checks.${system}.tests: cargo nextest run --cargo-profile dev --workspace, on dependencies built in that profile, not the e2e crate's cluster tests (.ci/sandbox-check runs the same command)")
       (check (
         filter (c: c ? CARGO_BUILD_TARGET) [
           clippy
