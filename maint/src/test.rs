@@ -1,15 +1,14 @@
 //! `cargo maint test`, the README's test command: the unit tests; then fresh
 //! labs, each made as a person makes one, with the e2e suite and the lab's
-//! own tests (`xtask/tests/<provider>_lab.rs`; the grader's, `xtask/tests/grade.rs`, on the
-//! envtest lab and a second one beside it) against it, and taken down whatever happened. Two parts run side by side,
-//! each with its own lab name: envtest, and the Docker labs (kind, then a room on a cluster
-//! the kit did not make: [`existing`]) — the suites mostly wait, so on two cores the parts
-//! take little more than the longer of them; on a cold machine the kind node image is built
-//! first.
+//! own tests (`xtask/tests/<provider>_lab.rs`) against it, and taken down whatever
+//! happened. The parts run side by side, each with its own lab names: envtest, beside it
+//! the grader's tests on two envtest labs of their own, and the Docker labs (kind, beside
+//! it a room on a cluster the kit did not make: [`existing`]) — the suites mostly wait, so
+//! on two cores the parts take little more than the longest of them; on a cold machine the
+//! kind node image is built first.
 
 use std::{
     process::ExitCode,
-    sync::atomic::{AtomicI32, Ordering},
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -22,7 +21,10 @@ use xtask::{
     lab::{self, UpOptions, options::ProviderChoice},
 };
 
+mod alongside;
 pub(crate) mod existing;
+
+use alongside::Alongside;
 
 /// Its own lab, so a person's `my-controller-lab` is left alone.
 pub const LAB_NAME: &str = "my-controller-test";
@@ -47,7 +49,14 @@ pub enum Part {
     /// Only the room on a three-node cluster the kit did not make (the kind node image must
     /// be in Docker, or `LAB_NODE_IMAGE` name one).
     Existing,
+    /// Only the grader's tests, on two envtest labs of their own.
+    Grade,
 }
+
+/// How the parts run alongside are named in the log.
+const DOCKER_PART: &str = "the Docker labs";
+const ROOM_PART: &str = "the room's labs";
+const GRADE_PART: &str = "the grader's tests";
 
 /// When `cargo maint test` started: each section says how far into the run it
 /// begins, as `.ci/run`'s do, so a run's log shows where its minutes went.
@@ -69,20 +78,14 @@ pub(crate) fn section(title: impl std::fmt::Display) {
     labkit::progress!("== {title} ({:.0} s)", since.as_secs_f64());
 }
 
-/// The process group of the part run alongside, for the Ctrl-C handler (0: none).
-static ALONGSIDE_GROUP: AtomicI32 = AtomicI32::new(0);
-
 pub async fn run(only: Option<Part>) -> Result<ExitCode> {
     started();
-    // A Ctrl-C reaches the test processes (same terminal) and is passed on to the part
-    // run alongside (a process group of its own); xtask itself stays to take the labs down.
+    // A Ctrl-C reaches the test processes (same terminal) and is passed on to the parts
+    // run alongside (process groups of their own); xtask itself stays to take the labs down.
     tokio::spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("interrupted: the labs go down once the running steps end");
-            let group = ALONGSIDE_GROUP.load(Ordering::SeqCst);
-            if group > 0 {
-                unsafe { libc::killpg(group, libc::SIGINT) };
-            }
+            alongside::interrupt_all();
         }
     });
     match only {
@@ -92,6 +95,7 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
             let node_image = std::env::var(NODE_IMAGE_ENV).ok().filter(|v| !v.is_empty());
             return existing::part(node_image.as_deref()).await;
         }
+        Some(Part::Grade) => return grade_part().await,
         None => {}
     }
     // A cold machine: the kind node image is most of the run's CPU. Built first (the
@@ -123,12 +127,12 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
             section("the controller's static release build, while the node image builds");
             let release = xtask::image::StaticTarget::detect()?.controller_build();
             release.run_long("building the static controller")?;
-            let docker = Alongside::start()?;
+            let docker = Alongside::start(Part::Docker, DOCKER_PART)?;
             // On an error the Docker part is interrupted (Alongside's drop).
             build.wait().await?;
             docker
         }
-        None => Alongside::start()?,
+        None => Alongside::start(Part::Docker, DOCKER_PART)?,
     };
     let envtest = envtest_part().await;
     let docker = docker.wait().await?;
@@ -136,11 +140,15 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
     Ok(if envtest == ExitCode::SUCCESS { docker } else { envtest })
 }
 
-/// The envtest lab: the suite, the lab's own tests, the
-/// by-hand commands' (`lab env`, the narrations'), the grader's, the guest's (its API server standing in for a cluster the kit did not make).
+/// The envtest lab: the suite, the lab's own tests, the by-hand commands' (`lab env`, the
+/// narrations'), the guest's (its API server standing in for a cluster the kit did not
+/// make); beside it, from the start, the grader's on two labs of their own ([`grade_part`]).
 async fn envtest_part() -> Result<ExitCode> {
-    on_fresh_lab(LAB_NAME, &UpOptions::envtest(), &["envtest_lab", "by_hand", "grade", "guest"])
-        .await
+    let grade = Alongside::start(Part::Grade, GRADE_PART)?;
+    let code =
+        on_fresh_lab(LAB_NAME, &UpOptions::envtest(), &["envtest_lab", "by_hand", "guest"]).await?;
+    let graded = grade.wait().await?;
+    Ok(if code == ExitCode::SUCCESS { graded } else { code })
 }
 
 /// The labs that need Docker: kind (its node image built first where `LAB_NODE_IMAGE=built`),
@@ -155,19 +163,20 @@ async fn docker_part() -> Result<ExitCode> {
     if node_image.as_deref() == Some("built") {
         NodeImageBuild::start("node-image-build-docker.log")?.wait().await?;
     }
+    // The room beside the kind lab: its cluster and the images it builds (the registry,
+    // kube-router) take CPU the kind lab's suites leave idle.
+    let room = Alongside::start(Part::Existing, ROOM_PART)?;
     let kind = UpOptions { provider: ProviderChoice::Kind, node_image, ..UpOptions::envtest() };
     let kubeconfig_before = user_kubeconfig();
     // The grader's Deployment path is proven on the existing cluster (its tests): not again here.
     let code = on_fresh_lab(DOCKER_LAB_NAME, &kind, &["by_hand", "kind_lab"]).await?;
     ensure!(
         user_kubeconfig() == kubeconfig_before,
-        "the kind lab changed {}",
+        "the kind lab (or the room beside it) changed {}",
         user_kubeconfig_path().display()
     );
-    if code != ExitCode::SUCCESS {
-        return Ok(code);
-    }
-    existing::part(kind.node_image.as_deref()).await
+    let room = room.wait().await?;
+    Ok(if code == ExitCode::SUCCESS { room } else { code })
 }
 
 /// Whether the kind lab's node image is to be built here (`LAB_NODE_IMAGE=built`) and is
@@ -192,75 +201,6 @@ fn docker_missing() -> Option<String> {
     }
 }
 
-/// `cargo maint test --only docker`, run alongside the envtest part in a process group of
-/// its own, its output in a log that is shown whole when it ends (two parts' lines
-/// interleaved would be unreadable).
-struct Alongside {
-    child: Option<std::process::Child>,
-    group: i32,
-    log: std::path::PathBuf,
-}
-
-/// How often a wait for the part alongside says where it is.
-const REPORT_EVERY: Duration = Duration::from_secs(60);
-
-impl Alongside {
-    fn start() -> Result<Alongside> {
-        let log = labkit::project::target_dir().join("test-docker-labs.log");
-        let _ = std::fs::remove_file(&log);
-        section(format!(
-            "the Docker labs ({DOCKER_LAB_NAME}), alongside; their log is shown when they end"
-        ));
-        let since_epoch = started().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let child = xtask::cargo::cargo(["maint", "test", "--only", "docker"])
-            .env(STARTED_ENV, format!("{:.3}", since_epoch.as_secs_f64()))
-            .spawn_to_log(&log)?;
-        let group = child.id() as i32;
-        ALONGSIDE_GROUP.store(group, Ordering::SeqCst);
-        Ok(Alongside { child: Some(child), group, log })
-    }
-
-    /// Waits for it, its last line every minute; then its whole log, and its result.
-    async fn wait(mut self) -> Result<ExitCode> {
-        section(format!("waiting for the Docker labs (log: {})", self.log.display()));
-        let mut child = self.child.take().expect("started");
-        // std's Child has no async wait: a blocking thread waits for it.
-        let mut exited = tokio::task::spawn_blocking(move || child.wait());
-        let mut report =
-            tokio::time::interval_at(tokio::time::Instant::now() + REPORT_EVERY, REPORT_EVERY);
-        let status = loop {
-            tokio::select! {
-                status = &mut exited => break status.context("waiting for the Docker labs")??,
-                _ = report.tick() => {
-                    let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                    eprintln!("  the Docker labs: {}", log.lines().last().unwrap_or_default());
-                }
-            }
-        };
-        ALONGSIDE_GROUP.store(0, Ordering::SeqCst);
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        eprintln!(
-            "---- the Docker labs' log ({}) ----\n{log}---- end of the Docker labs' log ({status}) ----",
-            self.log.display()
-        );
-        Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-    }
-}
-
-impl Drop for Alongside {
-    /// On an error or a panic of the envtest part: the part alongside is interrupted as a
-    /// Ctrl-C would, so that it takes its labs down, and waited for.
-    fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else { return };
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        eprintln!("interrupting the Docker labs (pid group {}): their labs go down", self.group);
-        unsafe { libc::killpg(self.group, libc::SIGINT) };
-        let _ = child.wait();
-    }
-}
-
 /// A fresh lab `name` made with `options`, the e2e suite against it, then the lab
 /// tests `tests` (`cargo test -p xtask --test NAME`: the lab's own, and the
 /// grader's), the lab down whatever happened.
@@ -282,12 +222,9 @@ async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -
             break;
         }
         section(format!("xtask/tests/{test}.rs on {what}"));
-        let run = match (*test, options.provider) {
-            ("grade", ProviderChoice::Envtest) => grade_tests_in_halves(name).await,
-            _ => cargo::cargo(["test", "-p", "xtask", "--test", test, "--", "--test-threads=1"])
-                .env(NAME_ENV, name)
-                .run(),
-        };
+        let run = cargo::cargo(["test", "-p", "xtask", "--test", test, "--", "--test-threads=1"])
+            .env(NAME_ENV, name)
+            .run();
         if let Err(e) = run {
             eprintln!("{e:#}");
             code = ExitCode::FAILURE;
@@ -297,16 +234,21 @@ async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -
     Ok(code)
 }
 
-/// The second envtest lab of [`grade_tests_in_halves`].
-const GRADE_LAB_NAME: &str = "my-controller-test-grade";
+/// The two envtest labs of [`grade_part`].
+pub const GRADE_LABS: [&str; 2] = ["my-controller-test-grade", "my-controller-test-grade-2"];
 
-/// `xtask/tests/grade.rs` in two halves at once, on lab `name` and on a second envtest
-/// lab made for them (down whatever happened): one after the other its grades took ten
-/// minutes, most of it the programs' resync windows, on CI's critical path.
-async fn grade_tests_in_halves(name: &'static str) -> Result<()> {
-    let mut down = LabDown { name: GRADE_LAB_NAME, kind: false, done: false };
-    lab::down::run(GRADE_LAB_NAME, false).await?;
-    lab::up::run(GRADE_LAB_NAME, &UpOptions::envtest()).await?;
+/// `xtask/tests/grade.rs` in two halves at once, each on an envtest lab of its own (down
+/// whatever happened): one after the other its grades took ten minutes, most of it the
+/// programs' resync windows, on CI's critical path.
+async fn grade_part() -> Result<ExitCode> {
+    let mut downs = Vec::new();
+    for name in GRADE_LABS {
+        section(format!("an envtest lab ({name})"));
+        downs.push(LabDown { name, kind: false, done: false });
+        lab::down::run(name, false).await?;
+        lab::up::run(name, &UpOptions::envtest()).await?;
+    }
+    section("xtask/tests/grade.rs in two halves, one on each lab");
     let grade = || cargo::cargo(["test", "-p", "xtask", "--test", "grade", "--"]);
     let listed = grade().arg("--list").read()?;
     let tests: Vec<&str> = listed.lines().filter_map(|l| l.strip_suffix(": test")).collect();
@@ -316,10 +258,18 @@ async fn grade_tests_in_halves(name: &'static str) -> Result<()> {
         let cmd = grade().args(["--test-threads=1", "--exact"]).args(mine).env(NAME_ENV, lab);
         (format!("grade-tests-on-{lab}"), cmd)
     };
-    let halves = vec![half(name, 0), half(GRADE_LAB_NAME, 1)];
+    let halves = vec![half(GRADE_LABS[0], 0), half(GRADE_LABS[1], 1)];
     let ran = crate::side_by_side::shown(&crate::side_by_side::run("grade-tests", halves));
-    down.now().await?;
-    ran
+    for down in &mut downs {
+        down.now().await?;
+    }
+    Ok(match ran {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e:#}");
+            ExitCode::FAILURE
+        }
+    })
 }
 
 fn user_kubeconfig_path() -> std::path::PathBuf {
@@ -374,43 +324,23 @@ impl NodeImageBuild {
 
     /// Waits for the build, its last line every 30 s; its log's tail when it fails.
     async fn wait(mut self) -> Result<()> {
-        const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
         section(format!("waiting for the kind node image (log: {})", self.log.display()));
-        let started = tokio::time::Instant::now();
-        let mut child = self.child.take().expect("started");
-        // std's Child has no async wait: a blocking thread waits for it.
-        let mut exited = tokio::task::spawn_blocking(move || child.wait());
-        let mut report = tokio::time::interval_at(started + REPORT_EVERY, REPORT_EVERY);
-        let deadline = tokio::time::sleep_until(started + NODE_IMAGE_WITHIN);
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                status = &mut exited => {
-                    self.done = true;
-                    let status = status.context("waiting for the node image build")??;
-                    ensure!(
-                        status.success(),
-                        "building the kind node image failed ({status}); its log ends:\n{}",
-                        labkit::files::tail(&self.log, 20)
-                    );
-                    eprintln!(
-                        "kind node image ready ({:.0} s of waiting)",
-                        started.elapsed().as_secs_f64()
-                    );
-                    return Ok(());
-                }
-                _ = report.tick() => {
-                    let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                    eprintln!("  still building: {}", log.lines().last().unwrap_or_default());
-                }
-                // Dropping `self` stops the build; the blocking thread reaps it.
-                () = &mut deadline => bail!(
-                    "the kind node image was not built within {} min; its log ends:\n{}",
-                    NODE_IMAGE_WITHIN.as_secs() / 60,
-                    labkit::files::tail(&self.log, 20)
-                ),
-            }
-        }
+        let started = std::time::Instant::now();
+        let child = self.child.take().expect("started");
+        let every = Duration::from_secs(30);
+        // Past the deadline, dropping `self` stops the build; the blocking thread reaps it.
+        let status =
+            alongside::exit_of(child, &self.log, every, Some(NODE_IMAGE_WITHIN), "still building:")
+                .await
+                .context("building the kind node image")?;
+        self.done = true;
+        ensure!(
+            status.success(),
+            "building the kind node image failed ({status}); its log ends:\n{}",
+            labkit::files::tail(&self.log, 20)
+        );
+        eprintln!("kind node image ready ({:.0} s of waiting)", started.elapsed().as_secs_f64());
+        Ok(())
     }
 }
 

@@ -3,8 +3,10 @@
 //!
 //! A sample holds a `#` header line, then `== section (N s)` lines: `.ci/run`'s
 //! own (`(Ns)`, seconds into the run), then `cargo maint test`'s (`(N s)`,
-//! seconds into that section), then, after `waiting for the Docker labs`,
-//! the Docker labs' log on the test's clock; `== done (Ns)` ends the run.
+//! seconds into that section), and inside it the logs of the parts run alongside,
+//! each between `---- <part>' log …` and `---- end of <part>' log …` on the test's
+//! clock (a group each; in samples from before those lines, what follows
+//! `waiting for the Docker labs` is theirs); `== done (Ns)` ends the run.
 //! A section lasts until the next one of its group starts. One that works
 //! in the background (`…, built in the background`, `…, alongside`) lasts
 //! until the end of the group's `waiting for <it>`.
@@ -27,13 +29,14 @@ pub struct Section {
 #[derive(Debug)]
 pub struct Timeline {
     pub header: String,
+    /// Who printed the sections, in the order they appear: `.ci/run`, `cargo maint test`,
+    /// then each part run alongside.
+    pub groups: Vec<String>,
     pub sections: Vec<Section>,
     pub done: f64,
 }
 
-/// The groups, in the order they appear.
-pub const GROUPS: [&str; 3] = [".ci/run", "cargo maint test", "the Docker labs (alongside)"];
-const COLORS: [&str; 3] = ["#4b5563", "#2563eb", "#059669"];
+const COLORS: [&str; 5] = ["#4b5563", "#2563eb", "#059669", "#b45309", "#7c3aed"];
 
 /// `== name (12s)` or `== name (12 s)` → (name, seconds, whether spaced).
 fn section_line(line: &str) -> Option<(&str, f64, bool)> {
@@ -46,36 +49,7 @@ fn section_line(line: &str) -> Option<(&str, f64, bool)> {
 
 pub fn parse(text: &str) -> Result<Timeline> {
     let header = text.lines().next().and_then(|l| l.strip_prefix("# ")).context("no # header")?;
-    // (group, name, start on the run's clock)
-    let mut started: Vec<(usize, String, f64)> = Vec::new();
-    let (mut test_at, mut done) = (None, None);
-    for line in text.lines().filter(|l| l.starts_with("== ")) {
-        let (name, at, spaced) =
-            section_line(line).with_context(|| format!("not a section: {line}"))?;
-        if name == "done" {
-            done = Some(at);
-            break;
-        }
-        let group = match (spaced, started.last()) {
-            (false, _) => 0,
-            (true, Some((g, last, _)))
-                if *g == 2 || last.starts_with("waiting for the Docker labs") =>
-            {
-                2
-            }
-            (true, _) => 1,
-        };
-        let offset = match group {
-            0 => 0.0,
-            _ => test_at.context("a section of `cargo maint test` before it started")?,
-        };
-        // Runs before the maintainers' verbs left xtask name the step `cargo xtask test`.
-        if group == 0 && [GROUPS[1], "cargo xtask test"].contains(&name) {
-            test_at = Some(at);
-        }
-        started.push((group, name.to_string(), offset + at));
-    }
-    let done = done.context("no `== done (Ns)` line")?;
+    let (groups, started, done) = starts(text)?;
     let mut sections: Vec<Section> = Vec::new();
     for (i, (group, name, start)) in started.iter().enumerate() {
         let next = started[i + 1..].iter().find(|(g, ..)| g == group).map(|(_, _, s)| *s);
@@ -100,7 +74,69 @@ pub fn parse(text: &str) -> Result<Timeline> {
     if sections.iter().any(|s| s.end < s.start || s.start > done) {
         bail!("sections out of order in the sample");
     }
-    Ok(Timeline { header: header.to_string(), sections, done })
+    Ok(Timeline { header: header.to_string(), groups, sections, done })
+}
+
+/// The groups, each section's (group, name, start on the run's clock), and when the run ended.
+type Starts = (Vec<String>, Vec<(usize, String, f64)>, f64);
+
+fn starts(text: &str) -> Result<Starts> {
+    let mut groups = vec![".ci/run".to_string(), "cargo maint test".to_string()];
+    // Samples from before the logs' bounds: what follows the wait for the Docker labs is theirs.
+    let bounded = text.lines().any(|l| l.starts_with("---- "));
+    let mut group_of = |name: String| match groups.iter().position(|g| *g == name) {
+        Some(i) => i,
+        None => {
+            groups.push(name);
+            groups.len() - 1
+        }
+    };
+    let mut started: Vec<(usize, String, f64)> = Vec::new();
+    // The logs of parts alongside being shown, innermost last.
+    let mut shown: Vec<usize> = Vec::new();
+    let (mut test_at, mut done) = (None, None);
+    for line in text.lines() {
+        if let Some(bound) = line.strip_prefix("---- ") {
+            match bound.strip_prefix("end of ") {
+                Some(_) => drop(shown.pop()),
+                None => {
+                    let what = bound.split("' log").next().unwrap_or(bound);
+                    shown.push(group_of(format!("{what} (alongside)")));
+                }
+            }
+            continue;
+        }
+        if !line.starts_with("== ") {
+            continue;
+        }
+        let (name, at, spaced) =
+            section_line(line).with_context(|| format!("not a section: {line}"))?;
+        if name == "done" {
+            done = Some(at);
+            break;
+        }
+        let group = match (spaced, shown.last(), started.last()) {
+            (false, ..) => 0,
+            (true, Some(g), _) => *g,
+            (true, None, Some((g, last, _)))
+                if !bounded && (*g > 1 || last.starts_with("waiting for the Docker labs")) =>
+            {
+                group_of("the Docker labs (alongside)".to_string())
+            }
+            (true, None, _) => 1,
+        };
+        let offset = match group {
+            0 => 0.0,
+            _ => test_at.context("a section of `cargo maint test` before it started")?,
+        };
+        // Runs before the maintainers' verbs left xtask name the step `cargo xtask test`.
+        if group == 0 && ["cargo maint test", "cargo xtask test"].contains(&name) {
+            test_at = Some(at);
+        }
+        started.push((group, name.to_string(), offset + at));
+    }
+    let done = done.context("no `== done (Ns)` line")?;
+    Ok((groups, started, done))
 }
 
 /// `the kind node image, built in the background …` → `the kind node image`.
@@ -157,7 +193,7 @@ pub fn svg(timeline: &Timeline, title: &str) -> String {
     let x = |seconds: f64| x0 + seconds / timeline.done * (x1 - x0);
     let axis = y + 28.0;
     let top = axis + 8.0;
-    let rows = timeline.sections.len() + GROUPS.len();
+    let rows = timeline.sections.len() + timeline.groups.len();
     let bottom = top + rows as f64 * ROW;
     let step = if minutes > 30.0 { 10.0 } else { 5.0 };
     let mut tick = 0.0;
@@ -185,7 +221,7 @@ pub fn svg(timeline: &Timeline, title: &str) -> String {
 /// A row per section, under a row naming its group, from `top` down.
 fn draw_rows(body: &mut String, timeline: &Timeline, x: &dyn Fn(f64) -> f64, top: f64) {
     let mut row = top;
-    for (g, group) in GROUPS.iter().enumerate() {
+    for (g, group) in timeline.groups.iter().enumerate() {
         let sections: Vec<&Section> = timeline.sections.iter().filter(|s| s.group == g).collect();
         if sections.is_empty() {
             continue;
@@ -194,7 +230,7 @@ fn draw_rows(body: &mut String, timeline: &Timeline, x: &dyn Fn(f64) -> f64, top
             body,
             r##"<text x="12" y="{:.1}" font-size="13" font-weight="bold" fill="{}">{}</text>"##,
             row + 14.0,
-            COLORS[g],
+            COLORS[g % COLORS.len()],
             escape(group)
         );
         row += ROW;
@@ -211,7 +247,7 @@ fn draw_rows(body: &mut String, timeline: &Timeline, x: &dyn Fn(f64) -> f64, top
                 r##"<rect x="{bx:.1}" y="{:.1}" width="{bw:.1}" height="{}" rx="2" fill="{}"/>"##,
                 row + 3.0,
                 ROW - 6.0,
-                COLORS[g]
+                COLORS[g % COLORS.len()]
             );
             let took = duration(s.end - s.start);
             let inside = text_width(&took, FONT) + 8.0 < bw;
@@ -273,5 +309,42 @@ mod tests {
             parse("# x\n== unit tests (0 s)\n== done (1s)\n").is_err(),
             "test before its start"
         );
+    }
+
+    #[test]
+    fn each_log_shown_whole_is_a_group_of_its_own_nested_ones_too() {
+        let t = parse(
+            "# a run\n\
+            == cargo maint test (10s)\n\
+            == the grader's tests, alongside; their log is shown when they end (0 s)\n\
+            == e2e suite (1 s)\n\
+            == waiting for the grader's tests (log: g) (50 s)\n\
+            ---- the grader's tests' log (g) ----\n\
+            == xtask/tests/grade.rs in two halves (2 s)\n\
+            ---- end of the grader's tests' log (exit status: 0) ----\n\
+            == waiting for the Docker labs (log: d) (60 s)\n\
+            ---- the Docker labs' log (d) ----\n\
+            == a kind lab (d) (3 s)\n\
+            == waiting for the room's labs (log: r) (40 s)\n\
+            ---- the room's labs' log (r) ----\n\
+            == room up --attendees 3 (20 s)\n\
+            ---- end of the room's labs' log (exit status: 0) ----\n\
+            ---- end of the Docker labs' log (exit status: 0) ----\n\
+            == done (80s)\n",
+        )
+        .unwrap();
+        let groups = [".ci/run", "cargo maint test", "the grader's tests (alongside)"];
+        assert_eq!(t.groups[..3], groups);
+        assert_eq!(t.groups[3..], ["the Docker labs (alongside)", "the room's labs (alongside)"]);
+        let at = |name: &str| {
+            let s = t.sections.iter().find(|s| s.name == name).unwrap();
+            (s.group, s.start, s.end)
+        };
+        assert_eq!(at("xtask/tests/grade.rs in two halves"), (2, 12.0, 80.0));
+        assert_eq!(at("a kind lab (d)"), (3, 13.0, 50.0));
+        assert_eq!(at("room up --attendees 3"), (4, 30.0, 80.0));
+        assert_eq!(at("waiting for the Docker labs (log: d)"), (1, 70.0, 80.0));
+        let alongside = "the grader's tests, alongside; their log is shown when they end";
+        assert_eq!(at(alongside), (1, 10.0, 70.0), "until the wait for it ends");
     }
 }
