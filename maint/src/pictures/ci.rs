@@ -96,7 +96,8 @@ fn starts(text: &str) -> Result<Starts> {
     let mut shown: Vec<usize> = Vec::new();
     let (mut test_at, mut done) = (None, None);
     for line in text.lines() {
-        if let Some(bound) = line.strip_prefix("---- ") {
+        // `---- <part>' log (<file>) ----`; other `---- ` lines head a side-by-side command's log.
+        if let Some(bound) = line.strip_prefix("---- ").filter(|b| b.ends_with(" ----")) {
             match bound.strip_prefix("end of ") {
                 Some(_) => drop(shown.pop()),
                 None => {
@@ -321,6 +322,7 @@ mod tests {
             == waiting for the grader's tests (log: g) (50 s)\n\
             ---- the grader's tests' log (g) ----\n\
             == xtask/tests/grade.rs in two halves (2 s)\n\
+            ---- grade-tests-on-a (ok), a.log:\n\
             ---- end of the grader's tests' log (exit status: 0) ----\n\
             == waiting for the Docker labs (log: d) (60 s)\n\
             ---- the Docker labs' log (d) ----\n\
