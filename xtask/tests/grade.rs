@@ -195,9 +195,9 @@ async fn the_course_program_verbatim_passes_every_row() {
 #[tokio::test]
 #[serial]
 async fn the_course_program_through_go_run_passes_every_row() {
-    // Built first as `go run` builds it (no -trimpath, unlike go_build's binaries, whose
-    // cache entries `go run` cannot use): the grade's 60 s to connect are then `go run`
-    // linking, not compiling client-go on a cold machine.
+    // Built first as `go run` builds it (no -trimpath, as go_build's binaries, whose compiles
+    // it shares): the grade's 60 s to connect are then `go run` linking, not compiling
+    // client-go on a cold machine.
     let module = go_build::module_copy("course-go-run", COURSE).unwrap_or_else(|e| panic!("{e:#}"));
     let module = module.display().to_string();
     let warm = scratch().await.join("course-go-run");
