@@ -53,10 +53,17 @@ pub enum Part {
     Grade,
 }
 
-/// How the parts run alongside are named in the log.
-const DOCKER_PART: &str = "the Docker labs";
-const ROOM_PART: &str = "the room's labs";
-const GRADE_PART: &str = "the grader's tests";
+impl Part {
+    /// How the log names it when it runs alongside another.
+    fn what(self) -> &'static str {
+        match self {
+            Part::Envtest => "the envtest lab",
+            Part::Docker => "the Docker labs",
+            Part::Existing => "the room's labs",
+            Part::Grade => "the grader's tests",
+        }
+    }
+}
 
 /// When `cargo maint test` started: each section says how far into the run it
 /// begins, as `.ci/run`'s do, so a run's log shows where its minutes went.
@@ -127,12 +134,12 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
             section("the controller's static release build, while the node image builds");
             let release = xtask::image::StaticTarget::detect()?.controller_build();
             release.run_long("building the static controller")?;
-            let docker = Alongside::start(Part::Docker, DOCKER_PART)?;
+            let docker = Alongside::start(Part::Docker)?;
             // On an error the Docker part is interrupted (Alongside's drop).
             build.wait().await?;
             docker
         }
-        None => Alongside::start(Part::Docker, DOCKER_PART)?,
+        None => Alongside::start(Part::Docker)?,
     };
     let envtest = envtest_part().await;
     let docker = docker.wait().await?;
@@ -144,7 +151,7 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
 /// narrations'), the guest's (its API server standing in for a cluster the kit did not
 /// make); beside it, from the start, the grader's on two labs of their own ([`grade_part`]).
 async fn envtest_part() -> Result<ExitCode> {
-    let grade = Alongside::start(Part::Grade, GRADE_PART)?;
+    let grade = Alongside::start(Part::Grade)?;
     let code =
         on_fresh_lab(LAB_NAME, &UpOptions::envtest(), &["envtest_lab", "by_hand", "guest"]).await?;
     let graded = grade.wait().await?;
@@ -165,7 +172,7 @@ async fn docker_part() -> Result<ExitCode> {
     }
     // The room beside the kind lab: its cluster and the images it builds (the registry,
     // kube-router) take CPU the kind lab's suites leave idle.
-    let room = Alongside::start(Part::Existing, ROOM_PART)?;
+    let room = Alongside::start(Part::Existing)?;
     let kind = UpOptions { provider: ProviderChoice::Kind, node_image, ..UpOptions::envtest() };
     let kubeconfig_before = user_kubeconfig();
     // The grader's Deployment path is proven on the existing cluster (its tests): not again here.
@@ -296,8 +303,8 @@ fn docker_usable() -> Result<(), String> {
 
 /// `cargo maint node-image` in the background, at a low CPU priority: on a
 /// cold machine it is minutes of compiling Kubernetes, and what runs meanwhile
-/// (the unit tests, a lab's tests) comes first; CI's sandbox check, below it at
-/// the lowest, comes after (`.ci/run`). Stopped if the run ends before the kind
+/// (the unit tests, a lab's tests) comes first; CI's sandbox check, at the idle
+/// priority, comes after (`.ci/run`). Stopped if the run ends before the kind
 /// lab needs it.
 struct NodeImageBuild {
     child: Option<std::process::Child>,

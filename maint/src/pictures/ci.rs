@@ -5,8 +5,7 @@
 //! own (`(Ns)`, seconds into the run), then `cargo maint test`'s (`(N s)`,
 //! seconds into that section), and inside it the logs of the parts run alongside,
 //! each between `---- <part>' log …` and `---- end of <part>' log …` on the test's
-//! clock (a group each; in samples from before those lines, what follows
-//! `waiting for the Docker labs` is theirs); `== done (Ns)` ends the run.
+//! clock (a group each); `== done (Ns)` ends the run.
 //! A section lasts until the next one of its group starts. One that works
 //! in the background (`…, built in the background`, `…, alongside`) lasts
 //! until the end of the group's `waiting for <it>`.
@@ -82,15 +81,6 @@ type Starts = (Vec<String>, Vec<(usize, String, f64)>, f64);
 
 fn starts(text: &str) -> Result<Starts> {
     let mut groups = vec![".ci/run".to_string(), "cargo maint test".to_string()];
-    // Samples from before the logs' bounds: what follows the wait for the Docker labs is theirs.
-    let bounded = text.lines().any(|l| l.starts_with("---- "));
-    let mut group_of = |name: String| match groups.iter().position(|g| *g == name) {
-        Some(i) => i,
-        None => {
-            groups.push(name);
-            groups.len() - 1
-        }
-    };
     let mut started: Vec<(usize, String, f64)> = Vec::new();
     // The logs of parts alongside being shown, innermost last.
     let mut shown: Vec<usize> = Vec::new();
@@ -102,7 +92,8 @@ fn starts(text: &str) -> Result<Starts> {
                 Some(_) => drop(shown.pop()),
                 None => {
                     let what = bound.split("' log").next().unwrap_or(bound);
-                    shown.push(group_of(format!("{what} (alongside)")));
+                    groups.push(format!("{what} (alongside)"));
+                    shown.push(groups.len() - 1);
                 }
             }
             continue;
@@ -116,22 +107,16 @@ fn starts(text: &str) -> Result<Starts> {
             done = Some(at);
             break;
         }
-        let group = match (spaced, shown.last(), started.last()) {
-            (false, ..) => 0,
-            (true, Some(g), _) => *g,
-            (true, None, Some((g, last, _)))
-                if !bounded && (*g > 1 || last.starts_with("waiting for the Docker labs")) =>
-            {
-                group_of("the Docker labs (alongside)".to_string())
-            }
-            (true, None, _) => 1,
+        let group = match (spaced, shown.last()) {
+            (false, _) => 0,
+            (true, Some(g)) => *g,
+            (true, None) => 1,
         };
         let offset = match group {
             0 => 0.0,
             _ => test_at.context("a section of `cargo maint test` before it started")?,
         };
-        // Runs before the maintainers' verbs left xtask name the step `cargo xtask test`.
-        if group == 0 && ["cargo maint test", "cargo xtask test"].contains(&name) {
+        if group == 0 && name == "cargo maint test" {
             test_at = Some(at);
         }
         started.push((group, name.to_string(), offset + at));
@@ -287,8 +272,10 @@ mod tests {
         == the Docker labs (d), alongside; their log is shown when they end (60 s)\n\
         == e2e suite (60 s)\n\
         == waiting for the Docker labs (log: y) (200 s)\n\
+        ---- the Docker labs' log (y) ----\n\
         == a kind lab (d) (61 s)\n\
         == lab down (150 s)\n\
+        ---- end of the Docker labs' log (exit status: 0) ----\n\
         == done (320s)\n\
         real\t5m20s\n";
 

@@ -34,7 +34,8 @@ pub(super) struct Alongside {
 
 impl Alongside {
     /// Starts `cargo maint test --only PART`, its output in `target/test-PART-labs.log`.
-    pub(super) fn start(part: Part, what: &'static str) -> Result<Alongside> {
+    pub(super) fn start(part: Part) -> Result<Alongside> {
+        let what = part.what();
         let only = clap::ValueEnum::to_possible_value(&part).context("a part's name")?;
         let log = labkit::project::target_dir().join(format!("test-{}-labs.log", only.get_name()));
         let _ = std::fs::remove_file(&log);
@@ -98,7 +99,7 @@ pub(super) async fn exit_of(
     let started = tokio::time::Instant::now();
     let mut exited = tokio::task::spawn_blocking(move || child.wait());
     let mut report = tokio::time::interval_at(started + every, every);
-    let deadline = tokio::time::sleep_until(started + within.unwrap_or(Duration::MAX / 4));
+    let deadline = tokio::time::sleep_until(started + within.unwrap_or_default());
     tokio::pin!(deadline);
     loop {
         tokio::select! {
@@ -107,7 +108,7 @@ pub(super) async fn exit_of(
                 let text = std::fs::read_to_string(log).unwrap_or_default();
                 eprintln!("  {say} {}", text.lines().last().unwrap_or_default());
             }
-            () = &mut deadline => bail!(
+            () = &mut deadline, if within.is_some() => bail!(
                 "not done within {} min; {} ends:\n{}",
                 within.unwrap_or_default().as_secs() / 60,
                 log.display(),
