@@ -250,14 +250,12 @@ async fn lab_up_refuses_a_cluster_two_minors_behind_in_one_line() {
             .collect::<Vec<_>>()
             .join(" ");
         let partial = binary.with_file_name(format!(".kube-apiserver-as-1.{minor}.partial"));
-        let module = labkit::project::root().join("xtask/envtest/kubernetes");
-        succeeds(
-            &labkit::command::Cmd::argv(["go", "build", "-trimpath", "-ldflags", &ldflags, "-o"])
-                .path(&partial)
-                .arg("k8s.io/kubernetes/cmd/kube-apiserver")
-                .env("CGO_ENABLED", "0")
-                .dir(&module),
-        );
+        // The lab's own build command (its workspace, its flags) with these stamps.
+        use xtask::lab::go_modules;
+        let mut kubernetes = go_modules::components(go_modules::ENVTEST).unwrap().remove(0);
+        assert_eq!(kubernetes.name, "kubernetes");
+        kubernetes.ldflags = ldflags;
+        succeeds(&kubernetes.build_cmd(&partial, &["k8s.io/kubernetes/cmd/kube-apiserver"]));
         std::fs::rename(&partial, &binary).unwrap();
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

@@ -206,6 +206,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_workspace_is_every_cgo_free_program_of_the_cluster() {
+        use xtask::lab::go_modules::{ENVTEST, workspace_modules};
+        let mut built: Vec<&str> = ENVTEST.iter().chain(NODE).map(|d| d.dir).collect();
+        built.extend([
+            crate::room_cluster::KUBE_ROUTER_MODULE,
+            crate::room_cluster::REGISTRY_MODULE,
+        ]);
+        // runc links libseccomp with cgo; kind's CLI is built before everything else.
+        let alone = ["xtask/node-image/runc", "xtask/node-image/kind"];
+        built.retain(|dir| !alone.contains(dir));
+        let mut used = workspace_modules().unwrap();
+        used.sort();
+        built.sort();
+        assert_eq!(used, built);
+    }
+
+    #[test]
     fn reads_dockerfile_args() {
         let text = "FROM x\nARG TARGETARCH GO_VERSION\nARG RUNC_VERSION=\"v1.4.3\"\n";
         assert_eq!(dockerfile_arg(text, "RUNC_VERSION").as_deref(), Some("v1.4.3"));

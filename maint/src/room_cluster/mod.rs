@@ -8,6 +8,9 @@
 //! ([`network_policy`]), as kindnetd does in kind's own images.
 
 mod network_policy;
+
+#[cfg(test)]
+pub(crate) use network_policy::MODULE as KUBE_ROUTER_MODULE;
 mod pod_network;
 
 use std::path::PathBuf;
@@ -22,7 +25,7 @@ pub const CLUSTER: &str = "lab-kit-room";
 const REGISTRY: &str = "lab-kit-registry";
 /// The registry as this machine and the nodes' containerd name it.
 pub const REGISTRY_HOST: &str = "localhost:5001";
-const REGISTRY_MODULE: &str = "xtask/registry";
+pub(crate) const REGISTRY_MODULE: &str = "xtask/registry";
 
 /// A running room cluster; dropped, it is deleted with its registry.
 pub struct RoomCluster {
@@ -37,13 +40,11 @@ pub struct RoomCluster {
 /// The registry's image: built from `xtask/registry` unless Docker has this very one.
 fn registry_image() -> Result<String> {
     let dir = project::root().join(REGISTRY_MODULE);
-    let mut inputs = Vec::new();
-    for file in ["go.mod", "go.sum", "main.go"] {
-        inputs.extend(
-            std::fs::read(dir.join(file)).with_context(|| format!("{REGISTRY_MODULE}/{file}"))?,
-        );
-    }
-    let tag = format!("lab-kit/registry:{}", &labkit::fingerprint::sha256_hex(&inputs)[..12]);
+    let (gowork, mut inputs) = xtask::lab::go_modules::build_inputs(REGISTRY_MODULE)?;
+    inputs += &std::fs::read_to_string(dir.join("main.go"))
+        .with_context(|| format!("{REGISTRY_MODULE}/main.go"))?;
+    let tag =
+        format!("lab-kit/registry:{}", &labkit::fingerprint::sha256_hex(inputs.as_bytes())[..12]);
     if Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", &tag]).succeeds() {
         return Ok(tag);
     }
@@ -53,6 +54,7 @@ fn registry_image() -> Result<String> {
         .arg(out.join("registry").display().to_string())
         .arg(".")
         .env("CGO_ENABLED", "0")
+        .env("GOWORK", gowork)
         .dir(&dir)
         .run_long("building the registry (distribution v3)")?;
     let config = "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/registry\nhttp:\n  addr: :5000\n";

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::api::Api;
 
@@ -22,7 +22,7 @@ use labkit::project::{self, shown};
 use xtask::lab::go_modules;
 use xtask::lab::kind::image_present;
 
-const MODULE: &str = "xtask/kube-router";
+pub(crate) const MODULE: &str = "xtask/kube-router";
 const KUBE_ROUTER: &str = "github.com/cloudnativelabs/kube-router/v2";
 const READY_WITHIN: Duration = Duration::from_secs(180);
 
@@ -63,13 +63,13 @@ pub async fn install(client: &kube::Client) -> Result<String> {
 }
 
 /// `localhost:5001/lab-kit/kube-router:<version>-<fingerprint>`: the
-/// fingerprint covers the module's go.mod and go.sum and the base image.
+/// fingerprint covers what it is built from ([`go_modules::build_inputs`]) and the base image.
 fn image(base: &str) -> Result<String> {
     let dir = project::root().join(MODULE);
     let go_mod = go_modules::read_go_mod(MODULE)?;
     let version = go_modules::required_version(&go_mod, KUBE_ROUTER)?;
-    let go_sum = std::fs::read_to_string(dir.join("go.sum")).context("xtask/kube-router/go.sum")?;
-    let inputs = format!("{go_mod}\n{go_sum}\n{base}\n{}", dockerfile(base));
+    let (gowork, inputs) = go_modules::build_inputs(MODULE)?;
+    let inputs = format!("{inputs}\n{base}\n{}", dockerfile(base));
     let fingerprint = &labkit::fingerprint::sha256_hex(inputs.as_bytes())[..12];
     let tag = format!("{REGISTRY_HOST}/lab-kit/kube-router:{version}-{fingerprint}");
     if image_present(&tag).succeeds() {
@@ -82,6 +82,7 @@ fn image(base: &str) -> Result<String> {
         .path(&out.join("kube-router"))
         .arg(format!("{KUBE_ROUTER}/cmd/kube-router"))
         .env("CGO_ENABLED", "0")
+        .env("GOWORK", gowork)
         .dir(&dir)
         .run_long("building kube-router")?;
     labkit::files::write_public(&out.join("Dockerfile"), dockerfile(base))?;

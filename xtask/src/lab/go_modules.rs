@@ -2,7 +2,8 @@
 //! module's go.mod pins one upstream module and names the packages to build
 //! as `tool` lines, so versions and package lists are written once. The
 //! envtest lab's kube-apiserver and etcd come from [`ENVTEST`]'s two; the
-//! kind node image (`cargo maint node-image`) adds its own to them.
+//! kind node image (`cargo maint node-image`) adds its own to them. Most are
+//! built in one Go workspace ([`WORKSPACE`]), so what they share compiles once.
 
 use std::path::{Path, PathBuf};
 
@@ -30,7 +31,7 @@ pub struct GoComponent {
     pub ldflags: String,
     /// Whether its programs go into the image (kind's module only lends its files).
     pub in_image: bool,
-    /// Of go.mod, go.sum and the flags: the output directory's name.
+    /// Of what it is built from ([`build_inputs`]) and the flags: the output directory's name.
     pub fingerprint: String,
 }
 
@@ -79,7 +80,12 @@ pub const ENVTEST: &[Definition] = &[
 ];
 
 pub fn read_go_mod(dir: &str) -> Result<String> {
-    let path = project::root().join(dir).join("go.mod");
+    read(&format!("{dir}/go.mod"))
+}
+
+/// A file of the repository, `path` relative to its root.
+fn read(path: &str) -> Result<String> {
+    let path = project::root().join(path);
     std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
 }
 
@@ -97,22 +103,51 @@ pub fn required_version(go_mod: &str, module: &str) -> Result<String> {
 
 /// The packages of `tool` lines (single or in a `tool ( … )` block).
 pub fn tools(go_mod: &str) -> Vec<String> {
-    let mut tools = Vec::new();
-    let mut in_block = false;
-    for line in go_mod.lines().map(str::trim) {
-        if in_block {
-            if line == ")" {
-                in_block = false;
-            } else if !line.is_empty() && !line.starts_with("//") {
-                tools.push(line.to_string());
-            }
-        } else if line == "tool (" {
-            in_block = true;
-        } else if let Some(tool) = line.strip_prefix("tool ") {
-            tools.push(tool.trim().to_string());
+    directive(go_mod, "tool")
+}
+
+/// The arguments of a go.mod or go.work directive `keyword`, single or in a block.
+fn directive(text: &str, keyword: &str) -> Vec<String> {
+    let (mut found, mut in_block) = (Vec::new(), false);
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("//")) {
+        let argument = line.strip_prefix(keyword).filter(|r| r.starts_with([' ', '(']));
+        match (in_block, argument.map(str::trim)) {
+            (true, _) if line == ")" => in_block = false,
+            (true, _) => found.push(line.to_string()),
+            (false, Some("(")) => in_block = true,
+            (false, Some(argument)) => found.push(argument.to_string()),
+            (false, None) => {}
         }
     }
-    tools
+    found
+}
+
+/// The workspace of the cluster's Go programs (its `use` lines name the modules in it).
+pub const WORKSPACE: &str = "xtask/cluster.work";
+
+/// The module directories (relative to the project root) that [`WORKSPACE`] uses.
+pub fn workspace_modules() -> Result<Vec<String>> {
+    let base = WORKSPACE.rsplit_once('/').map_or("", |(base, _)| base);
+    let used = directive(&read(WORKSPACE)?, "use");
+    Ok(used.iter().map(|dir| format!("{base}/{}", dir.trim_start_matches("./"))).collect())
+}
+
+/// How `go` builds in module `dir` (relative to the project root): `GOWORK` naming the
+/// workspace when `dir` is in it, else `off` (the module alone, whatever the environment
+/// says); and what the build's output depends on, to fingerprint it: the module's go.mod
+/// and go.sum, and in the workspace every module's and the workspace's own files (one
+/// module's pins can raise the versions another is built with).
+pub fn build_inputs(dir: &str) -> Result<(String, String)> {
+    let read = |path: &str| read(path).unwrap_or_default();
+    let own = |dir: &str| read(&format!("{dir}/go.mod")) + "\n" + &read(&format!("{dir}/go.sum"));
+    let modules = workspace_modules()?;
+    if !modules.iter().any(|m| m == dir) {
+        return Ok(("off".into(), own(dir)));
+    }
+    let mut inputs = vec![read(WORKSPACE), read(&format!("{WORKSPACE}.sum"))];
+    inputs.extend(modules.iter().map(|m| own(m)));
+    let gowork = project::root().join(WORKSPACE).display().to_string();
+    Ok((gowork, format!("{dir}\n{}", inputs.join("\n"))))
 }
 
 /// Each definition's component, read from its go.mod.
@@ -123,8 +158,7 @@ pub fn components<'a>(
         .into_iter()
         .map(|d| {
             let go_mod = read_go_mod(d.dir)?;
-            let go_sum = std::fs::read_to_string(project::root().join(d.dir).join("go.sum"))
-                .unwrap_or_default();
+            let (gowork, inputs) = build_inputs(d.dir)?;
             let version =
                 required_version(&go_mod, d.module).with_context(|| format!("{}/go.mod", d.dir))?;
             let mut packages = tools(&go_mod);
@@ -138,10 +172,13 @@ pub fn components<'a>(
             for stamp in (d.stamps)(&version) {
                 ldflags.extend(["-X".into(), stamp]);
             }
-            let env = vec![("CGO_ENABLED", if d.cgo { "1" } else { "0" }.to_string())];
+            let env = vec![
+                ("CGO_ENABLED", if d.cgo { "1" } else { "0" }.to_string()),
+                ("GOWORK", gowork),
+            ];
             let ldflags = ldflags.join(" ");
             let fingerprint = labkit::fingerprint::sha256_hex(
-                format!("{go_mod}\n{go_sum}\n{ldflags}\n{}\n{}", d.tags, d.cgo).as_bytes(),
+                format!("{inputs}\n{ldflags}\n{}\n{}", d.tags, d.cgo).as_bytes(),
             )[..12]
                 .to_string();
             Ok(GoComponent {
@@ -199,6 +236,28 @@ mod tests {
         assert_eq!(required_version(go_mod, "a").unwrap(), "v1.2.3");
         assert_eq!(required_version(go_mod, "b").unwrap(), "v0.1.0");
         assert!(required_version(go_mod, "c").is_err());
+        let go_work =
+            "go 1.26.3\n\n// a note\nuse ./one\nuse (\n\t./two\n\t// skipped\n)\nuser x\n";
+        assert_eq!(directive(go_work, "use"), vec!["./one", "./two"]);
+    }
+
+    #[test]
+    fn envtest_programs_build_in_the_workspace_and_others_alone() {
+        let modules = workspace_modules().unwrap();
+        for module in &modules {
+            assert!(project::root().join(module).join("go.mod").is_file(), "{module}");
+        }
+        let gowork = project::root().join(WORKSPACE).display().to_string();
+        for component in components(ENVTEST).unwrap() {
+            assert!(modules.iter().any(|m| m == component.dir), "{}", component.dir);
+            assert!(component.env.contains(&("GOWORK", gowork.clone())), "{component:?}");
+        }
+        // One module's pins reach another's build: each fingerprint covers them all.
+        let (_, kubernetes) = build_inputs(KUBERNETES_DIR).unwrap();
+        assert!(kubernetes.contains("module labkit.local/kube-router"));
+        let (off, peer) = build_inputs("e2e/peers/course-verbatim").unwrap();
+        assert_eq!(off, "off");
+        assert!(!peer.contains("module labkit.local/kube-router"));
     }
 
     #[test]
