@@ -260,16 +260,15 @@ impl Cmd {
 const HEARTBEAT: Duration = Duration::from_secs(30);
 
 /// Shown from the project root, where a person runs `cargo xtask`: paths
-/// inside it are shown relative to it (the command runs with absolute ones).
+/// inside it are shown relative to it (the command runs with absolute ones) —
+/// but after a `cd` elsewhere, where they would no longer lead there, as they are.
 impl fmt::Display for Cmd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let root = format!("{}/", project::root().display());
-        let word = |w: &str| self.word(w);
-        if let Some(dir) = &self.dir {
-            let dir = format!("{}/", dir.display());
-            if dir != root {
-                write!(f, "cd {} && ", word(dir.trim_end_matches('/')))?;
-            }
+        let cd = self.dir.as_ref().map(|d| format!("{}/", d.display())).filter(|d| *d != root);
+        let word = |w: &str| if cd.is_some() { shell_quote(w) } else { self.word(w) };
+        if let Some(dir) = &cd {
+            write!(f, "cd {} && ", self.word(dir.trim_end_matches('/')))?;
         }
         for (key, value) in &self.env {
             write!(f, "{key}={} ", word(value))?;
@@ -348,6 +347,14 @@ mod tests {
         assert_eq!(inside.to_string(), "go target/x");
         let below = Cmd::new("go").dir(root.join("xtask/envtest/etcd"));
         assert_eq!(below.to_string(), "cd xtask/envtest/etcd && go");
+        // After the cd, a path inside the project is shown whole: it still leads there.
+        let work = root.join("xtask/cluster.work").display().to_string();
+        let below = below.env("GOWORK", &work).arg(root.join("target/x").display().to_string());
+        let target = root.join("target/x").display().to_string();
+        assert_eq!(
+            below.to_string(),
+            format!("cd xtask/envtest/etcd && GOWORK={work} go {target}")
+        );
     }
 
     #[test]
