@@ -8,7 +8,7 @@
 //! | phase       | from                                   | to                                          |
 //! |-------------|----------------------------------------|---------------------------------------------|
 //! | `disturb`   | the bench's delete or patch arrives    | it is answered                              |
-//! | `reaction`  | that answer                            | the side's first request about my-config arrives (the API server's watch fan-out to it, and all of its own work up to the request) |
+//! | `reaction`  | that answer                            | the side's first request about my-config arrives (the API server's watch fan-out to it, and all of its own work up to the request; 0 when it arrives before the answer is written) |
 //! | `requests`  | that request arrives                   | the side's write is answered (a read before the write, if it makes one, included) |
 //! | `back`      | that answer                            | the bench's own watch has seen the result   |
 //!
@@ -191,7 +191,10 @@ pub fn of_round(span: &Span, requests: &[Request], name: &str) -> Option<Phases>
     };
     let within = requests.iter().filter(|r| r.received >= start && r.received <= end);
     let disturb = within.clone().filter(about).find(|r| r.verb == verb)?;
-    let after = || within.clone().filter(|r| r.received >= disturb.answered);
+    // From the disturbance's arrival, not its answer: the watch event leaves once the change
+    // is stored, and a fast side's request can arrive before the answer is written (its
+    // reaction is then 0); from the answer, those rounds, the fastest, were not cut at all.
+    let after = || within.clone().filter(|r| r.received > disturb.received);
     let first = after().filter(about).find(|r| r.user != disturb.user && r.verb != "list")?;
     let write = after()
         .filter(about)
@@ -206,7 +209,7 @@ pub fn of_round(span: &Span, requests: &[Request], name: &str) -> Option<Phases>
     let ms = |from: i64, to: i64| (to - from) as f64 / 1000.0;
     Some(Phases {
         disturb: ms(disturb.received, disturb.answered),
-        reaction: ms(disturb.answered, first.received),
+        reaction: ms(disturb.answered, first.received).max(0.0),
         requests: ms(first.received, write.answered),
         back: ms(write.answered, end),
         event_in_flight,
@@ -349,6 +352,17 @@ mod tests {
             phases,
             Phases { disturb: 2.0, reaction: 1.0, requests: 2.0, back: 2.0, event_in_flight: true }
         );
+    }
+
+    #[test]
+    fn a_write_that_arrives_before_the_disturbance_is_answered_reacted_in_no_time() {
+        // Seen in an audit log: the delete answered 2049 µs after it arrived, the create at 1932.
+        let log = [
+            request("delete", "admin", "configmaps", 1_000, 3_049),
+            request("create", "sa", "configmaps", 2_932, 4_323),
+        ];
+        let phases = of_round(&span(Disturbance::Delete, 900, 5_000), &log, "my-config").unwrap();
+        assert_eq!((phases.disturb, phases.reaction, phases.requests), (2.049, 0.0, 1.391));
     }
 
     #[test]
