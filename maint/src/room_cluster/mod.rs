@@ -8,10 +8,10 @@
 //! ([`network_policy`]), as kindnetd does in kind's own images.
 
 mod network_policy;
+mod pod_network;
 
 #[cfg(test)]
 pub(crate) use network_policy::MODULE as KUBE_ROUTER_MODULE;
-mod pod_network;
 
 use std::path::PathBuf;
 
