@@ -5,7 +5,7 @@ use controller::metrics::{GIVE_UPS, RECONCILES, WRITES};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use controller::reconcile::{LOG_IMMUTABLE, REASON_IMMUTABLE};
+use controller::reconcile::{LOG_CREATED, LOG_IMMUTABLE, REASON_IMMUTABLE};
 use futures::future::join_all;
 use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
 use kube::{
@@ -117,16 +117,10 @@ const REPORTS: f64 = 3.0;
 /// frozen object — the way out the Event names — gets it recreated.
 pub async fn immutable_drift_reported_not_written(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.restart_controller(&["--resync", RESYNC]).await?;
-    let result = match frozen_is_reported(lab).await {
-        Ok(mut measured) => unfreeze(lab).await.map(|healed| {
-            measured.detail += &format!("; deleted → recreated in {}", ms(healed));
-            measured
-        }),
-        Err(e) => {
-            let _ = unfreeze(lab).await;
-            Err(e)
-        }
-    };
+    let result = frozen_is_reported(lab).await;
+    if result.is_err() {
+        let _ = unfreeze(lab).await;
+    }
     then_restore(lab, result).await
 }
 
@@ -159,11 +153,9 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
         Ok(Check::done_if(reports >= REPORTS, m, format!("{reports} immutable reports")))
     })
     .await?;
-    let window = frozen_at.elapsed();
 
     let counted = |m: &Scrape, result: &str| m.get(RECONCILES, &[("result", result)]);
     let delta = |result: &str| counted(&after, result) - counted(&before, result);
-    let reports = delta("immutable");
     let writes = after.sum(WRITES) - before.sum(WRITES);
     let give_ups = after.sum(GIVE_UPS) - before.sum(GIVE_UPS);
     ensure!(
@@ -179,7 +171,6 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
         puts == 0.0,
         "the API server received {puts} ConfigMap updates: the controller tried a write that cannot succeed"
     );
-    let warned = warned_not_retried(lab, &mark, reports).await?;
     // Reported again at each resync, but as one Event: the Recorder folds
     // repeats into its series count instead of piling up new Events.
     let events = immutable_events(lab, &uid).await?;
@@ -189,35 +180,49 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
         events.len()
     );
     let repeats = events[0].series.as_ref().map_or(1, |s| s.count);
+    let window = frozen_at.elapsed();
+    let healed = unfreeze(lab).await?;
+    let (reports, warned) = reports_and_warnings(lab, &mark, &before).await?;
     Ok(Measured::took(
         reported,
         format!(
             "frozen + drifted → Warning Event Immutable in {}; over {}: {reports} reports \
              ({warned} warning lines, Event count {repeats}), 0 updates sent (API server PUTs 0), \
-             0 errors, 0 retries",
+             0 errors, 0 retries; deleted → recreated in {}",
             ms(reported),
-            secs(window)
+            secs(window),
+            ms(healed)
         ),
     ))
 }
 
-/// The log since `mark`: one warning line per report at most (at least one),
-/// no retry and no error line. Returns the warning lines counted.
-async fn warned_not_retried(
+/// The reports (the metric) and the log read at one consistent point, once the frozen
+/// my-config is deleted and recreated: the queue never reconciles a key twice at once, so
+/// every report of the frozen object ended before the create, and the count is final; the
+/// log is read until it holds the create's line, which follows every warning. One warning
+/// line per report, no retry and no error line; returns the reports and the lines.
+async fn reports_and_warnings(
     lab: &Lab,
     mark: &labkit::lab::ControllerRun,
-    reports: f64,
-) -> anyhow::Result<usize> {
-    let log = lab.controller_log(mark).await?;
+    before: &Scrape,
+) -> anyhow::Result<(f64, usize)> {
+    let immutable = |m: &Scrape| m.get(RECONCILES, &[("result", "immutable")]);
+    let reports = immutable(&lab.metrics().await?) - immutable(before);
+    let log = eventually("the recreation in the controller's log", HEAL_WITHIN, || async {
+        let log = lab.controller_log(mark).await?;
+        let created = log.contains(LOG_CREATED);
+        Ok(Check::done_if(created, log, format!("no {LOG_CREATED:?} line yet")))
+    })
+    .await?;
     let warned = lines_with(&log, LOG_IMMUTABLE).len();
     let retries = lines_with(&log, "reconcile failed; retrying").len();
     let errors = error_lines(&log).len();
     ensure!(
-        warned >= 1 && warned as f64 <= reports && retries == 0 && errors == 0,
-        "expected one warning line per report ({reports}) and no retry or error lines; \
-         saw {warned} warnings, {retries} retries, {errors} errors:\n{log}"
+        warned as f64 == reports && reports >= REPORTS && retries == 0 && errors == 0,
+        "expected one warning line per report ({reports}, at least {REPORTS}) and no retry or \
+         error lines; saw {warned} warnings, {retries} retries, {errors} errors:\n{log}"
     );
-    Ok(warned)
+    Ok((reports, warned))
 }
 
 /// The Warning Events `Immutable` about the object with `uid` (so one left by
