@@ -9,12 +9,14 @@
 //! | [`bench`]        | `cargo maint bench`: heal latency against the floor           |
 //! | [`room_bench`]   | `cargo maint room-bench`: a room of N on one cluster, measured |
 //! | [`side_by_side`] | commands run at once, each into a log of its own              |
+//! | [`hunt`]         | `cargo maint hunt`: every lab test again and again, idle and busy |
 //! | [`pictures`]     | `cargo maint pictures`: docs/pictures/ drawn by code          |
 //! | [`node_image`]   | `cargo maint node-image`: kind's node built here, offline     |
 //!
 //! Its tests are the checks of the repository (`tidy`, rust-analyzer's name).
 
 mod bench;
+mod hunt;
 mod node_image;
 mod pictures;
 mod room_bench;
@@ -68,6 +70,10 @@ enum Command {
     /// experiments in each, self-heal, grading the room, every lab down, room down
     /// (docs/samples/room-N.*).
     RoomBench(room_bench::RoomBenchArgs),
+    /// A flake hunt: the test command's lab parts round after round and the grader's
+    /// process-group tests, the last rounds with a CPU hog on each core; then each test's
+    /// passes over its runs (docs/maintainers.md).
+    Hunt(hunt::HuntArgs),
     /// Draw the pictures in docs/pictures/ from their sources (docs/samples/, step 3's description); --check looks at each in headless Chromium.
     Pictures(pictures::PicturesArgs),
 }
@@ -81,6 +87,7 @@ async fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args).await,
         Command::NodeImage { source, dry_run } => node_image::run(&source, dry_run).await,
         Command::RoomBench(args) => room_bench::run(args).await,
+        Command::Hunt(args) => hunt::run(args),
         Command::Pictures(args) => pictures::run(args),
     })
 }
