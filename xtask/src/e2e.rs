@@ -39,6 +39,7 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
     let passed = cargo::cargo(&args)
         .env("LAB_NAME", name)
         .env(results::RESULTS_ENV, results.display().to_string())
+        .env(labkit::say::LANG_ENV, crate::locale::Lang::chosen().file_stem())
         .run()
         .is_ok();
     let wall = started.elapsed().as_secs_f64();

@@ -42,9 +42,6 @@ use crate::{
 pub struct GradeArgs {
     #[command(flatten)]
     lab: LabName,
-    /// The table's language [default: the locale's, from LC_ALL, LC_MESSAGES or LANG].
-    #[arg(long, value_enum)]
-    lang: Option<Lang>,
     /// Also write the result as JSON to PATH, for the instructor to collect.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -147,15 +144,8 @@ struct GradedRow {
 
 const FORMAT: u32 = 1;
 
-impl GradeArgs {
-    /// `--lang`, else the locale's.
-    pub fn lang(&self) -> Lang {
-        Lang::or_locale(self.lang)
-    }
-}
-
 pub async fn run(args: GradeArgs) -> Result<ExitCode> {
-    let lang = args.lang();
+    let lang = Lang::chosen();
     let texts = Texts::of(lang);
     if let Some(dir) = &args.collect {
         print!("{}", collect(dir, texts)?);

@@ -46,6 +46,10 @@ pub struct Cli {
     /// No progress lines (the commands run, the steps): only results and errors.
     #[arg(short, long, global = true)]
     quiet: bool,
+    /// The language of every line it prints [default: the locale's, from LC_ALL, LC_MESSAGES
+    /// or LANG: zh… is Chinese].
+    #[arg(long, global = true, value_enum)]
+    lang: Option<locale::Lang>,
     #[command(subcommand)]
     command: Command,
 }
@@ -75,9 +79,6 @@ pub enum Command {
         experiment: Option<String>,
         #[command(flatten)]
         lab: lab::LabName,
-        /// The narration's language [default: the locale's, from LC_ALL, LC_MESSAGES or LANG].
-        #[arg(long, value_enum)]
-        lang: Option<locale::Lang>,
         /// Print only the commands that repeat it by hand on this lab; run nothing.
         #[arg(long, requires = "experiment")]
         by_hand: bool,
@@ -103,13 +104,10 @@ pub enum Command {
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
     labkit::say::set_quiet(cli.quiet);
-    // What the layers under `grade` and `exp` print is in their reader's language too.
-    let lang = match &cli.command {
-        Command::Exp { lang, .. } => locale::Lang::or_locale(*lang),
-        Command::Grade(args) => args.lang(),
-        _ => locale::Lang::En,
-    };
-    labkit::say::choose_chinese(lang == locale::Lang::Zh);
+    if let Some(lang) = cli.lang {
+        labkit::say::choose_chinese(lang == locale::Lang::Zh);
+    }
+    let lang = locale::Lang::chosen();
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::Room(command) => room::run(command).await,

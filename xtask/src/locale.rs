@@ -10,19 +10,9 @@ pub enum Lang {
 }
 
 impl Lang {
-    /// The locale's language, as `LC_ALL`, then `LC_MESSAGES`, then `LANG`
-    /// say (the first one set wins, as in POSIX): `zh…` is Chinese.
-    pub fn from_locale(var: impl Fn(&str) -> Option<String>) -> Lang {
-        let locale = ["LC_ALL", "LC_MESSAGES", "LANG"]
-            .into_iter()
-            .find_map(|name| var(name).filter(|v| !v.is_empty()))
-            .unwrap_or_default();
-        if locale.starts_with("zh") { Lang::Zh } else { Lang::En }
-    }
-
-    /// `--lang` when given, else the process's locale.
-    pub fn or_locale(lang: Option<Lang>) -> Lang {
-        lang.unwrap_or_else(|| Lang::from_locale(|v| std::env::var(v).ok()))
+    /// The language this process talks (`--lang`, else the locale's: `labkit::say`).
+    pub fn chosen() -> Lang {
+        if labkit::say::chinese() { Lang::Zh } else { Lang::En }
     }
 
     /// The file name part of a text table: `en`, `zh-CN`.
@@ -59,21 +49,6 @@ pub fn placeholders(template: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_locale_picks_the_language() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-        };
-        assert_eq!(Lang::from_locale(env(&[])), Lang::En);
-        assert_eq!(Lang::from_locale(env(&[("LANG", "zh_CN.UTF-8")])), Lang::Zh);
-        assert_eq!(Lang::from_locale(env(&[("LANG", "zh_CN.UTF-8"), ("LC_ALL", "C")])), Lang::En);
-        assert_eq!(Lang::from_locale(env(&[("LC_ALL", ""), ("LANG", "zh_TW")])), Lang::Zh);
-        assert_eq!(
-            Lang::from_locale(env(&[("LC_MESSAGES", "zh_CN"), ("LANG", "en_US")])),
-            Lang::Zh
-        );
-    }
 
     #[test]
     fn templates_are_filled_and_their_placeholders_listed() {

@@ -7,6 +7,7 @@
 #![cfg(test)]
 
 mod architecture;
+mod catalogue;
 mod claims;
 mod deny;
 mod docs;
