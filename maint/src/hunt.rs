@@ -4,7 +4,7 @@
 //! the last rounds with a CPU hog on each core; then every test's passes over its runs,
 //! idle and busy. A test that failed once is a flake, to be fixed at its cause.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -45,11 +45,19 @@ pub fn run(args: HuntArgs) -> Result<ExitCode> {
         let ran = with_hog(busy, || side_by_side::run("hunt", parts.collect()));
         for r in &ran {
             count(&mut tally, busy, &std::fs::read_to_string(&r.log).unwrap_or_default());
+            // A part can fail outside any test (a lab that does not come up).
+            add(
+                &mut tally,
+                busy,
+                &format!("the part {}", r.what.rsplit('-').next().unwrap_or_default()),
+                r.ok,
+            );
         }
     }
     crate::test::section(format!("the grader's process-group tests, {} runs", args.group_runs));
     for run in 0..args.group_runs {
-        let busy = run >= args.group_runs.saturating_sub(args.group_runs * args.busy / args.rounds.max(1));
+        let busy =
+            run >= args.group_runs.saturating_sub(args.group_runs * args.busy / args.rounds.max(1));
         let cmd = xtask::cargo::cargo(["test", "-p", "grader", "--lib", "program::group"]);
         let output = with_hog(busy, || cmd.output())?;
         count(&mut tally, busy, &String::from_utf8_lossy(&output.stdout));
@@ -83,22 +91,36 @@ fn with_hog<T>(busy: bool, work: impl FnOnce() -> T) -> T {
     })
 }
 
-/// Adds each `test NAME ... ok` or `... FAILED` line of libtest's output in `log`.
+/// Adds the verdicts of libtest's (or libtest-mimic's) output in `log`, one test binary's run
+/// at a time (from its `running N tests` line): every test it started (`test NAME ... `; the
+/// verdict may come lines later, after the test's own output), failed when the run's
+/// `failures:` list names it. An ignored test is not counted.
 fn count(tally: &mut Tally, busy: bool, log: &str) {
-    for line in log.lines() {
-        let Some((name, verdict)) = line.strip_prefix("test ").and_then(|l| l.split_once(" ... "))
-        else {
-            continue;
-        };
-        let passed = match verdict.trim() {
-            "ok" => 1,
-            "FAILED" => 0,
-            _ => continue,
-        };
-        let (passes, runs) = &mut tally.entry(name.to_string()).or_default()[usize::from(busy)];
-        *passes += passed;
-        *runs += 1;
+    let runs = log.split("\nrunning ").skip(1);
+    for run in runs {
+        let mut failed = BTreeSet::new();
+        let mut lines = run.lines();
+        while let Some(line) = lines.next() {
+            if line == "failures:" {
+                let names = lines.by_ref().map_while(|l| l.strip_prefix("    "));
+                failed.extend(names.map(str::trim));
+            }
+        }
+        for line in run.lines() {
+            let started = line.strip_prefix("test ").and_then(|l| l.split_once(" ... "));
+            match started {
+                Some((_, verdict)) if verdict.trim() == "ignored" => {}
+                Some((name, _)) => add(tally, busy, name.trim(), !failed.contains(name.trim())),
+                None => {}
+            }
+        }
     }
+}
+
+fn add(tally: &mut Tally, busy: bool, name: &str, passed: bool) {
+    let (passes, runs) = &mut tally.entry(name.to_string()).or_default()[usize::from(busy)];
+    *passes += usize::from(passed);
+    *runs += 1;
 }
 
 /// The tests that failed at least once first, then the rest in one line.
@@ -120,16 +142,18 @@ mod tests {
     #[test]
     fn libtests_verdicts_are_counted_idle_and_busy_and_failures_listed_first() {
         let mut tally = super::Tally::new();
-        let log = "running 2 tests\ntest a::one ... ok\ntest two ... FAILED\n\
-                   test three ... ignored\ntest result: FAILED. 1 passed; 1 failed\n";
+        let log = "\nrunning 3 tests\ntest a::one ... ok\ntest two                 ... $ started\n\
+                   output of two\nFAILED\ntest three ... ignored\n\nfailures:\n\n---- two ----\n\
+                   it broke\n    indented output\n\nfailures:\n    two\n\n\
+                   test result: FAILED. 1 passed; 1 failed\n\nrunning 1 test\ntest two ... ok\n";
         super::count(&mut tally, false, log);
-        super::count(&mut tally, true, "test two ... ok\ntest a::one ... ok\n");
-        assert_eq!(tally["two"], [(0, 1), (1, 1)]);
+        super::count(&mut tally, true, "\nrunning 2 tests\ntest two ... ok\ntest a::one ... ok\n");
+        assert_eq!(tally["two"], [(1, 2), (1, 1)]);
         assert_eq!(tally["a::one"], [(1, 1), (1, 1)]);
-        assert!(!tally.contains_key("three"));
+        assert!(!tally.contains_key("three") && !tally.contains_key("indented"));
         assert_eq!(
             super::table(&tally),
-            "| test | passed, idle | passed, busy |\n|---|---|---|\n| two | 0 of 1 | 1 of 1 |\n\
+            "| test | passed, idle | passed, busy |\n|---|---|---|\n| two | 1 of 2 | 1 of 1 |\n\
              \n1 tests passed every run (2 runs in all)\n"
         );
     }
