@@ -22,6 +22,7 @@ use labkit::{
     eventually::{Check, eventually},
     lab::Lab,
     suite::{Experiment, Measured, RunsOn, entry},
+    tr,
 };
 
 use pod::pod_ready_non_root_read_only;
@@ -69,28 +70,36 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
     let (writes0, reconciles0) = (start.sum(WRITES), start.sum(RECONCILES));
     let began = Instant::now();
     let window = Duration::from_secs(5);
-    let reconciles = eventually("5 s of resyncs", window + HEAL_WITHIN, || async {
+    let reconciles = eventually(&tr!("5 s of resyncs"), window + HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
         let writes = m.sum(WRITES) - writes0;
         if writes > 0.0 {
             // A write here is a failure, not a state to wait out.
-            bail!("the controller wrote {writes} times while my-config was right");
+            bail!(tr!("the controller wrote {writes} times while my-config was right", writes));
         }
         let reconciles = m.sum(RECONCILES) - reconciles0;
         Ok(Check::done_if(
             began.elapsed() >= window && reconciles >= 4.0,
             reconciles,
-            format!("{reconciles} reconciles after {:?}", began.elapsed()),
+            tr!(
+                "{reconciles} reconciles after {elapsed}",
+                reconciles,
+                elapsed = format!("{:?}", began.elapsed())
+            ),
         ))
     })
     .await;
     // eventually() retries errors; a write must fail at once, so re-check.
     let writes = lab.metrics().await?.sum(WRITES) - writes0;
-    ensure!(writes == 0.0, "the controller wrote {writes} times while my-config was right");
+    ensure!(
+        writes == 0.0,
+        tr!("the controller wrote {writes} times while my-config was right", writes)
+    );
     let reconciles = reconciles?;
-    Ok(Measured::said(format!(
-        "{reconciles} reconciles in {:.1} s, 0 writes",
-        began.elapsed().as_secs_f64()
+    Ok(Measured::said(tr!(
+        "{reconciles} reconciles in {secs} s, 0 writes",
+        reconciles,
+        secs = format!("{:.1}", began.elapsed().as_secs_f64())
     )))
 }
 
@@ -105,7 +114,10 @@ pub async fn metrics_series_present_from_start(lab: &mut Lab) -> anyhow::Result<
     let families: Vec<&str> =
         text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next()).collect();
     let stray: Vec<&&str> = families.iter().filter(|f| !f.starts_with("my_controller_")).collect();
-    ensure!(stray.is_empty(), "families without the prefix: {stray:?}");
+    ensure!(
+        stray.is_empty(),
+        tr!("families without the prefix: {stray}", stray = format!("{stray:?}"))
+    );
     let mut missing = Vec::new();
     for result in ReconcileResult::ALL {
         let label = format!("{result:?}");
@@ -131,17 +143,21 @@ pub async fn metrics_series_present_from_start(lab: &mut Lab) -> anyhow::Result<
             missing.push(name.to_string());
         }
     }
-    ensure!(missing.is_empty(), "series missing before they moved: {missing:?}");
+    ensure!(
+        missing.is_empty(),
+        tr!("series missing before they moved: {missing}", missing = format!("{missing:?}"))
+    );
     let built_for = version::target();
     ensure!(
         text.lines().any(|l| l.starts_with(names::BUILD_INFO)
             && l.contains(&format!("kubernetes=\"{built_for}\""))),
-        "no {} naming Kubernetes {built_for}",
-        names::BUILD_INFO
+        tr!("no {series} naming Kubernetes {built_for}", series = names::BUILD_INFO, built_for)
     );
     let series = scrape.series();
-    Ok(Measured::said(format!(
-        "{} families, {series} series, all my_controller_…; every result and verb from the start; build_info kubernetes={built_for}",
-        families.len()
+    Ok(Measured::said(tr!(
+        "{families} families, {series} series, all my_controller_…; every result and verb from the start; build_info kubernetes={built_for}",
+        families = families.len(),
+        series,
+        built_for
     )))
 }

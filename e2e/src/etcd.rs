@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use labkit::http_probe;
+use labkit::{http_probe, tr};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -61,10 +61,15 @@ impl Etcd {
     async fn call(&self, path: &str, body: Value) -> anyhow::Result<Value> {
         let reply = http_probe::post_json(self.addr, path, &body, TIMEOUT).await?;
         let answer: Value = serde_json::from_str(&reply.body)
-            .with_context(|| format!("etcd {path}: not JSON: {}", reply.body))?;
+            .with_context(|| tr!("etcd {path}: not JSON: {body}", path, body = reply.body))?;
         if reply.status != 200 {
             let message = answer["message"].as_str().unwrap_or(&reply.body);
-            bail!("etcd {path}: HTTP {}: {message}", reply.status);
+            bail!(tr!(
+                "etcd {path}: HTTP {status}: {message}",
+                path,
+                status = reply.status,
+                message
+            ));
         }
         Ok(answer)
     }
@@ -80,7 +85,7 @@ fn header_revision(answer: &Value) -> anyhow::Result<u64> {
     answer["header"]["revision"]
         .as_str()
         .and_then(|r| r.parse().ok())
-        .with_context(|| format!("no header.revision in {answer}"))
+        .with_context(|| tr!("no header.revision in {answer}", answer))
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ use labkit::{
     suite::{Experiment, Measured, RunsOn, entry},
 };
 
-use labkit::{command::Cmd, project};
+use labkit::{command::Cmd, project, tr};
 
 /// The course's step examples, as the suite runs them.
 pub const ALL: &[Experiment] = &[
@@ -83,8 +83,10 @@ fn example(name: &str) -> anyhow::Result<PathBuf> {
     let path = project::target_dir().join("debug/examples").join(name);
     ensure!(
         path.is_file(),
-        "{} is missing: `cargo build -p controller --examples` first",
-        path.display()
+        tr!(
+            "{path} is missing: `cargo build -p controller --examples` first",
+            path = path.display()
+        )
     );
     Ok(path)
 }
@@ -113,7 +115,7 @@ impl Running {
                 .env("KUBECONFIG", kubeconfig.display().to_string()),
         );
         let mut child = cmd.spawn(Stdio::piped(), Stdio::inherit())?;
-        let stdout = child.stdout.take().context("stdout is piped")?;
+        let stdout = child.stdout.take().with_context(|| tr!("stdout is piped"))?;
         Ok(Running { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() })
     }
 
@@ -124,14 +126,18 @@ impl Running {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = match tokio::time::timeout(left, self.lines.next_line()).await {
                 Ok(Ok(Some(line))) => line,
-                Ok(Ok(None)) => {
-                    bail!("the example ended before {what}; it printed:\n{}", self.seen.join("\n"))
-                }
+                Ok(Ok(None)) => bail!(tr!(
+                    "the example ended before {what}; it printed:\n{printed}",
+                    what,
+                    printed = self.seen.join("\n")
+                )),
                 Ok(Err(e)) => return Err(e.into()),
-                Err(_) => bail!(
-                    "no {what} within {OUTPUT_WITHIN:?}; it printed:\n{}",
-                    self.seen.join("\n")
-                ),
+                Err(_) => bail!(tr!(
+                    "no {what} within {within}; it printed:\n{printed}",
+                    what,
+                    within = format!("{OUTPUT_WITHIN:?}"),
+                    printed = self.seen.join("\n")
+                )),
             };
             self.seen.push(line.clone());
             if wanted(&line) {
@@ -148,14 +154,14 @@ impl Running {
             }
             Ok::<_, anyhow::Error>(self.child.wait().await?)
         };
-        tokio::time::timeout(OUTPUT_WITHIN, read_all)
-            .await
-            .with_context(|| format!("still running after {OUTPUT_WITHIN:?}"))?
+        tokio::time::timeout(OUTPUT_WITHIN, read_all).await.with_context(|| {
+            tr!("still running after {within}", within = format!("{OUTPUT_WITHIN:?}"))
+        })?
     }
 
     /// SIGTERM, then the exit status (it must be a clean exit).
     async fn terminate(mut self) -> anyhow::Result<Vec<String>> {
-        let pid = self.child.id().context("still running")?;
+        let pid = self.child.id().with_context(|| tr!("still running"))?;
         // SAFETY: kill with a pid we own.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
         let status = tokio::time::timeout(OUTPUT_WITHIN, self.child.wait()).await??;
@@ -164,8 +170,11 @@ impl Running {
         }
         ensure!(
             status.success(),
-            "exited {status} after SIGTERM; it printed:\n{}",
-            self.seen.join("\n")
+            tr!(
+                "exited {status} after SIGTERM; it printed:\n{printed}",
+                status,
+                printed = self.seen.join("\n")
+            )
         );
         Ok(self.seen)
     }
@@ -207,12 +216,13 @@ async fn create_pods(lab: &Lab, names: &[&str]) -> anyhow::Result<Api<Pod>> {
 async fn remove_pods(pods: &Api<Pod>) -> anyhow::Result<()> {
     let params = kube::api::ListParams::default().labels(&format!("{LABEL}=yes"));
     pods.delete_collection(&DeleteParams::default(), &params).await?;
-    labkit::eventually::eventually("the example Pods to be gone", OUTPUT_WITHIN, || async {
+    let what = tr!("the example Pods to be gone");
+    labkit::eventually::eventually(&what, OUTPUT_WITHIN, || async {
         let left = pods.list(&params).await?.items.len();
         Ok(if left == 0 {
             labkit::eventually::Check::Done(())
         } else {
-            labkit::eventually::Check::NotYet(format!("{left} left"))
+            labkit::eventually::Check::NotYet(tr!("{left} left", left))
         })
     })
     .await
@@ -225,12 +235,15 @@ pub async fn step1_list_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
         let mut running = Running::start(lab, "step1_list_pods")?;
         let status = running.finish().await?;
         let text = running.seen.join("\n");
-        ensure!(status.success(), "exited {status}: {text}");
+        ensure!(status.success(), tr!("exited {status}: {text}", status, text));
         for name in ["example-a", "example-b"] {
-            ensure!(text.lines().any(|l| l.trim() == name), "{name} not listed:\n{text}");
+            ensure!(
+                text.lines().any(|l| l.trim() == name),
+                tr!("{name} not listed:\n{text}", name, text)
+            );
         }
         write_sample("step1_list_pods", &running.seen)?;
-        Ok(Measured::said("listed both Pods by name"))
+        Ok(Measured::said(tr!("listed both Pods by name")))
     }
     .await;
     remove_pods(&pods).await?;
@@ -244,13 +257,15 @@ pub async fn step2_watch_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
     let pods = create_pods(lab, &["example-a", "example-b", "example-c"]).await?;
     let result = async {
         let mut running = Running::start(lab, "step2_watch_pods")?;
-        running.until("the synced line", |l| l.starts_with("=== cache synced")).await?;
+        running.until(&tr!("the synced line"), |l| l.starts_with("=== cache synced")).await?;
         let adds: Vec<&String> =
             running.seen.iter().filter(|l| l.starts_with("[ADD] default/example-")).collect();
         ensure!(
             adds.len() == 3,
-            "expected one [ADD] per existing Pod before the synced line: {:?}",
-            running.seen
+            tr!(
+                "expected one [ADD] per existing Pod before the synced line: {seen}",
+                seen = format!("{:?}", running.seen)
+            )
         );
         let label = json!({"metadata": {"labels": {"round": "1"}}});
         pods.patch("example-a", &PatchParams::default(), &Patch::Merge(&label)).await?;
@@ -258,9 +273,12 @@ pub async fn step2_watch_pods(lab: &mut Lab) -> anyhow::Result<Measured> {
         pods.delete("example-b", &DeleteParams::default()).await?;
         running.until("[DELETE] default/example-b", |l| l == "[DELETE] default/example-b").await?;
         let seen = running.terminate().await?;
-        ensure!(seen.last().map(String::as_str) == Some("stopped"), "no clean stop: {seen:?}");
+        ensure!(
+            seen.last().map(String::as_str) == Some("stopped"),
+            tr!("no clean stop: {seen}", seen = format!("{seen:?}"))
+        );
         write_sample("step2_watch_pods", &seen)?;
-        Ok(Measured::said("3 ADDs then synced; UPDATE on a label; DELETE; SIGTERM → exit 0"))
+        Ok(Measured::said(tr!("3 ADDs then synced; UPDATE on a label; DELETE; SIGTERM → exit 0")))
     }
     .await;
     remove_pods(&pods).await?;
@@ -274,10 +292,10 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
     let pods = create_pods(lab, &["example-a"]).await?;
     let result = async {
         let mut running = Running::start(lab, "step3_queue")?;
-        running.until("the synced line", |l| l.starts_with("=== cache synced")).await?;
+        running.until(&tr!("the synced line"), |l| l.starts_with("=== cache synced")).await?;
         // The initial list's own processing of the Pod.
         running
-            .until("the first processing", |l| l.contains("processed default/example-a"))
+            .until(&tr!("the first processing"), |l| l.contains("processed default/example-a"))
             .await?;
         let before = running.seen.len();
         for round in 1..=5 {
@@ -285,7 +303,7 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
             pods.patch("example-a", &PatchParams::default(), &Patch::Merge(&label)).await?;
         }
         running
-            .until("a processing that reads round=5", |l| {
+            .until(&tr!("a processing that reads round=5"), |l| {
                 l.contains("processed default/example-a") && l.contains("\"round\": \"5\"")
             })
             .await?;
@@ -295,12 +313,16 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
             seen[before..].iter().filter(|l| l.contains("processed default/example-a")).count();
         ensure!(
             (2..=3).contains(&processings),
-            "5 changes → {processings} processings, the course says about two: {:?}",
-            &seen[before..]
+            tr!(
+                "5 changes → {processings} processings, the course says about two: {seen}",
+                processings,
+                seen = format!("{:?}", &seen[before..])
+            )
         );
         write_sample("step3_queue", &seen)?;
-        Ok(Measured::said(format!(
-            "5 label changes → {processings} processings, the last one reading round=5"
+        Ok(Measured::said(tr!(
+            "5 label changes → {processings} processings, the last one reading round=5",
+            processings
         )))
     }
     .await;
@@ -334,14 +356,17 @@ async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
     let seen = running.terminate().await?;
     ensure!(
         seen.iter().any(|l| l.contains("watch error")),
-        "the step's watch never failed, so it never listed again: {seen:?}"
+        tr!(
+            "the step's watch never failed, so it never listed again: {seen}",
+            seen = format!("{seen:?}")
+        )
     );
     Ok(Measured::took(
         healed,
-        format!(
-            "deleted in etcd while the API server was down, 410 on its return → recreated {:.0} ms \
+        tr!(
+            "deleted in etcd while the API server was down, 410 on its return → recreated {ms} ms \
              after the API server was back (the re-list's kick)",
-            healed.as_secs_f64() * 1000.0
+            ms = format!("{:.0}", healed.as_secs_f64() * 1000.0)
         ),
     ))
 }

@@ -55,6 +55,7 @@ use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     lab::{ControllerRun, Lab},
     suite::{Experiment, Measured, RunsOn, entry},
+    tr,
 };
 
 /// Why the faults that restart kube-apiserver leave a cluster the kit did not make alone.
@@ -214,14 +215,15 @@ fn starts(log: &str) -> usize {
 /// `mark` runs, and it has not logged a (re)start since.
 async fn ensure_not_restarted(lab: &Lab, was: &str, mark: &ControllerRun) -> anyhow::Result<()> {
     let now = lab.controller_identity().await?;
-    ensure!(now == was, "the controller is not the same: {was} then {now}");
+    ensure!(now == was, tr!("the controller is not the same: {was} then {now}", was, now));
     // kind: the kubelet's readiness probe may not have seen /readyz turn 200 yet.
-    eventually("the controller to run (kind: its pod ready)", HEAL_WITHIN, || async {
-        Ok(Check::done_if(lab.controller_running().await?, (), format!("{now} not running")))
+    eventually(&tr!("the controller to run (kind: its pod ready)"), HEAL_WITHIN, || async {
+        let running = lab.controller_running().await?;
+        Ok(Check::done_if(running, (), tr!("{now} not running", now)))
     })
     .await?;
     let starts = starts(&lab.controller_log(mark).await?);
-    ensure!(starts == 0, "the controller started again ({starts} times)");
+    ensure!(starts == 0, tr!("the controller started again ({starts} times)", starts));
     Ok(())
 }
 
@@ -239,7 +241,7 @@ async fn then_restore(lab: &mut Lab, result: anyhow::Result<Measured>) -> anyhow
     match (result, restored) {
         (Ok(measured), Ok(_)) => Ok(measured),
         (Err(e), _) => Err(e),
-        (Ok(_), Err(e)) => Err(e.context("the fault passed, but restoring the lab failed")),
+        (Ok(_), Err(e)) => Err(e.context(tr!("the fault passed, but restoring the lab failed"))),
     }
 }
 
@@ -247,7 +249,10 @@ async fn then_restore(lab: &mut Lab, result: anyhow::Result<Measured>) -> anyhow
 /// fault that runs a controller of its own beside or instead of the lab's.
 fn host_controller() -> anyhow::Result<labkit::command::Cmd> {
     let binary = labkit::project::target_dir().join("debug/my-controller");
-    ensure!(binary.is_file(), "{} is missing: `cargo build -p controller`", binary.display());
+    ensure!(
+        binary.is_file(),
+        tr!("{binary} is missing: `cargo build -p controller`", binary = binary.display())
+    );
     Ok(labkit::command::Cmd::new(binary.display().to_string()))
 }
 

@@ -21,7 +21,7 @@ use grader::experiments;
 use labkit::{
     lab,
     results::{self, Outcome},
-    suite,
+    suite, tr,
 };
 use std::time::{Duration, Instant};
 
@@ -68,14 +68,14 @@ pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
         // a lab that cannot be restored fails the test that left it so.
         let restored = lab.restore().await;
         let result = match (result, restored) {
-            (Ok(_), Err(e)) => Err(e.context("could not restore the lab")),
+            (Ok(_), Err(e)) => Err(e.context(tr!("could not restore the lab"))),
             (result, _) => result,
         };
         append(&measured(name, &result, wall));
         match result {
             Ok(measured) => {
                 for warning in &measured.warnings {
-                    eprintln!("warning: {warning}");
+                    eprintln!("{}", tr!("warning: {warning}", warning));
                 }
                 eprintln!("{name}: {}", measured.detail);
                 Ok(())
@@ -83,7 +83,7 @@ pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
             Err(e) => Err(format!("{e:#}\n\n{diagnostics}")),
         }
     });
-    outcome.map_err(|message| format!("{name} failed: {message}"))
+    outcome.map_err(|message| tr!("{name} failed: {message}", name, message))
 }
 
 /// An outcome with its name and wall time: the rest is the run's.
@@ -121,6 +121,7 @@ fn append(outcome: &Outcome) {
         .open(&path)
         .and_then(|mut f| writeln!(f, "{line}"));
     if let Err(e) = written {
-        eprintln!("cannot record the result in {}: {e}", path.to_string_lossy());
+        let path = path.to_string_lossy();
+        eprintln!("{}", tr!("cannot record the result in {path}: {error}", path, error = e));
     }
 }

@@ -41,7 +41,7 @@ use labkit::lab::Lab;
 
 use labkit::command::Cmd;
 use labkit::record::Shared;
-use labkit::say::pick;
+use labkit::tr;
 
 /// A ConfigMap name the identity's first request reads (it need not exist).
 pub const PROBE_NAME: &str = "my-controller-grade-probe";
@@ -338,9 +338,10 @@ pub async fn run(
 ) -> anyhow::Result<Report> {
     let desired =
         Desired::new(lab.desired().namespace(), lab.desired().name(), options.data.clone())
-            .map_err(|e| anyhow::anyhow!("the desired data: {e}"))?;
+            .map_err(|e| anyhow::anyhow!(tr!("the desired data: {e}", e)))?;
     let dir = lab.file().state_dir.join("grade");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
     let kubeconfig = proxy::kubeconfig_in(&lab.borrowed_dir());
     let argv: Vec<String> = options
         .command
@@ -351,7 +352,7 @@ pub async fn run(
     let cmd =
         Cmd::argv(&argv).env("NO_COLOR", "1").env("KUBECONFIG", kubeconfig.display().to_string());
     let log = dir.join("program.log");
-    std::fs::write(&log, "").with_context(|| format!("cannot write {}", log.display()))?;
+    std::fs::write(&log, "").with_context(|| tr!("cannot write {path}", path = log.display()))?;
 
     let observer = observer::Observer::install(lab, record.clone(), desired.namespace());
     let observer = match observer.await {
@@ -359,7 +360,7 @@ pub async fn run(
         Err(e) => {
             // Whatever part was applied goes again.
             let _ = observer::Observer::forget(lab.client(), &record, &kubeconfig).await;
-            return Err(e.context("cannot set up the program's identity"));
+            return Err(e.context(tr!("cannot set up the program's identity")));
         }
     };
     let target =
@@ -370,7 +371,7 @@ pub async fn run(
         Ok(proxy) => proxy,
         Err(e) => {
             let _ = observer.remove().await;
-            return Err(e.context("cannot start the grade's proxy to the API server"));
+            return Err(e.context(tr!("cannot start the grade's proxy to the API server")));
         }
     };
     let program = program::Program::new(cmd, log.clone(), record.clone());
@@ -378,18 +379,12 @@ pub async fn run(
     let outcome = tokio::select! {
         done = AssertUnwindSafe(grading.all()).catch_unwind() => match done {
             Ok(result) => result,
-            Err(_) => Err(anyhow::anyhow!(
-                "{}",
-                pick(
-                    "the grade itself panicked (a bug in grader/src)",
-                    "评分程序自己 panic 了（grader/src 的 bug）"
-                )
-            )),
+            Err(_) => Err(anyhow::anyhow!(tr!("the grade itself panicked (a bug in grader/src)"))),
         },
-        () = cancel => Err(anyhow::anyhow!("{}", pick("interrupted", "被打断了"))),
+        () = cancel => Err(anyhow::anyhow!(tr!("interrupted"))),
     };
     let (rows, user, removed) = grading.finish().await;
     outcome?;
-    removed.context("cannot remove the program's identity")?;
+    removed.with_context(|| tr!("cannot remove the program's identity"))?;
     Ok(Report { rows, log, user })
 }

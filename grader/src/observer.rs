@@ -30,6 +30,7 @@ use labkit::{
     eventually::{Check, eventually},
     files,
     record::Shared,
+    tr,
 };
 
 /// The ServiceAccount, Role and RoleBinding of the graded program.
@@ -142,7 +143,7 @@ impl Observer {
         let text = serde_saphyr::to_string(&kubeconfig)?;
         let dir = lab.borrowed_dir();
         std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+            .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
         files::write_private(&observer.kubeconfig, text)?;
         observer.prove_counting().await?;
         Ok(observer)
@@ -196,14 +197,19 @@ impl Observer {
             .await
             .map_err(anyhow::Error::msg)?;
         let api: Api<ConfigMap> = Api::namespaced(client, &self.namespace);
-        let what = "the API server to count the grade identity's requests";
-        eventually(what, labkit::converge::HEAL_WITHIN, || async {
+        let what = tr!("the API server to count the grade identity's requests");
+        eventually(&what, labkit::converge::HEAL_WITHIN, || async {
             let before = self.counts().await?;
             api.get_opt(crate::PROBE_NAME).await.with_context(|| {
-                format!("a get of ConfigMaps as {} (the course's Role allows it)", self.user())
+                tr!(
+                    "a get of ConfigMaps as {user} (the course's Role allows it)",
+                    user = self.user()
+                )
             })?;
             let after = self.counts().await?.since(&before);
-            Ok(Check::done_if(after.reads >= 1.0, (), format!("{DISPATCHED} shows {after:?}")))
+            let seen =
+                tr!("{series} shows {counts}", series = DISPATCHED, counts = format!("{after:?}"));
+            Ok(Check::done_if(after.reads >= 1.0, (), seen))
         })
         .await
     }
@@ -211,7 +217,11 @@ impl Observer {
     /// The program's requests so far, as the API server counted them.
     pub async fn counts(&self) -> anyhow::Result<Counts> {
         let request = http::Request::get("/metrics").body(Vec::new())?;
-        let text = self.admin.request_text(request).await.context("the API server's /metrics")?;
+        let text = self
+            .admin
+            .request_text(request)
+            .await
+            .with_context(|| tr!("the API server's /metrics"))?;
         let scrape = Scrape::parse(&text);
         let count = |suffix: &str| {
             let name = schema_name(&self.owner, suffix);
@@ -239,7 +249,7 @@ impl Observer {
         let deleted = labkit::owned::delete_all(&admin, &mut record, |e| e.by == BY, within).await;
         let removed = match kubeconfig.exists() {
             true => std::fs::remove_file(kubeconfig)
-                .with_context(|| format!("cannot remove {}", kubeconfig.display())),
+                .with_context(|| tr!("cannot remove {path}", path = kubeconfig.display())),
             false => Ok(()),
         };
         deleted?;
@@ -255,19 +265,19 @@ async fn one_api_server(admin: &Client) -> anyhow::Result<()> {
     let addresses: Vec<String> = slices
         .list(&params)
         .await
-        .context("the kubernetes Service's EndpointSlices")?
+        .with_context(|| tr!("the kubernetes Service's EndpointSlices"))?
         .items
         .iter()
         .flat_map(|s| s.endpoints.iter().flatten().flat_map(|e| e.addresses.clone()))
         .collect();
     if addresses.len() > 1 {
-        bail!(
-            "this cluster answers from {} API servers ({}): the grader counts the program's requests \
-             from one API server's /metrics (APF's dispatched counter), and cannot count them here — \
-             grade on a lab with one (an envtest or kind lab)",
-            addresses.len(),
-            addresses.join(", ")
-        );
+        bail!(tr!(
+            "this cluster answers from {n} API servers ({addresses}): the grader counts the program's \
+             requests from one API server's /metrics (APF's dispatched counter), and cannot count \
+             them here — grade on a lab with one (an envtest or kind lab)",
+            n = addresses.len(),
+            addresses = addresses.join(", ")
+        ));
     }
     Ok(())
 }

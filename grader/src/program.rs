@@ -24,7 +24,7 @@ use labkit::{
     eventually::{Check, eventually},
     files,
     record::Shared,
-    say::pick,
+    tr,
 };
 
 /// How a stop by signal went.
@@ -68,10 +68,7 @@ impl Program {
         group::adopt_orphans();
         self.runs += 1;
         let (runs, cmd) = (self.runs, &self.cmd);
-        let header = pick(
-            format!("=== run {runs} of `{cmd}` ===\n"),
-            format!("=== 第 {runs} 次运行 `{cmd}` ===\n"),
-        );
+        let header = format!("{}\n", tr!("=== run {runs} of `{cmd}` ===", runs, cmd));
         let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         std::io::Write::write_all(&mut log, header.as_bytes())?;
         // Waited for by its pid ([`group::Group`]), not through the `Child`:
@@ -91,17 +88,21 @@ impl Program {
     /// Sends `signal` to the run's process group, then waits up to `within`
     /// for the whole group to exit; kills the group when it does not.
     pub async fn stop(&mut self, signal: libc::c_int, within: Duration) -> anyhow::Result<Stopped> {
-        let run = self.run.as_mut().context("the program was never started")?;
+        let run = self.run.as_mut().with_context(|| tr!("the program was never started"))?;
         if let Some(status) = run.leader_exited().filter(|_| run.is_gone()) {
             return Ok(Stopped::AlreadyGone { status });
         }
         let sent = Instant::now();
         let mut stop = group::Stop::send(run, signal).await;
-        let ended = eventually("the program's process group to exit", within, || {
-            let outcome = stop.step(run);
-            async move { Ok(outcome.map_or(Check::NotYet("still running".into()), Check::Done)) }
-        })
-        .await;
+        let what = tr!("the program's process group to exit");
+        let ended =
+            eventually(&what, within, || {
+                let outcome = stop.step(run);
+                async move {
+                    Ok(outcome.map_or_else(|| Check::NotYet(tr!("still running")), Check::Done))
+                }
+            })
+            .await;
         match ended {
             Ok(status) => Ok(Stopped::Exited { status, after: sent.elapsed() }),
             Err(_) => {
@@ -119,9 +120,10 @@ impl Program {
             return;
         }
         run.signal(libc::SIGKILL);
-        let _ = eventually("the killed program to be gone", Duration::from_secs(10), || {
+        let what = tr!("the killed program to be gone");
+        let _ = eventually(&what, Duration::from_secs(10), || {
             let gone = run.is_gone();
-            async move { Ok(if gone { Check::Done(()) } else { Check::NotYet("alive".into()) }) }
+            async move { Ok(Check::done_if(gone, (), tr!("alive"))) }
         })
         .await;
     }

@@ -48,6 +48,7 @@ use kube::{
 use serde_json::json;
 use tokio::sync::{oneshot, watch};
 
+use labkit::tr;
 pub use request::Target;
 use request::{Kind, classify};
 
@@ -117,11 +118,11 @@ impl Proxy {
         admin: kube::Client,
     ) -> anyhow::Result<Proxy> {
         let kubeconfig = Kubeconfig::read_from(real)
-            .with_context(|| format!("cannot read {}", real.display()))?;
+            .with_context(|| tr!("cannot read {path}", path = real.display()))?;
         let config =
             Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default())
                 .await
-                .with_context(|| format!("cannot use {}", real.display()))?;
+                .with_context(|| tr!("cannot use {path}", path = real.display()))?;
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -132,9 +133,9 @@ impl Proxy {
             .and_then(|users| {
                 users.iter().find_map(|u| u["user"]["token"].as_str().map(String::from))
             })
-            .with_context(|| format!("{} holds no token", real.display()))?;
+            .with_context(|| tr!("{path} holds no token", path = real.display()))?;
         let mut authorization = http::HeaderValue::try_from(format!("Bearer {token}"))
-            .context("the token is not a header value")?;
+            .with_context(|| tr!("the token is not a header value"))?;
         authorization.set_sensitive(true);
         let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
         let forward: Box<Forward> = Box::new(move |request| {
@@ -283,7 +284,7 @@ impl Shared {
             .patch(&self.target.name, &params, &Patch::Merge(&patch))
             .await
             .map(|_| ())
-            .map_err(|e| format!("the other writer's patch of {}: {e}", self.target.name))
+            .map_err(|e| tr!("the other writer's patch of {name}: {e}", name = self.target.name, e))
     }
 
     /// The request, passed to the API server; its response, streamed back.
@@ -293,7 +294,9 @@ impl Shared {
         let base = self.base.to_string();
         parts.uri = match format!("{}{path}", base.trim_end_matches('/')).parse() {
             Ok(uri) => uri,
-            Err(e) => return status(StatusCode::BAD_REQUEST, &format!("the path {path}: {e}")),
+            Err(e) => {
+                return status(StatusCode::BAD_REQUEST, &tr!("the path {path}: {e}", path, e));
+            }
         };
         for name in HOP_BY_HOP {
             parts.headers.remove(name);
@@ -302,7 +305,7 @@ impl Shared {
         let response = match (self.forward)(Request::from_parts(parts, body)).await {
             Ok(response) => response,
             Err(e) => {
-                let why = format!("the grade's proxy could not reach the API server: {e}");
+                let why = tr!("the grade's proxy could not reach the API server: {e}", e);
                 return status(StatusCode::BAD_GATEWAY, &why);
             }
         };

@@ -30,7 +30,7 @@ use labkit::{
 };
 use labkit::{
     eventually::{Check, poll, throughout},
-    say::pick,
+    tr,
 };
 
 mod conflict;
@@ -254,16 +254,15 @@ async fn connect(
     options: &Options,
 ) -> Result<Duration, Option<ExitStatus>> {
     let started = Instant::now();
-    let what =
-        pick("the program's first request to the API server", "程序对 API Server 的第一个请求");
-    let waited = poll(what, options.connect_within, options.shown, || {
+    let what = tr!("the program's first request to the API server");
+    let waited = poll(&what, options.connect_within, options.shown, || {
         let exited = program.exited();
         async move {
             if exited.is_some() {
-                return Ok(Check::Stop(anyhow::anyhow!("it exited")));
+                return Ok(Check::Stop(anyhow::anyhow!(tr!("it exited"))));
             }
             let made = observer.counts().await?.since(&before).all();
-            Ok(Check::done_if(made >= 1.0, (), pick("no request yet", "还没有请求")))
+            Ok(Check::done_if(made >= 1.0, (), tr!("no request yet")))
         }
     })
     .await;
@@ -305,12 +304,8 @@ fn describe(cm: Option<&ConfigMap>) -> String {
             let data =
                 serde_json::to_string(&cm.data.clone().unwrap_or_default()).unwrap_or_default();
             match (&cm.metadata.deletion_timestamp, cm.immutable) {
-                (Some(_), _) => {
-                    pick(format!("being deleted, data {data}"), format!("删除中，data {data}"))
-                }
-                (None, Some(true)) => {
-                    pick(format!("immutable, data {data}"), format!("immutable，data {data}"))
-                }
+                (Some(_), _) => tr!("being deleted, data {data}", data),
+                (None, Some(true)) => tr!("immutable, data {data}", data),
                 _ => format!("data {data}"),
             }
         }
@@ -319,7 +314,7 @@ fn describe(cm: Option<&ConfigMap>) -> String {
 
 /// my-config is not there.
 fn absent() -> String {
-    pick("absent", "不存在").to_string()
+    tr!("absent")
 }
 
 /// How a stop went, as values `<name>.kind` (`exited`, `killed`, `gone`,
@@ -350,7 +345,7 @@ fn kubectl() -> PatchParams {
 fn exit_status(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt as _;
     match (status.code(), status.signal()) {
-        (Some(code), _) => pick(format!("exit {code}"), format!("退出码 {code}")),
+        (Some(code), _) => tr!("exit {code}", code),
         (None, Some(signal)) => {
             let name = match signal {
                 libc::SIGINT => "SIGINT".to_string(),
@@ -358,9 +353,9 @@ fn exit_status(status: ExitStatus) -> String {
                 libc::SIGTERM => "SIGTERM".to_string(),
                 libc::SIGABRT => "SIGABRT".to_string(),
                 libc::SIGSEGV => "SIGSEGV".to_string(),
-                other => pick(format!("signal {other}"), format!("信号 {other}")),
+                other => tr!("signal {number}", number = other),
             };
-            pick(format!("killed by {name}"), format!("被 {name} 结束"))
+            tr!("killed by {name}", name)
         }
         (None, None) => status.to_string(),
     }

@@ -13,7 +13,7 @@ use kube::{
     config::{AuthInfo, Kubeconfig},
 };
 
-use crate::lab_file::LabFile;
+use crate::{lab_file::LabFile, tr};
 
 /// A token of ServiceAccount `namespace/name`, valid `seconds`, for the API
 /// server's own audience; with when it expires (RFC 3339).
@@ -59,13 +59,15 @@ pub async fn token_bound(
         }),
         ..Default::default()
     };
-    let granted = accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .with_context(|| format!("TokenRequest for ServiceAccount {namespace}/{name}"))?;
-    let status = granted.status.context("TokenRequest answered without a status")?;
-    let token =
-        status.token.filter(|t| !t.is_empty()).context("TokenRequest answered without a token")?;
+    let granted =
+        accounts.create_token_request(name, &PostParams::default(), &request).await.with_context(
+            || tr!("TokenRequest for ServiceAccount {namespace}/{name}", namespace, name),
+        )?;
+    let status = granted.status.with_context(|| tr!("TokenRequest answered without a status"))?;
+    let token = status
+        .token
+        .filter(|t| !t.is_empty())
+        .with_context(|| tr!("TokenRequest answered without a token"))?;
     let expires = status.expiration_timestamp.map(|time| time.0.to_string()).unwrap_or_default();
     Ok((token, expires))
 }

@@ -13,13 +13,14 @@ use kube::discovery::{self, Scope};
 use serde_json::Value;
 
 use crate::lab_file::Applied;
+use crate::tr;
 
 /// The documents of a multi-document YAML file (empty ones left out).
 pub fn read_documents(path: &Path) -> Result<Vec<Value>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
     let documents: Vec<Value> = serde_saphyr::from_multiple(&text)
-        .with_context(|| format!("{} is not YAML", path.display()))?;
+        .with_context(|| tr!("{path} is not YAML", path = path.display()))?;
     // `---` followed by nothing (or only comments) is an empty document, not an object.
     Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
 }
@@ -34,13 +35,10 @@ pub async fn documents(
 ) -> Result<Vec<Applied>> {
     let mut applied = Vec::new();
     for (index, document) in documents.into_iter().enumerate() {
-        let object = apply_one(client, field_manager, document)
-            .await
-            .with_context(|| format!("{} document {}", source.display(), index + 1))?;
-        crate::progress!(
-            "{}",
-            crate::say::pick(format!("  applied {object}"), format!("  已应用 {object}"))
-        );
+        let object = apply_one(client, field_manager, document).await.with_context(|| {
+            tr!("{source} document {n}", source = source.display(), n = index + 1)
+        })?;
+        crate::progress!("{}", tr!("  applied {object}", object));
         applied.push(object);
     }
     Ok(applied)
@@ -55,11 +53,11 @@ pub async fn identify(
     let field = |f: &str| document[f].as_str().unwrap_or_default().to_string();
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if api_version.is_empty() || kind.is_empty() {
-        return Err(anyhow!("apiVersion and kind are missing"));
+        return Err(anyhow!(tr!("apiVersion and kind are missing")));
     }
     let name = document["metadata"]["name"]
         .as_str()
-        .ok_or_else(|| anyhow!("{kind} without metadata.name"))?
+        .ok_or_else(|| anyhow!(tr!("{kind} without metadata.name", kind)))?
         .to_string();
     let namespace = document["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
     let object = Applied { api_version, kind, namespace: Some(namespace), name };
@@ -78,7 +76,8 @@ pub async fn identify_object(
     let gvk = GroupVersionKind::gvk(group, version, &object.kind);
     let (resource, capabilities): (ApiResource, _) =
         discovery::pinned_kind(client, &gvk).await.with_context(|| {
-            format!("the server does not serve {}/{}", object.api_version, object.kind)
+            let (api_version, kind) = (&object.api_version, &object.kind);
+            tr!("the server does not serve {api_version}/{kind}", api_version, kind)
         })?;
     let api = match (capabilities.scope, &object.namespace) {
         (Scope::Namespaced, Some(namespace)) => {
@@ -95,11 +94,11 @@ pub async fn identify_object(
 async fn apply_one(client: &kube::Client, field_manager: &str, document: Value) -> Result<Applied> {
     let (object, api) = identify(client, &document).await?;
     let typed: DynamicObject =
-        serde_json::from_value(document).context("not a Kubernetes object")?;
+        serde_json::from_value(document).with_context(|| tr!("not a Kubernetes object"))?;
     // force: take over fields another manager set by hand.
     let params = PatchParams::apply(field_manager).force();
     api.patch(&object.name, &params, &Patch::Apply(&typed))
         .await
-        .with_context(|| format!("server-side apply of {object}"))?;
+        .with_context(|| tr!("server-side apply of {object}", object))?;
     Ok(object)
 }

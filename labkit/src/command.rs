@@ -16,7 +16,7 @@ use std::{
 
 use anyhow::Context as _;
 
-use crate::project;
+use crate::{project, tr};
 
 /// A command line: program, arguments, extra environment, working directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +110,17 @@ impl Cmd {
             command.current_dir(dir);
         }
         command.stdin(Stdio::null());
+        // As typed in a terminal: a SIGINT or SIGQUIT that whatever started the kit ignores (a
+        // shell's background job does) is not handed on, or a Ctrl-C the grader sends to the
+        // program it grades would find it deaf.
+        // SAFETY: signal(2) is async-signal-safe, as a pre_exec hook must be.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         Ok(command)
     }
 
@@ -118,7 +129,7 @@ impl Cmd {
     }
 
     fn failed(&self, status: ExitStatus) -> anyhow::Error {
-        anyhow::anyhow!("`{self}` failed ({status})")
+        anyhow::anyhow!(tr!("`{cmd}` failed ({status})", cmd = self, status))
     }
 
     /// Echo, run with the terminal's stderr (its stdout goes there too); an error unless it exits 0.
@@ -146,18 +157,20 @@ impl Cmd {
             match exit.recv_timeout(next.saturating_sub(started.elapsed())) {
                 Ok(status) => break status?,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    crate::progress!("  still {doing} ({} s)", started.elapsed().as_secs());
+                    let secs = started.elapsed().as_secs();
+                    crate::progress!("{}", tr!("  still {doing} ({secs} s)", doing, secs));
                     next += HEARTBEAT;
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    anyhow::bail!("lost `{self}` while waiting for it")
+                    anyhow::bail!(tr!("lost `{cmd}` while waiting for it", cmd = self))
                 }
             }
         };
         if !status.success() {
             return Err(self.failed(status));
         }
-        crate::progress!("  {doing}: done in {} s", started.elapsed().as_secs());
+        let secs = started.elapsed().as_secs();
+        crate::progress!("{}", tr!("  {doing}: done in {secs} s", doing, secs));
         Ok(())
     }
 
@@ -169,7 +182,7 @@ impl Cmd {
         self.to_command()?
             .stdout(Stdio::from(stderr))
             .spawn()
-            .with_context(|| format!("cannot start `{self}`"))
+            .with_context(|| tr!("cannot start `{cmd}`", cmd = self))
     }
 
     /// Echo, run, and return its stdout, trimmed; an error (with its stderr)
@@ -190,7 +203,7 @@ impl Cmd {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .output()
-            .with_context(|| format!("cannot start `{self}`"))
+            .with_context(|| tr!("cannot start `{cmd}`", cmd = self))
     }
 
     /// Echo as `$ cmd >>LOG 2>&1 &`, then start it in its own process group
@@ -198,7 +211,7 @@ impl Cmd {
     /// Ctrl-C in xtask's terminal, and stopping the group stops whatever it
     /// started.
     pub fn spawn_to_log(&self, log: &Path) -> anyhow::Result<Child> {
-        self.to_log(log)?.spawn().with_context(|| format!("cannot start `{self}`"))
+        self.to_log(log)?.spawn().with_context(|| tr!("cannot start `{cmd}`", cmd = self))
     }
 
     /// Echo, and start it as this process's child with `stdout` and `stderr`
@@ -226,7 +239,7 @@ impl Cmd {
         tokio::process::Command::from(command)
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("cannot start `{self}`"))
+            .with_context(|| tr!("cannot start `{cmd}`", cmd = self))
     }
 
     /// Echoed as `$ cmd >>LOG 2>&1 &`: the command with its stdout and stderr
@@ -237,7 +250,7 @@ impl Cmd {
             .create(true)
             .append(true)
             .open(log)
-            .with_context(|| format!("cannot open {}", log.display()))?;
+            .with_context(|| tr!("cannot open {path}", path = log.display()))?;
         let mut command = self.to_command()?;
         command.stdout(out.try_clone()?).stderr(out).process_group(0);
         Ok(command)
@@ -324,6 +337,17 @@ pub fn is_not_found(error: &anyhow::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_command_gets_the_default_sigint_even_when_the_kit_ignores_it() {
+        // SAFETY: a test of its own process's disposition, put back at once.
+        let before = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+        let status = super::Cmd::argv(["sh", "-c", "kill -INT $$; exit 0"]).output();
+        unsafe { libc::signal(libc::SIGINT, before) };
+        let status = status.unwrap().status;
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGINT), "{status}");
+    }
+
     use super::*;
 
     #[test]

@@ -14,7 +14,7 @@ use kube::{
 };
 use tokio::time::Instant;
 
-use crate::lab::Lab;
+use crate::{lab::Lab, tr};
 
 use crate::eventually::{Check, eventually};
 
@@ -25,7 +25,8 @@ pub const HEAL_WITHIN: Duration = Duration::from_secs(20);
 pub async fn wait_desired(lab: &Lab) -> anyhow::Result<ConfigMap> {
     let api = lab.config_maps();
     let desired = lab.desired().clone();
-    eventually(&format!("{desired} to hold the desired data"), HEAL_WITHIN, || async {
+    let what = tr!("{desired} to hold the desired data", desired);
+    eventually(&what, HEAL_WITHIN, || async {
         Ok(match api.get_opt(desired.name()).await? {
             Some(cm)
                 if desired.is_satisfied_by(&cm) && cm.metadata.deletion_timestamp.is_none() =>
@@ -33,7 +34,7 @@ pub async fn wait_desired(lab: &Lab) -> anyhow::Result<ConfigMap> {
                 Check::Done(cm)
             }
             Some(cm) => Check::NotYet(format!("data {:?}", cm.data)),
-            None => Check::NotYet("absent".into()),
+            None => Check::NotYet(tr!("absent")),
         })
     })
     .await
@@ -42,7 +43,8 @@ pub async fn wait_desired(lab: &Lab) -> anyhow::Result<ConfigMap> {
 /// Waits until the controller is idle: nothing queued, no retry waiting,
 /// nothing running.
 pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::metrics::Scrape> {
-    eventually("the controller to be idle", HEAL_WITHIN, || async {
+    let what = tr!("the controller to be idle");
+    eventually(&what, HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
         let (depth, delayed, running) =
             (m.sum(QUEUE_DEPTH), m.sum(QUEUE_DELAYED), m.sum(IN_FLIGHT));
@@ -103,10 +105,10 @@ where
                 }
                 WatchEvent::Deleted(_) => last = None,
                 WatchEvent::Bookmark(_) => {}
-                WatchEvent::Error(e) => bail!("watch error: {e}"),
+                WatchEvent::Error(e) => bail!(tr!("watch error: {error}", error = e)),
             }
         }
-        bail!("the watch ended before {desired} held the desired data")
+        bail!(tr!("the watch ended before {desired} held the desired data", desired))
     });
     // A keeper that ended is said first, as the grader's poll did: its
     // ConfigMap seen right at the same moment is not its work.
@@ -131,10 +133,13 @@ where
     let kept = || async { act().await.map(|()| std::future::pending::<Infallible>()) };
     match until_desired(&api, desired, kept).await? {
         Until::Reached { after } => Ok(after),
-        Until::TimedOut { last } => bail!(
-            "{desired} not back to the desired data within {HEAL_WITHIN:?}; last seen: {}",
-            last.map_or("absent".into(), |cm| format!("data {:?}", cm.data.unwrap_or_default()))
-        ),
+        Until::TimedOut { last } => bail!(tr!(
+            "{desired} not back to the desired data within {within}; last seen: {last}",
+            desired,
+            within = format!("{HEAL_WITHIN:?}"),
+            last =
+                last.map_or(tr!("absent"), |cm| format!("data {:?}", cm.data.unwrap_or_default()))
+        )),
         Until::Ended(never) => match never {},
     }
 }
@@ -144,12 +149,13 @@ pub async fn delete_and_wait_gone(api: &Api<ConfigMap>, name: &str) -> anyhow::R
     if api.get_opt(name).await?.is_some() {
         api.delete(name, &DeleteParams::default()).await?;
     }
-    eventually(&format!("{name} to be gone"), HEAL_WITHIN, || async {
+    let what = tr!("{name} to be gone", name);
+    eventually(&what, HEAL_WITHIN, || async {
         Ok(match api.get_opt(name).await? {
             None => Check::Done(()),
-            Some(cm) => Check::NotYet(format!(
-                "still there, deletionTimestamp {:?}",
-                cm.metadata.deletion_timestamp
+            Some(cm) => Check::NotYet(tr!(
+                "still there, deletionTimestamp {timestamp}",
+                timestamp = format!("{:?}", cm.metadata.deletion_timestamp)
             )),
         })
     })

@@ -14,6 +14,7 @@ use kube::{
 use serde_json::json;
 
 use crate::eventually::{Check, eventually};
+use crate::tr;
 
 #[cfg(any(test, feature = "test-support"))]
 mod controls;
@@ -74,15 +75,16 @@ impl DeploymentHost {
                         .as_ref()
                         .and_then(|s| s.terminated.as_ref())
                         .map(|t| {
-                            format!("{} exit {}", t.reason.clone().unwrap_or_default(), t.exit_code)
+                            let reason = t.reason.clone().unwrap_or_default();
+                            tr!("{reason} exit {code}", reason, code = t.exit_code)
                         })
-                        .unwrap_or_else(|| "unknown".into());
-                    bail!(
-                        "pod {} restarted its container {} times (last: {last}): see `kubectl describe pod {}`",
-                        pod.name_any(),
-                        status.restart_count,
-                        pod.name_any()
-                    );
+                        .unwrap_or_else(|| tr!("unknown"));
+                    bail!(tr!(
+                        "pod {pod} restarted its container {count} times (last: {last}): see `kubectl describe pod {pod}`",
+                        pod = pod.name_any(),
+                        count = status.restart_count,
+                        last
+                    ));
                 }
             }
         }
@@ -95,9 +97,14 @@ impl DeploymentHost {
         let patch = json!({"spec": {"replicas": 0}});
         self.deployments().patch(NAME, &PatchParams::default(), &Patch::Merge(&patch)).await?;
         let pods = self.pods();
-        eventually("the controller pods to be gone", ROLLOUT_WITHIN, || async {
+        let what = tr!("the controller pods to be gone");
+        eventually(&what, ROLLOUT_WITHIN, || async {
             let left = pods.list(&ListParams::default().labels(SELECTOR)).await?.items.len();
-            Ok(if left == 0 { Check::Done(()) } else { Check::NotYet(format!("{left} pods left")) })
+            Ok(if left == 0 {
+                Check::Done(())
+            } else {
+                Check::NotYet(tr!("{left} pods left", left))
+            })
         })
         .await
     }
@@ -117,7 +124,7 @@ impl DeploymentHost {
         }});
         self.deployments().patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
         wait_rollout(&self.deployments()).await?;
-        self.ready_pod().await?.context("the rollout finished without a ready pod")
+        self.ready_pod().await?.with_context(|| tr!("the rollout finished without a ready pod"))
     }
 
     /// `kubectl rollout restart`: a new pod on the same spec (a new image
@@ -144,7 +151,7 @@ impl DeploymentHost {
         let mut pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
         pods.retain(|p| p.metadata.deletion_timestamp.is_none());
         pods.sort_by_key(|p| p.metadata.creation_timestamp.clone());
-        pods.last().map(|p| p.name_any()).context("no controller pod")
+        pods.last().map(|p| p.name_any()).with_context(|| tr!("no controller pod"))
     }
 
     /// The newest pod that is Ready.
@@ -157,7 +164,7 @@ impl DeploymentHost {
 
     /// `GET <path>` on the controller's port through the API server's pod proxy.
     pub async fn get(&self, path: &str) -> anyhow::Result<String> {
-        let pod = self.ready_pod().await?.context("no ready controller pod")?;
+        let pod = self.ready_pod().await?.with_context(|| tr!("no ready controller pod"))?;
         let request = http::Request::get(format!(
             "/api/v1/namespaces/{}/pods/{pod}:{PORT}/proxy{path}",
             self.namespace
@@ -177,7 +184,14 @@ impl DeploymentHost {
         .body(Vec::new())?;
         let answer = tokio::time::timeout(PROXY_WITHIN, self.probe.send(request.map(Into::into)))
             .await
-            .map_err(|_| anyhow::anyhow!("GET {path} on pod {pod} through the API server: no answer within {PROXY_WITHIN:?}"))?;
+            .map_err(|_| {
+                anyhow::anyhow!(tr!(
+                    "GET {path} on pod {pod} through the API server: no answer within {within}",
+                    path,
+                    pod,
+                    within = format!("{PROXY_WITHIN:?}")
+                ))
+            })?;
         Ok(answer?.status().as_u16())
     }
 
@@ -223,7 +237,8 @@ fn is_ready(pod: &Pod) -> bool {
 /// `kubectl rollout status`: the Deployment's current generation is rolled
 /// out and all its replicas are updated and available.
 pub async fn wait_rollout(deployments: &Api<Deployment>) -> anyhow::Result<()> {
-    eventually(&format!("deployment/{NAME} to roll out"), ROLLOUT_WITHIN, || async {
+    let what = tr!("deployment/{name} to roll out", name = NAME);
+    eventually(&what, ROLLOUT_WITHIN, || async {
         let d = deployments.get(NAME).await?;
         let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let status = d.status.unwrap_or_default();
@@ -234,9 +249,9 @@ pub async fn wait_rollout(deployments: &Api<Deployment>) -> anyhow::Result<()> {
             status.replicas.unwrap_or(0),
         );
         if status.conditions.iter().flatten().any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")) {
-            bail!("deployment/{NAME} exceeded its progress deadline: see `kubectl describe deployment {NAME}`");
+            bail!(tr!("deployment/{name} exceeded its progress deadline: see `kubectl describe deployment {name}`", name = NAME));
         }
-        Ok(Check::done_if(observed && updated == want && available == want && total == want, (), format!("{updated} updated, {available} available, {total} total of {want}")))
+        Ok(Check::done_if(observed && updated == want && available == want && total == want, (), tr!("{updated} updated, {available} available, {total} total of {want}", updated, available, total, want)))
     })
     .await
 }

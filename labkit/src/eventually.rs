@@ -8,7 +8,7 @@ use std::{future::Future, time::Duration};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::time::Instant;
 
-use crate::say::pick;
+use crate::tr;
 
 /// What one look found.
 pub enum Check<T> {
@@ -66,46 +66,43 @@ where
         // restarted) must not outlive the deadline.
         let left = deadline.saturating_duration_since(Instant::now()).max(MIN_PROBE);
         let answer = tokio::time::timeout(left, probe()).await.unwrap_or_else(|_| {
-            Ok(Check::NotYet(format!("the last probe did not answer within {left:.1?}")))
+            let left = format!("{left:.1?}");
+            Ok(Check::NotYet(tr!("the last probe did not answer within {left}", left)))
         });
         let last = match answer {
             Ok(Check::Done(value)) => {
                 if shown {
                     let after = start.elapsed().as_secs_f64();
-                    crate::progress!(
-                        "{}",
-                        pick(
-                            format!("  {what}: ready after {after:.1}s"),
-                            format!("  {what}：{after:.1} 秒后就绪")
-                        )
-                    );
+                    let after = format!("{after:.1}");
+                    crate::progress!("{}", tr!("  {what}: ready after {after}s", what, after));
                 }
                 return Ok(value);
             }
             Ok(Check::Stop(error)) => {
-                return Err(error.context(format!(
-                    "{what}: gave up after {:.1}s",
-                    start.elapsed().as_secs_f64()
-                )));
+                let after = format!("{:.1}", start.elapsed().as_secs_f64());
+                return Err(error.context(tr!("{what}: gave up after {after}s", what, after)));
             }
             Ok(Check::NotYet(state)) => state,
-            Err(e) => format!("error: {e:#}"),
+            Err(e) => tr!("error: {error}", error = format!("{e:#}")),
         };
         let now = Instant::now();
         let last = one_line(&last);
         if shown && (last_shown.as_deref() != Some(last.as_str()) || now - shown_at >= HEARTBEAT) {
-            let waited = (now - start).as_secs_f64();
+            let waited = format!("{:.1}", (now - start).as_secs_f64());
             crate::progress!(
                 "{}",
-                pick(
-                    format!("  {what}: waiting ({waited:.1}s) - {last}"),
-                    format!("  {what}：等待中（{waited:.1} 秒）——{last}")
-                )
+                tr!("  {what}: waiting ({waited}s) - {last}", what, waited, last)
             );
             (last_shown, shown_at) = (Some(last.clone()), now);
         }
         if now >= deadline {
-            anyhow::bail!("timed out after {within:?} waiting for {what}; last seen: {last}");
+            let within = format!("{within:?}");
+            anyhow::bail!(tr!(
+                "timed out after {within} waiting for {what}; last seen: {last}",
+                within,
+                what,
+                last
+            ));
         }
         let delay = delays.next().unwrap_or(Duration::from_millis(250));
         tokio::time::sleep(delay.min(deadline - now)).await;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::say::pick;
+use crate::tr;
 
 /// Private keys, tokens and kubeconfigs: readable by the owner only (0600).
 pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
@@ -28,10 +28,11 @@ fn write_with_mode(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
         .truncate(true)
         .mode(mode)
         .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    file.set_permissions(fs::Permissions::from_mode(mode))
-        .with_context(|| format!("cannot chmod {:o} {}", mode, path.display()))?;
-    file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))?;
+        .with_context(|| tr!("cannot write {path}", path = path.display()))?;
+    file.set_permissions(fs::Permissions::from_mode(mode)).with_context(|| {
+        tr!("cannot chmod {mode} {path}", mode = format!("{mode:o}"), path = path.display())
+    })?;
+    file.write_all(contents).with_context(|| tr!("cannot write {path}", path = path.display()))?;
     Ok(())
 }
 
@@ -39,7 +40,8 @@ fn write_with_mode(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
 pub fn remove_dir(dir: &Path) -> Result<bool> {
     let there = dir.exists();
     if there {
-        fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+        fs::remove_dir_all(dir)
+            .with_context(|| tr!("cannot remove {path}", path = dir.display()))?;
     }
     Ok(there)
 }
@@ -52,19 +54,13 @@ pub fn tail(path: &Path, lines: usize) -> String {
             let all: Vec<&str> = text.lines().collect();
             let (start, path) = (all.len().saturating_sub(lines), path.display());
             if all.is_empty() {
-                pick(format!("({path} is empty)"), format!("（{path} 是空的）"))
+                tr!("({path} is empty)", path)
             } else {
                 let last = all[start..].join("\n");
-                pick(
-                    format!("last lines of {path}:\n{last}"),
-                    format!("{path} 的最后几行：\n{last}"),
-                )
+                tr!("last lines of {path}:\n{last}", path, last)
             }
         }
-        Err(error) => {
-            let path = path.display();
-            pick(format!("({path} cannot be read: {error})"), format!("（{path} 读不了：{error}）"))
-        }
+        Err(error) => tr!("({path} cannot be read: {error})", path = path.display(), error),
     }
 }
 

@@ -9,6 +9,8 @@ use http::{Method, Request, header::CONTENT_TYPE};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 
+use crate::tr;
+
 /// What came back: the status code and the body, for showing to a person.
 pub struct Reply {
     pub status: u16,
@@ -19,11 +21,11 @@ pub struct Reply {
 pub async fn get_url(base: &str, path: &str, timeout: Duration) -> Result<Reply> {
     let authority = base
         .strip_prefix("http://")
-        .with_context(|| format!("{base:?} is not an http:// URL"))?
+        .with_context(|| tr!("{base} is not an http:// URL", base = format!("{base:?}")))?
         .trim_end_matches('/');
-    let addr: SocketAddr = authority
-        .parse()
-        .with_context(|| format!("{base:?} does not name an IP address and port"))?;
+    let addr: SocketAddr = authority.parse().with_context(|| {
+        tr!("{base} does not name an IP address and port", base = format!("{base:?}"))
+    })?;
     get(addr, path, timeout).await
 }
 
@@ -59,12 +61,12 @@ async fn exchange(
     let answer = async {
         let client = Client::builder(TokioExecutor::new()).build_http();
         let response =
-            client.request(request).await.with_context(|| format!("cannot reach {url}"))?;
+            client.request(request).await.with_context(|| tr!("cannot reach {url}", url))?;
         let status = response.status().as_u16();
         let body = response.into_body().collect().await?.to_bytes();
         Ok(Reply { status, body: String::from_utf8_lossy(&body).trim().to_string() })
     };
-    tokio::time::timeout(timeout, answer)
-        .await
-        .with_context(|| format!("no answer from {url} within {timeout:?}"))?
+    tokio::time::timeout(timeout, answer).await.with_context(|| {
+        tr!("no answer from {url} within {timeout}", url, timeout = format!("{timeout:?}"))
+    })?
 }

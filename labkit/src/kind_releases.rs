@@ -6,7 +6,7 @@
 use anyhow::Context as _;
 use serde::Deserialize;
 
-use crate::project;
+use crate::{project, tr};
 
 /// The table, relative to the project root.
 pub const FILE: &str = "kind/node-images.toml";
@@ -29,8 +29,8 @@ pub struct Release {
 pub fn table() -> anyhow::Result<Vec<Release>> {
     let path = project::root().join(FILE);
     let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    parse(&text).with_context(|| format!("{} is not a node-image table", path.display()))
+        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
+    parse(&text).with_context(|| tr!("{path} is not a node-image table", path = path.display()))
 }
 
 fn parse(text: &str) -> anyhow::Result<Vec<Release>> {
@@ -49,10 +49,13 @@ pub fn for_kind(table: &[Release], kind_version_output: &str) -> Result<Release,
     let line: String = version.split('.').take(2).collect::<Vec<_>>().join(".");
     table.iter().find(|r| r.kind == line).cloned().ok_or_else(|| {
         let supported: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
-        format!(
-            "kind {version} has no node image in {FILE} (supported: {}): install one of those, \
+        tr!(
+            "kind {version} has no node image in {file} (supported: {supported}): install one of those, \
              or add a row for {line} with the Kubernetes node image that release was published with",
-            supported.join(", ")
+            version,
+            file = FILE,
+            supported = supported.join(", "),
+            line
         )
     })
 }

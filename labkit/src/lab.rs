@@ -38,6 +38,7 @@ use crate::{
     process::{self, Spawned},
     project,
     record::Shared,
+    tr,
 };
 
 /// The lab name `cargo xtask lab up` uses unless told otherwise.
@@ -157,16 +158,17 @@ impl Lab {
     /// The lab.json entry of the process playing `role` (envtest labs only).
     fn process(&self, role: &str) -> anyhow::Result<&Process> {
         if self.file.provider() != ProviderKind::Envtest {
-            bail!(
-                "stopping and starting {role} on a {} lab is not supported",
-                self.file.provider()
-            );
+            bail!(tr!(
+                "stopping and starting {role} on a {provider} lab is not supported",
+                role,
+                provider = self.file.provider()
+            ));
         }
         self.file
             .processes
             .iter()
             .find(|p| p.role == role)
-            .ok_or_else(|| anyhow!("lab.json lists no {role} process"))
+            .ok_or_else(|| anyhow!(tr!("lab.json lists no {role} process", role)))
     }
 
     /// The pid of `role` as lab.json records it (updated by every start).
@@ -186,7 +188,7 @@ impl Lab {
             .ports
             .get("client")
             .copied()
-            .context("lab.json records no etcd client port")?;
+            .with_context(|| tr!("lab.json records no etcd client port"))?;
         Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
     }
 
@@ -213,8 +215,10 @@ impl Lab {
     pub async fn start_process(&mut self, role: &str, extra: &[&str]) -> anyhow::Result<Spawned> {
         let spec = self.process(role)?.clone();
         // spawn_detached names its process with a &'static str.
-        let name =
-            ROLES.into_iter().find(|r| *r == role).ok_or_else(|| anyhow!("unknown role {role}"))?;
+        let name = ROLES
+            .into_iter()
+            .find(|r| *r == role)
+            .ok_or_else(|| anyhow!(tr!("unknown role {role}", role)))?;
         wait_ports_free(&spec.ports).await?;
         let cmd = Cmd::new(spec.binary.display().to_string()).args(&spec.args).args(extra);
         let spawned = process::spawn_detached(name, &cmd, &spec.log, &spec.pid_file)?;
@@ -231,7 +235,7 @@ impl Lab {
     /// controller's `/readyz`. Fails at once, with its log, if it exits.
     async fn start_ready(&mut self, role: &str, extra: &[&str]) -> anyhow::Result<()> {
         let mut spawned = self.start_process(role, extra).await?;
-        let what = format!("{role} to be ready");
+        let what = tr!("{role} to be ready", role);
         match role {
             ETCD => {
                 let addr = self.etcd_client_addr()?;
@@ -369,7 +373,11 @@ impl Lab {
         let reply =
             http_probe::get_url(&self.file.controller.url, "/metrics", HTTP_TIMEOUT).await?;
         if reply.status != 200 {
-            bail!("/metrics answered {}: {}", reply.status, reply.body);
+            bail!(tr!(
+                "/metrics answered {status}: {body}",
+                status = reply.status,
+                body = reply.body
+            ));
         }
         Ok(reply.body)
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::files;
+use crate::{files, tr};
 
 /// Bumped when a reader of an older file would misread this one.
 pub const FORMAT: u32 = 2;
@@ -93,8 +93,9 @@ impl Default for Target {
 impl Target {
     /// `NAMESPACE/NAME`, both valid Kubernetes names.
     pub fn parse(text: &str) -> Result<Target, String> {
-        let (namespace, name) =
-            text.split_once('/').ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME"))?;
+        let (namespace, name) = text
+            .split_once('/')
+            .ok_or_else(|| tr!("{text} is not NAMESPACE/NAME", text = format!("{text:?}")))?;
         controller::desired::Desired::new(namespace, name, controller::desired::default_data())
             .map_err(|e| e.to_string())?;
         Ok(Target { namespace: namespace.into(), name: name.into() })
@@ -329,17 +330,19 @@ impl LabFile {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(error) => {
-                return Err(error).with_context(|| format!("cannot read {}", path.display()));
+                return Err(error)
+                    .with_context(|| tr!("cannot read {path}", path = path.display()));
             }
         };
         let lab: LabFile = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a lab file", path.display()))?;
+            .with_context(|| tr!("{path} is not a lab file", path = path.display()))?;
         if lab.format != FORMAT {
-            bail!(
-                "{} has format {}, this xtask reads {FORMAT}: `cargo xtask lab down` and up again",
-                path.display(),
-                lab.format
-            );
+            bail!(tr!(
+                "{path} has format {format}, this xtask reads {ours}: `cargo xtask lab down` and up again",
+                path = path.display(),
+                format = lab.format,
+                ours = FORMAT
+            ));
         }
         Ok(Some(lab))
     }

@@ -76,7 +76,7 @@ impl Scrape {
                 format!("{}{{{}}} {}", s.name, labels.join(","), s.value)
             })
             .collect();
-        if lines.is_empty() { format!("no {name} series") } else { lines.join(", ") }
+        if lines.is_empty() { crate::tr!("no {name} series", name) } else { lines.join(", ") }
     }
 }
 

@@ -22,7 +22,7 @@ use crate::apply::{identify, identify_object};
 use crate::eventually::{Check, eventually};
 use crate::lab_file::Applied;
 use crate::record::{Collection, Entry, How, OWNER_LABEL, Record};
-use crate::say::pick;
+use crate::tr;
 
 /// Creates `document`, or updates it when `record` claims it, as
 /// `field_manager`; recorded (before the create, and with its uid after)
@@ -42,19 +42,23 @@ pub async fn apply(
         labels.insert(key, json!(value));
     }
     document["metadata"]["labels"] = Value::Object(labels);
-    let live = api.get_opt(&object.name).await.with_context(|| format!("cannot read {object}"))?;
+    let live =
+        api.get_opt(&object.name).await.with_context(|| tr!("cannot read {object}", object))?;
     let made = match live {
         None => {
             record.intend(&object, by, How::Created)?;
             let typed: DynamicObject =
-                serde_json::from_value(document).context("not a Kubernetes object")?;
+                serde_json::from_value(document).with_context(|| tr!("not a Kubernetes object"))?;
             let params =
                 PostParams { field_manager: Some(field_manager.into()), ..Default::default() };
             api.create(&params, &typed).await.map_err(|e| match e {
                 kube::Error::Api(s) if s.code == 409 => {
-                    anyhow::anyhow!("{object} was made by someone else a moment ago: left alone")
+                    anyhow::anyhow!(tr!(
+                        "{object} was made by someone else a moment ago: left alone",
+                        object
+                    ))
                 }
-                e => anyhow::Error::new(e).context(format!("cannot create {object}")),
+                e => anyhow::Error::new(e).context(tr!("cannot create {object}", object)),
             })?
         }
         Some(live) => {
@@ -66,16 +70,16 @@ pub async fn apply(
             // The uid in the update: another object of this name is refused by the API server.
             document["metadata"]["uid"] = json!(uid);
             let typed: DynamicObject =
-                serde_json::from_value(document).context("not a Kubernetes object")?;
+                serde_json::from_value(document).with_context(|| tr!("not a Kubernetes object"))?;
             let params = PatchParams::apply(field_manager).force();
             api.patch(&object.name, &params, &Patch::Apply(&typed))
                 .await
-                .with_context(|| format!("server-side apply of {object}"))?
+                .with_context(|| tr!("server-side apply of {object}", object))?
         }
     };
-    let uid = made.metadata.uid.context("the API server answered without a uid")?;
+    let uid = made.metadata.uid.with_context(|| tr!("the API server answered without a uid"))?;
     record.made(&object, &uid)?;
-    crate::progress!("{}", pick(format!("  applied {object}"), format!("  已应用 {object}")));
+    crate::progress!("{}", tr!("  applied {object}", object));
     Ok(object)
 }
 
@@ -83,7 +87,9 @@ pub async fn apply(
 pub fn not_ours(object: &Applied, live: &DynamicObject) -> String {
     let labels = live.metadata.labels.as_ref();
     let whose = match labels.and_then(|l| l.get(OWNER_LABEL)) {
-        Some(owner) => format!("it belongs to {owner}, by its label {OWNER_LABEL}"),
+        Some(owner) => {
+            tr!("it belongs to {owner}, by its label {label}", owner, label = OWNER_LABEL)
+        }
         None => {
             let managers: Vec<String> = live
                 .metadata
@@ -93,12 +99,12 @@ pub fn not_ours(object: &Applied, live: &DynamicObject) -> String {
                 .filter_map(|m| m.manager.clone())
                 .collect();
             match managers.is_empty() {
-                true => "made by someone else".to_string(),
-                false => format!("managed by {}", managers.join(", ")),
+                true => tr!("made by someone else"),
+                false => tr!("managed by {managers}", managers = managers.join(", ")),
             }
         }
     };
-    format!("{object} is there already and this lab did not make it ({whose})")
+    tr!("{object} is there already and this lab did not make it ({whose})", object, whose)
 }
 
 /// Of `objects` (as [`Applied`]), each that exists and that `record` does
@@ -126,9 +132,13 @@ pub async fn in_the_way(
                 }
             }
             Err(kube::Error::Api(s)) if s.code == 403 => {
-                lines.push(format!("{object} cannot be read with these rights ({})", s.message));
+                lines.push(tr!(
+                    "{object} cannot be read with these rights ({message})",
+                    object,
+                    message = s.message
+                ));
             }
-            Err(e) => return Err(e).with_context(|| format!("cannot read {object}")),
+            Err(e) => return Err(e).with_context(|| tr!("cannot read {object}", object)),
         }
     }
     Ok(lines)
@@ -195,11 +205,13 @@ pub async fn delete(
         }
         Err(kube::Error::Api(s)) if s.code == 409 => {
             record.forget(&entry.object)?;
-            return Ok(Deleted::LeftAlone(format!(
-                "{object} is not the one this lab made (uid {uid}): someone made it again; left alone"
+            return Ok(Deleted::LeftAlone(tr!(
+                "{object} is not the one this lab made (uid {uid}): someone made it again; left alone",
+                object,
+                uid
             )));
         }
-        Err(e) => return Err(e).with_context(|| format!("cannot delete {object}")),
+        Err(e) => return Err(e).with_context(|| tr!("cannot delete {object}", object)),
     }
     gone(&api, &object, &uid, within).await?;
     record.forget(&entry.object)?;
@@ -213,11 +225,12 @@ async fn gone(
     uid: &str,
     within: Duration,
 ) -> Result<()> {
-    eventually(&format!("{object} to be gone"), within, || async {
+    let what = tr!("{object} to be gone", object);
+    eventually(&what, within, || async {
         Ok(match api.get_opt(&object.name).await? {
-            Some(left) if left.metadata.uid.as_deref() == Some(uid) => Check::NotYet(format!(
-                "still there, finalizers {:?}",
-                left.metadata.finalizers.unwrap_or_default()
+            Some(left) if left.metadata.uid.as_deref() == Some(uid) => Check::NotYet(tr!(
+                "still there, finalizers {finalizers}",
+                finalizers = format!("{:?}", left.metadata.finalizers.unwrap_or_default())
             )),
             _ => Check::Done(()),
         })
@@ -239,26 +252,18 @@ pub async fn delete_all(
     for entry in entries {
         match delete(client, record, &entry, within).await {
             Ok(Deleted::Deleted) => {
-                let o = &entry.object;
-                crate::progress!("{}", pick(format!("  deleted {o}"), format!("  已删除 {o}")));
+                crate::progress!("{}", tr!("  deleted {object}", object = entry.object));
             }
             Ok(Deleted::Gone) => {
-                let o = &entry.object;
-                crate::progress!(
-                    "{}",
-                    pick(format!("  {o} was gone already"), format!("  {o} 早已不在"))
-                );
+                crate::progress!("{}", tr!("  {object} was gone already", object = entry.object));
             }
             Ok(Deleted::LeftAlone(why)) => {
-                eprintln!("{}", pick(format!("  left alone: {why}"), format!("  没有动它：{why}")));
+                eprintln!("{}", tr!("  left alone: {why}", why));
                 left.push(why);
             }
             Err(e) => {
-                let o = &entry.object;
-                eprintln!(
-                    "{}",
-                    pick(format!("  could not delete {o}: {e:#}"), format!("  删不掉 {o}：{e:#}"))
-                );
+                let (object, error) = (&entry.object, format!("{e:#}"));
+                eprintln!("{}", tr!("  could not delete {object}: {error}", object, error));
                 failed.get_or_insert(e);
             }
         }
@@ -285,12 +290,16 @@ pub async fn delete_collection(
     };
     let (_, api) = identify_object(client, object).await?;
     let selector = ListParams::default().labels(&collection.selector);
-    let what = format!("{} -l {} to be gone", collection.kind, collection.selector);
+    let what = tr!(
+        "{kind} -l {selector} to be gone",
+        kind = collection.kind,
+        selector = collection.selector
+    );
     eventually(&what, within, || async {
         // A timeout here is expected for a large collection: count and repeat.
         let _ = api.delete_collection(&DeleteParams::default(), &selector).await;
         let left = api.list_metadata(&selector).await?.items.len();
-        Ok(Check::done_if(left == 0, (), format!("{left} left")))
+        Ok(Check::done_if(left == 0, (), tr!("{left} left", left)))
     })
     .await
 }

@@ -6,6 +6,8 @@
 use std::path::Path;
 
 use anyhow::Context as _;
+
+use crate::tr;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
@@ -39,8 +41,8 @@ pub fn client_params(user: &str, group: Option<&str>) -> CertificateParams {
 pub fn lab_issuer(pki_dir: &Path) -> anyhow::Result<Issuer<'static, KeyPair>> {
     let path = pki_dir.join("ca.key");
     let pem = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let key = KeyPair::from_pem(&pem).context("the lab's CA key")?;
+        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
+    let key = KeyPair::from_pem(&pem).with_context(|| tr!("the lab's CA key"))?;
     Ok(Issuer::new(ca_params(), key))
 }
 
@@ -51,11 +53,11 @@ pub fn client_certificate(
     user: &str,
     not_after: time::OffsetDateTime,
 ) -> anyhow::Result<(String, String)> {
-    let key = KeyPair::generate().context("a client key")?;
+    let key = KeyPair::generate().with_context(|| tr!("a client key"))?;
     let mut params = client_params(user, None);
     params.not_before = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
     params.not_after = not_after;
-    let cert = params.signed_by(&key, issuer).context("a client certificate")?;
+    let cert = params.signed_by(&key, issuer).with_context(|| tr!("a client certificate"))?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 

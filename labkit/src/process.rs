@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::{
     command::Cmd,
     eventually::{Check, eventually},
-    files,
+    files, tr,
 };
 
 /// Graceful first: kube-apiserver drains and etcd closes its database on SIGTERM.
@@ -47,12 +47,13 @@ impl Spawned {
 
     /// The error for "it died while we waited", with the end of its log.
     pub fn died(&self, status: std::process::ExitStatus) -> anyhow::Error {
-        anyhow::anyhow!(
-            "{} (pid {}) exited: {status}\n{}",
-            self.name,
-            self.pid,
-            files::tail(&self.log, 30)
-        )
+        anyhow::anyhow!(tr!(
+            "{name} (pid {pid}) exited: {status}\n{tail}",
+            name = self.name,
+            pid = self.pid,
+            status,
+            tail = files::tail(&self.log, 30)
+        ))
     }
 }
 
@@ -63,7 +64,7 @@ pub fn spawn_detached(
     log: &Path,
     pid_file: &Path,
 ) -> Result<Spawned> {
-    let child = cmd.spawn_to_log(log).with_context(|| format!("cannot start {name}"))?;
+    let child = cmd.spawn_to_log(log).with_context(|| tr!("cannot start {name}", name))?;
     let pid = child.id();
     files::write_public(pid_file, format!("{pid}\n"))?;
     Ok(Spawned { name, pid, log: log.to_path_buf(), pid_file: pid_file.to_path_buf(), child })
@@ -217,22 +218,20 @@ async fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> 
         if gone(pid, TERM_GRACE).await.is_ok() {
             return Ok(StopOutcome::Stopped { killed: false, after: start.elapsed() });
         }
+        let grace = format!("{TERM_GRACE:?}");
         crate::progress!(
             "{}",
-            crate::say::pick(
-                format!("  pid {pid} still running after {TERM_GRACE:?} of SIGTERM: SIGKILL"),
-                format!("  pid {pid} 收到 SIGTERM {TERM_GRACE:?} 后仍在运行：SIGKILL")
-            )
+            tr!("  pid {pid} still running after {grace} of SIGTERM: SIGKILL", pid, grace)
         );
     }
     signal_group(pid, libc::SIGKILL)?;
-    gone(pid, KILL_GRACE).await.context("it survived SIGKILL")?;
+    gone(pid, KILL_GRACE).await.with_context(|| tr!("it survived SIGKILL"))?;
     Ok(StopOutcome::Stopped { killed: true, after: start.elapsed() })
 }
 
 /// Signal the whole group when the process leads one (it does when the lab started it).
 fn signal_group(pid: u32, signal: libc::c_int) -> Result<()> {
-    let pid_t = libc::pid_t::try_from(pid).context("pid out of range")?;
+    let pid_t = libc::pid_t::try_from(pid).with_context(|| tr!("pid out of range"))?;
     // SAFETY: getpgid and kill take plain integers and report failure through errno.
     let target = if unsafe { libc::getpgid(pid_t) } == pid_t { -pid_t } else { pid_t };
     // SAFETY: as above.
@@ -246,8 +245,9 @@ fn signal_group(pid: u32, signal: libc::c_int) -> Result<()> {
 }
 
 async fn gone(pid: u32, within: Duration) -> Result<()> {
-    eventually(&format!("pid {pid} to exit"), within, || async move {
-        Ok(if is_alive(pid) { Check::NotYet("running".into()) } else { Check::Done(()) })
+    let what = tr!("pid {pid} to exit", pid);
+    eventually(&what, within, || async move {
+        Ok(if is_alive(pid) { Check::NotYet(tr!("running")) } else { Check::Done(()) })
     })
     .await
 }

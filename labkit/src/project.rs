@@ -51,5 +51,7 @@ pub fn write_sample(name: &str, text: &str) -> anyhow::Result<()> {
     let dir = root().join("docs/samples");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(name);
-    std::fs::write(&path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    std::fs::write(&path, text).map_err(|error| {
+        anyhow::anyhow!(crate::tr!("cannot write {path}: {error}", path = path.display(), error))
+    })
 }

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::files;
 use crate::lab_file::{Applied, ProviderKind};
+use crate::{files, tr};
 
 /// A record shared by a command and the work it runs (a borrow's program, its grants).
 pub type Shared = std::sync::Arc<tokio::sync::Mutex<Record>>;
@@ -142,16 +142,19 @@ impl Record {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+            Err(e) => {
+                return Err(e).with_context(|| tr!("cannot read {path}", path = path.display()));
+            }
         };
         let mut record: Record = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a record of the kit", path.display()))?;
+            .with_context(|| tr!("{path} is not a record of the kit", path = path.display()))?;
         if record.format != FORMAT {
-            bail!(
-                "{} has format {}, this xtask reads {FORMAT}: remove what it names by hand",
-                path.display(),
-                record.format
-            );
+            bail!(tr!(
+                "{path} has format {format}, this xtask reads {ours}: remove what it names by hand",
+                path = path.display(),
+                format = record.format,
+                ours = FORMAT
+            ));
         }
         record.path = path;
         Ok(Some(record))
@@ -213,7 +216,7 @@ impl Record {
             .entries
             .iter_mut()
             .find(|e| e.object == *object)
-            .with_context(|| format!("{object} was not recorded before it was made"))?;
+            .with_context(|| tr!("{object} was not recorded before it was made", object))?;
         entry.uid = Some(uid.to_string());
         self.save()
     }
@@ -243,13 +246,13 @@ impl Record {
 
     /// Written whole (a partial file renamed in): a crash never leaves half a record.
     pub fn save(&self) -> Result<()> {
-        let parent = self.path.parent().context("the record has no folder")?;
+        let parent = self.path.parent().with_context(|| tr!("the record has no folder"))?;
         std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
+            .with_context(|| tr!("cannot create {path}", path = parent.display()))?;
         let partial = self.path.with_extension("json.partial");
         files::write_private(&partial, serde_json::to_string_pretty(self)? + "\n")?;
         std::fs::rename(&partial, &self.path)
-            .with_context(|| format!("cannot write {}", self.path.display()))
+            .with_context(|| tr!("cannot write {path}", path = self.path.display()))
     }
 
     /// Shared with the work that adds to it.
@@ -259,7 +262,8 @@ impl Record {
 
     /// A process group the borrower started (`pid` leads it), recorded at once.
     pub fn started(&mut self, pid: u32) -> Result<()> {
-        let group = crate::process::group_of(pid).context("the started process is gone already")?;
+        let group = crate::process::group_of(pid)
+            .with_context(|| tr!("the started process is gone already"))?;
         self.borrow.get_or_insert_with(Borrow::default).groups.push(group);
         self.save()
     }
@@ -282,7 +286,7 @@ impl Record {
     pub fn remove(self) -> Result<()> {
         match std::fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(e).with_context(|| format!("cannot remove {}", self.path.display()))
+                Err(e).with_context(|| tr!("cannot remove {path}", path = self.path.display()))
             }
             _ => Ok(()),
         }

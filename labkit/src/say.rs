@@ -65,9 +65,11 @@ pub fn chinese_locale(var: impl Fn(&str) -> Option<String>) -> bool {
         .is_some_and(|locale| locale.starts_with("zh"))
 }
 
-/// `en` or `zh`, in the language chosen.
-pub fn pick<T>(en: T, zh: T) -> T {
-    if chinese() { zh } else { en }
+/// `text` and spaces up to `width` columns (a label before its value), a Chinese
+/// character taking two.
+pub fn padded(text: &str, width: usize) -> String {
+    let columns: usize = text.chars().map(|c| if c.is_ascii() { 1 } else { 2 }).sum();
+    format!("{text}{}", " ".repeat(width.saturating_sub(columns)))
 }
 
 /// The catalogue's files: the Chinese of every [`tr!`] text, one file per part of the kit.
@@ -115,12 +117,14 @@ pub fn fill(template: &str, values: &[(&str, &dyn Display)]) -> String {
 macro_rules! tr {
     (@value $name:ident) => { $name };
     (@value $name:ident = $value:expr) => { $value };
-    ($template:literal $(, $name:ident $(= $value:expr)?)* $(,)?) => {
-        $crate::say::translate(
+    ($template:literal $(, $name:ident $(= $value:expr)?)* $(,)?) => {{
+        // A statement of its own: its borrowed values are gone before any `.await` after it.
+        let text = $crate::say::translate(
             $template,
             &[$((stringify!($name), &$crate::tr!(@value $name $(= $value)?) as &dyn ::std::fmt::Display)),*],
-        )
-    };
+        );
+        text
+    }};
 }
 
 #[cfg(test)]
@@ -153,7 +157,8 @@ mod tests {
     #[test]
     fn a_template_is_filled_by_name_and_other_braces_stay() {
         let (n, node) = (3, "kind-node");
-        let filled = super::fill("{n} pods on {node}, '{{.Id}}' {n}", &[("n", &n), ("node", &node)]);
+        let filled =
+            super::fill("{n} pods on {node}, '{{.Id}}' {n}", &[("n", &n), ("node", &node)]);
         assert_eq!(filled, "3 pods on kind-node, '{{.Id}}' 3");
         assert_eq!(crate::tr!("{n} of {all}", n, all = 4 + 1), "3 of 5");
     }

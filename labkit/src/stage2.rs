@@ -17,7 +17,7 @@ use kube::{
 use crate::{
     eventually::{Check, eventually},
     lab::Lab,
-    project,
+    project, tr,
 };
 
 /// Where stage 2's objects live.
@@ -64,7 +64,8 @@ pub async fn install(lab: &Lab) -> anyhow::Result<std::path::PathBuf> {
             .await?;
     }
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    eventually("the CRD to be established", WITHIN, || async {
+    let what = tr!("the CRD to be established");
+    eventually(&what, WITHIN, || async {
         let crd = crds.get(CRD).await?;
         let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
         Ok(match conditions.iter().any(|c| c.type_ == "Established" && c.status == "True") {

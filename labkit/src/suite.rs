@@ -10,6 +10,8 @@ use futures::future::LocalBoxFuture;
 use crate::lab::Lab;
 
 use crate::lab_file::{LabFile, Offers};
+use crate::say::translate;
+use crate::tr;
 
 /// What an experiment measured.
 #[derive(Clone, Debug, Default)]
@@ -95,9 +97,10 @@ impl RunsOn {
         if let (RunsOn::ClusterWide(why), Some(existing)) = (self, &file.existing())
             && !existing.cluster_wide
         {
-            return Some(format!(
-                "not run as {}'s user (no cluster-wide rights): {why}",
-                existing.namespace
+            return Some(tr!(
+                "not run as {namespace}'s user (no cluster-wide rights): {why}",
+                namespace = existing.namespace,
+                why = translate(why, &[])
             ));
         }
         self.not_offered(file.provider().offers())
@@ -105,15 +108,18 @@ impl RunsOn {
 
     /// Why not, when `offers` lacks what it needs.
     fn not_offered(&self, offers: Offers) -> Option<String> {
+        // The whys are the registry's (e2e), said through the catalogue when it has them.
         let lacks = match *self {
             RunsOn::Envtest(why) if !offers.local_control_plane => {
-                format!("needs the envtest lab ({why})")
+                tr!("needs the envtest lab ({why})", why = translate(why, &[]))
             }
-            RunsOn::Kind(why) if !offers.node => format!("needs a kind node ({why})"),
-            RunsOn::OwnCluster(why) if !offers.own_cluster => why.to_string(),
+            RunsOn::Kind(why) if !offers.node => {
+                tr!("needs a kind node ({why})", why = translate(why, &[]))
+            }
+            RunsOn::OwnCluster(why) if !offers.own_cluster => translate(why, &[]),
             _ => return None,
         };
-        Some(format!("not run on {}: {lacks}", offers.place))
+        Some(tr!("not run on {place}: {lacks}", place = translate(offers.place, &[]), lacks))
     }
 }
 

@@ -23,7 +23,7 @@ use crate::interrupt::Interrupts;
 use labkit::lab::Lab;
 use labkit::{
     record::{Borrow as Borrowed, Record, Shared},
-    say::pick,
+    tr,
 };
 
 /// How long deleting what a borrower made may take: an object, and a
@@ -75,8 +75,7 @@ impl Borrow {
     /// `Ok` when the controller was stopped: the work may run.
     pub fn stopped(&mut self) -> Result<()> {
         match self.stop_failed.take() {
-            Some(error) => Err(error
-                .context(pick("could not stop the lab's controller", "停不下实验环境的控制器"))),
+            Some(error) => Err(error.context(tr!("could not stop the lab's controller"))),
             None => Ok(()),
         }
     }
@@ -91,10 +90,7 @@ impl Borrow {
         signals.further(move |signal| {
             eprintln!(
                 "{}",
-                pick(
-                    format!("{signal}: still putting the lab back (what it started is killed now)"),
-                    format!("{signal}：还在把实验环境恢复原样（它启动的进程现在就结束）")
-                )
+                tr!("{signal}: still putting the lab back (what it started is killed now)", signal)
             );
             if let Ok(Some(record)) = Record::load(&dir) {
                 stop_leftovers(&record);
@@ -125,34 +121,28 @@ fn refuse_if_alive(name: &str, earlier: &Borrowed) -> Result<()> {
             .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&earlier.program));
     if alive && earlier.pid != std::process::id() {
         let (by, pid) = (typed(earlier), earlier.pid);
-        bail!(
-            "{}",
-            pick(
-                format!(
-                    "lab {name} is in use by `{by}` (pid {pid}): wait until it ends, \
-                     or stop it (`kill {pid}`)"
-                ),
-                format!(
-                    "实验环境 {name} 正被 `{by}`（pid {pid}）占用：等它结束，或者停掉它（`kill {pid}`）"
-                )
-            )
-        );
+        bail!(tr!(
+            "lab {name} is in use by `{by}` (pid {pid}): wait until it ends, \
+             or stop it (`kill {pid}`)",
+            name,
+            by,
+            pid
+        ));
     }
     Ok(())
 }
 
 fn what_made_stays(by: &str) -> String {
-    pick(format!("could not delete what {by} made"), format!("删不掉 {by} 建的东西"))
+    tr!("could not delete what {by} made", by)
 }
 
 fn left_by(earlier: &Borrowed) -> String {
     let (by, pid) = (typed(earlier), earlier.pid);
-    pick(
-        format!(
-            "the lab was left borrowed by `{by}` (pid {pid}, no longer running): \
-             putting it back first"
-        ),
-        format!("实验环境被 `{by}`（pid {pid}，已经不在运行）借用后没有归还：先恢复原样"),
+    tr!(
+        "the lab was left borrowed by `{by}` (pid {pid}, no longer running): \
+         putting it back first",
+        by,
+        pid
     )
 }
 
@@ -165,10 +155,7 @@ pub fn stop_leftovers(record: &Record) {
                 let (pgid, by) = (group.pgid, &borrow.by);
                 labkit::progress!(
                     "{}",
-                    pick(
-                        format!("  killed process group {pgid} (started by {by})"),
-                        format!("  结束了进程组 {pgid}（{by} 启动的）")
-                    )
+                    tr!("  killed process group {pgid} (started by {by})", pgid, by)
                 );
             }
         }
@@ -176,13 +163,7 @@ pub fn stop_leftovers(record: &Record) {
     let dir = record.borrowed_dir();
     if dir.exists() && std::fs::remove_dir_all(&dir).is_ok() {
         let dir = labkit::project::shown(&dir);
-        labkit::progress!(
-            "{}",
-            pick(
-                format!("  removed {dir} (the borrow's token files)"),
-                format!("  删除了 {dir}（借用期间的令牌文件）")
-            )
-        );
+        labkit::progress!("{}", tr!("  removed {dir} (the borrow's token files)", dir));
     }
 }
 
@@ -232,19 +213,13 @@ async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record>
     if let Err(e) = writable_my_config(lab).await {
         failures.push(e);
     }
-    labkit::progress!(
-        "{}",
-        pick("starting the lab's own controller again", "重新启动实验环境自己的控制器")
-    );
+    labkit::progress!("{}", tr!("starting the lab's own controller again"));
     let restored = async {
         lab.restore().await?;
         labkit::converge::wait_desired(lab).await
     };
     if let Err(e) = restored.await {
-        failures.push(e.context(pick(
-            "could not put the lab's controller back",
-            "没能让实验环境的控制器回来",
-        )));
+        failures.push(e.context(tr!("could not put the lab's controller back")));
     }
     record.borrow = None;
     record.save()?;
@@ -252,10 +227,8 @@ async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record>
         None => Ok(record),
         Some(first) => {
             let name = &lab.file().name;
-            Err(first.context(pick(
-                format!("`cargo xtask lab reset --name {name}` makes the lab anew"),
-                format!("`cargo xtask lab reset --name {name}` 重建实验环境"),
-            )))
+            Err(first
+                .context(tr!("`cargo xtask lab reset --name {name}` makes the lab anew", name)))
         }
     }
 }
@@ -278,17 +251,11 @@ async fn writable_my_config(lab: &Lab) -> Result<()> {
     };
     labkit::progress!(
         "{}",
-        pick(
-            format!("  {name} was left immutable: deleting it, the controller makes it anew"),
-            format!("  {name} 还是 immutable：删掉它，控制器会重建")
-        )
+        tr!("  {name} was left immutable: deleting it, the controller makes it anew", name)
     );
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(e).context(pick(
-            format!("cannot delete the immutable {name}"),
-            format!("删不掉 immutable 的 {name}"),
-        )),
+        Err(e) => Err(e).with_context(|| tr!("cannot delete the immutable {name}", name)),
     }
 }

@@ -34,7 +34,7 @@ use labkit::{
 };
 use serde::Deserialize;
 
-use labkit::say::pick;
+use labkit::tr;
 
 use crate::locale::{Lang, fill};
 
@@ -229,15 +229,10 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
         (Ok(_), Ok(())) => {
             let missing = missing_key_lines(&out.text, words);
             if !missing.is_empty() {
-                bail!(
-                    "{}",
-                    pick(
-                        format!(
-                            "the narration lacks the lines {missing:?}: a bug in xtask/src/exp.rs"
-                        ),
-                        format!("讲解缺了这几行 {missing:?}：xtask/src/exp.rs 的 bug")
-                    )
-                );
+                bail!(tr!(
+                    "the narration lacks the lines {missing}: a bug in xtask/src/exp.rs",
+                    missing = format!("{missing:?}")
+                ));
             }
             ExitCode::SUCCESS
         }
@@ -250,15 +245,11 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
             if let Err(e) = restored {
                 eprintln!(
                     "{}",
-                    pick(
-                        format!(
-                            "error: could not put the lab back as it was: {e:#}\n\
-                             `cargo xtask lab reset --name {lab_name}` starts it anew"
-                        ),
-                        format!(
-                            "错误：没能把实验环境恢复原样：{e:#}\n\
-                             `cargo xtask lab reset --name {lab_name}` 重新启动它"
-                        )
+                    tr!(
+                        "error: could not put the lab back as it was: {error}\n\
+                         `cargo xtask lab reset --name {name}` starts it anew",
+                        error = format!("{e:#}"),
+                        name = lab_name
                     )
                 );
             }
@@ -291,19 +282,13 @@ fn resolve(word: &str) -> Result<&'static Narrated> {
         .and_then(|entry| narrated().iter().find(|n| n.test_name == entry.name));
     let Some(exp) = narrated else {
         let known = names().collect::<Vec<_>>().join(", ");
-        bail!(
-            "{}",
-            pick(
-                format!(
-                    "no narrated experiment {word:?}; narrated: {known}; the suite's other tests \
-                     (the kit's checks, the faults) run with `cargo xtask e2e --exp {word}`"
-                ),
-                format!(
-                    "没有讲解的实验 {word:?}；有讲解的：{known}；测试套件的其他测试\
-                     （套件自己的检查、故障）用 `cargo xtask e2e --exp {word}` 运行"
-                )
-            )
-        );
+        bail!(tr!(
+            "no narrated experiment {quoted}; narrated: {known}; the suite's other tests \
+             (the kit's checks, the faults) run with `cargo xtask e2e --exp {word}`",
+            quoted = format!("{word:?}"),
+            known,
+            word
+        ));
     };
     Ok(exp)
 }
@@ -333,11 +318,9 @@ fn listing(lang: Lang) -> String {
     text
 }
 
-/// `label` padded to [`LABEL_WIDTH`] terminal columns (a CJK character takes
-/// two), then `text`.
+/// `label` padded to [`LABEL_WIDTH`] terminal columns, then `text`.
 fn labelled(label: &str, text: &str) -> String {
-    let pad = LABEL_WIDTH.saturating_sub(unicode_width::UnicodeWidthStr::width(label));
-    format!("{label}{:pad$}{text}", "")
+    format!("{}{text}", labkit::say::padded(label, LABEL_WIDTH))
 }
 
 /// Prints each line at once (the experiments take seconds; a person reads

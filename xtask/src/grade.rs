@@ -12,7 +12,7 @@ mod collect;
 mod said;
 
 use collect::{collect, host_name};
-use said::{cannot, cluster_wide, not_back, not_put_back};
+use said::{cluster_wide, not_back, not_put_back};
 
 use std::{
     collections::BTreeMap,
@@ -29,7 +29,7 @@ use grader::{self as grade, Hint, Options, Refused, Report, RowId};
 use labkit::lab::Lab;
 use serde::{Deserialize, Serialize};
 
-use labkit::say::pick;
+use labkit::tr;
 
 use crate::{
     borrow::Borrow,
@@ -163,7 +163,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let options = options(&args, texts)?;
     let mut signals =
         Interrupts::catch(&labkit::project::lab_dir(&args.lab.name).join("hangup.log"))?;
-    let program = pick("the program", "程序");
+    let program = tr!("the program");
     let mut lab = Lab::find_named(&args.lab.name).await?;
     cluster_wide(lab.file())?;
     let command = labkit::command::Cmd::argv(&args.command).to_string();
@@ -174,7 +174,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
 
     let mut borrow = Borrow::begin(&mut lab, "grade").await?;
     let result = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
-        Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first(program)).await,
+        Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first(&program)).await,
         Err(error) => Err(error),
     };
     labkit::progress!("== {}", texts.text("restoring", &[]));
@@ -196,13 +196,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     if interrupted {
-        bail!(
-            "{}",
-            pick(
-                "interrupted: the program was stopped and the lab put back as it was",
-                "被打断了：程序已经停下，实验环境恢复原样"
-            )
-        );
+        bail!(tr!("interrupted: the program was stopped and the lab put back as it was"));
     }
     let graded = GradeFile::new(&args, &outcome, texts, lang, &file, &command, &target)?;
     show(&args, &outcome, &graded, texts)?;
@@ -216,7 +210,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
 /// The grading's options from the flags (`--data` checked as the controller checks it).
 fn options(args: &GradeArgs, texts: &'static Texts) -> Result<Options> {
     let mut data = controller::desired::parse_pairs(&args.data)
-        .map_err(|e| anyhow::anyhow!("{}", pick(format!("--data: {e}"), format!("--data：{e}"))))?;
+        .map_err(|error| anyhow::anyhow!(tr!("--data: {error}", error)))?;
     if data.is_empty() {
         data = controller::desired::default_data();
     }
@@ -311,10 +305,9 @@ fn progress(texts: &'static Texts) -> grade::Progress {
 fn not_a_program(program: &str) -> Option<String> {
     if program.contains('/') {
         let path = Path::new(program);
-        return (!path.is_file()).then(|| pick("no such file", "没有这个文件").to_string());
+        return (!path.is_file()).then(|| tr!("no such file"));
     }
-    let missing = pick("no such program on PATH", "PATH 里没有这个程序");
-    labkit::tools::on_path(program).is_none().then(|| missing.to_string())
+    labkit::tools::on_path(program).is_none().then(|| tr!("no such program on PATH"))
 }
 
 impl GradeFile {
@@ -450,10 +443,13 @@ fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
     let text = serde_json::to_string_pretty(graded)?;
     let partial = path.with_extension("json.partial");
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| cannot("create", "建不了", parent))?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| tr!("cannot create {path}", path = parent.display()))?;
     }
-    std::fs::write(&partial, text).with_context(|| cannot("write", "写不了", &partial))?;
-    std::fs::rename(&partial, path).with_context(|| cannot("write", "写不了", path))?;
+    std::fs::write(&partial, text)
+        .with_context(|| tr!("cannot write {path}", path = partial.display()))?;
+    std::fs::rename(&partial, path)
+        .with_context(|| tr!("cannot write {path}", path = path.display()))?;
     Ok(())
 }
 

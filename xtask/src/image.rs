@@ -22,6 +22,7 @@ use clap::ValueEnum;
 use crate::plan::Step;
 use labkit::command::Cmd;
 use labkit::project;
+use labkit::tr;
 
 /// The user the image runs as (distroless's "nonroot"); the Deployment agrees.
 pub const USER: &str = "65532:65532";
@@ -40,8 +41,8 @@ pub enum Builder {
 pub fn reference() -> Result<String> {
     let path = project::manifests_dir().join("deployment.yaml");
     let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    reference_in(&text).with_context(|| format!("{} has no `image:` line", path.display()))
+        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
+    reference_in(&text).with_context(|| tr!("{path} has no `image:` line", path = path.display()))
 }
 
 fn reference_in(deployment: &str) -> Option<String> {
@@ -62,15 +63,19 @@ pub fn resolve(choice: Builder) -> Builder {
     if cfg!(target_os = "linux") {
         if std::env::var_os("LAB_KIT_NIX_SHELL").is_some() {
             labkit::progress!(
-                "image builder auto: Linux, in the Nix dev shell: cargo's static build, no nix build"
+                "{}",
+                tr!(
+                    "image builder auto: Linux, in the Nix dev shell: cargo's static build, no nix build"
+                )
             );
         }
         labkit::progress!(
-            "image builder auto: Linux: a static binary built here in a FROM scratch image"
+            "{}",
+            tr!("image builder auto: Linux: a static binary built here in a FROM scratch image")
         );
         Builder::Host
     } else {
-        labkit::progress!("image builder auto: not Linux: the multi-stage Dockerfile");
+        labkit::progress!("{}", tr!("image builder auto: not Linux: the multi-stage Dockerfile"));
         Builder::Dockerfile
     }
 }
@@ -93,7 +98,7 @@ impl StaticTarget {
         let triple = host
             .lines()
             .find_map(|l| l.strip_prefix("host: "))
-            .context("rustc -vV printed no host")?
+            .with_context(|| tr!("rustc -vV printed no host"))?
             .to_string();
         let musl = triple.replace("-gnu", "-musl");
         let sysroot = Cmd::argv(["rustc", "--print", "sysroot"]).read()?;
@@ -159,19 +164,17 @@ fn nix_steps<C: 'static>() -> Result<Vec<Step<C>>> {
     // The flake builds the image for Linux systems; from a Mac, the
     // aarch64-linux one, on a Linux builder.
     let (attribute, hint) = if cfg!(target_os = "linux") {
-        (".#image", "nix build failed (its output is above)")
+        (".#image", tr!("nix build failed (its output is above)"))
     } else if cfg!(target_arch = "aarch64") {
         (
             ".#packages.aarch64-linux.image",
-            "the image is a Linux binary: on macOS nix builds it on a Linux builder \
-             (nix-darwin's linux-builder, or a remote builder; README, Nix), or use \
-             --image-builder dockerfile",
+            tr!("the image is a Linux binary: on macOS nix builds it on a Linux builder \
+                 (nix-darwin's linux-builder, or a remote builder; README, Nix), or use \
+                 --image-builder dockerfile"),
         )
     } else {
-        bail!(
-            "the flake has no image for this machine (it builds for x86_64-linux, \
-             aarch64-linux, and from Apple silicon): use --image-builder dockerfile"
-        );
+        bail!(tr!("the flake has no image for this machine (it builds for x86_64-linux, \
+             aarch64-linux, and from Apple silicon): use --image-builder dockerfile"));
     };
     Ok(vec![
         Step::run(
@@ -186,11 +189,9 @@ fn nix_steps<C: 'static>() -> Result<Vec<Step<C>>> {
 /// The static binary built here, copied into a `FROM scratch` image.
 fn host_steps<C: 'static>(target: &StaticTarget, reference: &str) -> Result<Vec<Step<C>>> {
     if !cfg!(target_os = "linux") {
-        bail!(
-            "--image-builder host copies a binary built here into a Linux image, and this \
+        bail!(tr!("--image-builder host copies a binary built here into a Linux image, and this \
              is not Linux: use --image-builder dockerfile (Docker Desktop builds it in \
-             Linux), or nix with a Linux builder"
-        );
+             Linux), or nix with a Linux builder"));
     }
     let mut steps = Vec::new();
     if target.rustflags.is_some() {
@@ -202,14 +203,14 @@ fn host_steps<C: 'static>(target: &StaticTarget, reference: &str) -> Result<Vec<
     let build = target.controller_build();
     let binary = target.binary(&project::target_dir());
     let context = project::target_dir().join("image");
-    steps.push(Step::long(build, "building the static controller"));
+    steps.push(Step::long(build, tr!("building the static controller")));
     steps.push({
         let (binary, context) = (binary.clone(), context.clone());
         Step::own(
-            format!(
-                "copy {} and a FROM scratch Dockerfile into {}",
-                labkit::project::shown(&binary),
-                labkit::project::shown(&context)
+            tr!(
+                "copy {binary} and a FROM scratch Dockerfile into {context}",
+                binary = labkit::project::shown(&binary),
+                context = labkit::project::shown(&context)
             ),
             move |_| Box::pin(async move { write_scratch_context(&binary, &context) }),
         )
@@ -224,12 +225,17 @@ fn host_steps<C: 'static>(target: &StaticTarget, reference: &str) -> Result<Vec<
 /// old file or a whole new one, never one being written.
 fn write_scratch_context(binary: &Path, context: &Path) -> Result<()> {
     std::fs::create_dir_all(context)
-        .with_context(|| format!("cannot create {}", context.display()))?;
+        .with_context(|| tr!("cannot create {path}", path = context.display()))?;
     // Beside the context, not in it: `docker build` sends the whole folder.
     let partial =
         |name: &str| context.with_file_name(format!(".image-{name}.{}", std::process::id()));
-    std::fs::copy(binary, partial("my-controller"))
-        .with_context(|| format!("cannot copy {} into {}", binary.display(), context.display()))?;
+    std::fs::copy(binary, partial("my-controller")).with_context(|| {
+        tr!(
+            "cannot copy {binary} into {context}",
+            binary = binary.display(),
+            context = context.display()
+        )
+    })?;
     std::fs::rename(partial("my-controller"), context.join("my-controller"))?;
     std::fs::write(partial("Dockerfile"), SCRATCH_DOCKERFILE)?;
     std::fs::rename(partial("Dockerfile"), context.join("Dockerfile"))?;
@@ -246,7 +252,7 @@ pub async fn build(builder: Builder) -> Result<Built> {
     let reference = reference()?;
     crate::plan::execute(steps::<()>(builder)?, &mut ()).await?;
     if image_id(&reference).is_none() {
-        bail!("the build finished but docker has no image {reference}");
+        bail!(tr!("the build finished but docker has no image {reference}", reference));
     }
     Ok(Built { reference })
 }

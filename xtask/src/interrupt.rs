@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use labkit::say::pick;
+use labkit::tr;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 pub struct Interrupts {
@@ -55,7 +55,7 @@ impl Interrupts {
     pub async fn first(&mut self, what: &str) {
         let name = self.next().await;
         self.seen = Some(name);
-        eprintln!("{}", pick(format!("{name}: stopping {what}"), format!("{name}：停止{what}")));
+        eprintln!("{}", tr!("{name}: stopping {what}", name, what));
     }
 
     /// From now on, each further signal calls `each` with its name (in a task
@@ -80,19 +80,13 @@ fn output_to(log: &Path) -> Result<()> {
         .create(true)
         .append(true)
         .open(log)
-        .with_context(|| format!("cannot open {}", log.display()))?;
+        .with_context(|| tr!("cannot open {path}", path = log.display()))?;
     for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
         // SAFETY: dup2 on open descriptors; the file's descriptor outlives the call.
         if unsafe { libc::dup2(file.as_raw_fd(), fd) } < 0 {
             return Err(std::io::Error::last_os_error()).context("dup2");
         }
     }
-    eprintln!(
-        "{}",
-        pick(
-            "SIGHUP: the terminal went away; what follows is kept here",
-            "SIGHUP：终端不在了；后面的输出记在这里"
-        )
-    );
+    eprintln!("{}", tr!("SIGHUP: the terminal went away; what follows is kept here"));
     Ok(())
 }

@@ -12,6 +12,7 @@
 //! | [`borrow`]       | how `grade` and `bench` take a lab's controller and put it back |
 //! | [`interrupt`]    | the signals `lab up`, `grade` and `bench` catch               |
 //! | [`preflight`]    | checks of the machine a lab runs on                           |
+//! | [`mirrors`]      | where the kit fetches from, and each source's mirror setting  |
 //! | [`image`], [`cargo`] | the controller's image, and its cargo package and binary  |
 //! | [`locale`], [`output`] | the language a person reads; `-o text` or `json`          |
 
@@ -26,6 +27,7 @@ pub mod image;
 pub mod interrupt;
 pub mod lab;
 pub mod locale;
+pub mod mirrors;
 pub mod output;
 pub mod plan;
 pub mod preflight;
@@ -87,26 +89,23 @@ pub enum Command {
     /// the course's experiments and more, a table of what each row saw.
     Grade(grade::GradeArgs),
     /// Is this machine ready for the workshop? One line per check, with fixes.
-    Doctor {
-        #[command(flatten)]
-        lab: lab::LabName,
-        /// The lab to check the machine for, chosen as `lab up` chooses.
-        #[arg(long, value_enum, default_value_t = lab::options::ProviderChoice::Auto)]
-        provider: lab::options::ProviderChoice,
-        #[command(flatten)]
-        output: output::OutputArg,
-    },
+    Doctor(doctor::DoctorArgs),
     /// Find (or build with Go) the envtest kube-apiserver and etcd; print their paths and versions.
     EnvtestBins,
 }
 
 /// `cargo xtask`: parses the command line, runs the verb, says an error in one line.
 pub async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    labkit::say::set_quiet(cli.quiet);
-    if let Some(lang) = cli.lang {
-        labkit::say::choose_chinese(lang == locale::Lang::Zh);
+    let args: Vec<String> = std::env::args().collect();
+    // Read first, so that a mistake elsewhere on the line is told in this language too.
+    if let Some(chinese) = chinese_asked(&args) {
+        labkit::say::choose_chinese(chinese);
     }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return bad_command_line(e),
+    };
+    labkit::say::set_quiet(cli.quiet);
     let lang = locale::Lang::chosen();
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
@@ -123,18 +122,70 @@ pub async fn main() -> ExitCode {
             },
         },
         Command::Grade(args) => grade::run(args).await,
-        Command::Doctor { lab, provider, output } => {
-            doctor::run(&lab.name, provider, output.output)
-        }
+        Command::Doctor(args) => doctor::run(args),
         Command::EnvtestBins => envtest_bins::run().await,
     };
     exit_code(result)
 }
 
+/// `--lang zh` or `--lang=en` anywhere before a `--`.
+fn chinese_asked(args: &[String]) -> Option<bool> {
+    let mut words = args.iter().take_while(|w| *w != "--");
+    while let Some(word) = words.next() {
+        let value = match word.strip_prefix("--lang=") {
+            Some(value) => Some(value),
+            None if word == "--lang" => words.next().map(String::as_str),
+            None => None,
+        };
+        if let Some(value) = value {
+            return Some(value.starts_with("zh"));
+        }
+    }
+    None
+}
+
+/// clap's own message in English; in Chinese, what is wrong in one line and where the usage
+/// is (clap speaks English only). Exit status 2, as clap's.
+fn bad_command_line(e: clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !labkit::say::chinese()
+        || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+    {
+        let _ = e.print();
+        return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+    }
+    let said = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => s.clone(),
+        Some(ContextValue::Strings(s)) => s.join(", "),
+        _ => String::new(),
+    };
+    let (arg, value) = (said(ContextKind::InvalidArg), said(ContextKind::InvalidValue));
+    let line = match e.kind() {
+        ErrorKind::InvalidValue => labkit::tr!(
+            "{arg} does not take {value}; it takes: {valid}",
+            arg,
+            value,
+            valid = said(ContextKind::ValidValue)
+        ),
+        ErrorKind::ValueValidation => labkit::tr!(
+            "{arg} does not take {value}: {why}",
+            arg,
+            value,
+            why = std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default()
+        ),
+        ErrorKind::UnknownArgument => labkit::tr!("there is no {arg} here", arg),
+        ErrorKind::MissingRequiredArgument => labkit::tr!("{arg} is needed", arg),
+        _ => labkit::tr!("the command line is not one cargo xtask takes"),
+    };
+    eprintln!("{}", labkit::tr!("error: {message}", message = line));
+    eprintln!("{}", labkit::tr!("  the usage: add `--help` to the command"));
+    ExitCode::from(2)
+}
+
 /// The verb's exit code; an error in one line (`{:#}` keeps the whole context chain).
 pub fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
     result.unwrap_or_else(|error| {
-        eprintln!("{}{error:#}", labkit::say::pick("error: ", "错误："));
+        eprintln!("{}", labkit::tr!("error: {message}", message = format!("{error:#}")));
         ExitCode::FAILURE
     })
 }

@@ -26,8 +26,9 @@ pub struct OutputArg {
 
 /// Writes `document` to `out` as pretty JSON, one document and a newline.
 pub fn json(out: &mut dyn Write, document: &serde_json::Value) -> Result<()> {
-    serde_json::to_writer_pretty(&mut *out, document).context("cannot write the JSON")?;
-    writeln!(out).context("cannot write the JSON")?;
+    serde_json::to_writer_pretty(&mut *out, document)
+        .with_context(|| labkit::tr!("cannot write the JSON"))?;
+    writeln!(out).with_context(|| labkit::tr!("cannot write the JSON"))?;
     Ok(())
 }
 

@@ -10,6 +10,7 @@ use std::fmt;
 use futures::future::BoxFuture;
 
 use labkit::command::Cmd;
+use labkit::tr;
 
 /// Work done with the context: kube-rs calls, files, waits.
 pub type Task<C> = Box<dyn for<'a> FnOnce(&'a mut C) -> BoxFuture<'a, anyhow::Result<()>> + Send>;
@@ -22,8 +23,8 @@ pub enum Action<C> {
     /// An external command as the plan shows it, adjusted to what the
     /// context learned by the time it runs (a flag an older tool lacks).
     Adjusted(Cmd, fn(&C, &Cmd) -> Cmd),
-    /// A long external command (a build): progress every 30 s.
-    Long(Cmd, &'static str),
+    /// A long external command (a build): progress every 30 s, saying what it is doing.
+    Long(Cmd, String),
     /// An external command whose output (or failure) the context records.
     Probe(Cmd, Record<C>),
     /// Done with kube-rs; the text is the `kubectl` a person would type.
@@ -52,8 +53,8 @@ impl<C> Step<C> {
         Step::of(Action::Adjusted(cmd, adjust))
     }
 
-    pub fn long(cmd: Cmd, doing: &'static str) -> Step<C> {
-        Step::of(Action::Long(cmd, doing))
+    pub fn long(cmd: Cmd, doing: impl Into<String>) -> Step<C> {
+        Step::of(Action::Long(cmd, doing.into()))
     }
 
     pub fn probe(
@@ -108,21 +109,19 @@ impl<C> fmt::Display for Step<C> {
             | Action::Probe(cmd, _) => {
                 write!(f, "$ {cmd}")?;
                 if let Some(when) = when {
-                    write!(f, "    # only {when}")?;
+                    write!(f, "    # {}", tr!("only {when}", when))?;
                 }
             }
-            Action::Api(kubectl, _) => {
-                write!(f, "$ {kubectl}    # done with kube-rs")?;
-                if let Some(when) = when {
-                    write!(f, ", only {when}")?;
+            Action::Api(kubectl, _) => match when {
+                None => write!(f, "$ {kubectl}    # {}", tr!("done with kube-rs"))?,
+                Some(when) => {
+                    write!(f, "$ {kubectl}    # {}", tr!("done with kube-rs, only {when}", when))?
                 }
-            }
-            Action::Own(note, _) => {
-                write!(f, "# {note}")?;
-                if let Some(when) = when {
-                    write!(f, " (only {when})")?;
-                }
-            }
+            },
+            Action::Own(note, _) => match when {
+                None => write!(f, "# {note}")?,
+                Some(when) => write!(f, "# {}", tr!("{note} (only {when})", note, when))?,
+            },
         }
         Ok(())
     }
@@ -159,13 +158,13 @@ pub async fn execute<C>(steps: Vec<Step<C>>, context: &mut C) -> anyhow::Result<
         let done = match step.action {
             Action::Run(cmd) => cmd.run(),
             Action::Adjusted(cmd, adjust) => adjust(context, &cmd).run(),
-            Action::Long(cmd, doing) => cmd.run_long(doing),
+            Action::Long(cmd, doing) => cmd.run_long(&doing),
             Action::Probe(cmd, record) => {
                 let output = cmd.read();
                 record(context, output)
             }
             Action::Api(kubectl, task) => {
-                labkit::progress!("$ {kubectl}    # done with kube-rs");
+                labkit::progress!("$ {kubectl}    # {}", tr!("done with kube-rs"));
                 task(context).await
             }
             Action::Own(note, task) => {

@@ -5,6 +5,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::{Api, api::PostParams};
+use labkit::tr;
 
 use super::*;
 
@@ -52,19 +53,20 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
     for ((attrs, expected), answer) in checks.iter().zip(&answers) {
         let allowed = answer.status.as_ref().is_some_and(|s| s.allowed);
         if allowed != *expected {
-            wrong.push(format!(
-                "{}: {}",
-                review_of(attrs),
-                if allowed { "allowed, should be denied" } else { "denied, should be allowed" }
-            ));
+            let answer = match allowed {
+                true => tr!("allowed, should be denied"),
+                false => tr!("denied, should be allowed"),
+            };
+            wrong.push(format!("{}: {answer}", review_of(attrs)));
         }
     }
-    ensure!(wrong.is_empty(), "RBAC differs from the Role: {}", wrong.join("; "));
+    ensure!(wrong.is_empty(), tr!("RBAC differs from the Role: {wrong}", wrong = wrong.join("; ")));
     let granted = checks.iter().filter(|(_, e)| *e).count();
-    Ok(format!(
-        "{} reviews: {granted} allowed as granted, {} denied",
-        checks.len(),
-        checks.len() - granted
+    Ok(tr!(
+        "{reviews} reviews: {granted} allowed as granted, {denied} denied",
+        reviews = checks.len(),
+        granted,
+        denied = checks.len() - granted
     ))
 }
 
@@ -113,9 +115,8 @@ fn expected_answers(ns: &str, target: &str) -> Vec<(ResourceAttributes, bool)> {
 
 /// `update configmaps/my-config in default`: what a review asked.
 fn review_of(attrs: &ResourceAttributes) -> String {
-    format!(
-        "{} {}{}{} in {}",
-        attrs.verb.as_deref().unwrap_or_default(),
+    let resource = format!(
+        "{}{}{}",
         attrs
             .group
             .as_deref()
@@ -124,6 +125,15 @@ fn review_of(attrs: &ResourceAttributes) -> String {
             .unwrap_or_default(),
         attrs.resource.as_deref().unwrap_or_default(),
         attrs.name.as_deref().map(|n| format!("/{n}")).unwrap_or_default(),
-        attrs.namespace.as_deref().unwrap_or("the cluster"),
+    );
+    let scope = match attrs.namespace.as_deref() {
+        Some(namespace) => tr!("in {namespace}", namespace),
+        None => tr!("in the cluster"),
+    };
+    tr!(
+        "{verb} {resource} {scope}",
+        verb = attrs.verb.as_deref().unwrap_or_default(),
+        resource,
+        scope
     )
 }

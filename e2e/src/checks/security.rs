@@ -14,7 +14,7 @@ use serde_json::json;
 
 use labkit::lab::Lab;
 
-use labkit::project;
+use labkit::{project, tr};
 
 /// Labels that make the API server enforce (and warn about) "restricted".
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
@@ -27,11 +27,11 @@ const WARN: &str = "pod-security.kubernetes.io/warn";
 pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
     let path = project::manifests_dir().join("deployment.yaml");
     let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
     let deployment: Deployment = serde_saphyr::from_str(&text)
-        .with_context(|| format!("{} is not a Deployment", path.display()))?;
+        .with_context(|| tr!("{path} is not a Deployment", path = path.display()))?;
     let namespace = lab.deployment_namespace().to_string();
-    let template = deployment.spec.context("the Deployment has no spec")?.template;
+    let template = deployment.spec.with_context(|| tr!("the Deployment has no spec"))?.template;
     let pod = Pod {
         metadata: ObjectMeta {
             name: Some("my-controller-pod-security-check".into()),
@@ -53,7 +53,10 @@ pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
     }}});
     namespaces.patch(&namespace, &PatchParams::default(), &Patch::Merge(&restore)).await?;
     result?;
-    Ok(format!("Deployment pod admitted under enforce=restricted in {namespace}, no warnings"))
+    Ok(tr!(
+        "Deployment pod admitted under enforce=restricted in {namespace}, no warnings",
+        namespace
+    ))
 }
 
 /// POST the pod with `dryRun=All`; fails on rejection or on a `Warning` header.
@@ -71,8 +74,15 @@ async fn dry_run_create(lab: &Lab, namespace: &str, pod: &Pod) -> anyhow::Result
         .collect();
     if !status.is_success() {
         let body = response.into_body().collect_bytes().await.unwrap_or_default();
-        bail!("the Deployment's pod is rejected ({status}): {}", String::from_utf8_lossy(&body));
+        let body = String::from_utf8_lossy(&body);
+        bail!(tr!("the Deployment's pod is rejected ({status}): {body}", status, body));
     }
-    ensure!(warnings.is_empty(), "the Deployment's pod is admitted with warnings: {warnings:?}");
+    ensure!(
+        warnings.is_empty(),
+        tr!(
+            "the Deployment's pod is admitted with warnings: {warnings}",
+            warnings = format!("{warnings:?}")
+        )
+    );
     Ok(())
 }

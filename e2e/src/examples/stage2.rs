@@ -26,7 +26,7 @@ use labkit::{
     eventually::{Check, eventually, throughout},
     lab_file::ProviderKind,
 };
-use labkit::{lab::Lab, suite::Measured};
+use labkit::{lab::Lab, suite::Measured, tr};
 
 const WITHIN: Duration = Duration::from_secs(30);
 const CREATED: &str = "does not exist, created it";
@@ -69,28 +69,30 @@ async fn experiments(
     let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
     let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
     let a = templates.create(&PostParams::default(), &template("template-a", "stage2-a")).await?;
-    let owner = a.metadata.uid.clone().context("a created object has a uid")?;
+    let owner = a.metadata.uid.clone().with_context(|| tr!("a created object has a uid"))?;
 
     // 1. start creates: the template exists, its ConfigMap does not.
     let mut running = Running::start_as(kubeconfig, "stage2_crd", |c| c.env_remove("RUST_LOG"))?;
-    running.until("the create of stage2-a", |l| l.contains(CREATED)).await?;
+    running.until(&tr!("the create of stage2-a"), |l| l.contains(CREATED)).await?;
     let first = wait_kept(&config_maps, "stage2-a", &owner).await?;
     // 2. delete → recreated.
     config_maps.delete("stage2-a", &DeleteParams::default()).await?;
-    running.until("stage2-a created again", |l| l.contains(CREATED)).await?;
+    running.until(&tr!("stage2-a created again"), |l| l.contains(CREATED)).await?;
     let second = wait_kept(&config_maps, "stage2-a", &owner).await?;
-    ensure!(first.metadata.uid != second.metadata.uid, "the ConfigMap was not made anew");
+    ensure!(first.metadata.uid != second.metadata.uid, tr!("the ConfigMap was not made anew"));
     // 3. drift → corrected.
     let drift = json!({"data": {"app.conf": "env=dev"}});
     config_maps.patch("stage2-a", &PatchParams::default(), &Patch::Merge(&drift)).await?;
-    running.until("the correction", |l| l.contains(CORRECTED)).await?;
+    running.until(&tr!("the correction"), |l| l.contains(CORRECTED)).await?;
     let before = wait_kept(&config_maps, "stage2-a", &owner).await?;
     let mut printed = running.terminate().await?;
     // 4. rerun → nothing written.
     let mut rerun = Running::start_as(kubeconfig, "stage2_crd", |c| {
         c.env("RUST_LOG", "info,stage2_crd=debug")
     })?;
-    rerun.until("the rerun's quiet reconcile", |l| l.contains("matches its template")).await?;
+    rerun
+        .until(&tr!("the rerun's quiet reconcile"), |l| l.contains("matches its template"))
+        .await?;
     // No kick: a template made while it runs is itself the event.
     templates.create(&PostParams::default(), &template("template-b", "stage2-b")).await?;
     let b = templates.get("template-b").await?;
@@ -103,12 +105,12 @@ async fn experiments(
         l.contains("default/stage2-a ") && (l.contains(CORRECTED) || l.contains(CREATED))
     };
     if let Some(line) = second_run.iter().find(wrote_a) {
-        bail!("the rerun wrote stage2-a while it was right: {line}");
+        bail!(tr!("the rerun wrote stage2-a while it was right: {line}", line));
     }
     let after = config_maps.get("stage2-a").await?;
     ensure!(
         after.metadata.resource_version == before.metadata.resource_version,
-        "the rerun moved stage2-a's resourceVersion"
+        tr!("the rerun moved stage2-a's resourceVersion")
     );
     printed.push(String::new());
     printed.push(
@@ -117,15 +119,20 @@ async fn experiments(
     printed.extend(second_run);
     write_sample("stage2_crd", &printed)?;
     let gc = garbage_collected(lab, &templates, &config_maps).await?;
-    Ok(Measured::said(format!(
+    Ok(Measured::said(tr!(
         "{reviews}; start → created, delete → created, patch → corrected, rerun → nothing \
-             written; template-b → its ConfigMap with no kick; {status}; {theirs}; {held}; {gc}"
+             written; template-b → its ConfigMap with no kick; {status}; {theirs}; {held}; {gc}",
+        reviews,
+        status,
+        theirs,
+        held,
+        gc
     )))
 }
 
 /// Waits until `name` holds the template's data and names `owner` as its controller.
 async fn wait_kept(api: &Api<ConfigMap>, name: &str, owner: &str) -> anyhow::Result<ConfigMap> {
-    eventually(&format!("{name} to hold its template's data"), WITHIN, || async {
+    eventually(&tr!("{name} to hold its template's data", name), WITHIN, || async {
         Ok(match api.get_opt(name).await? {
             Some(cm) => {
                 let owned = cm.metadata.owner_references.iter().flatten().any(|r| {
@@ -134,13 +141,14 @@ async fn wait_kept(api: &Api<ConfigMap>, name: &str, owner: &str) -> anyhow::Res
                 if cm.data.as_ref() == Some(&data("prod")) && owned {
                     Check::Done(cm)
                 } else {
-                    Check::NotYet(format!(
-                        "data {:?}, owners {:?}",
-                        cm.data, cm.metadata.owner_references
+                    Check::NotYet(tr!(
+                        "data {data}, owners {owners}",
+                        data = format!("{:?}", cm.data),
+                        owners = format!("{:?}", cm.metadata.owner_references)
                     ))
                 }
             }
-            None => Check::NotYet("absent".into()),
+            None => Check::NotYet(tr!("absent")),
         })
     })
     .await
@@ -148,15 +156,15 @@ async fn wait_kept(api: &Api<ConfigMap>, name: &str, owner: &str) -> anyhow::Res
 
 /// Waits until the template's status says Ready for its current generation.
 async fn wait_ready(api: &Api<ConfigMapTemplate>, name: &str) -> anyhow::Result<String> {
-    eventually(&format!("{name}'s status"), WITHIN, || async {
+    eventually(&tr!("{name}'s status", name), WITHIN, || async {
         let t = api.get(name).await?;
         let status = t.status.clone().unwrap_or_default();
         let ready = status.conditions.iter().find(|c| c.type_ == READY && c.status == "True");
         Ok(match (ready, status.observed_generation == t.metadata.generation) {
-            (Some(c), true) => Check::Done(format!(
-                "status Ready=True ({}), observedGeneration {}",
-                c.reason,
-                status.observed_generation.unwrap_or_default()
+            (Some(c), true) => Check::Done(tr!(
+                "status Ready=True ({reason}), observedGeneration {generation}",
+                reason = c.reason,
+                generation = status.observed_generation.unwrap_or_default()
             )),
             _ => Check::NotYet(format!("{status:?}")),
         })
@@ -185,18 +193,20 @@ async fn not_ours(
     let now = config_maps.get("stage2-c").await?;
     ensure!(
         now.metadata.resource_version == mine.metadata.resource_version,
-        "the template wrote a ConfigMap that is not its own: {:?}",
-        now.data
+        tr!(
+            "the template wrote a ConfigMap that is not its own: {data}",
+            data = format!("{:?}", now.data)
+        )
     );
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(admin.clone(), NAMESPACE);
-    eventually("a Warning Event NotOwned on template-c", WITHIN, || async {
+    eventually(&tr!("a Warning Event NotOwned on template-c"), WITHIN, || async {
         let list = events.list(&ListParams::default()).await?;
         let found = list.items.iter().any(|e| {
             e.reason.as_deref() == Some("NotOwned")
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("template-c")
         });
-        Ok(Check::done_if(found, (), format!("{} Events", list.items.len())))
+        Ok(Check::done_if(found, (), tr!("{count} Events", count = list.items.len())))
     })
     .await?;
     // Someone else's condition in the status (and an old transition time on
@@ -213,13 +223,15 @@ async fn not_ours(
     let ready = wait_condition(templates, "template-c", "True", "InSync").await?;
     ensure!(
         ready["lastTransitionTime"] != refused["lastTransitionTime"],
-        "Ready turned True but kept its old lastTransitionTime"
+        tr!("Ready turned True but kept its old lastTransitionTime")
     );
     let status = templates.get("template-c").await?.status.unwrap_or_default();
     ensure!(
         status.conditions.iter().any(|c| c.type_ == "Audited"),
-        "another condition was dropped: {:?}",
-        status.conditions
+        tr!(
+            "another condition was dropped: {conditions}",
+            conditions = format!("{:?}", status.conditions)
+        )
     );
     // Still Ready after a correction: the transition time stays.
     let drift = json!({"data": {"app.conf": "env=dev"}});
@@ -229,11 +241,10 @@ async fn not_ours(
     let still = wait_condition(templates, "template-c", "True", "InSync").await?;
     ensure!(
         still["lastTransitionTime"] == ready["lastTransitionTime"],
-        "Ready stayed True but its lastTransitionTime moved"
+        tr!("Ready stayed True but its lastTransitionTime moved")
     );
-    Ok("someone else's ConfigMap left alone (Ready=False NotOwned, a Warning Event); gone → \
-        the template's own made, Ready=True, other conditions kept"
-        .into())
+    Ok(tr!("someone else's ConfigMap left alone (Ready=False NotOwned, a Warning Event); gone → \
+         the template's own made, Ready=True, other conditions kept"))
 }
 
 /// Templates held by a finalizer while being deleted.
@@ -270,17 +281,17 @@ async fn nothing_recreated_while_deleting(
     throughout(watched, Duration::from_millis(200), || async {
         for (name, config_map) in HELD {
             if config_maps.get_opt(config_map).await?.is_some() {
-                bail!("a template being deleted ({name}) recreated its ConfigMap");
+                bail!(tr!("a template being deleted ({name}) recreated its ConfigMap", name));
             }
         }
         Ok(())
     })
     .await?;
     release_held(templates).await?;
-    Ok(format!(
-        "{} templates being deleted recreated nothing in {} s",
-        HELD.len(),
-        watched.as_secs()
+    Ok(tr!(
+        "{count} templates being deleted recreated nothing in {secs} s",
+        count = HELD.len(),
+        secs = watched.as_secs()
     ))
 }
 
@@ -332,14 +343,14 @@ async fn garbage_collected(
     let background = DeleteParams::background();
     templates.delete("template-a", &background).await?;
     if lab.file().provider() != ProviderKind::Kind {
-        return Ok(
-            "garbage collection not checked on envtest: it has no kube-controller-manager".into()
-        );
+        return Ok(tr!(
+            "garbage collection not checked on envtest: it has no kube-controller-manager"
+        ));
     }
-    eventually("stage2-a to be garbage-collected", WITHIN, || async {
+    eventually(&tr!("stage2-a to be garbage-collected"), WITHIN, || async {
         Ok(match config_maps.get_opt("stage2-a").await? {
-            None => Check::Done("template-a deleted → stage2-a garbage-collected".to_string()),
-            Some(_) => Check::NotYet("still there".into()),
+            None => Check::Done(tr!("template-a deleted → stage2-a garbage-collected")),
+            Some(_) => Check::NotYet(tr!("still there")),
         })
     })
     .await
@@ -389,17 +400,20 @@ async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
         let answer = api.create(&PostParams::default(), &review).await?;
         let allowed = answer.status.is_some_and(|s| s.allowed);
         if allowed != *expected {
-            wrong.push(format!(
-                "{verb} {resource}{}: {}",
-                if sub.is_empty() { String::new() } else { format!("/{sub}") },
-                if allowed { "allowed" } else { "denied" }
-            ));
+            let answer = match allowed {
+                true => tr!("allowed"),
+                false => tr!("denied"),
+            };
+            let sub = if sub.is_empty() { String::new() } else { format!("/{sub}") };
+            wrong.push(format!("{verb} {resource}{sub}: {answer}"));
         }
     }
     ensure!(
         wrong.is_empty(),
-        "the stage-2 Role differs from manifests/stage2/rbac.yaml: {}",
-        wrong.join("; ")
+        tr!(
+            "the stage-2 Role differs from manifests/stage2/rbac.yaml: {wrong}",
+            wrong = wrong.join("; ")
+        )
     );
-    Ok(format!("{} reviews of its ServiceAccount as its Role says", checks.len()))
+    Ok(tr!("{count} reviews of its ServiceAccount as its Role says", count = checks.len()))
 }

@@ -24,6 +24,7 @@ use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
     lab::{API_SERVER, CONTROLLER, Lab},
     suite::Measured,
+    tr,
 };
 
 /// The issue's bar: a delete made once the API server is back is healed within this
@@ -63,23 +64,30 @@ async fn restart_then_heal(lab: &mut Lab) -> anyhow::Result<Measured> {
     let gap = Duration::from_secs_f64(gap / 1e3);
     ensure!(
         healed <= HEAL_AFTER_RESTART + gap,
-        "a delete made after the API server came back took {} to heal (bar: {} after the \
-         controller's next try; its last pause was {})",
-        ms(healed),
-        secs(HEAL_AFTER_RESTART),
-        secs(gap)
+        tr!(
+            "a delete made after the API server came back took {healed} to heal (bar: {bar} after the \
+             controller's next try; its last pause was {gap})",
+            healed = ms(healed),
+            bar = secs(HEAL_AFTER_RESTART),
+            gap = secs(gap)
+        )
     );
     ensure_not_restarted(lab, &was, &mark).await?;
-    let how = if log.contains(LOG_RELISTED) { "re-listed" } else { "resumed its watch" };
+    let how = match log.contains(LOG_RELISTED) {
+        true => tr!("re-listed"),
+        false => tr!("resumed its watch"),
+    };
     Ok(Measured::took(
         healed,
-        format!(
-            "API server killed, back and ready in {}; the controller ({was}, no restart) \
-             {how} after {} failed watch attempts (last pause {}); delete → healed in {}",
-            secs(outage),
-            failures.len(),
-            secs(gap),
-            ms(healed)
+        tr!(
+            "API server killed, back and ready in {outage}; the controller ({was}, no restart) \
+             {how} after {failures} failed watch attempts (last pause {gap}); delete → healed in {healed}",
+            outage = secs(outage),
+            was,
+            how,
+            failures = failures.len(),
+            gap = secs(gap),
+            healed = ms(healed)
         ),
     ))
 }
@@ -127,19 +135,27 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     let recreated = back.elapsed();
     let log = lab.controller_log(&mark).await?;
-    ensure!(log.contains(LOG_RELISTED), "my-config is back, but the controller never re-listed");
+    ensure!(
+        log.contains(LOG_RELISTED),
+        tr!("my-config is back, but the controller never re-listed")
+    );
     let failures = lines_with(&log, LOG_WATCH_FAILED);
     let gone: Vec<_> = failures.iter().filter(|l| reports_gone(l)).collect();
-    ensure!(gone.is_empty(), "the controller asked for a compacted revision: {gone:?}");
+    ensure!(
+        gone.is_empty(),
+        tr!("the controller asked for a compacted revision: {gone}", gone = format!("{gone:?}"))
+    );
     ensure_not_restarted(lab, &was, &mark).await?;
     Ok(Measured::took(
         recreated,
-        format!(
+        tr!(
             "my-config deleted in etcd, history compacted at revision {compacted} (etcd: revision \
-             {frozen} compacted) while the API server was down; {} watch failures, none a 410 → \
-             re-listed and recreated {} after the API server was back; same process",
-            failures.len(),
-            ms(recreated)
+             {frozen} compacted) while the API server was down; {failures} watch failures, none a 410 → \
+             re-listed and recreated {recreated} after the API server was back; same process",
+            compacted,
+            frozen,
+            failures = failures.len(),
+            recreated = ms(recreated)
         ),
     ))
 }
@@ -165,12 +181,16 @@ pub(crate) async fn compact_while_down(
     let compacted = etcd.delete(SCRATCH_KEY).await?;
     etcd.compact(compacted).await?;
     let refusal = match etcd.read_at(frozen).await {
-        Ok(()) => bail!("etcd still serves revision {frozen} after compacting at {compacted}"),
+        Ok(()) => bail!(tr!(
+            "etcd still serves revision {frozen} after compacting at {compacted}",
+            frozen,
+            compacted
+        )),
         Err(e) => format!("{e:#}"),
     };
     ensure!(
         refusal.contains("compacted"),
-        "etcd refused revision {frozen}, but not as compacted: {refusal}"
+        tr!("etcd refused revision {frozen}, but not as compacted: {refusal}", frozen, refusal)
     );
     lab.start_api_server(&["--watch-cache=false"]).await?;
     Ok((frozen, compacted))
@@ -214,7 +234,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.stop_process(API_SERVER).await?;
     let run = lab.start_controller_without_waiting(&[]).await?;
     let pid = lab.controller_pid()?;
-    eventually("the controller's /healthz", HEAL_WITHIN, || async {
+    eventually(&tr!("the controller's /healthz"), HEAL_WITHIN, || async {
         let status = lab.controller_status("/healthz").await?;
         Ok(Check::done_if(status == 200, (), format!("/healthz {status}")))
     })
@@ -225,7 +245,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
         (lines_with(&log, LOG_UNREACHABLE).len(), lines_with(&log, LOG_WATCH_FAILED).len());
     ensure!(
         unreachable + watch_failed >= 2,
-        "the controller did not log its retries while the API server was down:\n{log}"
+        tr!("the controller did not log its retries while the API server was down:\n{log}", log)
     );
 
     // Timed from the API server's start: the controller may well be ready
@@ -234,7 +254,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     let up = Instant::now();
     lab.start_api_server(&[]).await?;
     let api_ready = up.elapsed();
-    eventually("the controller to become ready", HEAL_WITHIN, || async {
+    eventually(&tr!("the controller to become ready"), HEAL_WITHIN, || async {
         let status = lab.controller_status("/readyz").await?;
         Ok(if status == 200 { Check::Done(()) } else { Check::NotYet(format!("/readyz {status}")) })
     })
@@ -243,21 +263,25 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     let healed = heal_after_delete(lab).await?;
     ensure!(
         lab.controller_pid()? == pid && lab.is_running(CONTROLLER)?,
-        "the controller did not survive the wait"
+        tr!("the controller did not survive the wait")
     );
     let starts = starts(&lab.controller_log(&run).await?);
-    ensure!(starts == 1, "the controller started {starts} times");
+    ensure!(starts == 1, tr!("the controller started {starts} times", starts));
     Ok(Measured::took(
         ready,
-        format!(
-            "API server down: {samples} looks over {} all /readyz 503 + /healthz 200, \
-             {unreachable} \"{LOG_UNREACHABLE}\" + {watch_failed} \"watch failed\" lines; \
-             API server started → its /readyz in {}, the controller's in {}; \
-             delete → healed in {}, same pid",
-            secs(NOT_READY_WINDOW),
-            ms(api_ready),
-            ms(ready),
-            ms(healed)
+        tr!(
+            "API server down: {samples} looks over {window} all /readyz 503 + /healthz 200, \
+             {unreachable} \"{line}\" + {watch_failed} \"watch failed\" lines; \
+             API server started → its /readyz in {api_ready}, the controller's in {ready}; \
+             delete → healed in {healed}, same pid",
+            samples,
+            window = secs(NOT_READY_WINDOW),
+            unreachable,
+            line = LOG_UNREACHABLE,
+            watch_failed,
+            api_ready = ms(api_ready),
+            ready = ms(ready),
+            healed = ms(healed)
         ),
     ))
 }
@@ -271,9 +295,13 @@ async fn stays_alive_not_ready(lab: &Lab, window: Duration) -> anyhow::Result<us
             (lab.controller_status("/healthz").await?, lab.controller_status("/readyz").await?);
         ensure!(
             healthz == 200 && readyz == 503,
-            "after {} without an API server: /healthz {healthz}, /readyz {readyz} \
-             (expected 200 and 503)",
-            ms(began.elapsed())
+            tr!(
+                "after {elapsed} without an API server: /healthz {healthz}, /readyz {readyz} \
+                 (expected 200 and 503)",
+                elapsed = ms(began.elapsed()),
+                healthz,
+                readyz
+            )
         );
         Ok(())
     })
@@ -303,7 +331,7 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     // The startup reconcile over first: the one in flight at the freeze is then the drift's,
     // started from a cache that holds the drift (else the freeze may beat the drift's event).
-    eventually("the startup reconcile to end", HEAL_WITHIN, || async {
+    eventually(&tr!("the startup reconcile to end"), HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
         let over = m.sum(IN_FLIGHT) == 0.0 && m.sum(RECONCILES) >= 1.0;
         Ok(Check::done_if(over, (), m.lines(RECONCILES)))
@@ -317,14 +345,14 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
     signal(pid, libc::SIGSTOP);
     let frozen = Instant::now();
     // The controller's own /metrics: it answers while the API server does not.
-    let timed_out = eventually("the reconcile to be abandoned", HEAL_WITHIN, || async {
+    let timed_out = eventually(&tr!("the reconcile to be abandoned"), HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
         let n = m.get(RECONCILES, &[("result", "timeout")]) - before;
         Ok(Check::done_if(n >= 1.0, frozen.elapsed(), m.lines(RECONCILES)))
     })
     .await?;
     let healthz = lab.controller_status("/healthz").await?;
-    ensure!(healthz == 200, "/healthz {healthz} while the API server is frozen");
+    ensure!(healthz == 200, tr!("/healthz {healthz} while the API server is frozen", healthz));
     signal(pid, libc::SIGCONT);
     let thawed = Instant::now();
     wait_desired(lab).await?;
@@ -332,15 +360,15 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
     let log = lab.controller_log(&mark).await?;
     ensure!(
         log.contains("no answer from the API server within"),
-        "no line says the reconcile was abandoned"
+        tr!("no line says the reconcile was abandoned")
     );
     Ok(Measured::took(
         healed,
-        format!(
-            "API server frozen (SIGSTOP) during a write: abandoned after {} (reconcile delay 1 s + \
-             timeout 2 s), /healthz 200; thawed → healed in {}",
-            secs(timed_out),
-            ms(healed)
+        tr!(
+            "API server frozen (SIGSTOP) during a write: abandoned after {after} (reconcile delay 1 s + \
+             timeout 2 s), /healthz 200; thawed → healed in {healed}",
+            after = secs(timed_out),
+            healed = ms(healed)
         ),
     ))
 }

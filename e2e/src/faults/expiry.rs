@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::{heal_after_delete, lifecycle::spawn_command_ready, ms, secs, then_restore};
 use labkit::files;
-use labkit::{lab::Lab, pki, suite::Measured};
+use labkit::{lab::Lab, pki, suite::Measured, tr};
 
 /// The certificate's life: long enough to start, heal and be seen running.
 const VALID_FOR: Duration = Duration::from_secs(15);
@@ -55,22 +55,29 @@ async fn run_until_expiry(lab: &mut Lab, bindings: &Api<RoleBinding>) -> anyhow:
     let healed = heal_after_delete(lab).await?;
     let status = tokio::time::timeout(VALID_FOR + Duration::from_secs(10), child.wait())
         .await
-        .context("still running after its credentials expired")??;
+        .with_context(|| tr!("still running after its credentials expired"))??;
     let stopped_at = Timestamp::now();
-    ensure!(status.code() == Some(EXPIRES), "it exited {status}, not with status {EXPIRES}");
+    ensure!(
+        status.code() == Some(EXPIRES),
+        tr!("it exited {status}, not with status {code}", status, code = EXPIRES)
+    );
     let before = expires.duration_since(stopped_at);
-    ensure!(before > SignedDuration::ZERO, "it stopped {before} after its certificate expired");
+    ensure!(
+        before > SignedDuration::ZERO,
+        tr!("it stopped {before} after its certificate expired", before)
+    );
     let log = std::fs::read_to_string(&lab.file().controller.log)?;
-    ensure!(log.contains(LOG_CREDENTIALS_EXPIRE), "no line says why it stopped");
+    ensure!(log.contains(LOG_CREDENTIALS_EXPIRE), tr!("no line says why it stopped"));
     let before = Duration::try_from(before).unwrap_or_default();
     Ok(Measured::took(
         before,
-        format!(
-            "exec plugin's client certificate valid {}: healed a delete in {}, then exited \
-             {EXPIRES} {} before it expired, one line saying why",
-            secs(VALID_FOR),
-            ms(healed),
-            secs(before)
+        tr!(
+            "exec plugin's client certificate valid {valid}: healed a delete in {healed}, then exited \
+             {code} {before} before it expired, one line saying why",
+            valid = secs(VALID_FOR),
+            healed = ms(healed),
+            code = EXPIRES,
+            before = secs(before)
         ),
     ))
 }

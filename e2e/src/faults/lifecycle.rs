@@ -20,6 +20,7 @@ use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::Lab,
     suite::Measured,
+    tr,
 };
 
 /// The issue's bar for an idle controller's exit after SIGTERM.
@@ -45,12 +46,12 @@ pub async fn sigterm_finishes_reconcile_then_exits(lab: &mut Lab) -> anyhow::Res
         let slow = sigterm_mid_reconcile(lab).await?;
         Ok(Measured::took(
             idle,
-            format!(
-                "idle: exit 0 {} after SIGTERM; mid-reconcile ({} delay): the running \
-                 reconcile corrected the drift, then exit 0 {} after SIGTERM",
-                ms(idle),
-                secs(SLOW_RECONCILE),
-                ms(slow)
+            tr!(
+                "idle: exit 0 {idle} after SIGTERM; mid-reconcile ({delay} delay): the running \
+                 reconcile corrected the drift, then exit 0 {slow} after SIGTERM",
+                idle = ms(idle),
+                delay = secs(SLOW_RECONCILE),
+                slow = ms(slow)
             ),
         ))
     }
@@ -63,12 +64,14 @@ async fn sigterm_when_idle(lab: &Lab) -> anyhow::Result<Duration> {
     let mut child = spawn_ready(lab, &[]).await?;
     wait_idle(lab).await?;
     let (status, took) = terminate(&mut child, IDLE_EXIT_WITHIN + HEAL_WITHIN).await?;
-    ensure!(status.code() == Some(0), "idle controller: {status} after SIGTERM");
+    ensure!(status.code() == Some(0), tr!("idle controller: {status} after SIGTERM", status));
     ensure!(
         took <= IDLE_EXIT_WITHIN,
-        "idle controller took {} to exit after SIGTERM (bar: {})",
-        ms(took),
-        ms(IDLE_EXIT_WITHIN)
+        tr!(
+            "idle controller took {took} to exit after SIGTERM (bar: {bar})",
+            took = ms(took),
+            bar = ms(IDLE_EXIT_WITHIN)
+        )
     );
     Ok(took)
 }
@@ -89,16 +92,27 @@ async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
     drift(lab, "env=sigterm").await?;
     reconcile_running(lab).await?;
     let (status, took) = terminate(&mut child, SLOW_RECONCILE + HEAL_WITHIN).await?;
-    ensure!(status.code() == Some(0), "controller stopped mid-reconcile: {status} after SIGTERM");
+    ensure!(
+        status.code() == Some(0),
+        tr!("controller stopped mid-reconcile: {status} after SIGTERM", status)
+    );
     let log = lab.controller_log(&mark).await?;
     let shutdown = log.find(LOG_SHUTTING_DOWN);
     let corrected = log.rfind(LOG_CORRECTED);
     match (shutdown, corrected) {
         (Some(s), Some(c)) if c > s => {}
-        _ => bail!("expected {LOG_CORRECTED:?} after {LOG_SHUTTING_DOWN:?} in the log:\n{log}"),
+        _ => bail!(tr!(
+            "expected {corrected} after {shutdown} in the log:\n{log}",
+            corrected = format!("{LOG_CORRECTED:?}"),
+            shutdown = format!("{LOG_SHUTTING_DOWN:?}"),
+            log
+        )),
     }
     let now = lab.config_maps().get(lab.desired().name()).await?;
-    ensure!(lab.desired().is_satisfied_by(&now), "after the exit my-config holds {:?}", now.data);
+    ensure!(
+        lab.desired().is_satisfied_by(&now),
+        tr!("after the exit my-config holds {data}", data = format!("{:?}", now.data))
+    );
     Ok(took)
 }
 
@@ -113,43 +127,53 @@ const POD_SLOW_RECONCILE: Duration = Duration::from_secs(10);
 /// signals its container; the exit code is read from the pod's last status.
 async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_idle(lab).await?;
-    let host = lab.deployment().context("the controller is not a Deployment")?;
-    let pod = host.ready_pod().await?.context("no ready controller pod")?;
+    let host = lab.deployment().with_context(|| tr!("the controller is not a Deployment"))?;
+    let pod = host.ready_pod().await?.with_context(|| tr!("no ready controller pod"))?;
     let (code, idle) = host.delete_and_wait_exit(&pod, None).await?;
-    ensure!(code == 0, "idle pod {pod}: exit {code} after SIGTERM");
+    ensure!(code == 0, tr!("idle pod {pod}: exit {code} after SIGTERM", pod, code));
     ensure!(
         idle <= POD_IDLE_EXIT_WITHIN,
-        "idle pod {pod} took {} from delete to exit (bar: {})",
-        ms(idle),
-        ms(POD_IDLE_EXIT_WITHIN)
+        tr!(
+            "idle pod {pod} took {idle} from delete to exit (bar: {bar})",
+            pod,
+            idle = ms(idle),
+            bar = ms(POD_IDLE_EXIT_WITHIN)
+        )
     );
 
     let delay = format!("{}s", POD_SLOW_RECONCILE.as_secs());
     lab.restart_controller(&["--reconcile-delay", &delay]).await?;
-    let slow = host.ready_pod().await?.context("no ready controller pod")?;
+    let slow = host.ready_pod().await?.with_context(|| tr!("no ready controller pod"))?;
     let log = host.follow_log(&slow).await?;
     drift(lab, "env=sigterm").await?;
     reconcile_running(lab).await?;
     let (code, took) =
         host.delete_and_wait_exit(&slow, Some(POD_SLOW_RECONCILE + HEAL_WITHIN)).await?;
-    ensure!(code == 0, "pod {slow} stopped mid-reconcile: exit {code} after SIGTERM");
-    let log = log.await.context("reading the pod's log")??;
+    ensure!(
+        code == 0,
+        tr!("pod {pod} stopped mid-reconcile: exit {code} after SIGTERM", pod = slow, code)
+    );
+    let log = log.await.with_context(|| tr!("reading the pod's log"))??;
     let shutdown = log.find(LOG_SHUTTING_DOWN);
     let corrected = log.rfind(LOG_CORRECTED);
     match (shutdown, corrected) {
         (Some(s), Some(c)) if c > s => {}
-        _ => bail!(
-            "expected {LOG_CORRECTED:?} after {LOG_SHUTTING_DOWN:?} in pod {slow}'s log:\n{log}"
-        ),
+        _ => bail!(tr!(
+            "expected {corrected} after {shutdown} in pod {pod}'s log:\n{log}",
+            corrected = format!("{LOG_CORRECTED:?}"),
+            shutdown = format!("{LOG_SHUTTING_DOWN:?}"),
+            pod = slow,
+            log
+        )),
     }
     Ok(Measured::took(
         idle,
-        format!(
-            "pod deleted while idle: exit 0 {} after the delete; deleted during a {} reconcile: \
-             it corrected the drift after \"shutting down\", then exit 0 {} after the delete",
-            ms(idle),
-            secs(POD_SLOW_RECONCILE),
-            ms(took)
+        tr!(
+            "pod deleted while idle: exit 0 {idle} after the delete; deleted during a {delay} reconcile: \
+             it corrected the drift after \"shutting down\", then exit 0 {took} after the delete",
+            idle = ms(idle),
+            delay = secs(POD_SLOW_RECONCILE),
+            took = ms(took)
         ),
     ))
 }
@@ -165,12 +189,12 @@ pub(super) async fn spawn_ready(lab: &Lab, extra: &[&str]) -> anyhow::Result<Chi
 /// until it is ready.
 pub(super) async fn spawn_command_ready(lab: &Lab, cmd: Cmd) -> anyhow::Result<Child> {
     let mut child = cmd.spawn_child_to_log(&lab.file().controller.log)?;
-    eventually("the controller to be ready", HEAL_WITHIN, || {
+    eventually(&tr!("the controller to be ready"), HEAL_WITHIN, || {
         let exited = child.try_wait();
         async move {
             if let Ok(Some(status)) = exited {
                 // Not worth waiting for: report it (eventually retries errors, so say Done).
-                return Ok(Check::Done(Err(anyhow::anyhow!("it exited: {status}"))));
+                return Ok(Check::Done(Err(anyhow::anyhow!(tr!("it exited: {status}", status)))));
             }
             let status = lab.controller_status("/readyz").await?;
             Ok(Check::done_if(status == 200, Ok(()), format!("/readyz {status}")))
@@ -182,7 +206,7 @@ pub(super) async fn spawn_command_ready(lab: &Lab, cmd: Cmd) -> anyhow::Result<C
 
 /// SIGTERM to `child`; its exit status and how long after the signal it came.
 async fn terminate(child: &mut Child, within: Duration) -> anyhow::Result<(ExitStatus, Duration)> {
-    let pid = child.id().context("the controller already exited")?;
+    let pid = child.id().with_context(|| tr!("the controller already exited"))?;
     let pid = libc::pid_t::try_from(pid)?;
     let sent = Instant::now();
     // SAFETY: kill takes plain integers; the pid is our own unreaped child.
@@ -191,7 +215,7 @@ async fn terminate(child: &mut Child, within: Duration) -> anyhow::Result<(ExitS
     }
     let status = tokio::time::timeout(within, child.wait())
         .await
-        .with_context(|| format!("no exit within {} of SIGTERM", ms(within)))??;
+        .with_context(|| tr!("no exit within {within} of SIGTERM", within = ms(within)))??;
     Ok((status, sent.elapsed()))
 }
 
@@ -212,17 +236,22 @@ pub async fn bad_input_writes_nothing(lab: &mut Lab) -> anyhow::Result<Measured>
     );
     ensure!(
         rv_before == rv_after,
-        "my-config's resourceVersion moved from {rv_before} to {rv_after}"
+        tr!(
+            "my-config's resourceVersion moved from {before} to {after}",
+            before = rv_before,
+            after = rv_after
+        )
     );
-    Ok(Measured::said(format!(
-        "{} bad inputs ({}) → exit 2 and one line each; resourceVersion {rv_after} unchanged",
-        refused.len(),
-        refused.join(", ")
+    Ok(Measured::said(tr!(
+        "{count} bad inputs ({cases}) → exit 2 and one line each; resourceVersion {version} unchanged",
+        count = refused.len(),
+        cases = refused.join(", "),
+        version = rv_after
     )))
 }
 
 /// Runs the controller once per bad input; the names of the cases refused as they should be.
-async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec<&'static str>> {
+async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec<String>> {
     std::fs::create_dir_all(scratch)?;
     let malformed = scratch.join("malformed.yaml");
     std::fs::write(&malformed, "app.conf: [1, 2\n")?;
@@ -230,30 +259,38 @@ async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec
     let over = controller::desired::MAX_DATA_BYTES;
     std::fs::write(&big, format!("{{\"k\": \"{}\"}}", "x".repeat(over)))?;
     let (malformed, big) = (malformed.display().to_string(), big.display().to_string());
-    let cases: [(&str, Vec<&str>); 4] = [
-        ("invalid namespace", vec!["--namespace", "Not_A_Label"]),
-        ("malformed data file", vec!["--data-file", &malformed]),
-        ("data file over 1 MiB", vec!["--data-file", &big]),
-        ("unknown flag", vec!["--frobnicate"]),
+    let cases: [(String, Vec<&str>); 4] = [
+        (tr!("invalid namespace"), vec!["--namespace", "Not_A_Label"]),
+        (tr!("malformed data file"), vec!["--data-file", &malformed]),
+        (tr!("data file over 1 MiB"), vec!["--data-file", &big]),
+        (tr!("unknown flag"), vec!["--frobnicate"]),
     ];
     let mut refused = Vec::new();
     for (what, args) in cases {
         let child = lab.controller_command(&args)?.spawn(Stdio::piped(), Stdio::piped())?;
-        let out = tokio::time::timeout(HEAL_WITHIN, child.wait_with_output())
-            .await
-            .with_context(|| format!("{what}: still running after {}", secs(HEAL_WITHIN)))??;
+        let out = tokio::time::timeout(HEAL_WITHIN, child.wait_with_output()).await.with_context(
+            || tr!("{what}: still running after {within}", what, within = secs(HEAL_WITHIN)),
+        )??;
         let stderr = String::from_utf8_lossy(&out.stderr);
         ensure!(
             out.status.code() == Some(2),
-            "{what}: {} (expected exit 2); stderr: {stderr}",
-            out.status
+            tr!(
+                "{what}: {status} (expected exit 2); stderr: {stderr}",
+                what,
+                status = out.status,
+                stderr
+            )
         );
         ensure!(
             stderr.trim_end().lines().count() == 1 && out.stdout.is_empty(),
-            "{what}: expected one line on stderr and nothing on stdout, got {stderr:?} / {:?}",
-            String::from_utf8_lossy(&out.stdout)
+            tr!(
+                "{what}: expected one line on stderr and nothing on stdout, got {stderr} / {stdout}",
+                what,
+                stderr = format!("{stderr:?}"),
+                stdout = format!("{:?}", String::from_utf8_lossy(&out.stdout))
+            )
         );
-        ensure!(!stderr.contains("panicked"), "{what}: panicked: {stderr}");
+        ensure!(!stderr.contains("panicked"), tr!("{what}: panicked: {stderr}", what, stderr));
         refused.push(what);
     }
     Ok(refused)
@@ -261,7 +298,7 @@ async fn refuse_each(lab: &Lab, scratch: &std::path::Path) -> anyhow::Result<Vec
 
 /// Waits until the controller reports a reconcile in flight (`/metrics`).
 pub(super) async fn reconcile_running(lab: &Lab) -> anyhow::Result<()> {
-    eventually("a reconcile to be running", HEAL_WITHIN, || async {
+    eventually(&tr!("a reconcile to be running"), HEAL_WITHIN, || async {
         let running = lab.metrics().await?.sum(IN_FLIGHT);
         Ok(Check::done_if(running >= 1.0, (), format!("reconciles_in_flight {running}")))
     })

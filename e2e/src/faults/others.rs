@@ -23,6 +23,7 @@ use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     lab::Lab,
     suite::Measured,
+    tr,
 };
 
 /// `binaryData` added beside the right data → removed: "right" and "corrected"
@@ -38,10 +39,10 @@ pub async fn binary_data_removed(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
     .await?;
     let now = api.get(&name).await?;
-    ensure!(now.binary_data.is_none_or(|b| b.is_empty()), "binaryData is still there");
+    ensure!(now.binary_data.is_none_or(|b| b.is_empty()), tr!("binaryData is still there"));
     Ok(Measured::took(
         healed,
-        format!("binaryData added beside the right data → removed in {}", ms(healed)),
+        tr!("binaryData added beside the right data → removed in {healed}", healed = ms(healed)),
     ))
 }
 
@@ -72,7 +73,7 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
         ..Default::default()
     };
     let owner = api.create(&PostParams::default(), &owner).await?;
-    let uid = owner.metadata.uid.context("a created object has a uid")?;
+    let uid = owner.metadata.uid.with_context(|| tr!("a created object has a uid"))?;
     let before = lab.metrics().await?.get(RECONCILES, &[("result", "contended")]);
     let theirs = json!({
         "metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": OWNER,
@@ -84,14 +85,14 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
     // Left alone: watched for a while, nothing written.
     throughout(LEFT_ALONE_FOR, Duration::from_millis(200), || async {
         let now = api.get(&name).await?.metadata.resource_version;
-        ensure!(now == written, "another controller's ConfigMap was written");
+        ensure!(now == written, tr!("another controller's ConfigMap was written"));
         Ok(())
     })
     .await?;
     let reports = lab.metrics().await?.get(RECONCILES, &[("result", "contended")]) - before;
-    ensure!(reports >= 1.0, "no reconcile reported it contended");
+    ensure!(reports >= 1.0, tr!("no reconcile reported it contended"));
     let log = lab.controller_log(&mark).await?;
-    ensure!(!lines_with(&log, LOG_OWNED).is_empty(), "no warning line: {log}");
+    ensure!(!lines_with(&log, LOG_OWNED).is_empty(), tr!("no warning line: {log}", log));
     contended_event(lab).await?;
     // Handed back: the ownerReference goes, the data is corrected.
     let handed_back = json!({"metadata": {"ownerReferences": null}});
@@ -102,12 +103,15 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
     .await?;
     Ok(Measured::took(
         healed,
-        format!(
-            "controlled by ConfigMap/{OWNER} with other data: not written for {}, {reports} \
-             contended reconciles, a Warning Event {REASON_CONTENDED}; ownerReference removed → \
-             corrected in {}",
-            secs(LEFT_ALONE_FOR),
-            ms(healed)
+        tr!(
+            "controlled by ConfigMap/{owner} with other data: not written for {window}, {reports} \
+             contended reconciles, a Warning Event {reason}; ownerReference removed → \
+             corrected in {healed}",
+            owner = OWNER,
+            window = secs(LEFT_ALONE_FOR),
+            reports,
+            reason = REASON_CONTENDED,
+            healed = ms(healed)
         ),
     ))
 }
@@ -116,13 +120,13 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
 async fn contended_event(lab: &Lab) -> anyhow::Result<()> {
     let events: Api<Event> = Api::namespaced(lab.client(), lab.desired().namespace());
     let name = lab.desired().name().to_string();
-    eventually("a Warning Event Contended", HEAL_WITHIN, || async {
+    eventually(&tr!("a Warning Event Contended"), HEAL_WITHIN, || async {
         let list = events.list(&ListParams::default()).await?;
         let found = list.items.iter().any(|e| {
             e.reason.as_deref() == Some(REASON_CONTENDED)
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
         });
-        Ok(Check::done_if(found, (), format!("{} Events", list.items.len())))
+        Ok(Check::done_if(found, (), tr!("{count} Events", count = list.items.len())))
     })
     .await
 }

@@ -33,6 +33,7 @@ use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
     lab::Lab,
     suite::Measured,
+    tr,
 };
 
 /// How long the two writers are left to fight.
@@ -81,18 +82,27 @@ async fn answered_at_once(lab: &Lab) -> anyhow::Result<String> {
     let allowed = pace::corrections_within(ANSWERED);
     ensure!(
         corrections >= 1.0 && corrections <= f64::from(allowed),
-        "{corrections} corrections in {} beside a writer answering each at once \
-         (the pace allows {allowed}: {})",
-        secs(ANSWERED),
-        pace::SUMMARY
+        tr!(
+            "{corrections} corrections in {window} beside a writer answering each at once \
+             (the pace allows {allowed}: {pace})",
+            corrections,
+            window = secs(ANSWERED),
+            allowed,
+            pace = pace::SUMMARY
+        )
     );
     let named = format!("field manager {SECOND_WRITER:?} keeps putting other data back");
     contended_event(lab, &named, since).await?;
-    Ok(format!(
-        "a writer ({SECOND_WRITER}) answering each correction at once for {}: {corrections} \
-         corrections (the pace allows {allowed}), a Warning {REASON_CONTENDED} naming field \
-         manager {SECOND_WRITER:?}",
-        secs(ANSWERED),
+    Ok(tr!(
+        "a writer ({writer}) answering each correction at once for {window}: {corrections} \
+         corrections (the pace allows {allowed}), a Warning {reason} naming field \
+         manager {manager}",
+        writer = SECOND_WRITER,
+        window = secs(ANSWERED),
+        corrections,
+        allowed,
+        reason = REASON_CONTENDED,
+        manager = format!("{SECOND_WRITER:?}")
     ))
 }
 
@@ -150,21 +160,28 @@ async fn fight(lab: &Lab) -> anyhow::Result<Measured> {
     let healed = stopped.elapsed();
     ensure!(
         writes <= MAX_FIGHT_WRITES,
-        "two writers changed my-config {writes} times in {}: not paced",
-        secs(FIGHT)
+        tr!(
+            "two writers changed my-config {writes} times in {window}: not paced",
+            writes,
+            window = secs(FIGHT)
+        )
     );
     // Which of the two waits first is a race; together they must have.
     let ours = lines_with(&lab.controller_log(&mark).await?, LOG_PACED).len();
     let theirs = lines_with(&std::fs::read_to_string(&log)?, LOG_PACED).len();
-    ensure!(ours + theirs >= 1, "neither controller paced its corrections");
+    ensure!(ours + theirs >= 1, tr!("neither controller paced its corrections"));
     Ok(Measured::took(
         healed,
-        format!(
-            "a second my-controller with other data for {}: my-config changed {writes} times, \
+        tr!(
+            "a second my-controller with other data for {window}: my-config changed {writes} times, \
              the two paced {ours} + {theirs} times (each report: a growing wait), a Warning \
-             {REASON_CONTENDED} naming another my-controller; second stopped → desired in {}",
-            secs(FIGHT),
-            secs(healed)
+             {reason} naming another my-controller; second stopped → desired in {healed}",
+            window = secs(FIGHT),
+            writes,
+            ours,
+            theirs,
+            reason = REASON_CONTENDED,
+            healed = secs(healed)
         ),
     ))
 }
@@ -174,7 +191,11 @@ async fn fight(lab: &Lab) -> anyhow::Result<Measured> {
 async fn contended_event(lab: &Lab, named: &str, since: Timestamp) -> anyhow::Result<String> {
     let events: Api<Event> = Api::namespaced(lab.client(), lab.desired().namespace());
     let name = lab.desired().name().to_string();
-    let what = format!("a Warning Event {REASON_CONTENDED} starting {named:?}");
+    let what = tr!(
+        "a Warning Event {reason} starting {named}",
+        reason = REASON_CONTENDED,
+        named = format!("{named:?}")
+    );
     eventually(&what, HEAL_WITHIN, || async {
         let list = events.list(&ListParams::default()).await?;
         let contended: Vec<&Event> = list
@@ -192,7 +213,11 @@ async fn contended_event(lab: &Lab, named: &str, since: Timestamp) -> anyhow::Re
         let seen: Vec<String> = contended.iter().map(note).collect();
         Ok(match found {
             Some(note) => Check::Done(note),
-            None => Check::NotYet(format!("{REASON_CONTENDED} notes since then: {seen:?}")),
+            None => Check::NotYet(tr!(
+                "{reason} notes since then: {seen}",
+                reason = REASON_CONTENDED,
+                seen = format!("{seen:?}")
+            )),
         })
     })
     .await

@@ -32,6 +32,7 @@ use labkit::{
     lab::{ControllerRun, Lab},
     metrics::Scrape,
     suite::Measured,
+    tr,
 };
 
 /// The controller's `--watch-timeout` here: short, so the silence is noticed soon.
@@ -50,7 +51,7 @@ pub async fn silent_watch_noticed_and_relisted(lab: &mut Lab) -> anyhow::Result<
 /// kube-apiserver's address, from lab.json.
 fn api_server(lab: &Lab) -> anyhow::Result<SocketAddr> {
     let url: http::Uri = lab.file().api_server_url.parse()?;
-    let authority = url.authority().context("the API server URL has no host")?;
+    let authority = url.authority().with_context(|| tr!("the API server URL has no host"))?;
     Ok(authority.as_str().parse()?)
 }
 
@@ -78,13 +79,20 @@ async fn through_the_proxy(lab: &mut Lab, proxy: &Proxy) -> anyhow::Result<Measu
         let (silent, relisted) = (log.find(LOG_WATCH_SILENT), log.rfind(LOG_RELISTED));
         ensure!(
             matches!((silent, relisted), (Some(s), Some(r)) if r > s),
-            "expected {LOG_WATCH_SILENT:?}, then {LOG_RELISTED:?}, in the log:\n{log}"
+            tr!(
+                "expected {silent}, then {relisted}, in the log:\n{log}",
+                silent = format!("{LOG_WATCH_SILENT:?}"),
+                relisted = format!("{LOG_RELISTED:?}"),
+                log
+            )
         );
         let silences = lines_with(&log, LOG_WATCH_SILENT).len();
-        let detail = format!(
-            "{ended} watches ended by the API server at --watch-timeout, no alarm; {}; \
+        let detail = tr!(
+            "{ended} watches ended by the API server at --watch-timeout, no alarm; {measured}; \
              {silences} silence line",
-            measured.detail
+            ended,
+            measured = measured.detail,
+            silences
         );
         Ok(Measured { detail, ..measured })
     }
@@ -109,9 +117,10 @@ async fn healthy_watches_pass(lab: &Lab, mark: &ControllerRun) -> anyhow::Result
     };
     let before = watches().await?;
     let within = WATCH_TIMEOUT * (HEALTHY_WATCHES as u32 + 1) + HEAL_WITHIN;
-    let ended = eventually("the API server to end the controller's watches", within, || async {
+    let what = tr!("the API server to end the controller's watches");
+    let ended = eventually(&what, within, || async {
         let ended = watches().await? - before;
-        Ok(Check::done_if(ended >= HEALTHY_WATCHES, ended, format!("{ended} ended")))
+        Ok(Check::done_if(ended >= HEALTHY_WATCHES, ended, tr!("{ended} ended", ended)))
     })
     .await?;
     let status = lab.controller_status("/readyz").await?;
@@ -119,8 +128,7 @@ async fn healthy_watches_pass(lab: &Lab, mark: &ControllerRun) -> anyhow::Result
     let alarms = lines_with(&log, " WARN ");
     ensure!(
         status == 200 && alarms.is_empty(),
-        "/readyz {status}, warnings:\n{}",
-        alarms.join("\n")
+        tr!("/readyz {status}, warnings:\n{alarms}", status, alarms = alarms.join("\n"))
     );
     Ok(ended)
 }
@@ -144,12 +152,12 @@ fn proxied_kubeconfig(lab: &Lab, proxy: SocketAddr) -> anyhow::Result<std::path:
 /// corrected through new connections, then ready.
 async fn frozen(lab: &Lab, proxy: &Proxy) -> anyhow::Result<Measured> {
     let status = lab.controller_status("/readyz").await?;
-    ensure!(status == 200, "/readyz {status} before the freeze");
+    ensure!(status == 200, tr!("/readyz {status} before the freeze", status));
     let bound = controller::connect::read_timeout(WATCH_TIMEOUT);
     let at = Instant::now();
     let frozen = proxy.freeze();
     drift(lab, "env=during-the-silence").await?;
-    let not_ready = eventually("the controller to say not ready", bound + SLACK, || async {
+    let not_ready = eventually(&tr!("the controller to say not ready"), bound + SLACK, || async {
         let status = lab.controller_status("/readyz").await?;
         Ok(Check::done_if(status == 503, at.elapsed(), format!("/readyz {status}")))
     })
@@ -158,29 +166,35 @@ async fn frozen(lab: &Lab, proxy: &Proxy) -> anyhow::Result<Measured> {
     // pool) and fail after the same bound; then the backoff's pauses.
     let within = bound * 2 + Duration::from_secs(5) + HEAL_WITHIN;
     let api = lab.config_maps();
-    let corrected = eventually("the drift to be corrected", within, || async {
+    let corrected = eventually(&tr!("the drift to be corrected"), within, || async {
         let live = api.get(lab.desired().name()).await?;
         let right = lab.desired().is_satisfied_by(&live);
         Ok(Check::done_if(right, at.elapsed(), format!("data {:?}", live.data)))
     })
     .await?;
-    let ready = eventually("the controller to be ready again", HEAL_WITHIN, || async {
+    let ready = eventually(&tr!("the controller to be ready again"), HEAL_WITHIN, || async {
         let status = lab.controller_status("/readyz").await?;
         Ok(Check::done_if(status == 200, at.elapsed(), format!("/readyz {status}")))
     })
     .await?;
     let (fresh, bytes) = (proxy.accepted() - frozen, proxy.fresh_bytes());
-    ensure!(fresh >= 1 && bytes > 0, "{fresh} new connections, {bytes} bytes through them");
+    ensure!(
+        fresh >= 1 && bytes > 0,
+        tr!("{fresh} new connections, {bytes} bytes through them", fresh, bytes)
+    );
     Ok(Measured::took(
         not_ready,
-        format!(
-            "proxy froze {frozen} connections, my-config drifted: /readyz 503 {} after \
-             (bound: --watch-timeout {} + 3 s), drift corrected {} after through {fresh} new \
-             connections ({bytes} bytes), ready {} after",
-            ms(not_ready),
-            secs(WATCH_TIMEOUT),
-            secs(corrected),
-            secs(ready)
+        tr!(
+            "proxy froze {frozen} connections, my-config drifted: /readyz 503 {not_ready} after \
+             (bound: --watch-timeout {timeout} + 3 s), drift corrected {corrected} after through {fresh} new \
+             connections ({bytes} bytes), ready {ready} after",
+            frozen,
+            not_ready = ms(not_ready),
+            timeout = secs(WATCH_TIMEOUT),
+            corrected = secs(corrected),
+            fresh,
+            bytes,
+            ready = secs(ready)
         ),
     ))
 }

@@ -18,6 +18,7 @@ use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
     lab::Lab,
     suite::Measured,
+    tr,
 };
 
 /// The first delay of the watch's backoff; each next one is at least twice.
@@ -65,7 +66,7 @@ async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<M
     rbac::wait_until_allowed(lab, verb, Some(&target), true).await?;
     let (gaps, not_ready_after, relists) = result?;
     let back = Instant::now();
-    eventually("the controller to be ready again", MAX_GAP + HEAL_WITHIN, || async {
+    eventually(&tr!("the controller to be ready again"), MAX_GAP + HEAL_WITHIN, || async {
         let status = lab.controller_status("/readyz").await?;
         Ok(if status == 200 { Check::Done(()) } else { Check::NotYet(format!("/readyz {status}")) })
     })
@@ -74,23 +75,30 @@ async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<M
     let last_gap = Duration::from_secs_f64(gaps.last().copied().unwrap_or_default() / 1000.0);
     ensure!(
         ready_after <= last_gap.mul_f64(2.0) + Duration::from_secs(3),
-        "ready {} after {verb} was given back: more than the controller's next retry ({}, jitter up to twice)",
-        secs(ready_after),
-        ms(last_gap)
+        tr!(
+            "ready {after} after {verb} was given back: more than the controller's next retry ({gap}, jitter up to twice)",
+            after = secs(ready_after),
+            verb,
+            gap = ms(last_gap)
+        )
     );
     let healed = heal_after_delete(lab).await?;
     ensure_not_restarted(lab, &was, &mark).await?;
     let gaps: Vec<String> = gaps.iter().map(|g| format!("{:.1}", g / 1000.0)).collect();
     Ok(Measured::took(
         ready_after,
-        format!(
-            "{verb} refused: retries {} s apart, /readyz 503 {} after the API server was back{}; \
-             {verb} given back → ready in {}; delete → healed in {}",
-            gaps.join(", "),
-            secs(not_ready_after),
-            if relists > 0 { format!(", {relists} LISTs in between") } else { String::new() },
-            secs(ready_after),
-            ms(healed)
+        tr!(
+            "{verb} refused: retries {gaps} s apart, /readyz 503 {not_ready} after the API server was back{lists}; \
+             {verb} given back → ready in {ready}; delete → healed in {healed}",
+            verb,
+            gaps = gaps.join(", "),
+            not_ready = secs(not_ready_after),
+            lists = match relists {
+                0 => String::new(),
+                _ => tr!(", {relists} LISTs in between", relists),
+            },
+            ready = secs(ready_after),
+            healed = ms(healed)
         ),
     ))
 }
@@ -106,7 +114,7 @@ async fn observe(
 ) -> anyhow::Result<(Vec<f64>, Duration, usize)> {
     lab.restart_api_server(&[]).await?;
     let back = Instant::now();
-    let not_ready = eventually("the controller to say not ready", HEAL_WITHIN, || async {
+    let not_ready = eventually(&tr!("the controller to say not ready"), HEAL_WITHIN, || async {
         let status = lab.controller_status("/readyz").await?;
         Ok(Check::done_if(status == 503, back.elapsed(), format!("/readyz {status}")))
     })
@@ -116,10 +124,10 @@ async fn observe(
     // back only after its own growing pause, and the controller failed
     // meanwhile. So each attempt may come up to a minute after the last.
     let within = MAX_GAP * u32::try_from(failures)? + Duration::from_secs(10);
-    let log = eventually(&format!("{failures} refused attempts"), within, || async {
+    let log = eventually(&tr!("{failures} refused attempts", failures), within, || async {
         let log = lab.controller_log(mark).await?;
         let refused = refused_attempts(&log, verb);
-        Ok(Check::done_if(refused >= failures, log, format!("{refused} refused so far")))
+        Ok(Check::done_if(refused >= failures, log, tr!("{refused} refused so far", refused)))
     })
     .await?;
     let gaps: Vec<f64> = lines_with(&log, LOG_WATCH_FAILED)
@@ -129,13 +137,26 @@ async fn observe(
         .collect();
     for (i, gap) in gaps.iter().enumerate() {
         let floor = FIRST_DELAY_MS * f64::from(1u32 << i.min(5));
-        ensure!(*gap >= floor.min(30_000.0) * 0.999, "the retry gaps do not grow: {gaps:?} ms");
+        ensure!(
+            *gap >= floor.min(30_000.0) * 0.999,
+            tr!("the retry gaps do not grow: {gaps} ms", gaps = format!("{gaps:?}"))
+        );
     }
-    ensure!(gaps.len() >= failures, "{} retries logged with a delay: {gaps:?}", gaps.len());
+    ensure!(
+        gaps.len() >= failures,
+        tr!(
+            "{count} retries logged with a delay: {gaps}",
+            count = gaps.len(),
+            gaps = format!("{gaps:?}")
+        )
+    );
     // Every failure is followed by a new LIST: after a refused WATCH, the LIST works.
     let relists = if verb == "watch" {
         let relists = lines_with(&log, LOG_RELISTED).len();
-        ensure!(relists + 1 >= failures, "{failures} watches refused but only {relists} re-lists");
+        ensure!(
+            relists + 1 >= failures,
+            tr!("{failures} watches refused but only {relists} re-lists", failures, relists)
+        );
         relists
     } else {
         0

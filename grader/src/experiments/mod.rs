@@ -19,6 +19,7 @@ use labkit::{
     converge::{HEAL_WITHIN, delete_and_wait_gone, measure_until_desired, wait_desired, wait_idle},
     lab::Lab,
     suite::{Experiment, Measured, entry, first_key},
+    tr,
 };
 
 use labkit::eventually::{Check, eventually};
@@ -65,15 +66,20 @@ pub async fn create_on_start(lab: &mut Lab) -> anyhow::Result<Measured> {
     let latency = started.elapsed();
     // The watch can show my-config before the create's answer reaches the
     // controller, which counts it then: the count is waited for, not read once.
-    let creates = eventually("the new controller to count its create", HEAL_WITHIN, || async {
+    let what = tr!("the new controller to count its create");
+    let creates = eventually(&what, HEAL_WITHIN, || async {
         let creates = lab.metrics().await?.get(WRITES, &[("verb", "create")]);
-        Ok(Check::done_if(creates >= 1.0, creates, format!("{creates} creates in its /metrics")))
+        let seen = tr!("{creates} creates in its /metrics", creates);
+        Ok(Check::done_if(creates >= 1.0, creates, seen))
     })
     .await?;
-    ensure!(creates == 1.0, "expected one create from the new controller, metrics say {creates}");
+    ensure!(
+        creates == 1.0,
+        tr!("expected one create from the new controller, metrics say {creates}", creates)
+    );
     Ok(Measured::took(
         latency,
-        "created by the startup reconcile (start → desired, incl. process start)",
+        tr!("created by the startup reconcile (start → desired, incl. process start)"),
     ))
 }
 
@@ -87,7 +93,10 @@ pub async fn self_heal_on_delete(lab: &mut Lab) -> anyhow::Result<Measured> {
         Ok(())
     })
     .await?;
-    Ok(Measured::took(latency, "delete → recreated with the desired data (seen through a watch)"))
+    Ok(Measured::took(
+        latency,
+        tr!("delete → recreated with the desired data (seen through a watch)"),
+    ))
 }
 
 /// The value experiment 3 drifts the first desired key to (the grade's rows too).
@@ -122,13 +131,15 @@ pub async fn correct_on_patch(lab: &mut Lab) -> anyhow::Result<Measured> {
     let label = now.metadata.labels.as_ref().and_then(|l| l.get(DRIFT_LABEL));
     ensure!(
         label.map(String::as_str) == Some("someone"),
-        "the label someone added was not kept: labels are {:?}",
-        now.metadata.labels
+        tr!(
+            "the label someone added was not kept: labels are {labels}",
+            labels = format!("{:?}", now.metadata.labels)
+        )
     );
     // Leave it as found.
     let undo = json!({"metadata": {"labels": {DRIFT_LABEL: null}}});
     api.patch(&name, &someone(), &Patch::Merge(&undo)).await?;
-    Ok(Measured::took(latency, "patch → data put back, extra key removed, foreign label kept"))
+    Ok(Measured::took(latency, tr!("patch → data put back, extra key removed, foreign label kept")))
 }
 
 /// Experiment 4: restart the controller while my-config is right → nothing is
@@ -139,45 +150,58 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
     for round in 1..=2 {
         let run = lab.restart_controller(&[]).await?;
         // The startup kick has run once the first reconcile is counted.
-        let metrics = eventually("the startup reconcile", HEAL_WITHIN, || async {
+        let what = tr!("the startup reconcile");
+        let metrics = eventually(&what, HEAL_WITHIN, || async {
             let m = lab.metrics().await?;
             let n = m.sum(RECONCILES);
             Ok(Check::done_if(n >= 1.0, m, format!("reconcile_total = {n}")))
         })
         .await?;
         let writes = metrics.sum(WRITES);
-        ensure!(writes == 0.0, "round {round}: the new controller wrote {writes} times");
+        ensure!(
+            writes == 0.0,
+            tr!("round {round}: the new controller wrote {writes} times", round, writes)
+        );
         ensure!(
             metrics.get(RECONCILES, &[("result", "unchanged")]) >= 1.0,
-            "round {round}: the startup reconcile did not find my-config in sync: {}",
-            metrics.lines(RECONCILES)
+            tr!(
+                "round {round}: the startup reconcile did not find my-config in sync: {lines}",
+                round,
+                lines = metrics.lines(RECONCILES)
+            )
         );
         let log = lab.controller_log(&run).await?;
         if let Some(line) =
             log.lines().find(|l| l.contains(LOG_CREATED) || l.contains(LOG_CORRECTED))
         {
-            bail!("round {round}: the controller logged a write: {line}");
+            bail!(tr!("round {round}: the controller logged a write: {line}", round, line));
         }
         reconciles += metrics.sum(RECONCILES);
     }
     let after = lab.config_maps().get(lab.desired().name()).await?;
     ensure!(
         after.metadata.resource_version == before.metadata.resource_version,
-        "resourceVersion moved from {:?} to {:?}",
-        before.metadata.resource_version,
-        after.metadata.resource_version
+        tr!(
+            "resourceVersion moved from {before} to {after}",
+            before = format!("{:?}", before.metadata.resource_version),
+            after = format!("{:?}", after.metadata.resource_version)
+        )
     );
     ensure!(
         after.metadata.managed_fields == before.metadata.managed_fields,
-        "managedFields changed: {:?} → {:?}",
-        before.metadata.managed_fields,
-        after.metadata.managed_fields
+        tr!(
+            "managedFields changed: {before} → {after}",
+            before = format!("{:?}", before.metadata.managed_fields),
+            after = format!("{:?}", after.metadata.managed_fields)
+        )
     );
     let version = after.metadata.resource_version.unwrap_or_default();
     Ok(Measured {
         latency: None,
-        detail: format!(
-            "2 restarts, {reconciles} reconciles, 0 writes, resourceVersion {version} unchanged"
+        detail: tr!(
+            "2 restarts, {reconciles} reconciles, 0 writes, resourceVersion {version} unchanged",
+            reconciles,
+            version
         ),
         values: vec![("reconciles", reconciles.to_string()), ("version", version)],
         ..Measured::default()
@@ -219,17 +243,21 @@ async fn dedup_with_slow_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
     let reconciles = metrics.sum(RECONCILES) - baseline;
     ensure!(
         reconciles < 5.0,
-        "five changes (accepted within {accepted:.1?}; the worker sleeps {}) caused {reconciles} \
-         reconciles: keys were not coalesced",
-        DEDUP_FLAGS[1]
+        tr!(
+            "five changes (accepted within {accepted}; the worker sleeps {sleep}) caused \
+             {reconciles} reconciles: keys were not coalesced",
+            accepted = format!("{accepted:.1?}"),
+            sleep = DEDUP_FLAGS[1],
+            reconciles
+        )
     );
     ensure!(
         metrics.get(RECONCILES, &[("result", "updated")]) >= 1.0,
-        "the data was put back, but not by a counted update"
+        tr!("the data was put back, but not by a counted update")
     );
     Ok(Measured {
         latency: None,
-        detail: format!("5 changes → {reconciles} reconciles"),
+        detail: tr!("5 changes → {reconciles} reconciles", reconciles),
         values: vec![("reconciles", reconciles.to_string())],
         ..Measured::default()
     })

@@ -27,6 +27,7 @@ use std::{collections::BTreeSet, os::unix::process::ExitStatusExt as _, process:
 use labkit::{
     eventually::{Check, eventually},
     process::group_members,
+    tr,
 };
 
 use super::status;
@@ -146,7 +147,8 @@ impl Stop {
         // could still take the signal and reap the program before it is seen
         // (a loaded machine). So the signal goes once each holds still.
         // Past HOLD_WITHIN it goes all the same.
-        let _ = eventually("the held parents to stop", HOLD_WITHIN, || {
+        let what = tr!("the held parents to stop");
+        let _ = eventually(&what, HOLD_WITHIN, || {
             let held = &held;
             async move {
                 let moving: Vec<u32> = held
@@ -154,7 +156,8 @@ impl Stop {
                     .copied()
                     .filter(|&pid| !labkit::process::stopped_or_gone(pid))
                     .collect();
-                Ok(Check::done_if(moving.is_empty(), (), format!("still running: {moving:?}")))
+                let seen = tr!("still running: {pids}", pids = format!("{moving:?}"));
+                Ok(Check::done_if(moving.is_empty(), (), seen))
             }
         })
         .await;

@@ -142,11 +142,12 @@ impl Grading<'_> {
         labkit::test_hook::at("grade:immutable")?;
         // Until it has tried (and been refused), or had the time to.
         let (program, observer) = (&mut self.program, self.observer.as_ref().expect("alive"));
-        let _ = poll("an update of the immutable object", REFUSAL_WITHIN, false, || {
+        let what = tr!("an update of the immutable object");
+        let _ = poll(&what, REFUSAL_WITHIN, false, || {
             let exited = program.exited().is_some();
             async move {
                 let tried = observer.counts().await?.since(&before).updates >= 1.0;
-                Ok(Check::done_if(tried || exited, (), "no update yet"))
+                Ok(Check::done_if(tried || exited, (), tr!("no update yet")))
             }
         })
         .await;

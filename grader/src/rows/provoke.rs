@@ -65,7 +65,10 @@ impl Grading<'_> {
             Ok(made) => record.made(&object, &made.metadata.uid.unwrap_or_default())?,
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 record.forget(&object)?;
-                anyhow::bail!("{object} is in the way: the grade makes one of that name");
+                anyhow::bail!(tr!(
+                    "{object} is in the way: the grade makes one of that name",
+                    object
+                ));
             }
             Err(e) => return Err(e.into()),
         }
@@ -81,9 +84,9 @@ impl Grading<'_> {
     async fn relist(&self) -> anyhow::Result<u64> {
         let proxy = self.proxy();
         let before = proxy.lists();
-        let what = "the program to list ConfigMaps again after a 410 Gone";
+        let what = tr!("the program to list ConfigMaps again after a 410 Gone");
         let mut ended = 0;
-        let listed = poll(what, RELIST_WITHIN, false, || {
+        let listed = poll(&what, RELIST_WITHIN, false, || {
             // A watch to end (a client may be between two).
             if ended == 0 {
                 ended = proxy.relist();
@@ -93,7 +96,7 @@ impl Grading<'_> {
                 Ok(Check::done_if(
                     ended > 0 && lists > 0,
                     lists,
-                    format!("{ended} watches ended, {lists} lists"),
+                    tr!("{ended} watches ended, {lists} lists", ended, lists),
                 ))
             }
         })

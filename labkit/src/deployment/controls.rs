@@ -10,6 +10,7 @@ use kube::api::{DeleteParams, ListParams, LogParams, WatchEvent, WatchParams};
 use tokio::time::Instant;
 
 use super::{DeploymentHost, ROLLOUT_WITHIN};
+use crate::tr;
 
 impl DeploymentHost {
     /// The current pod's name and its container's restart count.
@@ -23,7 +24,7 @@ impl DeploymentHost {
             .and_then(|s| s.container_statuses)
             .and_then(|c| c.first().map(|c| c.restart_count))
             .unwrap_or_default();
-        Ok(format!("pod {pod}, {restarts} restarts"))
+        Ok(tr!("pod {pod}, {restarts} restarts", pod, restarts))
     }
 
     /// `kubectl delete pod` (its grace period), then the exit code its
@@ -43,7 +44,7 @@ impl DeploymentHost {
         futures::pin_mut!(stream);
         let deleted = Instant::now();
         pods.delete(pod, &DeleteParams::default()).await?;
-        let mut last = "no event".to_string();
+        let mut last = tr!("no event");
         let exit = tokio::time::timeout(within, async {
             while let Some(event) = stream.try_next().await? {
                 let (WatchEvent::Modified(p) | WatchEvent::Deleted(p)) = event else {
@@ -57,7 +58,7 @@ impl DeploymentHost {
                     .and_then(|s| s.terminated);
                 match terminated {
                     Some(t) => return Ok::<_, anyhow::Error>(Some(t.exit_code)),
-                    None => last = "terminating, container still running".into(),
+                    None => last = tr!("terminating, container still running"),
                 }
             }
             Ok(None)
@@ -65,12 +66,20 @@ impl DeploymentHost {
         .await;
         match exit {
             Ok(Ok(Some(code))) => Ok((code, deleted.elapsed())),
-            Ok(Ok(None)) => bail!(
-                "pod {pod}: the watch ended before its container's exit was reported; last seen: {last}"
-            ),
+            Ok(Ok(None)) => bail!(tr!(
+                "pod {pod}: the watch ended before its container's exit was reported; last seen: {last}",
+                pod,
+                last
+            )),
             Ok(Err(e)) => Err(e),
             Err(_) => {
-                bail!("pod {pod}: no exit within {within:?} of its deletion; last seen: {last}")
+                let within = format!("{within:?}");
+                bail!(tr!(
+                    "pod {pod}: no exit within {within} of its deletion; last seen: {last}",
+                    pod,
+                    within,
+                    last
+                ))
             }
         }
     }
@@ -87,8 +96,8 @@ impl DeploymentHost {
         let mut lines = self.pods().log_stream(pod, &params).await?.lines();
         let first = tokio::time::timeout(Duration::from_secs(10), lines.try_next())
             .await
-            .with_context(|| format!("pod {pod}'s log stream gave no line within 10 s"))??
-            .with_context(|| format!("pod {pod}'s log stream ended at once"))?;
+            .with_context(|| tr!("pod {pod}'s log stream gave no line within 10 s", pod))??
+            .with_context(|| tr!("pod {pod}'s log stream ended at once", pod))?;
         Ok(tokio::spawn(async move {
             let mut log = first + "\n";
             while let Some(line) = lines.try_next().await? {

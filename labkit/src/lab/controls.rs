@@ -12,7 +12,7 @@ use super::{
 use crate::{
     command::Cmd,
     eventually::{Check, eventually},
-    http_probe,
+    http_probe, tr,
 };
 
 impl Lab {
@@ -24,17 +24,18 @@ impl Lab {
     pub async fn restart_api_server(&mut self, extra: &[&str]) -> anyhow::Result<Duration> {
         let began = Instant::now();
         if let Some(kind) = self.file.kind() {
-            ensure!(extra.is_empty(), "a kind lab's API server runs on kubeadm's flags only");
+            ensure!(extra.is_empty(), tr!("a kind lab's API server runs on kubeadm's flags only"));
             let node = crate::node::Node::new(&kind.node);
             let old = node.container_id("kube-apiserver")?;
             node.kill_container(&old)?;
             let client = self.client();
-            eventually("kube-apiserver to run again and be ready", READY_WITHIN, || {
+            let what = tr!("kube-apiserver to run again and be ready");
+            eventually(&what, READY_WITHIN, || {
                 let (node, old, client) = (&node, &old, client.clone());
                 async move {
                     let now = node.container_id("kube-apiserver").unwrap_or_default();
                     if now.is_empty() || now == *old {
-                        return Ok(Check::NotYet(format!("container {old} not replaced yet")));
+                        return Ok(Check::NotYet(tr!("container {old} not replaced yet", old)));
                     }
                     api_server_ready(client).await
                 }

@@ -2,6 +2,7 @@
 //! diagnostics a failed test prints.
 
 use super::*;
+use crate::tr;
 
 impl Lab {
     /// The current end of the controller's log: [`Lab::controller_log`] from here.
@@ -14,7 +15,7 @@ impl Lab {
         }
         let path = &self.file.controller.log;
         let log_offset = std::fs::metadata(path)
-            .with_context(|| format!("cannot read {}", path.display()))?
+            .with_context(|| tr!("cannot read {path}", path = path.display()))?
             .len();
         Ok(ControllerRun { log_offset, since: None })
     }
@@ -35,7 +36,7 @@ impl Lab {
         let path = &self.file.controller.log;
         let bytes = tokio::fs::read(path)
             .await
-            .with_context(|| format!("cannot read {}", path.display()))?;
+            .with_context(|| tr!("cannot read {path}", path = path.display()))?;
         let from = (run.log_offset as usize).min(bytes.len());
         Ok(String::from_utf8_lossy(&bytes[from..]).into_owned())
     }
@@ -51,11 +52,11 @@ impl Lab {
                         .log(&pod, Some(40), None)
                         .await
                         .unwrap_or_else(|e| format!("({e})"));
-                    out.push_str(&format!("last lines of pod {pod}:\n{tail}"));
+                    out.push_str(&tr!("last lines of pod {pod}:\n{tail}", pod, tail));
                 }
-                Err(_) => {
-                    out.push_str("(no controller pod: `kubectl describe deployment my-controller`)")
-                }
+                Err(_) => out.push_str(&tr!(
+                    "(no controller pod: `kubectl describe deployment my-controller`)"
+                )),
             },
             None => out.push_str(&crate::files::tail(&self.file.controller.log, 40)),
         }
@@ -64,17 +65,26 @@ impl Lab {
             Ok(Some(mut cm)) => {
                 cm.managed_fields_mut().clear();
                 let yaml = serde_saphyr::to_string(&cm).unwrap_or_else(|e| format!("({e})"));
-                out.push_str(&format!("{} as stored:\n{yaml}\n", self.desired));
+                out.push_str(&tr!("{desired} as stored:\n{yaml}", desired = self.desired, yaml));
+                out.push('\n');
             }
-            Ok(None) => out.push_str(&format!("{} does not exist\n", self.desired)),
-            Err(e) => out.push_str(&format!("cannot read {}: {e}\n", self.desired)),
+            Ok(None) => {
+                out.push_str(&tr!("{desired} does not exist", desired = self.desired));
+                out.push('\n');
+            }
+            Err(e) => {
+                let desired = &self.desired;
+                out.push_str(&tr!("cannot read {desired}: {error}", desired, error = e));
+                out.push('\n');
+            }
         }
         let events: Api<Event> = Api::namespaced(self.client(), self.desired.namespace());
         match events.list(&ListParams::default()).await {
             Ok(list) => {
                 let mut items = list.items;
                 items.sort_by_key(|e| e.metadata.creation_timestamp.clone());
-                out.push_str("recent Events:\n");
+                out.push_str(&tr!("recent Events:"));
+                out.push('\n');
                 for e in items.iter().rev().take(10).rev() {
                     out.push_str(&format!(
                         "  {} {} {}: {}\n",
@@ -85,7 +95,10 @@ impl Lab {
                     ));
                 }
             }
-            Err(e) => out.push_str(&format!("cannot list Events: {e}\n")),
+            Err(e) => {
+                out.push_str(&tr!("cannot list Events: {error}", error = e));
+                out.push('\n');
+            }
         }
         out
     }

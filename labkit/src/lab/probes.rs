@@ -3,6 +3,7 @@
 //! again after a stop. `cargo xtask lab up` and the faults wait on these.
 
 use super::*;
+use crate::tr;
 
 /// How long a stopped process's ports may stay taken.
 const PORTS_FREED_WITHIN: Duration = Duration::from_secs(5);
@@ -14,7 +15,7 @@ const PORTS_FREED_WITHIN: Duration = Duration::from_secs(5);
 /// then fails with "address already in use".
 pub(super) async fn wait_ports_free(ports: &BTreeMap<String, u16>) -> anyhow::Result<()> {
     for port in ports.values().copied() {
-        let what = format!("port {port} to be free");
+        let what = tr!("port {port} to be free", port);
         eventually(&what, PORTS_FREED_WITHIN, || async move { Ok(port_free(port)) }).await?;
     }
     Ok(())
@@ -76,7 +77,11 @@ pub async fn api_server_ready(client: Client) -> anyhow::Result<Check<()>> {
                 .filter_map(|line| line.strip_prefix("[-]"))
                 .map(|line| line.split_whitespace().next().unwrap_or(line))
                 .collect();
-            Check::NotYet(format!("/readyz {}: waiting for {}", status.code, failing.join(", ")))
+            Check::NotYet(tr!(
+                "/readyz {code}: waiting for {failing}",
+                code = status.code,
+                failing = failing.join(", ")
+            ))
         }
         Err(e) => Check::NotYet(format!("/readyz: {}", root_cause(&e))),
     })

@@ -67,7 +67,7 @@ impl Lab {
         }
         let dir = self.borrowed_dir();
         std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+            .with_context(|| crate::tr!("cannot create {path}", path = dir.display()))?;
         let copy = dir.join(format!("controller-{namespace}.kubeconfig"));
         crate::files::write_private(&copy, &serde_saphyr::to_string(&config)?)?;
         Ok(copy)

@@ -6,8 +6,8 @@ use super::*;
 /// The room's table: one line per attendee (their newest result), what
 /// passed and what did not.
 pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
-    let entries =
-        std::fs::read_dir(dir).with_context(|| cannot("read the folder", "读不了文件夹", dir))?;
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| tr!("cannot read the folder {path}", path = dir.display()))?;
     let mut newest: BTreeMap<String, GradeFile> = BTreeMap::new();
     let mut files = 0;
     for entry in entries {
@@ -15,14 +15,10 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let text =
-            std::fs::read_to_string(&path).with_context(|| cannot("read", "读不了", &path))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| tr!("cannot read {path}", path = path.display()))?;
         let graded: GradeFile = serde_json::from_str(&text).with_context(|| {
-            let path = path.display();
-            pick(
-                format!("{path} is not a result of `cargo xtask grade --json`"),
-                format!("{path} 不是 `cargo xtask grade --json` 的结果"),
-            )
+            tr!("{path} is not a result of `cargo xtask grade --json`", path = path.display())
         })?;
         files += 1;
         let keep = newest.get(&graded.attendee).is_none_or(|old| old.graded_at < graded.graded_at);

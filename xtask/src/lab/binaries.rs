@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::lab::go_modules::{self, GoComponent};
-use labkit::{command::Cmd, project, tools::on_path};
+use labkit::{command::Cmd, project, tools::on_path, tr};
 
 /// Where a program was found; shown to the person and recorded in lab.json.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +37,15 @@ impl std::fmt::Display for Source {
             Source::Cache => write!(f, "project cache"),
             Source::Built => write!(f, "built with go"),
         }
+    }
+}
+
+/// A [`Source`] as lab.json holds it, in the reader's language (`lab status`).
+pub fn said(source: &str) -> String {
+    match source {
+        "project cache" => tr!("project cache"),
+        "built with go" => tr!("built with go"),
+        other => other.to_string(),
     }
 }
 
@@ -84,7 +93,11 @@ impl Program {
 fn programs() -> Result<[Program; 2]> {
     let components = go_modules::components(go_modules::ENVTEST)?;
     let component = |name: &str| {
-        components.iter().find(|c| c.name == name).cloned().context("no such Go component")
+        components
+            .iter()
+            .find(|c| c.name == name)
+            .cloned()
+            .with_context(|| tr!("no such Go component"))
     };
     let kubernetes = component("kubernetes")?;
     let etcd = component("etcd")?;
@@ -126,7 +139,7 @@ fn find_one(program: &Program) -> Result<Binary> {
     // 5. Build it from the pinned module.
     let cache = program.cache_path();
     if on_path("go").is_none() {
-        bail!(
+        bail!(tr!(
             "{name} {version} not found. Any one of these provides it: {env}=/path/to/{name}; \
              KUBEBUILDER_ASSETS=/dir/with/kube-apiserver/and/etcd (what setup-envtest prints); \
              {name} on PATH; or Go 1.26+ on PATH, with which xtask builds it into {cache}",
@@ -134,7 +147,7 @@ fn find_one(program: &Program) -> Result<Binary> {
             version = program.pinned,
             env = program.env,
             cache = cache.display(),
-        );
+        ));
     }
     build(program, &cache)?;
     checked(program, cache, Source::Built)
@@ -145,11 +158,11 @@ fn locate(program: &Program) -> Result<Option<Binary>> {
     // 1. An explicit path: the person asked for this one, so a wrong path is an error.
     if let Some(path) = env_path(program.env) {
         if !path.is_file() {
-            bail!(
-                "{}={} does not exist (unset it to let xtask look elsewhere)",
-                program.env,
-                path.display()
-            );
+            bail!(tr!(
+                "{env}={path} does not exist (unset it to let xtask look elsewhere)",
+                env = program.env,
+                path = path.display()
+            ));
         }
         return checked(program, path, Source::Env(program.env)).map(Some);
     }
@@ -160,16 +173,26 @@ fn locate(program: &Program) -> Result<Option<Binary>> {
             return checked(program, path, Source::KubebuilderAssets).map(Some);
         }
         labkit::progress!(
-            "note: KUBEBUILDER_ASSETS={} has no {}; looking further",
-            dir.display(),
-            program.name
+            "{}",
+            tr!(
+                "note: KUBEBUILDER_ASSETS={dir} has no {name}; looking further",
+                dir = dir.display(),
+                name = program.name
+            )
         );
     }
     // 3. PATH. A program there that does not even run is skipped, not fatal.
     if let Some(path) = on_path(program.name) {
         match checked(program, path.clone(), Source::Path) {
             Ok(binary) => return Ok(Some(binary)),
-            Err(error) => eprintln!("warning: skipping {}: {error:#}", path.display()),
+            Err(error) => eprintln!(
+                "{}",
+                tr!(
+                    "warning: skipping {path}: {error}",
+                    path = path.display(),
+                    error = format!("{error:#}")
+                )
+            ),
         }
     }
     // 4. The build cache: only complete builds are ever renamed into it.
@@ -183,20 +206,26 @@ fn locate(program: &Program) -> Result<Option<Binary>> {
 /// `go build` into a temporary file next to the cache entry, renamed when complete: an
 /// interrupted build never looks like a cached one.
 fn build(program: &Program, cache: &Path) -> Result<()> {
-    let dir = cache.parent().context("cache path has no parent")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = cache.parent().with_context(|| tr!("cache path has no parent"))?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
     let partial = dir.join(format!(".{}.partial-{}", program.name, std::process::id()));
+    let (name, version) = (program.name, &program.pinned);
     labkit::progress!(
-        "{} {} is not available: building it with Go (the first build of kube-apiserver takes many minutes on a small machine)",
-        program.name,
-        program.pinned
+        "{}",
+        tr!(
+            "{name} {version} is not available: building it with Go (the first build of kube-apiserver takes many minutes on a small machine)",
+            name,
+            version
+        )
     );
     program
         .component
         .build_cmd(&partial, &[program.package])
-        .run_long(&format!("building {}", program.name))
-        .with_context(|| format!("go build of {} failed (its output is above)", program.name))?;
-    std::fs::rename(&partial, cache).with_context(|| format!("cannot move {}", partial.display()))
+        .run_long(&tr!("building {name}", name))
+        .with_context(|| tr!("go build of {name} failed (its output is above)", name))?;
+    std::fs::rename(&partial, cache)
+        .with_context(|| tr!("cannot move {path}", path = partial.display()))
 }
 
 /// Runs `--version`; warns when it is not the pinned minor.
@@ -208,12 +237,23 @@ fn checked(program: &Program, path: PathBuf, source: Source) -> Result<Binary> {
         .lines()
         .find_map(|l| l.strip_prefix("etcd Version:").or_else(|| l.strip_prefix("Kubernetes ")))
         .map(|v| v.trim().to_string())
-        .ok_or_else(|| anyhow!("`{} --version` printed no version: {output:?}", path.display()))?;
+        .ok_or_else(|| {
+            anyhow!(tr!(
+                "`{path} --version` printed no version: {output}",
+                path = path.display(),
+                output = format!("{output:?}")
+            ))
+        })?;
     if !version.starts_with(&program.minor_prefix()) {
         eprintln!(
-            "warning: {} ({source}) is {version}; this kit pins {}",
-            path.display(),
-            program.pinned
+            "{}",
+            tr!(
+                "warning: {path} ({source}) is {version}; this kit pins {pinned}",
+                path = path.display(),
+                source = said(&source.to_string()),
+                version,
+                pinned = program.pinned
+            )
         );
     }
     Ok(Binary { path, version, source })

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose};
 
-use labkit::pki;
+use labkit::{pki, tr};
 
 use labkit::files::{write_private, write_public};
 
@@ -48,27 +48,30 @@ pub struct Pki {
 
 /// Generate everything into `dir` (private keys 0600).
 pub fn generate(dir: &Path) -> Result<Pki> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
 
-    let ca_key = KeyPair::generate().context("CA key")?;
+    let ca_key = KeyPair::generate().with_context(|| tr!("CA key"))?;
     let ca_params = pki::ca_params();
-    let ca_cert = ca_params.self_signed(&ca_key).context("CA certificate")?;
+    let ca_cert = ca_params.self_signed(&ca_key).with_context(|| tr!("CA certificate"))?;
     let ca = Issuer::new(ca_params, ca_key);
 
-    let serving_key = KeyPair::generate().context("serving key")?;
+    let serving_key = KeyPair::generate().with_context(|| tr!("serving key"))?;
     let names: Vec<String> = SERVING_NAMES.iter().map(|name| name.to_string()).collect();
-    let mut serving = CertificateParams::new(names).context("serving certificate names")?;
+    let mut serving =
+        CertificateParams::new(names).with_context(|| tr!("serving certificate names"))?;
     serving.distinguished_name = pki::name("kube-apiserver", None);
     serving.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     serving.use_authority_key_identifier_extension = true;
-    let serving_cert = serving.signed_by(&serving_key, &ca).context("serving certificate")?;
+    let serving_cert =
+        serving.signed_by(&serving_key, &ca).with_context(|| tr!("serving certificate"))?;
 
-    let admin_key = KeyPair::generate().context("admin key")?;
+    let admin_key = KeyPair::generate().with_context(|| tr!("admin key"))?;
     let admin = pki::client_params(ADMIN_USER, Some(ADMIN_GROUP));
-    let admin_cert = admin.signed_by(&admin_key, &ca).context("admin certificate")?;
+    let admin_cert = admin.signed_by(&admin_key, &ca).with_context(|| tr!("admin certificate"))?;
 
-    let service_account = KeyPair::generate().context("service account key")?;
+    let service_account = KeyPair::generate().with_context(|| tr!("service account key"))?;
 
     let pki = Pki {
         ca_cert: dir.join("ca.crt"),

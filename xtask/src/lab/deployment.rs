@@ -11,6 +11,7 @@ use kube::api::{Api, LogParams};
 use crate::lab::{kubeconfig, provider::Health};
 pub use labkit::deployment::{NAME as DEPLOYMENT, NAMESPACE};
 use labkit::lab_file::LabFile;
+use labkit::tr;
 
 /// The controller's pod: the Deployment's newest pod (by creation time).
 async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<Pod>> {
@@ -26,19 +27,20 @@ pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
         .apiserver_version()
         .await
         .map(|v| v.git_version)
-        .unwrap_or_else(|e| format!("unreachable: {e}"));
-    lines.push(format!("API server:   {} ({version})", lab.api_server_url));
+        .unwrap_or_else(|error| tr!("unreachable: {error}", error));
+    lines.push(tr!("API server:   {url} ({version})", url = lab.api_server_url, version));
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), lab.deployment_namespace());
     let ready = match deployments.get_opt(DEPLOYMENT).await? {
         Some(d) => {
             let status = d.status.unwrap_or_default();
             let (ready, want) =
                 (status.ready_replicas.unwrap_or(0), d.spec.and_then(|s| s.replicas).unwrap_or(1));
-            lines.push(format!("deployment/{DEPLOYMENT}: {ready}/{want} ready"));
+            let name = DEPLOYMENT;
+            lines.push(tr!("deployment/{name}: {ready}/{want} ready", name, ready, want));
             ready == want && want > 0
         }
         None => {
-            lines.push(format!("deployment/{DEPLOYMENT}: missing"));
+            lines.push(tr!("deployment/{name}: missing", name = DEPLOYMENT));
             false
         }
     };
@@ -46,14 +48,14 @@ pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
         let status = pod.status.clone().unwrap_or_default();
         let container =
             status.container_statuses.as_ref().and_then(|c| c.first()).cloned().unwrap_or_default();
-        lines.push(format!(
-            "pod {}: {}, ready {}, {} restarts, image {} ({})",
-            pod.name_any(),
-            status.phase.unwrap_or_default(),
-            container.ready,
-            container.restart_count,
-            container.image,
-            container.image_id
+        lines.push(tr!(
+            "pod {pod}: {phase}, ready {ready}, {restarts} restarts, image {image} ({id})",
+            pod = pod.name_any(),
+            phase = status.phase.unwrap_or_default(),
+            ready = container.ready,
+            restarts = container.restart_count,
+            image = container.image,
+            id = container.image_id
         ));
     }
     Ok(Health { lines, healthy: ready })
@@ -66,12 +68,13 @@ pub async fn logs(name: &str, follow: bool) -> Result<()> {
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
     let pod = controller_pod(&client, &lab)
         .await?
-        .context("no controller pod: `cargo xtask lab status` shows why")?;
+        .with_context(|| tr!("no controller pod: `cargo xtask lab status` shows why"))?;
     let (name, namespace) = (pod.name_any(), lab.deployment_namespace());
     let kubeconfig = labkit::project::shown(&lab.admin_kubeconfig);
     let f = if follow { "-f " } else { "" };
+    let how = tr!("done with kube-rs");
     labkit::progress!(
-        "$ kubectl --kubeconfig {kubeconfig} -n {namespace} logs {f}pod/{name}    # done with kube-rs"
+        "$ kubectl --kubeconfig {kubeconfig} -n {namespace} logs {f}pod/{name}    # {how}"
     );
     let pods: Api<Pod> = Api::namespaced(client, namespace);
     if !follow {

@@ -16,8 +16,11 @@ pub async fn run(name: &str, dry_run: bool) -> Result<ExitCode> {
     let anything = providers::of_lab(name)?.down(name, dry_run).await?;
     match (dry_run, anything) {
         (true, _) => {}
-        (false, true) => println!("lab {name} is down"),
-        (false, false) => println!("lab {name} is not up (nothing at {})", dir.display()),
+        (false, true) => println!("{}", labkit::tr!("lab {name} is down", name)),
+        (false, false) => println!(
+            "{}",
+            labkit::tr!("lab {name} is not up (nothing at {path})", name, path = dir.display())
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -86,7 +86,8 @@ pub fn read_go_mod(dir: &str) -> Result<String> {
 /// A file of the repository, `path` relative to its root.
 fn read(path: &str) -> Result<String> {
     let path = project::root().join(path);
-    std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+    std::fs::read_to_string(&path)
+        .with_context(|| labkit::tr!("cannot read {path}", path = path.display()))
 }
 
 /// The version `go_mod` requires of `module`.
@@ -98,7 +99,7 @@ pub fn required_version(go_mod: &str, module: &str) -> Result<String> {
             let mut words = l.split_whitespace();
             (words.next() == Some(module)).then(|| words.next().map(str::to_string)).flatten()
         })
-        .with_context(|| format!("go.mod does not require {module}"))
+        .with_context(|| labkit::tr!("go.mod does not require {module}", module))
 }
 
 /// The packages of `tool` lines (single or in a `tool ( … )` block).

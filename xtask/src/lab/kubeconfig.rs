@@ -12,7 +12,7 @@ use base64::engine::general_purpose::STANDARD;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
-use labkit::files;
+use labkit::{files, tr};
 
 /// Who the kubeconfig speaks as.
 pub enum Credentials<'a> {
@@ -56,7 +56,8 @@ pub fn write(
         }],
         "current-context": context,
     });
-    let yaml = serde_saphyr::to_string(&config).context("cannot render kubeconfig as YAML")?;
+    let yaml = serde_saphyr::to_string(&config)
+        .with_context(|| tr!("cannot render kubeconfig as YAML"))?;
     files::write_private(path, yaml)
 }
 
@@ -78,12 +79,12 @@ pub async fn probe_client(path: &Path) -> Result<kube::Client> {
 
 async fn client_with(path: &Path, adjust: impl FnOnce(&mut kube::Config)) -> Result<kube::Client> {
     let kubeconfig = Kubeconfig::read_from(path)
-        .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+        .with_context(|| tr!("cannot read kubeconfig {path}", path = path.display()))?;
     let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .with_context(|| format!("cannot use kubeconfig {}", path.display()))?;
+            .with_context(|| tr!("cannot use kubeconfig {path}", path = path.display()))?;
     adjust(&mut config);
     kube::Client::try_from(config)
-        .with_context(|| format!("cannot make a client from {}", path.display()))
+        .with_context(|| tr!("cannot make a client from {path}", path = path.display()))
 }

@@ -26,6 +26,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use labkit::tr;
 
 pub use labkit::lab::DEFAULT_NAME;
 pub use options::UpOptions;
@@ -136,12 +137,18 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
                 ControllerAction::Stop => {
                     lab.stop_controller().await?;
                     println!(
-                        "the lab's controller is stopped: `cargo xtask lab controller start` brings it back"
+                        "{}",
+                        tr!(
+                            "the lab's controller is stopped: `cargo xtask lab controller start` brings it back"
+                        )
                     );
                 }
                 ControllerAction::Start => {
                     lab.restore_controller().await?;
-                    println!("the lab's controller runs with its own flags and is ready");
+                    println!(
+                        "{}",
+                        tr!("the lab's controller runs with its own flags and is ready")
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -155,20 +162,22 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Stage2 { lab } => {
             let lab = labkit::lab::Lab::find_named(&lab.name).await?;
             if let Some(existing) = lab.file().existing() {
-                anyhow::bail!(
+                anyhow::bail!(tr!(
                     "lab stage2 installs a CustomResourceDefinition, cluster-wide, which the kit does \
-                     not do on a cluster it did not make (lab {} is on context {}): use an envtest or kind lab",
-                    lab.file().name,
-                    existing.context
-                );
+                     not do on a cluster it did not make (lab {name} is on context {context}): use an envtest or kind lab",
+                    name = lab.file().name,
+                    context = existing.context
+                ));
             }
             let kubeconfig = labkit::stage2::install(&lab).await?.display().to_string();
             let admin = lab.file().admin_kubeconfig.display();
+            let run = labkit::say::padded(&tr!("run it:"), 13);
             println!(
-                "  run it:      cargo run -p controller --example stage2_crd -- --kubeconfig {kubeconfig}"
+                "  {run}cargo run -p controller --example stage2_crd -- --kubeconfig {kubeconfig}"
             );
+            let template = labkit::say::padded(&tr!("a template:"), 13);
             println!(
-                "  a template:  KUBECONFIG={admin} kubectl apply -f manifests/stage2/template.yaml"
+                "  {template}KUBECONFIG={admin} kubectl apply -f manifests/stage2/template.yaml"
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -184,7 +193,7 @@ fn parse_name(name: &str) -> Result<String, String> {
     if valid {
         Ok(name.to_string())
     } else {
-        Err("use 1 to 40 lowercase letters, digits and '-', not starting or ending with '-'".into())
+        Err(tr!("use 1 to 40 lowercase letters, digits and '-', not starting or ending with '-'"))
     }
 }
 

@@ -7,6 +7,7 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 
 use labkit::lab_file::ProviderKind;
+use labkit::tr;
 
 /// How `lab up` builds the lab.
 #[derive(Args, Clone, Debug)]
@@ -74,17 +75,17 @@ impl UpOptions {
     /// Flags that belong to another provider are refused in one line.
     pub fn check_for(&self, provider: ProviderKind) -> Result<()> {
         if self.bundle.is_some() && provider != ProviderKind::Kind {
-            bail!(
+            bail!(tr!(
                 "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
-            );
+            ));
         }
         if provider == ProviderKind::Envtest && self.image_builder != crate::image::Builder::Auto {
-            bail!(
+            bail!(tr!(
                 "--image-builder builds the controller's image, which the envtest lab does not run: use it with --provider kind or existing"
-            );
+            ));
         }
         if provider != ProviderKind::Kind && self.node_image.is_some() {
-            bail!("--node-image is the kind node's image: use it with --provider kind");
+            bail!(tr!("--node-image is the kind node's image: use it with --provider kind"));
         }
         let existing = &self.existing;
         if provider != ProviderKind::Existing
@@ -94,14 +95,14 @@ impl UpOptions {
                 || existing.namespace.is_some()
                 || existing.create_namespace)
         {
-            bail!(
+            bail!(tr!(
                 "--context, --kubeconfig, --namespace, --create-namespace and --registry are for a cluster that exists: use them with --provider existing"
-            );
+            ));
         }
         if provider == ProviderKind::Existing && !self.target.is_default() {
-            bail!(
+            bail!(tr!(
                 "--target is for the labs the kit makes: on an existing cluster say --namespace NS (the controller keeps NS/my-config)"
-            );
+            ));
         }
         Ok(())
     }
@@ -128,7 +129,7 @@ pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
         ProviderChoice::Existing => Ok(ProviderKind::Existing),
         ProviderChoice::Auto => {
             let (kind, why) = auto();
-            labkit::progress!("provider auto: {why}: using {kind}");
+            labkit::progress!("{}", tr!("provider auto: {why}: using {kind}", why, kind));
             Ok(kind)
         }
     }
@@ -137,17 +138,17 @@ pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
 /// kind when a Docker daemon answers and kind is installed, else envtest.
 fn auto() -> (ProviderKind, String) {
     if labkit::tools::on_path("kind").is_none() {
-        return (ProviderKind::Envtest, "kind is not on PATH".into());
+        return (ProviderKind::Envtest, tr!("kind is not on PATH"));
     }
     if labkit::tools::on_path("docker").is_none() {
-        return (ProviderKind::Envtest, "docker is not on PATH".into());
+        return (ProviderKind::Envtest, tr!("docker is not on PATH"));
     }
     let daemon =
         labkit::command::Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).succeeds();
     if daemon {
-        (ProviderKind::Kind, "Docker answers and kind is installed".into())
+        (ProviderKind::Kind, tr!("Docker answers and kind is installed"))
     } else {
-        (ProviderKind::Envtest, "the Docker daemon does not answer".into())
+        (ProviderKind::Envtest, tr!("the Docker daemon does not answer"))
     }
 }
 
@@ -156,8 +157,9 @@ pub fn parse_namespace(text: &str) -> Result<String, String> {
     if ::controller::desired::is_dns1123_label(text) {
         Ok(text.to_string())
     } else {
-        Err(format!(
-            "{text:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+        Err(tr!(
+            "{text} is not a namespace name (lowercase letters, digits and '-', at most 63)",
+            text = format!("{text:?}")
         ))
     }
 }

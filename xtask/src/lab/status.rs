@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::lab::{provider::Health, providers};
 use crate::output::{self, Format};
 use labkit::lab_file::{LabFile, Section};
+use labkit::tr;
 
 /// The JSON document's name and version (docs/output.md).
 const SCHEMA: &str = "lab-kit/lab-status/v1";
@@ -17,14 +18,18 @@ pub async fn run(name: &str, format: Format) -> Result<ExitCode> {
     let dir = labkit::project::lab_dir(name);
     let Some(lab) = LabFile::read(&dir)? else {
         let (state, text) = if dir.exists() {
-            let text = format!(
-                "lab {name}: incomplete (no lab.json in {}): an interrupted or failed `lab up`; \
+            let text = tr!(
+                "lab {name}: incomplete (no lab.json in {path}): an interrupted or failed `lab up`; \
                  `cargo xtask lab down --name {name}` cleans it up",
-                dir.display()
+                name,
+                path = dir.display()
             );
             ("incomplete", text)
         } else {
-            ("absent", format!("lab {name}: not up (`cargo xtask lab up --name {name}` starts it)"))
+            (
+                "absent",
+                tr!("lab {name}: not up (`cargo xtask lab up --name {name}` starts it)", name),
+            )
         };
         match format {
             Format::Text => println!("{text}"),
@@ -45,28 +50,37 @@ pub async fn run(name: &str, format: Format) -> Result<ExitCode> {
 fn print_text(lab: &LabFile, health: &Health) {
     let name = &lab.name;
     let envtest = matches!(lab.section, Section::Envtest);
-    println!("lab {name} ({}) in {}", lab.provider(), lab.state_dir.display());
+    let (provider, path) = (lab.provider(), lab.state_dir.display());
+    println!("{}", tr!("lab {name} ({provider}) in {path}", name, provider, path));
     for line in &health.lines {
         println!("  {line}");
     }
-    println!("  admin kubeconfig:      {}", lab.admin_kubeconfig.display());
+    let row =
+        |label: String, value: String| println!("  {}{value}", labkit::say::padded(&label, 23));
+    row(tr!("admin kubeconfig:"), lab.admin_kubeconfig.display().to_string());
     if envtest {
-        println!(
-            "  controller kubeconfig: {} (ServiceAccount {}, token expires {})",
-            lab.controller.kubeconfig.display(),
-            lab.controller.service_account,
-            lab.controller.token_expires
+        let controller = &lab.controller;
+        let kubeconfig = tr!(
+            "{path} (ServiceAccount {account}, token expires {expires})",
+            path = controller.kubeconfig.display(),
+            account = controller.service_account,
+            expires = controller.token_expires
         );
-        println!("  controller log:        {}", lab.controller.log.display());
+        row(tr!("controller kubeconfig:"), kubeconfig);
+        row(tr!("controller log:"), controller.log.display().to_string());
     }
     if health.healthy {
-        println!("healthy");
+        println!("{}", tr!("healthy"));
     } else if envtest {
-        println!("NOT healthy: `cargo xtask lab up --name {name}` starts it anew");
+        println!("{}", tr!("NOT healthy: `cargo xtask lab up --name {name}` starts it anew", name));
     } else {
         println!(
-            "NOT healthy: `cargo xtask lab up --name {name} --provider {}` repairs it",
-            lab.provider()
+            "{}",
+            tr!(
+                "NOT healthy: `cargo xtask lab up --name {name} --provider {provider}` repairs it",
+                name,
+                provider
+            )
         );
     }
 }

@@ -17,6 +17,7 @@ use crate::lab::{
 use labkit::lab_file::LabFile;
 use labkit::project::shown;
 use labkit::record::Record;
+use labkit::tr;
 
 pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
     let kind = options::resolve(options.provider)?;
@@ -33,18 +34,20 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
     if let Some(there) = providers::kind_of_lab(name)?
         && there != kind
     {
-        bail!(
-            "lab {name} is on provider {there}: `cargo xtask lab down --name {name}` first, or use another --name"
-        );
+        bail!(tr!(
+            "lab {name} is on provider {there}: `cargo xtask lab down --name {name}` first, or use another --name",
+            name,
+            there
+        ));
     }
     let mut signals = Interrupts::catch(&state_dir.join("hangup.log"))?;
     let result = tokio::select! {
         result = provider.up(name, options) => result,
-        () = signals.first("lab up") => Err(anyhow!("interrupted")),
+        () = signals.first("lab up") => Err(anyhow!(tr!("interrupted"))),
     };
     match result {
         Ok(Some(lab)) => print_how_to_use(&lab),
-        Ok(None) => bail!("lab up finished without writing lab.json"),
+        Ok(None) => bail!(tr!("lab up finished without writing lab.json")),
         Err(error) if LabFile::read(&state_dir).ok().flatten().is_some() => return Err(error),
         Err(error) => {
             undo(name, signals).await;
@@ -59,35 +62,46 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
 /// once: the files stay for `lab down`.
 async fn undo(name: &str, signals: Interrupts) {
     let record = Record::path(&labkit::project::lab_dir(name));
-    let again =
-        format!("`cargo xtask lab down --name {name}` removes what {} names", shown(&record));
+    let again = tr!(
+        "`cargo xtask lab down --name {name}` removes what {path} names",
+        name,
+        path = shown(&record)
+    );
     let said = again.clone();
     signals.further(move |signal| {
-        eprintln!("{signal}: given up undoing; {said}");
+        eprintln!("{}", tr!("{signal}: given up undoing; {again}", signal, again = said));
         std::process::exit(130);
     });
-    eprintln!("lab up did not finish: undoing what it made");
+    eprintln!("{}", tr!("lab up did not finish: undoing what it made"));
     if let Err(error) = super::down::run(name, false).await {
-        eprintln!("warning: the undo failed: {error:#}; {again}");
+        let error = format!("{error:#}");
+        eprintln!("{}", tr!("warning: the undo failed: {error}; {again}", error, again));
     }
 }
 
 fn print_how_to_use(lab: &LabFile) {
+    // One line a label: the label in the reader's language, the value (a
+    // command among them) as it is typed.
+    let row =
+        |label: String, value: String| println!("  {}{value}", labkit::say::padded(&label, 17));
+    let name = &lab.name;
     println!();
-    println!("  lab file:        {}", LabFile::path(&lab.state_dir).display());
-    println!("  API server:      {} ({})", lab.api_server_url, lab.kubernetes_version);
+    row(tr!("lab file:"), LabFile::path(&lab.state_dir).display().to_string());
+    row(tr!("API server:"), format!("{} ({})", lab.api_server_url, lab.kubernetes_version));
     if lab.controller.url.is_empty() {
-        println!("  controller:      deployment/{} in {}", super::kind::DEPLOYMENT, lab.name);
+        let deployment = format!("deployment/{}", super::kind::DEPLOYMENT);
+        row(tr!("controller:"), tr!("{deployment} in {name}", deployment, name));
     } else {
-        println!("  controller:      {} (/healthz /readyz /metrics)", lab.controller.url);
+        row(tr!("controller:"), format!("{} (/healthz /readyz /metrics)", lab.controller.url));
     }
     if let Some(existing) = lab.existing() {
-        println!("  namespace:       {} (context {})", existing.namespace, existing.context);
-        println!("  image:           {}", existing.controller_image);
+        let (namespace, context) = (&existing.namespace, &existing.context);
+        row(tr!("namespace:"), tr!("{namespace} (context {context})", namespace, context));
+        row(tr!("image:"), existing.controller_image.clone());
     }
-    println!("  admin:           export KUBECONFIG={}", lab.admin_kubeconfig.display());
-    println!("  a new terminal:  eval \"$(cargo xtask lab env --name {})\"", lab.name);
-    println!("  controller log:  cargo xtask lab logs -f --name {}", lab.name);
-    println!("  experiments:     cargo xtask e2e --name {}", lab.name);
-    println!("  stop:            cargo xtask lab down --name {}", lab.name);
+    row(tr!("admin:"), format!("export KUBECONFIG={}", lab.admin_kubeconfig.display()));
+    row(tr!("a new terminal:"), format!("eval \"$(cargo xtask lab env --name {name})\""));
+    row(tr!("controller log:"), format!("cargo xtask lab logs -f --name {name}"));
+    row(tr!("experiments:"), format!("cargo xtask e2e --name {name}"));
+    row(tr!("stop:"), format!("cargo xtask lab down --name {name}"));
 }

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use super::attendee::{ATTENDEE, ROOM_LABEL};
 use labkit::eventually::{Check, eventually};
+use labkit::tr;
 
 /// The Secret type the API server fills with a ServiceAccount's token.
 const LEGACY_TOKEN: &str = "kubernetes.io/service-account-token";
@@ -133,19 +134,23 @@ pub async fn enforced(attendee: &kube::Client, namespace: &str, room: &str) -> R
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:unauthenticated"}],
     }))?;
     let params = PostParams { dry_run: true, ..Default::default() };
-    eventually(&format!("policy {name} to be enforced"), ENFORCED_WITHIN, || async {
+    eventually(&tr!("policy {name} to be enforced", name), ENFORCED_WITHIN, || async {
         Ok(match bindings.create(&params, &probe).await {
-            Ok(_) => Check::NotYet("the binding is still admitted".to_string()),
+            Ok(_) => Check::NotYet(tr!("the binding is still admitted")),
             Err(kube::Error::Api(s)) if s.message.contains(&name) => Check::Done(()),
             Err(kube::Error::Api(s)) => {
-                Check::NotYet(format!("refused, not by {name}: {}", s.message))
+                Check::NotYet(tr!("refused, not by {name}: {message}", name, message = s.message))
             }
             Err(e) => return Err(e.into()),
         })
     })
     .await?;
     labkit::progress!(
-        "policy {name} is enforced: the attendee's binding to anonymous callers is refused"
+        "{}",
+        tr!(
+            "policy {name} is enforced: the attendee's binding to anonymous callers is refused",
+            name
+        )
     );
     Ok(())
 }

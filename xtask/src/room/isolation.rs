@@ -10,6 +10,7 @@ use kube::api::{Api, PostParams};
 use serde_json::Value;
 
 use super::attendee::{self, ATTENDEE};
+use labkit::tr;
 
 /// Each attendee may do nothing in the next one's namespace, nor in
 /// `default` (SubjectAccessReview as the attendee, for every verb and
@@ -41,15 +42,23 @@ pub async fn check(client: &kube::Client, namespaces: &[String]) -> Result<()> {
                 let answer = reviews.create(&PostParams::default(), &review).await?;
                 asked += 1;
                 if answer.status.is_some_and(|s| s.allowed) {
-                    bail!(
-                        "{home}'s attendee may {verb} {resource} in {other}: the room is not isolated (a ClusterRoleBinding grants it?)"
-                    );
+                    bail!(tr!(
+                        "{home}'s attendee may {verb} {resource} in {other}: the room is not isolated (a ClusterRoleBinding grants it?)",
+                        home,
+                        verb,
+                        resource,
+                        other
+                    ));
                 }
             }
         }
     }
     labkit::progress!(
-        "isolation: {asked} SubjectAccessReviews, each attendee denied everything in a neighbour's namespace and in default"
+        "{}",
+        tr!(
+            "isolation: {asked} SubjectAccessReviews, each attendee denied everything in a neighbour's namespace and in default",
+            asked
+        )
     );
     Ok(())
 }

@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use kube::config::Kubeconfig;
+use labkit::tr;
 
 /// The shortest token the API server issues (TokenRequest's minimum).
 const SHORTEST_TOKEN: i64 = 600;
@@ -20,7 +21,7 @@ pub fn for_attendee(instructor: &Kubeconfig, namespace: &str, token: &str) -> Re
             // kube-rs made the path absolute when it read the instructor's file.
             if let Some(path) = cluster.certificate_authority.take() {
                 let pem = std::fs::read(&path)
-                    .with_context(|| format!("cannot read the cluster's CA file {path}"))?;
+                    .with_context(|| tr!("cannot read the cluster's CA file {path}", path))?;
                 cluster.certificate_authority_data = Some(STANDARD.encode(pem));
             }
         }

@@ -30,6 +30,7 @@ use crate::lab::existing::one_context;
 use crate::lab::options::parse_namespace;
 use labkit::project::shown;
 use labkit::record::Record;
+use labkit::tr;
 
 pub use kubeconfig::token_seconds_within;
 
@@ -133,7 +134,7 @@ impl std::fmt::Display for TokenSeconds {
 
 /// `--token-hours N` was renamed to kubectl's `--duration`: said in one line.
 fn renamed_token_hours(hours: &str) -> Result<String, String> {
-    Err(format!("--token-hours is now --duration, as kubectl names it: --duration {hours}h"))
+    Err(tr!("--token-hours is now --duration, as kubectl names it: --duration {hours}h", hours))
 }
 
 /// `--duration`: a Go-style duration (kubectl's), from 1h to 48h.
@@ -141,7 +142,10 @@ fn parse_token_duration(text: &str) -> Result<TokenSeconds, String> {
     let duration = controller::cli::parse_duration(text)?;
     let seconds = duration.as_secs();
     if !(3600..=48 * 3600).contains(&seconds) || duration.subsec_nanos() != 0 {
-        return Err(format!("{text:?} is outside 1h..48h (whole seconds): use e.g. 8h or 90m"));
+        return Err(tr!(
+            "{text} is outside 1h..48h (whole seconds): use e.g. 8h or 90m",
+            text = format!("{text:?}")
+        ));
     }
     Ok(TokenSeconds(seconds as i64))
 }
@@ -160,7 +164,7 @@ async fn connect(room: &RoomOptions) -> Result<(Kubeconfig, String, kube::Client
     client
         .apiserver_version()
         .await
-        .with_context(|| format!("the API server of context {context} does not answer"))?;
+        .with_context(|| tr!("the API server of context {context} does not answer", context))?;
     Ok((config, context, client))
 }
 
@@ -172,18 +176,18 @@ async fn up(
 ) -> Result<ExitCode> {
     let dir = room_dir(&room.name);
     if dir.join("room.json").exists() {
-        bail!(
-            "room {} is up already ({}): `cargo xtask room down --name {}` first, or another --name",
-            room.name,
-            shown(&dir),
-            room.name
-        );
+        bail!(tr!(
+            "room {name} is up already ({path}): `cargo xtask room down --name {name}` first, or another --name",
+            name = room.name,
+            path = shown(&dir)
+        ));
     }
     let (config, context, client) = connect(room).await?;
     let namespaces: Vec<String> = (1..=attendees).map(|i| format!("{prefix}-{i:02}")).collect();
     nothing_in_the_way(&client, &room.name, &namespaces).await?;
     let sources = network::sources(&client).await?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
     let mut record = Record::open(&dir, &format!("room-{}", room.name), None)?;
     let mut file = RoomFile {
         name: room.name.clone(),
@@ -201,12 +205,20 @@ async fn up(
     }
     .await;
     if let Err(error) = made {
-        eprintln!("room up failed: deleting what it created");
+        eprintln!("{}", tr!("room up failed: deleting what it created"));
         delete_recorded(&client, &mut record).await?;
         let _ = std::fs::remove_dir_all(&dir);
         return Err(error);
     }
-    println!("room {}: {} attendees, tokens valid until {}", room.name, attendees, file.expires);
+    println!(
+        "{}",
+        tr!(
+            "room {name}: {attendees} attendees, tokens valid until {expires}",
+            name = room.name,
+            attendees,
+            expires = file.expires
+        )
+    );
     for (namespace, kubeconfig) in file.namespaces.iter().zip(&file.kubeconfigs) {
         println!(
             "  {namespace}: cargo xtask lab up --provider existing --kubeconfig {} --registry HOST[:PORT]",
@@ -226,9 +238,10 @@ async fn nothing_in_the_way(
     let namespace_api = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
     for namespace in namespaces {
         if namespace_api.get_opt(namespace).await?.is_some() {
-            bail!(
-                "namespace {namespace} exists already: this room would not own it (another --prefix, or remove it)"
-            );
+            bail!(tr!(
+                "namespace {namespace} exists already: this room would not own it (another --prefix, or remove it)",
+                namespace
+            ));
         }
     }
     let policies =
@@ -236,10 +249,10 @@ async fn nothing_in_the_way(
             client.clone(),
         );
     if policies.get_opt(&guard::name(room)).await?.is_some() {
-        bail!(
-            "ValidatingAdmissionPolicy {} exists already: another room of this name is up on this cluster (another --name)",
-            guard::name(room)
-        );
+        bail!(tr!(
+            "ValidatingAdmissionPolicy {name} exists already: another room of this name is up on this cluster (another --name)",
+            name = guard::name(room)
+        ));
     }
     Ok(())
 }
@@ -316,7 +329,10 @@ impl Making<'_> {
 async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<()> {
     let left = labkit::owned::delete_all(client, record, |_| true, DELETE_WITHIN).await?;
     if !left.is_empty() {
-        eprintln!("left alone ({}): not this room's, as the lines above say", left.len());
+        eprintln!(
+            "{}",
+            tr!("left alone ({n}): not this room's, as the lines above say", n = left.len())
+        );
     }
     Ok(())
 }
@@ -326,29 +342,42 @@ async fn down(room: &RoomOptions) -> Result<ExitCode> {
     let text = match std::fs::read_to_string(dir.join("room.json")) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            println!("room {} is not up (nothing at {})", room.name, shown(&dir));
+            println!(
+                "{}",
+                tr!(
+                    "room {name} is not up (nothing at {path})",
+                    name = room.name,
+                    path = shown(&dir)
+                )
+            );
             return Ok(ExitCode::SUCCESS);
         }
-        Err(error) => return Err(error).context("cannot read room.json"),
+        Err(error) => {
+            return Err(error).with_context(|| tr!("cannot read {path}", path = "room.json"));
+        }
     };
-    let file: RoomFile = serde_json::from_str(&text).context("room.json is not a room file")?;
+    let file: RoomFile =
+        serde_json::from_str(&text).with_context(|| tr!("room.json is not a room file"))?;
     let (_, context, client) = connect(room).await?;
     if context != file.context {
-        bail!(
-            "room {} was made on context {}, not {context}: pass --context {}",
-            room.name,
-            file.context,
-            file.context
-        );
+        bail!(tr!(
+            "room {name} was made on context {made}, not {context}: pass --context {made}",
+            name = room.name,
+            made = file.context,
+            context
+        ));
     }
     if let Some(mut record) = Record::load(&dir)? {
         delete_recorded(&client, &mut record).await?;
     }
     labkit::files::remove_dir(&dir)?;
     println!(
-        "room {} is down: {} namespaces and their kubeconfigs removed",
-        room.name,
-        file.namespaces.len()
+        "{}",
+        tr!(
+            "room {name} is down: {n} namespaces and their kubeconfigs removed",
+            name = room.name,
+            n = file.namespaces.len()
+        )
     );
     Ok(ExitCode::SUCCESS)
 }

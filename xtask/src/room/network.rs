@@ -9,6 +9,7 @@ use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
+use labkit::tr;
 
 /// Each node's InternalIP and each API server endpoint, as one-address CIDRs.
 pub async fn sources(client: &kube::Client) -> Result<Vec<String>> {
@@ -27,7 +28,7 @@ pub async fn sources(client: &kube::Client) -> Result<Vec<String>> {
     }
     ensure!(
         !addresses.is_empty(),
-        "the cluster lists no node address: no NetworkPolicy can admit the kubelet"
+        tr!("the cluster lists no node address: no NetworkPolicy can admit the kubelet")
     );
     Ok(addresses.iter().map(|a| one_address(a)).collect())
 }

@@ -14,7 +14,7 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
             let pid = labkit::files::read_number::<u32>(layout.pid_file(role))?;
             let dir = layout.state_dir.clone();
             Some(Step::own(
-                format!("stop {role} (pid {pid}): SIGTERM to its process group, SIGKILL after a grace period"),
+                tr!("stop {role} (pid {pid}): SIGTERM to its process group, SIGKILL after a grace period", role, pid),
                 move |_| {
                     Box::pin(async move {
                         report_stop(role, pid, &dir).await;
@@ -26,7 +26,7 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
         .collect();
     let dir = layout.state_dir.clone();
     steps.push(Step::own(
-        format!("remove {}", shown(&layout.state_dir)),
+        tr!("remove {path}", path = shown(&layout.state_dir)),
         move |removed: &mut bool| {
             Box::pin(async move {
                 *removed = labkit::files::remove_dir(&dir)?;
@@ -39,15 +39,31 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
 
 async fn report_stop(role: &str, pid: u32, state_dir: &Path) {
     match process::stop(pid, state_dir).await {
-        Ok(StopOutcome::NotRunning) => labkit::progress!("  {role} (pid {pid}) was not running"),
-        Ok(StopOutcome::NotOurs) => {
-            labkit::progress!("  {role}: pid {pid} is now another program's, left alone")
+        Ok(StopOutcome::NotRunning) => {
+            labkit::progress!("{}", tr!("  {role} (pid {pid}) was not running", role, pid))
         }
-        Ok(StopOutcome::Stopped { killed, after }) => labkit::progress!(
-            "  stopped {role} (pid {pid}) with {} in {:.1}s",
-            if killed { "SIGKILL" } else { "SIGTERM" },
-            after.as_secs_f64()
+        Ok(StopOutcome::NotOurs) => labkit::progress!(
+            "{}",
+            tr!("  {role}: pid {pid} is now another program's, left alone", role, pid)
         ),
-        Err(error) => eprintln!("  warning: cannot stop {role} (pid {pid}): {error:#}"),
+        Ok(StopOutcome::Stopped { killed, after }) => labkit::progress!(
+            "{}",
+            tr!(
+                "  stopped {role} (pid {pid}) with {signal} in {after}s",
+                role,
+                pid,
+                signal = if killed { "SIGKILL" } else { "SIGTERM" },
+                after = format!("{:.1}", after.as_secs_f64())
+            )
+        ),
+        Err(error) => eprintln!(
+            "{}",
+            tr!(
+                "  warning: cannot stop {role} (pid {pid}): {error}",
+                role,
+                pid,
+                error = format!("{error:#}")
+            )
+        ),
     }
 }

@@ -10,9 +10,17 @@ pub async fn health(lab: &LabFile) -> Health {
     for p in &lab.processes {
         let running = process::is_alive(p.pid);
         healthy &= running;
-        let state = if running { "running" } else { "NOT RUNNING" };
         let version = p.version.as_deref().unwrap_or("-");
-        lines.push(format!("{:<15} pid {:<7} {state:<11} {version} ({})", p.role, p.pid, p.source));
+        let (role, pid) = (format!("{:<15}", p.role), format!("{:<7}", p.pid));
+        let source = binaries::said(&p.source);
+        lines.push(match running {
+            true => {
+                tr!("{role} pid {pid} running     {version} ({source})", role, pid, version, source)
+            }
+            false => {
+                tr!("{role} pid {pid} NOT RUNNING {version} ({source})", role, pid, version, source)
+            }
+        });
     }
     let checks = [
         ("kube-apiserver", api_server_health(lab).await),
@@ -23,7 +31,8 @@ pub async fn health(lab: &LabFile) -> Health {
             Ok(line) => lines.push(line),
             Err(error) => {
                 healthy = false;
-                lines.push(format!("{what:<15} NOT READY: {error:#}"));
+                let (what, error) = (format!("{what:<15}"), format!("{error:#}"));
+                lines.push(tr!("{what} NOT READY: {error}", what, error));
             }
         }
     }
@@ -36,9 +45,11 @@ async fn api_server_health(lab: &LabFile) -> Result<String> {
         return Err(anyhow!("{} /readyz: {seen}", lab.api_server_url));
     }
     let version = client.apiserver_version().await.context("GET /version")?;
-    Ok(format!(
-        "kube-apiserver  {} /readyz ok, /version {} ({})",
-        lab.api_server_url, version.git_version, version.platform
+    Ok(tr!(
+        "kube-apiserver  {url} /readyz ok, /version {version} ({platform})",
+        url = lab.api_server_url,
+        version = version.git_version,
+        platform = version.platform
     ))
 }
 
@@ -46,10 +57,14 @@ async fn api_server_health(lab: &LabFile) -> Result<String> {
 fn token_validity(lab: &LabFile) -> Result<()> {
     let expires: k8s_openapi::jiff::Timestamp =
         lab.controller.token_expires.parse().with_context(|| {
-            format!("token expiry {:?} in lab.json", lab.controller.token_expires)
+            tr!(
+                "token expiry {expiry} in lab.json",
+                expiry = format!("{:?}", lab.controller.token_expires)
+            )
         })?;
     if expires <= k8s_openapi::jiff::Timestamp::now() {
-        return Err(anyhow!("token of {} expired at {expires}", lab.controller.service_account));
+        let account = &lab.controller.service_account;
+        return Err(anyhow!(tr!("token of {account} expired at {expires}", account, expires)));
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use super::Layout;
+use labkit::tr;
 
 /// How often `-f` looks for new output: a person reading along, not a state being awaited.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
@@ -16,13 +17,15 @@ pub fn show(name: &str, follow: bool) -> Result<()> {
     let layout = Layout::new(&labkit::project::lab_dir(name));
     let log = layout.log("controller");
     if !log.exists() {
-        bail!(
-            "no controller log at {} (is lab {name} up? `cargo xtask lab up --name {name}`)",
-            log.display()
-        );
+        bail!(tr!(
+            "no controller log at {path} (is lab {name} up? `cargo xtask lab up --name {name}`)",
+            path = log.display(),
+            name
+        ));
     }
     let mut out = std::io::stdout().lock();
-    let mut file = File::open(&log).with_context(|| format!("cannot open {}", log.display()))?;
+    let mut file =
+        File::open(&log).with_context(|| tr!("cannot open {path}", path = log.display()))?;
     let mut offset = copy_new(&mut file, &mut out)?;
     if !follow {
         return Ok(());
@@ -32,12 +35,12 @@ pub fn show(name: &str, follow: bool) -> Result<()> {
         std::thread::sleep(FOLLOW_POLL);
         match std::fs::metadata(&log) {
             Err(_) => {
-                eprintln!("(the log is gone: lab {name} was taken down)");
+                eprintln!("{}", tr!("(the log is gone: lab {name} was taken down)", name));
                 return Ok(());
             }
             // A new lab wrote a new file: start reading that one from its beginning.
             Ok(meta) if meta.ino() != inode => {
-                eprintln!("(lab {name} was started anew: following its new log)");
+                eprintln!("{}", tr!("(lab {name} was started anew: following its new log)", name));
                 file = File::open(&log)?;
                 inode = meta.ino();
                 offset = 0;

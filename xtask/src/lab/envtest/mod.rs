@@ -42,6 +42,7 @@ use labkit::process::{self, Spawned, StopOutcome};
 use labkit::project;
 use labkit::project::shown;
 use labkit::record::Record;
+use labkit::tr;
 
 /// controller-runtime envtest's service range; its first address is the `kubernetes` Service.
 const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
@@ -100,11 +101,11 @@ pub struct Up {
 
 impl Up {
     fn binaries(&self) -> Result<&EnvtestBinaries> {
-        self.binaries.as_ref().context("the programs were not found yet")
+        self.binaries.as_ref().with_context(|| tr!("the programs were not found yet"))
     }
 
     fn pki(&self) -> Result<&certs::Pki> {
-        self.pki.as_ref().context("no PKI yet")
+        self.pki.as_ref().with_context(|| tr!("no PKI yet"))
     }
 
     fn url(&self, port: usize) -> String {
@@ -138,7 +139,7 @@ impl Up {
 
     /// The process just started, for waiting on it.
     fn last(&mut self) -> Result<&mut Spawned> {
-        self.started.last_mut().map(|(s, _)| s).context("nothing started")
+        self.started.last_mut().map(|(s, _)| s).with_context(|| tr!("nothing started"))
     }
 }
 
@@ -146,8 +147,8 @@ impl Up {
 pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
     let dir = shown(&layout.state_dir);
     let mut steps = vec![Step::own(
-        "find kube-apiserver and etcd: $KUBE_APISERVER/$ETCD, $KUBEBUILDER_ASSETS, PATH, \
-         target/envtest, else go build (`cargo xtask envtest-bins`)",
+        tr!("find kube-apiserver and etcd: $KUBE_APISERVER/$ETCD, $KUBEBUILDER_ASSETS, PATH, \
+             target/envtest, else go build (`cargo xtask envtest-bins`)"),
         |up: &mut Up| {
             Box::pin(async move {
                 up.binaries = Some(binaries::find().await?);
@@ -164,22 +165,22 @@ pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
     ])));
     steps.extend([
         Step::own(
-            format!("generate a CA, serving, admin and ServiceAccount keys into {dir}/pki (rcgen); choose free loopback ports"),
+            tr!("generate a CA, serving, admin and ServiceAccount keys into {dir}/pki (rcgen); choose free loopback ports", dir),
             |up: &mut Up| {
                 Box::pin(async move {
                     std::fs::create_dir_all(&up.layout.state_dir)
-                        .with_context(|| format!("cannot create {}", up.layout.state_dir.display()))?;
+                        .with_context(|| tr!("cannot create {path}", path = up.layout.state_dir.display()))?;
                     up.pki = Some(certs::generate(&up.layout.pki)?);
                     up.ports = free_ports()?;
                     Ok(())
                 })
             },
         ),
-        Step::own(format!("start etcd (data in {dir}/etcd) and wait for its /health"), |up: &mut Up| {
+        Step::own(tr!("start etcd (data in {dir}/etcd) and wait for its /health", dir), |up: &mut Up| {
             Box::pin(async move { start_etcd(up).await })
         }),
         Step::own(
-            format!("start kube-apiserver with envtest's flags, RBAC on; write {dir}/kubeconfig (admin); wait for /readyz"),
+            tr!("start kube-apiserver with envtest's flags, RBAC on; write {dir}/kubeconfig (admin); wait for /readyz", dir),
             |up: &mut Up| Box::pin(async move { start_api_server(up).await }),
         ),
         Step::api(
@@ -189,7 +190,7 @@ pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
             ),
             |up: &mut Up| {
                 Box::pin(async move {
-                    let admin = up.admin.clone().context("no admin client")?;
+                    let admin = up.admin.clone().with_context(|| tr!("no admin client"))?;
                     let dir = &up.layout.state_dir;
                     let mut record = Record::open(dir, &up.name, Some(ProviderKind::Envtest))?;
                     for document in apply::rbac_for(&up.target)? {
@@ -208,10 +209,12 @@ pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
             |up: &mut Up| Box::pin(async move { write_controller_kubeconfig(up).await }),
         ),
         Step::own(
-            "start the controller as its ServiceAccount and wait for its /readyz",
+            tr!("start the controller as its ServiceAccount and wait for its /readyz"),
             |up: &mut Up| Box::pin(async move { start_controller(up).await }),
         ),
-        Step::own(format!("write {dir}/lab.json"), |up: &mut Up| Box::pin(async move { write_lab(up).await })),
+        Step::own(tr!("write {path}", path = format!("{dir}/lab.json")), |up: &mut Up| {
+            Box::pin(async move { write_lab(up).await })
+        }),
     ]);
     steps
 }
@@ -234,7 +237,8 @@ impl Provider for Envtest {
             let cold_start = Instant::now();
             plan::print_or_execute(steps, &mut up, options.dry_run).await?;
             if !options.dry_run {
-                labkit::progress!("lab {name} is up in {:.1}s", cold_start.elapsed().as_secs_f64());
+                let after = format!("{:.1}", cold_start.elapsed().as_secs_f64());
+                labkit::progress!("{}", tr!("lab {name} is up in {after}s", name, after));
             }
             Ok(up.lab)
         })
@@ -262,31 +266,34 @@ impl Provider for Envtest {
 /// name is taken down so a fresh one can start.
 async fn reuse_or_clean(name: &str, layout: &Layout, target: &Target) -> Result<Option<LabFile>> {
     let why = match LabFile::read(&layout.state_dir) {
-        Ok(Some(lab)) if lab.target != *target => {
-            format!("lab {name} keeps {}, not {target}: starting it anew for {target}", lab.target)
-        }
+        Ok(Some(lab)) if lab.target != *target => tr!(
+            "lab {name} keeps {kept}, not {target}: starting it anew for {target}",
+            name,
+            kept = lab.target,
+            target
+        ),
         Ok(Some(lab)) => {
             let health = health(&lab).await;
             let said = if health.healthy {
-                "is already up and healthy; not starting another"
+                tr!("lab {name} is already up and healthy; not starting another", name)
             } else {
-                "is there but not healthy:"
+                tr!("lab {name} is there but not healthy:", name)
             };
-            labkit::progress!("lab {name} {said}");
+            labkit::progress!("{said}");
             for line in &health.lines {
                 labkit::progress!("  {line}");
             }
             if health.healthy {
                 return Ok(Some(lab));
             }
-            "cleaning it up and starting anew".into()
+            tr!("cleaning it up and starting anew")
         }
-        Ok(None) if layout.state_dir.exists() => format!(
-            "{} holds an incomplete lab (no lab.json): cleaning it up",
-            layout.state_dir.display()
+        Ok(None) if layout.state_dir.exists() => tr!(
+            "{path} holds an incomplete lab (no lab.json): cleaning it up",
+            path = layout.state_dir.display()
         ),
         Ok(None) => return Ok(None),
-        Err(error) => format!("warning: {error:#}; cleaning up"),
+        Err(error) => tr!("warning: {error}; cleaning up", error = format!("{error:#}")),
     };
     labkit::progress!("{why}");
     Envtest.down(name, false).await?;
@@ -309,7 +316,7 @@ async fn start_etcd(up: &mut Up) -> Result<()> {
     ]);
     let ports = [("client", up.ports[0]), ("peer", up.ports[1])];
     up.spawn(handle::ETCD, cmd, binary.source.to_string(), &ports)?;
-    up.started.last_mut().context("started")?.1.version = Some(binary.version);
+    up.started.last_mut().with_context(|| tr!("nothing started"))?.1.version = Some(binary.version);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[0]));
     wait_ready("etcd /health", up.last()?, true, || probes::etcd_ready(addr)).await
 }
@@ -342,7 +349,7 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
         format!("--service-account-max-token-expiration={}h", controller::TOKEN_SECONDS / 3600),
     ]);
     up.spawn(handle::API_SERVER, cmd, binary.source.to_string(), &[("https", port)])?;
-    up.started.last_mut().context("started")?.1.version = Some(binary.version);
+    up.started.last_mut().with_context(|| tr!("nothing started"))?.1.version = Some(binary.version);
     let credentials = Credentials::ClientCertificate {
         cert_pem: &pki.admin_cert_pem,
         key_pem: &pki.admin_key_pem,
@@ -360,7 +367,7 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
 }
 
 async fn write_controller_kubeconfig(up: &mut Up) -> Result<()> {
-    let admin = up.admin.clone().context("no admin client")?;
+    let admin = up.admin.clone().with_context(|| tr!("no admin client"))?;
     // TokenRequest: with no kube-controller-manager there are no legacy token Secrets.
     let (token, expires) =
         labkit::accounts::token(&admin, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT, TOKEN_SECONDS)
@@ -393,7 +400,7 @@ async fn start_controller(up: &mut Up) -> Result<()> {
 }
 
 async fn write_lab(up: &mut Up) -> Result<()> {
-    let admin = up.admin.clone().context("no admin client")?;
+    let admin = up.admin.clone().with_context(|| tr!("no admin client"))?;
     let version = admin.apiserver_version().await.context("GET /version")?.git_version;
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[3]));
     let controller = lab_file::Controller {
@@ -426,10 +433,10 @@ fn free_ports<const N: usize>() -> Result<[u16; N]> {
     let listeners = (0..N)
         .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
         .collect::<std::io::Result<Vec<_>>>()
-        .context("cannot bind a loopback port")?;
+        .with_context(|| tr!("cannot bind a loopback port"))?;
     let ports = listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect::<std::io::Result<Vec<_>>>()?;
-    ports.try_into().map_err(|_| anyhow!("port count mismatch"))
+    ports.try_into().map_err(|_| anyhow!(tr!("port count mismatch")))
 }

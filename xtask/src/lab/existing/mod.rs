@@ -26,6 +26,7 @@ use labkit::command::Cmd;
 use labkit::lab_file::{LabFile, ProviderKind, Target};
 use labkit::project::shown;
 use labkit::record::{Entry, Record};
+use labkit::tr;
 
 /// How long one deletion (a namespace with its contents) may take.
 const DELETE_WITHIN: Duration = Duration::from_secs(120);
@@ -54,14 +55,17 @@ impl Given {
             flags.context.as_deref(),
             flags.namespace.as_deref(),
         )?;
-        let registry = flags.registry.clone().context(
-            "--provider existing needs --registry HOST[:PORT]: where the cluster's nodes pull the \
-             controller image from (this machine pushes it there)",
-        )?;
+        let registry = flags.registry.clone().with_context(|| {
+            tr!(
+                "--provider existing needs --registry HOST[:PORT]: where the cluster's nodes pull the \
+                 controller image from (this machine pushes it there)"
+            )
+        })?;
         if registry.is_empty() || registry.contains('/') {
-            bail!(
-                "--registry {registry:?} is not HOST[:PORT] (no scheme, no path): e.g. localhost:5001"
-            );
+            bail!(tr!(
+                "--registry {registry} is not HOST[:PORT] (no scheme, no path): e.g. localhost:5001",
+                registry = format!("{registry:?}")
+            ));
         }
         Ok(Given {
             kubeconfig,
@@ -91,7 +95,7 @@ impl Given {
     fn repository(&self) -> Result<String> {
         let pushed = self.pushed()?;
         let (repository, _tag) =
-            pushed.rsplit_once(':').context("the image reference has no tag")?;
+            pushed.rsplit_once(':').with_context(|| tr!("the image reference has no tag"))?;
         Ok(repository.to_string())
     }
 
@@ -117,26 +121,28 @@ pub fn one_context(
         }
     };
     let mut config = config.map_err(|e| {
-        anyhow!(
-            "cannot read kubeconfig {}: {e}: pass the file with --kubeconfig",
-            kubeconfig.display()
-        )
+        anyhow!(tr!(
+            "cannot read kubeconfig {path}: {error}: pass the file with --kubeconfig",
+            path = kubeconfig.display(),
+            error = e
+        ))
     })?;
     let Some(context) = context.map(String::from).or_else(|| config.current_context.clone()) else {
-        bail!(
-            "{} names no current context: pass --context NAME (`kubectl config get-contexts` lists them)",
-            kubeconfig.display()
-        );
+        bail!(tr!(
+            "{path} names no current context: pass --context NAME (`kubectl config get-contexts` lists them)",
+            path = kubeconfig.display()
+        ));
     };
     let Some(mut named) = config.contexts.iter().find(|c| c.name == context).cloned() else {
         let names: Vec<&str> = config.contexts.iter().map(|c| c.name.as_str()).collect();
-        bail!(
-            "context {context} is not in {} (it has: {}): pass one of them to --context",
-            kubeconfig.display(),
-            if names.is_empty() { "none".to_string() } else { names.join(", ") }
-        );
+        bail!(tr!(
+            "context {context} is not in {path} (it has: {names}): pass one of them to --context",
+            context,
+            path = kubeconfig.display(),
+            names = if names.is_empty() { tr!("none") } else { names.join(", ") }
+        ));
     };
-    let inner = named.context.as_mut().context("the context is empty")?;
+    let inner = named.context.as_mut().with_context(|| tr!("the context is empty"))?;
     let namespace = namespace
         .map(String::from)
         .or_else(|| inner.namespace.clone())
@@ -176,8 +182,9 @@ fn checks(given: &Given) -> Vec<Step<Up>> {
         ),
         Step::api(
             format!(
-                "{kubectl} -n {namespace} get serviceaccount,role,rolebinding,deployment/{DEPLOYMENT} configmap/{}    # none there, or this lab's",
-                given.target().name
+                "{kubectl} -n {namespace} get serviceaccount,role,rolebinding,deployment/{DEPLOYMENT} configmap/{}    # {}",
+                given.target().name,
+                tr!("none there, or this lab's")
             ),
             |up: &mut Up| Box::pin(check_nothing_in_the_way(up)),
         ),
@@ -191,9 +198,10 @@ fn controller_image(given: &Given, builder: image::Builder) -> Result<Vec<Step<U
     let mut steps = image::steps::<Up>(builder)?;
     steps.extend([
         Step::run(Cmd::argv(["docker", "tag", &local, &pushed])),
-        Step::run(Cmd::argv(["docker", "push", &pushed])).or(format!(
+        Step::run(Cmd::argv(["docker", "push", &pushed])).or(tr!(
             "registry {registry} refused the push: is it running, and reachable from here? \
-             (an HTTP registry other than localhost must be in Docker's insecure-registries)"
+             (an HTTP registry other than localhost must be in Docker's insecure-registries)",
+            registry
         )),
         Step::probe(
             Cmd::argv([
@@ -219,13 +227,14 @@ fn deploy(given: &Given) -> Vec<Step<Up>> {
         Step::api(format!("{kubectl} create namespace {namespace}"), |up: &mut Up| {
             Box::pin(steps::create_namespace(up))
         })
-        .when(format!("if {namespace} does not exist (--create-namespace)"), |up: &Up| {
+        .when(tr!("if {namespace} does not exist (--create-namespace)", namespace), |up: &Up| {
             up.namespace_exists == Some(false)
         }),
         Step::api(
             format!(
-                "{kubectl} -n {namespace} apply --server-side --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # in {namespace}, the image by digest",
-                crate::lab::apply::FIELD_MANAGER
+                "{kubectl} -n {namespace} apply --server-side --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # {}",
+                crate::lab::apply::FIELD_MANAGER,
+                tr!("in {namespace}, the image by digest", namespace)
             ),
             |up: &mut Up| Box::pin(apply_manifests(up)),
         ),
@@ -238,7 +247,7 @@ fn deploy(given: &Given) -> Vec<Step<Up>> {
 
 /// The record: lab.json, which the suites read.
 fn record(state_dir: &Path) -> Vec<Step<Up>> {
-    vec![Step::own(format!("write {}", shown(&LabFile::path(state_dir))), |up| {
+    vec![Step::own(tr!("write {path}", path = shown(&LabFile::path(state_dir))), |up| {
         Box::pin(write_lab_file(up))
     })]
 }
@@ -257,11 +266,12 @@ impl Provider for Existing {
                 && let Some(lab) = LabFile::read(&state_dir)?
                 && lab.target != given.target()
             {
-                bail!(
-                    "lab {name} is in namespace {}, not {}: `cargo xtask lab down --name {name}` first, or use another --name",
-                    lab.target.namespace,
-                    given.namespace
-                );
+                bail!(tr!(
+                    "lab {name} is in namespace {namespace}, not {given}: `cargo xtask lab down --name {name}` first, or use another --name",
+                    name,
+                    namespace = lab.target.namespace,
+                    given = given.namespace
+                ));
             }
             let record = Record::open(&state_dir, name, Some(ProviderKind::Existing))?;
             let mut up = Up::new(name, &state_dir, &given, record);
@@ -280,7 +290,11 @@ impl Provider for Existing {
             let mut down = Down { kubeconfig, record, client: None, left: 0, failed: None };
             plan::print_or_execute(steps, &mut down, dry_run).await?;
             if down.left > 0 {
-                eprintln!("left alone ({}): not this lab's, as the lines above say", down.left);
+                let left = down.left;
+                eprintln!(
+                    "{}",
+                    tr!("left alone ({left}): not this lab's, as the lines above say", left)
+                );
             }
             Ok(had)
         })
@@ -289,12 +303,13 @@ impl Provider for Existing {
     /// The context and namespace, then the Deployment's lines.
     fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health> {
         Box::pin(async move {
-            let existing = lab.existing().context("lab.json has no existing section")?;
-            let line = format!(
-                "context {} of {}, namespace {}",
-                existing.context,
-                existing.kubeconfig.display(),
-                existing.namespace
+            let existing =
+                lab.existing().with_context(|| tr!("lab.json has no existing section"))?;
+            let line = tr!(
+                "context {context} of {path}, namespace {namespace}",
+                context = existing.context,
+                path = existing.kubeconfig.display(),
+                namespace = existing.namespace
             );
             deployment::status(lab, vec![line]).await
         })
@@ -323,19 +338,30 @@ pub struct Down {
 /// what the lab did not make.
 pub fn down_plan(state_dir: &Path, record: &Record) -> Vec<Step<Down>> {
     let kubeconfig = shown(&state_dir.join("kubeconfig"));
-    let mut steps: Vec<Step<Down>> = record.entries.iter().rev().map(|entry| {
-        let object = &entry.object;
-        let namespace = object.namespace.as_ref().map(|n| format!(" -n {n}")).unwrap_or_default();
-        let uid = entry.uid.as_ref().map_or("its owner label".into(), |u| format!("uid {u}"));
-        let (kind, by, entry) = (object.kind.to_lowercase(), entry.by.clone(), entry.clone());
-        Step::api(
-            format!("kubectl --kubeconfig {kubeconfig}{namespace} delete {kind} {}    # made by {by}, if {uid} says it is this lab's; awaited", object.name),
-            move |down: &mut Down| Box::pin(delete(down, entry)),
-        )
-    }).collect();
+    let mut steps: Vec<Step<Down>> = record
+        .entries
+        .iter()
+        .rev()
+        .map(|entry| {
+            let object = &entry.object;
+            let namespace =
+                object.namespace.as_ref().map(|n| format!(" -n {n}")).unwrap_or_default();
+            let uid =
+                entry.uid.as_ref().map_or_else(|| tr!("its owner label"), |u| format!("uid {u}"));
+            let (kind, by, entry) = (object.kind.to_lowercase(), entry.by.clone(), entry.clone());
+            let why = tr!("made by {by}, if {uid} says it is this lab's; awaited", by, uid);
+            Step::api(
+                format!(
+                    "kubectl --kubeconfig {kubeconfig}{namespace} delete {kind} {}    # {why}",
+                    object.name
+                ),
+                move |down: &mut Down| Box::pin(delete(down, entry)),
+            )
+        })
+        .collect();
     let (file, dir) = (record.file().to_path_buf(), state_dir.to_path_buf());
     steps.push(Step::own(
-        format!("remove {} and {}", shown(&file), shown(&dir)),
+        tr!("remove {file} and {dir}", file = shown(&file), dir = shown(&dir)),
         move |down: &mut Down| {
             Box::pin(async move {
                 if let Some(error) = down.failed.take() {
@@ -354,11 +380,11 @@ pub fn down_plan(state_dir: &Path, record: &Record) -> Vec<Step<Down>> {
 async fn delete(down: &mut Down, entry: Entry) -> Result<()> {
     if down.client.is_none() {
         let client = crate::lab::kubeconfig::client(&down.kubeconfig).await.with_context(|| {
-            format!("the record {} names objects to delete", shown(down.record.file()))
+            tr!("the record {path} names objects to delete", path = shown(down.record.file()))
         })?;
         down.client = Some(client);
     }
-    let client = down.client.clone().context("no client")?;
+    let client = down.client.clone().with_context(|| tr!("no client for the cluster yet"))?;
     let this = |e: &Entry| e.object == entry.object;
     match labkit::owned::delete_all(&client, &mut down.record, this, DELETE_WITHIN).await {
         Ok(left) => down.left += left.len(),

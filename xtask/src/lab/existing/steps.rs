@@ -19,6 +19,7 @@ use crate::lab::controller::SERVICE_ACCOUNT;
 use controller::version::{Skew, parse_minor, target_minor};
 use labkit::lab_file::{self, Applied, Existing, LabFile, Section};
 use labkit::record::{How, Record};
+use labkit::tr;
 
 /// What `lab up` makes is recorded as made by it.
 const BY: &str = "lab up";
@@ -59,7 +60,7 @@ impl Up {
     }
 
     fn client(&self) -> Result<kube::Client> {
-        self.client.clone().context("no client for the cluster yet")
+        self.client.clone().with_context(|| tr!("no client for the cluster yet"))
     }
 
     fn namespace(&self) -> &str {
@@ -86,24 +87,38 @@ pub async fn connect(up: &mut Up) -> Result<()> {
         .first()
         .and_then(|c| c.cluster.as_ref())
         .and_then(|c| c.server.clone())
-        .context("the context's cluster has no server")?;
+        .with_context(|| tr!("the context's cluster has no server"))?;
     let options = KubeConfigOptions::default();
     let client: kube::Client =
         kube::Config::from_custom_kubeconfig(config.clone(), &options).await?.try_into()?;
     let info = client.apiserver_version().await.with_context(|| {
-        format!("the API server of context {} ({}) does not answer", up.given.context, up.server)
+        tr!(
+            "the API server of context {context} ({server}) does not answer",
+            context = up.given.context,
+            server = up.server
+        )
     })?;
-    let server = parse_minor(&info.minor)
-        .with_context(|| format!("the server reports minor {:?}", info.minor))?;
+    let server = parse_minor(&info.minor).with_context(|| {
+        tr!("the server reports minor {minor}", minor = format!("{:?}", info.minor))
+    })?;
     let skew = Skew::between(target_minor(), server);
+    let version = &info.git_version;
     if !skew.is_supported() {
-        bail!("context {} runs {}: {skew}", up.given.context, info.git_version);
+        bail!(tr!(
+            "context {context} runs {version}: {skew}",
+            context = up.given.context,
+            version,
+            skew
+        ));
     }
-    labkit::progress!("  {} at {}: {skew}", info.git_version, up.server);
+    labkit::progress!(
+        "{}",
+        tr!("  {version} at {server}: {skew}", version, server = up.server, skew)
+    );
     (up.client, up.version) = (Some(client), info.git_version);
     // Written now: a `lab down` after an interrupted `up` reaches the cluster through it.
     std::fs::create_dir_all(&up.state_dir)
-        .with_context(|| format!("cannot create {}", up.state_dir.display()))?;
+        .with_context(|| tr!("cannot create {path}", path = up.state_dir.display()))?;
     let kubeconfig = up.state_dir.join("kubeconfig");
     labkit::files::write_private(&kubeconfig, serde_saphyr::to_string(&up.given.config)?)?;
     Ok(())
@@ -118,10 +133,11 @@ pub async fn look_at_namespace(up: &mut Up) -> Result<()> {
         Err(error) => return Err(error.into()),
     };
     if up.namespace_exists == Some(false) && !up.given.create_namespace {
-        bail!(
+        bail!(tr!(
             "namespace {namespace} does not exist: create it (`kubectl create namespace {namespace}`), \
-             or add --create-namespace (then `lab down` removes it)"
-        );
+             or add --create-namespace (then `lab down` removes it)",
+            namespace
+        ));
     }
     Ok(())
 }
@@ -189,13 +205,14 @@ pub async fn check_rights(up: &mut Up) -> Result<()> {
         }
     }
     if !denied.is_empty() {
-        bail!(
-            "context {} may not {} in namespace {namespace} (SelfSubjectAccessReview): ask the \
+        bail!(tr!(
+            "context {context} may not {denied} in namespace {namespace} (SelfSubjectAccessReview): ask the \
              cluster's admin for those rights there (`cargo xtask room up` makes a namespace and a \
              kubeconfig that has them), or use a context that has them",
-            up.given.context,
-            denied.join(", ")
-        );
+            context = up.given.context,
+            denied = denied.join(", "),
+            namespace
+        ));
     }
     let reviews = question("create", "authorization.k8s.io", "subjectaccessreviews", None);
     let default_pods = question("create", "", "pods", Some("default"));
@@ -206,12 +223,16 @@ pub async fn check_rights(up: &mut Up) -> Result<()> {
 /// `docker image inspect`'s repo digests → the pushed image by digest.
 pub fn record_digest(up: &mut Up, out: Result<String>) -> Result<()> {
     let repository = up.given.repository()?;
-    let out = out.context("the pushed image is not in Docker")?;
+    let out = out.with_context(|| tr!("the pushed image is not in Docker"))?;
     let digest = out.split_whitespace().find(|d| d.starts_with(&format!("{repository}@sha256:")));
     up.digest = Some(
         digest
             .with_context(|| {
-                format!("Docker knows no digest in {repository} after the push (it has: {out:?})")
+                tr!(
+                    "Docker knows no digest in {repository} after the push (it has: {out})",
+                    repository,
+                    out = format!("{out:?}")
+                )
             })?
             .to_string(),
     );
@@ -266,9 +287,13 @@ pub async fn check_nothing_in_the_way(up: &mut Up) -> Result<()> {
     if let Some(first) = in_the_way.first() {
         let more = match in_the_way.len() {
             1 => String::new(),
-            n => format!(" (and {} more: {})", n - 1, in_the_way[1..].join("; ")),
+            n => tr!(" (and {n} more: {rest})", n = n - 1, rest = in_the_way[1..].join("; ")),
         };
-        bail!("{first}{more}: use another --namespace, or remove it if it is yours to remove");
+        bail!(tr!(
+            "{first}{more}: use another --namespace, or remove it if it is yours to remove",
+            first,
+            more
+        ));
     }
     labkit::test_hook::at("lab up:checked")
 }
@@ -278,7 +303,7 @@ pub async fn check_nothing_in_the_way(up: &mut Up) -> Result<()> {
 /// make is recorded before the Deployment that makes it.
 pub async fn apply_manifests(up: &mut Up) -> Result<()> {
     let client = up.client()?;
-    let image = up.digest.clone().context("no pushed image")?;
+    let image = up.digest.clone().with_context(|| tr!("no pushed image"))?;
     let documents = manifests(up.namespace(), &image, &up.given.target())?;
     for document in documents {
         if document["kind"] == "Deployment" {

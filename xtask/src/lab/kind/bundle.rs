@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::{self as kind, NodeImage};
 use crate::image::{self, Builder};
 use labkit::command::Cmd;
+use labkit::tr;
 
 /// The bundle's own entry.
 pub const MANIFEST_ENTRY: &str = "lab-kit-bundle.json";
@@ -44,27 +45,27 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
     let node = match node {
         NodeImage::Pinned => {
             let table = labkit::kind_releases::table()?;
-            let found = kind::kind_version().context(
-                "kind is not on PATH: the bundle's node image is the one of the kind release found",
-            )?;
+            let found = kind::kind_version().with_context(|| {
+                tr!("kind is not on PATH: the bundle's node image is the one of the kind release found")
+            })?;
             let row =
                 labkit::kind_releases::for_kind(&table, &found).map_err(anyhow::Error::msg)?;
             let tag = labkit::kind_releases::node_tag(&row.image).to_string();
             Cmd::argv(["docker", "pull", &row.image])
                 .run()
-                .context("pulling the kind node image failed (this step needs the network; `--node-image built` needs none)")?;
+                .with_context(|| tr!("pulling the kind node image failed (this step needs the network; `--node-image built` needs none)"))?;
             Cmd::argv(["docker", "tag", &row.image, &tag]).run()?;
             kind_release = Some(row.kind);
             tag
         }
         NodeImage::Built => {
-            kind::build_node_image().run_long("building the kind node image")?;
+            kind::build_node_image().run_long(&tr!("building the kind node image"))?;
             kind::BUILT_IMAGE.to_string()
         }
         NodeImage::Given(reference) => {
             ensure!(
                 kind::image_present(&reference).read().is_ok(),
-                "Docker has no image {reference}: pull or build it first"
+                tr!("Docker has no image {reference}: pull or build it first", reference)
             );
             reference
         }
@@ -86,8 +87,19 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
     let _ = std::fs::remove_file(&entry);
     appended?;
     let size = std::fs::metadata(output).map(|m| m.len() >> 20).unwrap_or(0);
-    println!("wrote {} ({size} MiB, {}): {node} and {controller}", output.display(), manifest.arch);
-    println!("attendees: cargo xtask lab up --provider kind --bundle {}", output.display());
+    let (path, arch) = (output.display(), &manifest.arch);
+    println!(
+        "{}",
+        tr!(
+            "wrote {path} ({size} MiB, {arch}): {node} and {controller}",
+            path,
+            size,
+            arch,
+            node,
+            controller
+        )
+    );
+    println!("{} cargo xtask lab up --provider kind --bundle {path}", tr!("attendees:"));
     Ok(())
 }
 
@@ -97,28 +109,29 @@ pub fn save(images: &[&str], output: &Path) -> Result<()> {
         .path(output)
         .args(images)
         .run()
-        .context("docker save failed")
+        .with_context(|| tr!("docker save failed"))
 }
 
 /// The manifest of a bundle (read before anything is loaded).
 pub fn read_manifest(bundle: &Path) -> Result<Manifest> {
     ensure!(
         bundle.is_file(),
-        "no bundle at {} (the instructor makes it with `cargo xtask lab bundle -f FILE`)",
-        bundle.display()
+        tr!(
+            "no bundle at {path} (the instructor makes it with `cargo xtask lab bundle -f FILE`)",
+            path = bundle.display()
+        )
     );
-    let text = Cmd::argv(["tar", "-xOf"])
-        .path(bundle)
-        .arg(MANIFEST_ENTRY)
-        .read()
-        .with_context(|| {
-            format!(
-                "{} has no {MANIFEST_ENTRY}: not made by `cargo xtask lab bundle` of this kit version",
-                bundle.display()
+    let text =
+        Cmd::argv(["tar", "-xOf"]).path(bundle).arg(MANIFEST_ENTRY).read().with_context(|| {
+            tr!(
+                "{path} has no {entry}: not made by `cargo xtask lab bundle` of this kit version",
+                path = bundle.display(),
+                entry = MANIFEST_ENTRY
             )
         })?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{MANIFEST_ENTRY} in {} is garbled", bundle.display()))
+    serde_json::from_str(&text).with_context(|| {
+        tr!("{entry} in {path} is garbled", entry = MANIFEST_ENTRY, path = bundle.display())
+    })
 }
 
 /// The images `docker load` printed it loaded.
@@ -136,12 +149,17 @@ pub fn check_kind(manifest: &Manifest, kind_version: Option<&str>) -> Result<()>
     let Some(release) = &manifest.kind_release else {
         return Ok(());
     };
-    let found = kind_version.and_then(labkit::kind_releases::version_of).unwrap_or("none");
+    let found = kind_version.and_then(labkit::kind_releases::version_of);
+    let found = found.map_or_else(|| tr!("none"), String::from);
     ensure!(
         found.starts_with(&format!("{release}.")),
-        "the bundle's node image {} was published with kind {release}.x, and this machine has kind {found}: \
-         install kind {release}.x, or ask for a bundle made with kind {found}",
-        manifest.node_image
+        tr!(
+            "the bundle's node image {image} was published with kind {release}.x, and this machine has kind {found}: \
+             install kind {release}.x, or ask for a bundle made with kind {found}",
+            image = manifest.node_image,
+            release,
+            found
+        )
     );
     Ok(())
 }
@@ -149,15 +167,20 @@ pub fn check_kind(manifest: &Manifest, kind_version: Option<&str>) -> Result<()>
 /// A bundle must be for this machine and hold what its manifest says.
 pub fn check(manifest: &Manifest, loaded: &[String], arch: &str) -> Result<()> {
     if manifest.arch != arch {
-        bail!(
-            "the bundle holds {} images and this machine is {arch}: ask for a bundle made on an {arch} machine",
-            manifest.arch
-        );
+        bail!(tr!(
+            "the bundle holds {held} images and this machine is {arch}: ask for a bundle made on an {arch} machine",
+            held = manifest.arch,
+            arch
+        ));
     }
     for wanted in [&manifest.node_image, &manifest.controller_image] {
         ensure!(
             loaded.iter().any(|i| i == wanted),
-            "the bundle should hold {wanted} but loaded {loaded:?}: make it again with `cargo xtask lab bundle`"
+            tr!(
+                "the bundle should hold {wanted} but loaded {loaded}: make it again with `cargo xtask lab bundle`",
+                wanted,
+                loaded = format!("{loaded:?}")
+            )
         );
     }
     Ok(())

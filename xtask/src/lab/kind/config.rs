@@ -3,6 +3,7 @@
 //! host with every capability (a laptop) gets the file unchanged.
 
 use anyhow::{Context as _, Result};
+use labkit::tr;
 use serde_json::{Value, json};
 
 /// Facts about the Docker host that change how the node must be configured.
@@ -25,19 +26,19 @@ const OOM_SCORE_PATCH: &str =
 
 impl Host {
     /// What each adaptation is, for the warning lines `lab up` prints.
-    pub fn warnings(&self) -> Vec<&'static str> {
+    pub fn warnings(&self) -> Vec<String> {
         let mut lines = Vec::new();
         if self.cgroup_v1 {
-            lines.push(
+            lines.push(tr!(
                 "this Docker host uses cgroup v1: the kubelet gets `failCgroupV1: false` \
-                 (a kubeadmConfigPatch); kind and Kubernetes deprecate v1, prefer a cgroup v2 host",
-            );
+                 (a kubeadmConfigPatch); kind and Kubernetes deprecate v1, prefer a cgroup v2 host"
+            ));
         }
         if self.no_sys_resource {
-            lines.push(
+            lines.push(tr!(
                 "privileged containers here lack CAP_SYS_RESOURCE: containerd in the node gets \
-                 `restrict_oom_score_adj = true` (a containerdConfigPatch), or no pod could start",
-            );
+                 `restrict_oom_score_adj = true` (a containerdConfigPatch), or no pod could start"
+            ));
         }
         lines
     }
@@ -45,9 +46,11 @@ impl Host {
 
 /// `kind/cluster.yaml` with the patches `host` needs, as YAML.
 pub fn for_host(cluster_yaml: &str, host: Host) -> Result<String> {
-    let mut config: Value =
-        serde_saphyr::from_str(cluster_yaml).context("kind/cluster.yaml is not valid YAML")?;
-    let object = config.as_object_mut().context("kind/cluster.yaml is not a mapping")?;
+    let mut config: Value = serde_saphyr::from_str(cluster_yaml)
+        .with_context(|| tr!("{path} is not valid YAML", path = "kind/cluster.yaml"))?;
+    let object = config
+        .as_object_mut()
+        .with_context(|| tr!("{path} is not a mapping", path = "kind/cluster.yaml"))?;
     let mut add = |key: &str, patch: &str| {
         let list = object.entry(key).or_insert_with(|| json!([]));
         if let Some(list) = list.as_array_mut() {

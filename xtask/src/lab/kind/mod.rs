@@ -27,6 +27,7 @@ use labkit::command::Cmd;
 use labkit::lab_file::{Applied, LabFile};
 use labkit::project::shown;
 use labkit::record::Record;
+use labkit::tr;
 
 pub use crate::lab::deployment::{DEPLOYMENT, NAMESPACE};
 
@@ -96,10 +97,12 @@ impl NodeImage {
         Ok(match self {
             NodeImage::Pinned => {
                 let table = labkit::kind_releases::table()?;
-                let found = kind_version.context(
-                    "kind is not on PATH: `nix develop` provides it, or install a kind release that \
-                     kind/node-images.toml lists",
-                )?;
+                let found = kind_version.with_context(|| {
+                    tr!(
+                        "kind is not on PATH: `nix develop` provides it, or install a kind release that \
+                         kind/node-images.toml lists"
+                    )
+                })?;
                 labkit::kind_releases::for_kind(&table, found).map_err(anyhow::Error::msg)?.image
             }
             NodeImage::Given(reference) => reference.clone(),
@@ -176,9 +179,9 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
                 Ok(())
             },
         )
-        .when(format!("if a cluster named {name} exists"), |down: &Down| down.exists),
+        .when(tr!("if a cluster named {name} exists", name), |down: &Down| down.exists),
         Step::own(
-            format!("check that this lab's record names the cluster {name} and its node"),
+            tr!("check that this lab's record names the cluster {name} and its node", name),
             |down: &mut Down| {
                 Box::pin(async move {
                     down.ours = down.exists && down.judge();
@@ -186,7 +189,7 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
                 })
             },
         )
-        .when(format!("if a cluster named {name} exists"), |down: &Down| down.exists),
+        .when(tr!("if a cluster named {name} exists", name), |down: &Down| down.exists),
         Step::run(Cmd::argv([
             "kind",
             "delete",
@@ -196,8 +199,8 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
             "--kubeconfig",
             &kubeconfig,
         ]))
-        .when(format!("if this lab made the cluster {name}"), |down: &Down| down.ours),
-        Step::own(format!("remove {}", shown(state_dir)), move |_| {
+        .when(tr!("if this lab made the cluster {name}", name), |down: &Down| down.ours),
+        Step::own(tr!("remove {path}", path = shown(state_dir)), move |_| {
             Box::pin(async move { labkit::files::remove_dir(&dir).map(drop) })
         }),
     ]
@@ -223,8 +226,13 @@ impl Down {
             return true;
         };
         eprintln!(
-            "left alone: the kind cluster {name} is not this lab's ({why}); \
-             `kind delete cluster --name {name}` if it is yours"
+            "{}",
+            tr!(
+                "left alone: the kind cluster {name} is not this lab's ({why}); \
+                 `kind delete cluster --name {name}` if it is yours",
+                name,
+                why
+            )
         );
         false
     }
@@ -234,12 +242,13 @@ impl Down {
 /// `record` names (by the node's ID); `None` when it is.
 pub(crate) fn not_ours(name: &str, record: Option<&Record>, node: Option<&str>) -> Option<String> {
     match record.and_then(|r| r.find(&cluster_entry(name))).map(|e| e.uid.as_deref()) {
-        None => Some("no record of this lab names it".into()),
+        None => Some(tr!("no record of this lab names it")),
         // A create cut short before its node was recorded: kind's own cluster of the name.
         Some(None) => None,
         Some(Some(id)) if node == Some(id) => None,
         Some(Some(id)) => {
-            Some(format!("its node container is {}, this lab made {id}", node.unwrap_or("missing")))
+            let node = node.map_or_else(|| tr!("missing"), String::from);
+            Some(tr!("its node container is {node}, this lab made {id}", node, id))
         }
     }
 }
@@ -265,7 +274,11 @@ impl Provider for Kind {
         Box::pin(async move {
             if !dry_run && labkit::tools::on_path("kind").is_none() {
                 eprintln!(
-                    "kind is not on PATH: cannot look for a cluster named {name} (`nix develop`, or install kind v0.33)"
+                    "{}",
+                    tr!(
+                        "kind is not on PATH: cannot look for a cluster named {name} (`nix develop`, or install kind v0.33)",
+                        name
+                    )
                 );
                 return Ok(false);
             }
@@ -284,15 +297,15 @@ impl Provider for Kind {
             let name = &lab.name;
             let clusters = Cmd::argv(["kind", "get", "clusters"]).read().unwrap_or_default();
             if !clusters.lines().any(|c| c.trim() == name) {
-                let lines = vec![format!("cluster {name}: not found (`kind get clusters`)")];
+                let lines = vec![tr!("cluster {name}: not found (`kind get clusters`)", name)];
                 return Ok(Health { lines, healthy: false });
             }
             let node = node_container(name);
             let image = Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}}", &node])
                 .read()
                 .unwrap_or_default();
-            deployment::status(lab, vec![format!("cluster {name}: node {node}, image {image}")])
-                .await
+            let line = tr!("cluster {name}: node {node}, image {image}", name, node, image);
+            deployment::status(lab, vec![line]).await
         })
     }
 

@@ -26,6 +26,7 @@ use labkit::command::Cmd;
 use labkit::lab_file::{self, LabFile, ProviderKind};
 use labkit::project;
 use labkit::record::{How, Record};
+use labkit::tr;
 
 /// What every phase names, fixed before the plan is made.
 struct Names {
@@ -112,9 +113,10 @@ fn checks(names: &Names) -> Vec<Step<Up>> {
                 Ok(())
             },
         ),
-        Step::own("check the machine: Docker, kind, cgroups, inotify, an existing cluster", |up| {
-            Box::pin(async move { machine_checks(up) })
-        }),
+        Step::own(
+            tr!("check the machine: Docker, kind, cgroups, inotify, an existing cluster"),
+            |up| Box::pin(async move { machine_checks(up) }),
+        ),
         Step::probe(
             Cmd::argv(["docker", "inspect", "--format", "{{.Id}}", container]),
             |up: &mut Up, out: Result<String>| {
@@ -122,12 +124,15 @@ fn checks(names: &Names) -> Vec<Step<Up>> {
                 Ok(())
             },
         )
-        .when(format!("if a cluster named {name} exists"), |up: &Up| up.cluster_exists),
+        .when(tr!("if a cluster named {name} exists", name), |up: &Up| up.cluster_exists),
         Step::own(
-            format!("check that a cluster named {name} is this lab's (its record names its node)"),
+            tr!(
+                "check that a cluster named {name} is this lab's (its record names its node)",
+                name
+            ),
             |up| Box::pin(async move { check_cluster_is_ours(up) }),
         )
-        .when(format!("if a cluster named {name} exists"), |up: &Up| up.cluster_exists),
+        .when(tr!("if a cluster named {name} exists", name), |up: &Up| up.cluster_exists),
     ]
 }
 
@@ -146,10 +151,10 @@ fn node_image_phase(images: &Images, node: &str) -> Vec<Step<Up>> {
             ));
             let bundle = bundle.clone();
             steps.push(Step::own(
-                format!(
-                    "check that {} held the node and controller images, made for this machine ({})",
-                    shown(&bundle),
-                    bundle::MANIFEST_ENTRY
+                tr!(
+                    "check that {bundle} held the node and controller images, made for this machine ({entry})",
+                    bundle = shown(&bundle),
+                    entry = bundle::MANIFEST_ENTRY
                 ),
                 move |up: &mut Up| {
                     Box::pin(async move {
@@ -160,7 +165,7 @@ fn node_image_phase(images: &Images, node: &str) -> Vec<Step<Up>> {
             ));
         }
         Images::Build(_, NodeImage::Built) => {
-            steps.push(Step::long(build_node_image(), "building the kind node image"))
+            steps.push(Step::long(build_node_image(), tr!("building the kind node image")))
         }
         Images::Build(_, _) => {
             steps.push(Step::probe(image_present(node), |up: &mut Up, out: Result<String>| {
@@ -169,10 +174,11 @@ fn node_image_phase(images: &Images, node: &str) -> Vec<Step<Up>> {
             }));
             steps.push(
                 Step::run(Cmd::argv(["docker", "pull", node]))
-                    .when("if Docker does not have it", |up: &Up| !up.node_present)
-                    .or(format!(
+                    .when(tr!("if Docker does not have it"), |up: &Up| !up.node_present)
+                    .or(tr!(
                         "node image {node} is not here and cannot be pulled: \
-                         `--node-image built` runs one built on this machine, or check the name"
+                         `--node-image built` runs one built on this machine, or check the name",
+                        node
                     )),
             );
         }
@@ -200,13 +206,13 @@ fn node_facts(node: &str) -> Step<Up> {
             up.node_facts = Some(out.map_err(|e| {
                 let text = format!("{e:#}");
                 if text.contains("unable to apply caps") {
-                    anyhow::anyhow!(
+                    anyhow::anyhow!(tr!(
                         "Docker cannot start a privileged container here (\"unable to apply caps\"): \
                          this host's capability bounding set lacks one Docker grants; see \
                          docs/lab.md (kind on a restricted host)"
-                    )
+                    ))
                 } else {
-                    e.context("the node image does not start")
+                    e.context(tr!("the node image does not start"))
                 }
             })?);
             Ok(())
@@ -223,24 +229,28 @@ fn cluster(names: &Names) -> Vec<Step<Up>> {
     let kubeconfig_path = paths.kubeconfig.clone();
     vec![
         Step::own(
-            format!("check the node image's Kubernetes minor; write {cluster_config}: {CLUSTER_FILE} + what this host needs"),
+            tr!(
+                "check the node image's Kubernetes minor; write {config}: {file} + what this host needs",
+                config = cluster_config,
+                file = CLUSTER_FILE
+            ),
             move |up: &mut Up| Box::pin(async move { write_cluster_config(up, &dir, &file) }),
         ),
-        Step::own(format!("record the cluster {name} in {} before kind makes it", shown(&Record::path(&paths.state_dir))), |up: &mut Up| {
+        Step::own(tr!("record the cluster {name} in {path} before kind makes it", name, path = shown(&Record::path(&paths.state_dir))), |up: &mut Up| {
             Box::pin(async move {
                 let entry = cluster_entry(&up.name);
                 up.record()?.intend(&entry, BY, How::Created)
             })
         })
-        .when(format!("if no cluster named {name} exists"), |up: &Up| !up.cluster_exists),
+        .when(tr!("if no cluster named {name} exists", name), |up: &Up| !up.cluster_exists),
         Step::run(Cmd::argv([
             "kind", "create", "cluster", "--name", name, "--config", &cluster_config, "--image", node,
             "--kubeconfig", kubeconfig, "--wait", WAIT,
         ]))
-        .when(format!("if no cluster named {name} exists"), |up: &Up| !up.cluster_exists)
-        .or("kind create cluster failed (its output is above; it removes a half-made cluster itself)"),
+        .when(tr!("if no cluster named {name} exists", name), |up: &Up| !up.cluster_exists)
+        .or(tr!("kind create cluster failed (its output is above; it removes a half-made cluster itself)")),
         Step::probe(Cmd::argv(["docker", "inspect", "--format", "{{.Id}}", container]), record_cluster)
-            .when(format!("if no cluster named {name} existed"), |up: &Up| !up.cluster_exists),
+            .when(tr!("if no cluster named {name} existed", name), |up: &Up| !up.cluster_exists),
         Step::probe(
             Cmd::argv(["docker", "inspect", "--format", "{{.Config.Image}} {{.State.Running}}", container]),
             |up: &mut Up, out: Result<String>| {
@@ -248,10 +258,10 @@ fn cluster(names: &Names) -> Vec<Step<Up>> {
                 Ok(())
             },
         )
-        .when(format!("if the cluster {name} existed"), |up: &Up| up.cluster_exists),
+        .when(tr!("if the cluster {name} existed", name), |up: &Up| up.cluster_exists),
         Step::run(Cmd::argv(["kind", "export", "kubeconfig", "--name", name, "--kubeconfig", kubeconfig]))
-            .when(format!("if the cluster {name} existed"), |up: &Up| up.cluster_exists),
-        Step::own("connect to the API server; check an existing cluster's node image and health", move |up| {
+            .when(tr!("if the cluster {name} existed", name), |up: &Up| up.cluster_exists),
+        Step::own(tr!("connect to the API server; check an existing cluster's node image and health"), move |up| {
             Box::pin(async move { connect(up, &kubeconfig_path).await })
         }),
     ]
@@ -274,7 +284,7 @@ fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
     let save = save.args(["-o", &archive, reference]);
     steps.extend([
         Step::probe(image_present(reference), |up: &mut Up, out: Result<String>| {
-            up.built_id = Some(out.context("the controller image is not in Docker")?);
+            up.built_id = Some(out.with_context(|| tr!("the controller image is not in Docker"))?);
             Ok(())
         }),
         Step::probe(
@@ -300,9 +310,9 @@ fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
             Some(Ok((_, api))) if save_platform(Some(api), docker_arch()).is_some() => save.clone(),
             _ => strip_platform(save),
         })
-        .when("if the node does not have this image", Up::needs_load),
+        .when(tr!("if the node does not have this image"), Up::needs_load),
         Step::run(Cmd::argv(["kind", "load", "image-archive", &archive, "--name", name]))
-            .when("if the node does not have this image", Up::needs_load),
+            .when(tr!("if the node does not have this image"), Up::needs_load),
     ]);
     Ok(steps)
 }
@@ -330,12 +340,14 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
         ),
         Step::api(
             format!(
-                "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # made by this lab, or new{}",
+                "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # {}{}",
                 apply::FIELD_MANAGER,
+                tr!("made by this lab, or new"),
                 if target.is_default() {
                     String::new()
                 } else {
-                    format!("    # made for {target}: Role, RoleBinding and the controller's environment")
+                    let made = tr!("made for {target}: Role, RoleBinding and the controller's environment", target);
+                    format!("    # {made}")
                 }
             ),
             |up: &mut Up| Box::pin(async move { apply_manifests(up).await }),
@@ -353,12 +365,12 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
                 })
             },
         )
-        .when("if a test left arguments on the controller's container", |up: &Up| up.leftover_args),
+        .when(tr!("if a test left arguments on the controller's container"), |up: &Up| up.leftover_args),
         Step::api(
             format!("kubectl --kubeconfig {kubeconfig} rollout restart deployment/{DEPLOYMENT}"),
             |up: &mut Up| Box::pin(async move { labkit::deployment::DeploymentHost::new(up.client()?).restart().await }),
         )
-        .when("if the Deployment existed and its pod runs another image than the one built", Up::needs_restart),
+        .when(tr!("if the Deployment existed and its pod runs another image than the one built"), Up::needs_restart),
         Step::api(
             format!("kubectl --kubeconfig {kubeconfig} rollout status deployment/{DEPLOYMENT}"),
             |up: &mut Up| Box::pin(async move { labkit::deployment::wait_rollout(&deployments(up)?).await }),
@@ -369,7 +381,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
 /// The record: lab.json, which the suites read.
 fn record(names: &Names) -> Vec<Step<Up>> {
     vec![Step::own(
-        format!("write {}", shown(&names.paths.state_dir.join(lab_file::FILE_NAME))),
+        tr!("write {path}", path = shown(&names.paths.state_dir.join(lab_file::FILE_NAME))),
         |up| Box::pin(async move { write_lab_file(up).await }),
     )]
 }

@@ -18,6 +18,7 @@ use labkit::kind_releases;
 use labkit::lab_file::{self, LabFile, Section};
 use labkit::project;
 use labkit::record::Record;
+use labkit::tr;
 
 /// What `lab up` makes is recorded as made by it.
 pub(super) const BY: &str = "lab up";
@@ -61,11 +62,11 @@ pub struct Up {
 
 impl Up {
     pub(super) fn client(&self) -> Result<kube::Client> {
-        self.client.clone().context("no client for the cluster yet")
+        self.client.clone().with_context(|| tr!("no client for the cluster yet"))
     }
 
     pub(super) fn record(&mut self) -> Result<&mut Record> {
-        self.record.as_mut().context("no record opened")
+        self.record.as_mut().with_context(|| tr!("no record opened"))
     }
 
     /// The node must be (re)loaded with the controller image.
@@ -97,17 +98,19 @@ pub(super) async fn apply_manifests(up: &mut Up) -> Result<()> {
 pub(super) fn check_cluster_is_ours(up: &mut Up) -> Result<()> {
     let name = &up.name;
     match super::not_ours(name, up.record.as_ref(), up.node_id.as_deref()) {
-        Some(why) if up.cluster_exists => bail!(
+        Some(why) if up.cluster_exists => bail!(tr!(
             "a kind cluster named {name} exists and is not this lab's ({why}): \
-             `kind delete cluster --name {name}` if it is yours, or use another --name"
-        ),
+             `kind delete cluster --name {name}` if it is yours, or use another --name",
+            name,
+            why
+        )),
         _ => Ok(()),
     }
 }
 
 /// The node container's ID once kind made it: the cluster's uid in the record.
 pub(super) fn record_cluster(up: &mut Up, out: Result<String>) -> Result<()> {
-    let id = out.context("the new cluster's node container is not there")?;
+    let id = out.with_context(|| tr!("the new cluster's node container is not there"))?;
     let name = up.name.clone();
     up.record()?.made(&cluster_entry(&name), id.trim())
 }
@@ -154,10 +157,17 @@ pub(super) fn machine_checks(up: &mut Up) -> Result<()> {
     let failed: Vec<String> = checks
         .iter()
         .filter(|c| c.status == Status::Fail)
-        .map(|c| format!("{}: {} (fix: {})", c.name, c.found, c.fix.as_deref().unwrap_or("-")))
+        .map(|c| {
+            tr!(
+                "{name}: {found} (fix: {fix})",
+                name = labkit::say::translate(c.name, &[]),
+                found = c.found,
+                fix = c.fix.as_deref().unwrap_or("-")
+            )
+        })
         .collect();
     if !failed.is_empty() {
-        bail!("the kind lab cannot start here: {}", failed.join("; "));
+        bail!(tr!("the kind lab cannot start here: {failed}", failed = failed.join("; ")));
     }
     up.host.cgroup_v1 = cgroup == Some("1");
     Ok(())
@@ -174,17 +184,22 @@ pub(super) fn write_cluster_config(up: &mut Up, dir: &Path, file: &Path) -> Resu
     let target = ::controller::version::target_minor();
     ensure!(
         minor == Some(target),
-        "node image {} runs Kubernetes {version:?}, and this kit is built for 1.{target}: \
-         use a 1.{target} node image (the pinned one, or `--node-image built`)",
-        up.node_image
+        tr!(
+            "node image {image} runs Kubernetes {version}, and this kit is built for 1.{target}: \
+             use a 1.{target} node image (the pinned one, or `--node-image built`)",
+            image = up.node_image,
+            version = format!("{version:?}"),
+            target
+        )
     );
     up.host.no_sys_resource = config::has_sys_resource(&facts) == Some(false);
     for warning in up.host.warnings() {
-        eprintln!("warning: {warning}");
+        eprintln!("{}", tr!("warning: {warning}", warning));
     }
     let cluster = std::fs::read_to_string(project::root().join(CLUSTER_FILE))
-        .with_context(|| format!("cannot read {CLUSTER_FILE}"))?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        .with_context(|| tr!("cannot read {path}", path = CLUSTER_FILE))?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
     labkit::files::write_public(file, config::for_host(&cluster, up.host)?)
 }
 
@@ -196,21 +211,28 @@ pub(super) async fn connect(up: &mut Up, kubeconfig: &Path) -> Result<()> {
         let name = &up.name;
         ensure!(
             running == "true",
-            "cluster {name} exists but its node container is stopped: \
-             `cargo xtask lab down --name {name}`, then `lab up` again"
+            tr!(
+                "cluster {name} exists but its node container is stopped: \
+                 `cargo xtask lab down --name {name}`, then `lab up` again",
+                name
+            )
         );
         ensure!(
             image == up.node_image,
-            "cluster {name} runs node image {image}, not {}: `cargo xtask lab down --name {name}` \
-             first (or `--node-image {image}` to keep it)",
-            up.node_image
+            tr!(
+                "cluster {name} runs node image {image}, not {wanted}: `cargo xtask lab down --name {name}` \
+                 first (or `--node-image {image}` to keep it)",
+                name,
+                image,
+                wanted = up.node_image
+            )
         );
     }
     let client = kubeconfig::client(kubeconfig).await?;
     client.apiserver_version().await.with_context(|| {
-        format!(
-            "the API server of cluster {} does not answer: `cargo xtask lab down --name {}` and up again",
-            up.name, up.name
+        tr!(
+            "the API server of cluster {name} does not answer: `cargo xtask lab down --name {name}` and up again",
+            name = up.name
         )
     })?;
     up.client = Some(client);
@@ -242,7 +264,7 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
         .first()
         .and_then(|c| c.cluster.as_ref())
         .and_then(|c| c.server.clone())
-        .context("the kind kubeconfig names no server")?;
+        .with_context(|| tr!("the kind kubeconfig names no server"))?;
     let kind = lab_file::Kind {
         node_image: up.node_image.clone(),
         node: node_container(&up.name),
