@@ -2,9 +2,12 @@
 //! check (pass / WARN / FAIL), each non-pass with its fix; exit status 1 when
 //! any check fails. It checks what the lab it would make needs: `--provider`
 //! chosen as `lab up` chooses it (kind: Docker, kind, cgroups, inotify, an
-//! existing cluster; envtest: kube-apiserver and etcd, or Go to build them).
+//! existing cluster; envtest: kube-apiserver and etcd, or Go to build them), and
+//! the network that lab fetches from ([`network`]: each source, and its mirror).
 //! The checks themselves live in `preflight` as pure functions of what these
 //! probes print.
+
+mod network;
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::ExitCode;
@@ -13,14 +16,16 @@ use anyhow::Result;
 
 use crate::lab::{
     binaries,
+    kind::NodeImage,
     options::{self, ProviderChoice},
 };
+use crate::mirrors::RegistryMirror;
 use crate::output::{self, Format};
 use crate::preflight::{self, Check, Status};
 use labkit::lab_file::ProviderKind;
 use labkit::{
     command::{Cmd, is_not_found},
-    project,
+    project, tr,
 };
 use serde_json::json;
 
@@ -30,14 +35,32 @@ const CONTROLLER_PORT: u16 = 8080;
 /// The JSON document's name and version (docs/output.md).
 const SCHEMA: &str = "lab-kit/doctor/v1";
 
-pub fn run(name: &str, choice: ProviderChoice, format: Format) -> Result<ExitCode> {
-    let provider = options::resolve(choice)?;
-    let header =
-        format!("checking this machine for the {provider} lab (`--provider` picks the other)");
-    let checks = gather(name, provider)?;
+#[derive(clap::Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    lab: crate::lab::LabName,
+    /// The lab to check the machine for, chosen as `lab up` chooses.
+    #[arg(long, value_enum, default_value_t = ProviderChoice::Auto)]
+    provider: ProviderChoice,
+    /// kind only: the node image `lab up` would run (`built`: built here), as `lab up`'s.
+    #[arg(long, value_name = "IMAGE")]
+    node_image: Option<String>,
+    #[command(flatten)]
+    mirror: RegistryMirror,
+    #[command(flatten)]
+    output: output::OutputArg,
+}
+
+pub fn run(args: DoctorArgs) -> Result<ExitCode> {
+    let provider = options::resolve(args.provider)?;
+    let header = tr!(
+        "checking this machine for the {provider} lab (`--provider` picks the other)",
+        provider
+    );
+    let checks = gather(&args, provider)?;
     let failed = count(&checks, Status::Fail);
     let warned = count(&checks, Status::Warn);
-    match format {
+    match args.output.output {
         Format::Json => {
             labkit::progress!("{header}");
             output::print_json(&document(provider, &checks))?;
@@ -47,9 +70,13 @@ pub fn run(name: &str, choice: ProviderChoice, format: Format) -> Result<ExitCod
             for check in &checks {
                 println!("{check}");
             }
-            println!("{} checks: {failed} failed, {warned} warnings", checks.len());
+            let all = checks.len();
+            println!(
+                "{}",
+                tr!("{all} checks: {failed} failed, {warned} warnings", all, failed, warned)
+            );
             if failed == 0 && warned == 0 {
-                println!("ready: `cargo xtask lab up --provider {provider}`");
+                println!("{}", tr!("ready: `cargo xtask lab up --provider {provider}`", provider));
             }
         }
     }
@@ -84,34 +111,42 @@ fn document(provider: ProviderKind, checks: &[Check]) -> serde_json::Value {
     })
 }
 
-fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
+fn gather(args: &DoctorArgs, provider: ProviderKind) -> Result<Vec<Check>> {
     // Each check's command is echoed like any other; its failure is the
     // check's finding, not an error.
     let quiet = |argv: &[&str]| Cmd::argv(argv).read().ok();
     let go = quiet(&["go", "version"]);
     let go_required = go_required()?;
+    let pinned = pinned_toolchain()?;
     let mut checks = vec![
-        preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned_toolchain()?),
+        preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned),
         preflight::c_compiler(quiet(&["cc", "--version"]).as_deref()),
         preflight::git(quiet(&["git", "--version"]).as_deref()),
         preflight::go(go.as_deref(), go_required),
-        preflight::kubectl(
-            labkit::tools::kubectl_client_minor(),
-            controller::version::target_minor(),
-        ),
     ];
+    let located = binaries::located()?;
     match provider {
-        ProviderKind::Kind => checks.extend(kind_checks(name, &quiet)?),
+        ProviderKind::Kind => checks.extend(kind_checks(&args.lab.name, &quiet)?),
         // The image is built and pushed here; the cluster is someone else's.
         ProviderKind::Existing => checks
             .push(preflight::docker_daemon(docker_version().as_deref().map_err(String::as_str))),
         ProviderKind::Envtest => {
-            let located: Vec<(&str, Option<String>)> = binaries::located()?
-                .into_iter()
-                .map(|(n, b)| (n, b.map(|b| format!("{} from {}", b.version, b.source))))
+            let found: Vec<(&str, Option<String>)> = located
+                .iter()
+                .map(|(n, b)| (*n, b.as_ref().map(|b| format!("{} from {}", b.version, b.source))))
                 .collect();
-            checks.push(preflight::envtest_programs(&located, go.as_deref(), go_required));
+            checks.push(preflight::envtest_programs(&found, go.as_deref(), go_required));
         }
+    }
+    // A learner types the course by hand: kubectl at every step, and a project of their own
+    // built with rustup's default toolchain (outside the kit's folder, which pins its own).
+    if provider != ProviderKind::Existing {
+        checks.push(preflight::kubectl(
+            labkit::tools::kubectl_client_minor(),
+            controller::version::target_minor(),
+        ));
+        let outside = Cmd::argv(["rustc", "--version"]).dir(std::env::temp_dir()).read().ok();
+        checks.push(preflight::learners_rustc(outside.as_deref(), &workqueue_rust_version()?));
     }
     // The labs that run the controller as an image build it here; on Linux
     // outside the dev shell that is a static binary (crate::image, `host`).
@@ -130,7 +165,90 @@ fn gather(name: &str, provider: ProviderKind) -> Result<Vec<Check>> {
         preflight::free_disk(free_bytes(&project::root())),
         preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
     ]);
+    checks.extend(network_checks(
+        args,
+        provider,
+        &pinned,
+        located.iter().any(|(_, b)| b.is_none()),
+    ));
     Ok(checks)
+}
+
+/// The network rows: what this lab fetches from, probed; for a node image Docker Hub cannot
+/// give, the routes that work here.
+fn network_checks(
+    args: &DoctorArgs,
+    provider: ProviderKind,
+    pinned: &str,
+    envtest_missing: bool,
+) -> Vec<Check> {
+    let node_image = NodeImage::parse(args.node_image.as_deref());
+    let pinned_node = match provider {
+        ProviderKind::Kind => {
+            NodeImage::Pinned.reference(crate::lab::kind::kind_version().as_deref()).ok()
+        }
+        _ => None,
+    };
+    let node_here = pinned_node
+        .as_deref()
+        .is_some_and(|image| crate::lab::kind::image_present(&args.mirror.image(image)).succeeds());
+    let toolchains = Cmd::argv(["rustup", "toolchain", "list"]).read();
+    let docker_mirrors =
+        Cmd::argv(["docker", "info", "--format", "{{json .RegistryConfig.Mirrors}}"]);
+    let path = network::Path {
+        provider,
+        toolchain_missing: toolchains.is_ok_and(|list| !list.contains(pinned)),
+        pinned_toolchain: pinned,
+        envtest_missing: provider == ProviderKind::Envtest && envtest_missing,
+        pulls_node_image: node_image == NodeImage::Pinned && !node_here,
+        docker_mirrors: docker_mirrors
+            .read()
+            .ok()
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or_default(),
+        mirror: &args.mirror,
+        builds_node_image: node_image == NodeImage::Built,
+        nix: labkit::tools::on_path("nix").is_some(),
+    };
+    labkit::progress!("{}", tr!("probing the network this lab fetches from (at most 5 s)"));
+    let rows = path.rows();
+    let answers = network::probe_all(&rows);
+    let reached = |source| {
+        rows.iter()
+            .zip(&answers)
+            .any(|(r, a)| r.source == source && matches!(a, network::Answer::Reached(_)))
+    };
+    let built_works =
+        reached(crate::mirrors::Source::GoModules) && reached(crate::mirrors::Source::Debian);
+    let routes = [match built_works {
+        true => tr!(
+            "or build it here: `--node-image built` works here (Go modules and Debian packages reachable; about 10 min of CPU)"
+        ),
+        false => tr!(
+            "or build it here: `--node-image built` needs Go modules and Debian packages, unreachable here too"
+        ),
+    }];
+    rows.iter()
+        .zip(&answers)
+        .map(|(row, answer)| {
+            let routes: &[String] = match row.source {
+                crate::mirrors::Source::NodeImage => &routes,
+                _ => &[],
+            };
+            network::check(row, answer, routes)
+        })
+        .collect()
+}
+
+/// The `rust-version` of the `workqueue` crate, which a learner's project builds.
+fn workqueue_rust_version() -> Result<String> {
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(project::root().join("workqueue/Cargo.toml"))?)?;
+    let version = manifest.get("package").and_then(|p| p.get("rust-version"));
+    version
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!(tr!("workqueue/Cargo.toml names no rust-version")))
 }
 
 /// The Docker daemon's version, or why there is none.
@@ -138,7 +256,7 @@ fn docker_version() -> std::result::Result<String, String> {
     match Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).read() {
         Ok(v) => Ok(v),
         Err(e) if is_not_found(&e) => Err("docker: command not found".to_string()),
-        Err(_) => Err("Cannot connect to the Docker daemon (`docker info` failed)".to_string()),
+        Err(_) => Err(tr!("Cannot connect to the Docker daemon (`docker info` failed)")),
     }
 }
 
@@ -194,7 +312,7 @@ pub fn go_required() -> Result<(u32, u32)> {
     for dir in ["xtask", "e2e/peers"] {
         walk(&project::root().join(dir), 2, &mut newest)?;
     }
-    anyhow::ensure!(newest != (0, 0), "no go.mod with a `go` line under xtask/ or e2e/peers/");
+    anyhow::ensure!(newest != (0, 0), tr!("no go.mod with a `go` line under xtask/ or e2e/peers/"));
     Ok(newest)
 }
 
@@ -309,9 +427,14 @@ mod tests {
         // kube-apiserver and etcd by path, found as lab::binaries finds them.
         let quote = '"';
         let openings = [format!("&[{quote}"), format!("argv([{quote}")];
-        let sources = [include_str!("doctor.rs"), include_str!("../../labkit/src/tools.rs")];
+        let sources = [
+            include_str!("doctor.rs"),
+            include_str!("doctor/network.rs"),
+            include_str!("../../labkit/src/tools.rs"),
+        ];
         let mut run: BTreeSet<String> = sources
             .iter()
+            .map(|s| s.split("#[cfg(test)]").next().unwrap_or_default())
             .flat_map(|s| openings.iter().flat_map(move |o| s.split(o.as_str()).skip(1)))
             .filter_map(|rest| rest.split_once(quote).map(|(word, _)| word.to_string()))
             .collect();

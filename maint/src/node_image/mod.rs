@@ -59,7 +59,7 @@ const SOURCES: &[&str] = &[
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct Source {
     /// The Debian mirror debootstrap fetches from (default: this machine's apt sources).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", env = xtask::mirrors::DEBIAN_MIRROR_ENV)]
     pub mirror: Option<String>,
     /// The Debian suite of the rootfs (default: the one the apt sources name, else bookworm).
     #[arg(long, value_name = "NAME")]

@@ -45,8 +45,6 @@ pub const PACKAGES: &[&str] = &[
 
 /// The suite used when the apt sources name none debootstrap knows.
 const DEFAULT_SUITE: &str = "bookworm";
-/// Where debootstrap keeps its per-suite scripts: a suite it can make.
-const DEBOOTSTRAP_SCRIPTS: &str = "/usr/share/debootstrap/scripts";
 
 #[derive(Clone, Debug)]
 pub struct Rootfs {
@@ -58,7 +56,7 @@ pub struct Rootfs {
 
 impl Rootfs {
     pub fn new(source: &Source, arch: Arch) -> Result<Rootfs> {
-        let found = apt_mirror();
+        let found = xtask::mirrors::apt_mirror();
         let suite = source
             .suite
             .clone()
@@ -214,102 +212,9 @@ fn copy_sysroot(tree: &Path, sysroot: &Path, multiarch: &str) -> Result<()> {
     Ok(())
 }
 
-/// The first Debian (or Ubuntu) mirror and release suite this machine's apt
-/// sources name, from the one-line `.list` format and the deb822 `.sources` format.
-pub fn apt_mirror() -> Option<(String, String)> {
-    let mut texts = Vec::new();
-    if let Ok(text) = std::fs::read_to_string("/etc/apt/sources.list") {
-        texts.push(text);
-    }
-    if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
-        let mut paths: Vec<PathBuf> = dir.filter_map(|e| Some(e.ok()?.path())).collect();
-        paths.sort();
-        for path in paths {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                texts.push(text);
-            }
-        }
-    }
-    let known = |suite: &str| {
-        let scripts = Path::new(DEBOOTSTRAP_SCRIPTS);
-        if scripts.is_dir() { scripts.join(suite).exists() } else { !suite.contains(['-', '/']) }
-    };
-    texts.iter().flat_map(|text| sources(text)).find(|(_, suite)| known(suite))
-}
-
-/// The `deb` entries with component `main` of one sources file: (URI, suite).
-pub fn sources(text: &str) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    // One-line format: `deb [options] URI SUITE COMPONENT…`.
-    for line in text.lines().map(str::trim) {
-        let Some(rest) = line.strip_prefix("deb ") else {
-            continue;
-        };
-        let rest = match rest.trim_start().strip_prefix('[') {
-            Some(options) => options.split_once(']').map_or("", |(_, r)| r),
-            None => rest,
-        };
-        let words: Vec<&str> = rest.split_whitespace().collect();
-        if words.len() >= 3 && words[2..].contains(&"main") {
-            found.push((words[0].to_string(), words[1].to_string()));
-        }
-    }
-    // deb822 format: paragraphs of `Key: value` lines.
-    for paragraph in text.split("\n\n") {
-        let field = |name: &str| {
-            paragraph.lines().find_map(|l| {
-                let (key, value) = l.split_once(':')?;
-                key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_string())
-            })
-        };
-        let (Some(types), Some(uris), Some(suites), Some(components)) =
-            (field("Types"), field("URIs"), field("Suites"), field("Components"))
-        else {
-            continue;
-        };
-        if !types.split_whitespace().any(|t| t == "deb")
-            || !components.split_whitespace().any(|c| c == "main")
-        {
-            continue;
-        }
-        for uri in uris.split_whitespace() {
-            for suite in suites.split_whitespace() {
-                found.push((uri.to_string(), suite.to_string()));
-            }
-        }
-    }
-    found
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_both_apt_source_formats() {
-        let one_line = "# comment\ndeb [signed-by=/k.gpg] http://deb.example/debian bookworm main contrib\n\
-                        deb http://security.example/debian-security bookworm-security main\n\
-                        deb-src http://deb.example/debian bookworm main\n\
-                        deb https://packages.example/apt cloud-sdk-bookworm main\n";
-        assert_eq!(
-            sources(one_line),
-            vec![
-                ("http://deb.example/debian".into(), "bookworm".into()),
-                ("http://security.example/debian-security".into(), "bookworm-security".into()),
-                ("https://packages.example/apt".into(), "cloud-sdk-bookworm".into()),
-            ]
-        );
-        let deb822 = "Types: deb\n# http://snapshot.example/archive\nURIs: http://deb.example/debian\n\
-                      Suites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k.gpg\n\n\
-                      Types: deb-src\nURIs: http://x\nSuites: bookworm\nComponents: main\n";
-        assert_eq!(
-            sources(deb822),
-            vec![
-                ("http://deb.example/debian".into(), "bookworm".into()),
-                ("http://deb.example/debian".into(), "bookworm-updates".into()),
-            ]
-        );
-    }
 
     #[test]
     fn the_fingerprint_ignores_the_mirror() {

@@ -1,0 +1,264 @@
+//! doctor's network rows: each source the chosen lab fetches from ([`crate::mirrors`]),
+//! probed all at once with a short timeout through `curl` (which honours the same proxy
+//! variables as cargo, Go and rustup), and for one that fails or is slow, the setting that
+//! uses a mirror and the way without a network.
+
+use std::time::Duration;
+
+use labkit::command::Cmd;
+use labkit::tr;
+
+use crate::mirrors::{RegistryMirror, Source};
+use crate::preflight::{Check, Status};
+
+/// Slower than this to answer is slow.
+const SLOW: Duration = Duration::from_secs(2);
+/// curl's whole budget for one probe, in seconds.
+const TIMEOUT: &str = "5";
+
+/// What a probe found: any HTTP answer (a registry's 401 too) means the source is reachable.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    Reached(Duration),
+    Failed(String),
+}
+
+/// How much the chosen lab needs a source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// The lab cannot come up without it: unreachable fails.
+    Required,
+    /// Only some steps use it (step 2's nginx, the course's Go program): a warning.
+    Sometimes,
+}
+
+/// One source to probe for the chosen lab: at `url`, `need`ed so much.
+pub struct Row {
+    pub source: Source,
+    pub need: Need,
+    pub url: String,
+}
+
+/// Probes every row's address at once (an address shared by two rows, once).
+pub fn probe_all(rows: &[Row]) -> Vec<Answer> {
+    let mut urls: Vec<&str> = rows.iter().map(|r| r.url.as_str()).collect();
+    urls.sort_unstable();
+    urls.dedup();
+    let answers: Vec<(&str, Answer)> = std::thread::scope(|scope| {
+        let probes: Vec<_> = urls.iter().map(|url| (*url, scope.spawn(|| probe(url)))).collect();
+        let joined = probes.into_iter().map(|(url, p)| (url, p.join()));
+        joined
+            .map(|(url, a)| (url, a.unwrap_or(Answer::Failed("the probe panicked".into()))))
+            .collect()
+    });
+    let of = |url: &str| answers.iter().find(|(u, _)| *u == url).map(|(_, a)| a.clone());
+    rows.iter().map(|r| of(&r.url).unwrap_or(Answer::Failed(String::new()))).collect()
+}
+
+fn probe(url: &str) -> Answer {
+    let cmd = Cmd::argv(["curl", "-sS", "-o", "/dev/null", "--connect-timeout", "3"]).args([
+        "--max-time",
+        TIMEOUT,
+        "-w",
+        "%{http_code} %{time_total}",
+        url,
+    ]);
+    match cmd.output() {
+        Ok(out) => {
+            answer(&String::from_utf8_lossy(&out.stdout), &String::from_utf8_lossy(&out.stderr))
+        }
+        Err(_) => Answer::Failed(tr!("curl not found: the network cannot be probed")),
+    }
+}
+
+/// curl's `-w '%{http_code} %{time_total}'` and its error line: an HTTP code is an answer.
+pub fn answer(printed: &str, stderr: &str) -> Answer {
+    let (code, seconds) = printed.trim().split_once(' ').unwrap_or(("000", "0"));
+    match (code, seconds.parse::<f64>()) {
+        ("000", _) | (_, Err(_)) => {
+            let said = stderr.lines().next().unwrap_or_default();
+            // `curl: (6) Could not resolve host: …` → what follows the code.
+            let why = said.split_once(") ").map_or(said, |(_, why)| why).trim();
+            Answer::Failed(if why.is_empty() {
+                tr!("no answer within {TIMEOUT} s", TIMEOUT)
+            } else {
+                why.to_string()
+            })
+        }
+        (_, Ok(seconds)) => Answer::Reached(Duration::from_secs_f64(seconds)),
+    }
+}
+
+/// The check of `row` from its probe's `answer`; `routes` are the other ways that work here.
+pub fn check(row: &Row, answer: &Answer, routes: &[String]) -> Check {
+    let Row { source, need, url } = row;
+    let (status, found) = match answer {
+        Answer::Reached(took) if *took <= SLOW => {
+            return Check::pass(
+                source.name(),
+                tr!("reachable ({took}): {url}", took = secs(*took), url),
+            );
+        }
+        Answer::Reached(took) => {
+            (Status::Warn, tr!("slow ({took}): {url}", took = secs(*took), url))
+        }
+        Answer::Failed(why) if *need == Need::Required => {
+            (Status::Fail, tr!("unreachable ({why}): {url}", why, url))
+        }
+        Answer::Failed(why) => (Status::Warn, tr!("unreachable ({why}): {url}", why, url)),
+    };
+    let mut fix = vec![tr!("a mirror ({whose}):", whose = source.whose())];
+    fix.extend(source.setting().iter().map(|line| format!("  {line}")));
+    fix.extend(source.offline());
+    fix.extend(routes.iter().cloned());
+    Check { name: source.name(), status, found, fix: Some(fix.join("\n")) }
+}
+
+fn secs(took: Duration) -> String {
+    format!("{:.2} s", took.as_secs_f64())
+}
+
+/// Where the chosen lab fetches each source from.
+pub struct Path<'a> {
+    pub provider: labkit::lab_file::ProviderKind,
+    /// The pinned toolchain is not installed: rustup will fetch it.
+    pub toolchain_missing: bool,
+    pub pinned_toolchain: &'a str,
+    /// kube-apiserver and etcd are not here: the envtest lab builds (or downloads) them.
+    pub envtest_missing: bool,
+    /// The kind lab pulls its node image (not in Docker, not built here, not from a bundle).
+    pub pulls_node_image: bool,
+    /// Docker's own `registry-mirrors` (`docker info`).
+    pub docker_mirrors: Vec<String>,
+    pub mirror: &'a RegistryMirror,
+    pub builds_node_image: bool,
+    pub nix: bool,
+}
+
+impl Path<'_> {
+    /// The sources this lab fetches from, each at the address it would use.
+    pub fn rows(&self) -> Vec<Row> {
+        use labkit::lab_file::ProviderKind::{Existing, Kind};
+        let row = |source, need, url: String| Row { source, need, url };
+        let mut rows = vec![row(Source::Crates, Need::Required, crates_index())];
+        let dist =
+            std::env::var("RUSTUP_DIST_SERVER").unwrap_or("https://static.rust-lang.org".into());
+        let channel = format!("{dist}/dist/channel-rust-{}.toml.sha256", self.pinned_toolchain);
+        if self.toolchain_missing {
+            rows.push(row(Source::Toolchain, Need::Required, channel));
+        }
+        let go_need = if self.envtest_missing || self.builds_node_image {
+            Need::Required
+        } else {
+            Need::Sometimes
+        };
+        rows.push(row(Source::GoModules, go_need, go_proxy()));
+        let docker_hub = |mirror: Option<&str>| match mirror {
+            Some(mirror) => format!("{}/v2/", mirror.trim_end_matches('/')),
+            None => "https://registry-1.docker.io/v2/".to_string(),
+        };
+        if self.provider == Kind {
+            let for_node =
+                self.mirror.url.as_deref().or(self.docker_mirrors.first().map(String::as_str));
+            let node_need = if self.pulls_node_image { Need::Required } else { Need::Sometimes };
+            rows.push(row(Source::NodeImage, node_need, docker_hub(for_node)));
+            rows.push(row(
+                Source::PodImages,
+                Need::Sometimes,
+                docker_hub(self.mirror.url.as_deref()),
+            ));
+            let debian_need = if self.builds_node_image { Need::Required } else { Need::Sometimes };
+            let release = format!("{}/dists/bookworm/Release", crate::mirrors::debian_mirror());
+            rows.push(row(Source::Debian, debian_need, release));
+        }
+        if self.nix && self.provider != Existing {
+            rows.push(row(Source::Nix, Need::Sometimes, nix_cache()));
+        }
+        rows
+    }
+}
+
+/// crates.io's index, or the registry that replaces it in cargo's configuration.
+fn crates_index() -> String {
+    let home = std::env::var("CARGO_HOME")
+        .unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").unwrap_or_default()));
+    let configs =
+        [labkit::project::root().join(".cargo/config.toml"), format!("{home}/config.toml").into()];
+    let replaced = configs.iter().find_map(|path| {
+        let table: toml::Table = toml::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+        let sources = table.get("source")?;
+        let with = sources.get("crates-io")?.get("replace-with")?.as_str()?;
+        Some(sources.get(with)?.get("registry")?.as_str()?.to_string())
+    });
+    match replaced {
+        Some(registry) => {
+            let index = registry.trim_start_matches("sparse+").trim_end_matches('/');
+            format!("{index}/config.json")
+        }
+        None => "https://index.crates.io/config.json".into(),
+    }
+}
+
+/// The first proxy of `go env GOPROXY` (Go's default when Go is missing), asked for a module
+/// the kit builds.
+fn go_proxy() -> String {
+    let proxies = Cmd::argv(["go", "env", "GOPROXY"]).read().unwrap_or_default();
+    let first = proxies
+        .split([',', '|'])
+        .find(|p| !p.is_empty() && *p != "direct" && *p != "off")
+        .unwrap_or("https://proxy.golang.org");
+    format!("{}/k8s.io/client-go/@latest", first.trim_end_matches('/'))
+}
+
+/// The first substituter Nix's configuration files name (the user's, then the system's).
+fn nix_cache() -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let files = [format!("{home}/.config/nix/nix.conf"), "/etc/nix/nix.conf".into()];
+    let named = files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).find_map(|text| {
+        let line = text.lines().find_map(|l| l.trim().strip_prefix("substituters"))?;
+        Some(line.trim_start_matches([' ', '=']).split_whitespace().next()?.to_string())
+    });
+    let first = named.unwrap_or("https://cache.nixos.org".into());
+    format!("{}/nix-cache-info", first.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http_answer_is_reached_and_curls_error_is_the_reason() {
+        assert_eq!(answer("401 0.120", ""), Answer::Reached(Duration::from_millis(120)));
+        assert_eq!(
+            answer("000 0.003", "curl: (6) Could not resolve host: registry-1.docker.io\n"),
+            Answer::Failed("Could not resolve host: registry-1.docker.io".into())
+        );
+        assert!(matches!(answer("000 5.001", ""), Answer::Failed(why) if why.contains('5')));
+    }
+
+    #[test]
+    fn an_unreachable_required_source_fails_with_its_mirror_and_routes() {
+        let row = Row {
+            source: Source::NodeImage,
+            need: Need::Required,
+            url: "https://registry-1.docker.io/v2/".into(),
+        };
+        let failed = Answer::Failed("Could not resolve host: registry-1.docker.io".into());
+        let check = check(&row, &failed, &["`--node-image built`: works here".into()]);
+        assert_eq!(check.status, Status::Fail);
+        let fix = check.fix.unwrap();
+        for line in Source::NodeImage.setting() {
+            assert!(fix.contains(line), "{fix}");
+        }
+        assert!(
+            fix.contains("--bundle") && fix.ends_with("`--node-image built`: works here"),
+            "{fix}"
+        );
+        let sometimes = Row { need: Need::Sometimes, ..row };
+        assert_eq!(super::check(&sometimes, &failed, &[]).status, Status::Warn);
+        let slow = Answer::Reached(Duration::from_secs(3));
+        assert_eq!(super::check(&sometimes, &slow, &[]).status, Status::Warn);
+        let quick = Answer::Reached(Duration::from_millis(40));
+        assert_eq!(super::check(&sometimes, &quick, &[]).status, Status::Pass);
+    }
+}

@@ -1,0 +1,302 @@
+//! Where the kit fetches from, and the mirror each source can be swapped for: one row per
+//! source, read by `doctor` (what it probes, and the settings it names when a probe fails), by
+//! the kind lab (`--registry-mirror`) and by the page for learners in mainland China
+//! (docs/zh-CN/14-china.md, held to these settings by a test). The kit never picks a mirror
+//! by itself: the settings name public mirrors there as examples a person chooses.
+
+use std::path::{Path, PathBuf};
+
+use labkit::tr;
+
+/// Each place the kit, or the tools it runs, fetch from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// crates.io's index (cargo: the kit, a learner's project).
+    Crates,
+    /// The Rust toolchain server (rustup installs the pinned toolchain).
+    Toolchain,
+    /// The Go module proxy (kube-apiserver and etcd, the node image, the course's Go program).
+    GoModules,
+    /// The envtest release binaries (kube-apiserver and etcd, downloaded instead of built).
+    EnvtestReleases,
+    /// Docker Hub, for the kind node image.
+    NodeImage,
+    /// Docker Hub, for the pods' images (step 2's `nginx`), pulled by the nodes' containerd.
+    PodImages,
+    /// Debian's packages, for a node image built here.
+    Debian,
+    /// Nix's binary cache (`nix develop`).
+    Nix,
+}
+
+impl Source {
+    pub const ALL: [Source; 8] = [
+        Source::Crates,
+        Source::Toolchain,
+        Source::GoModules,
+        Source::EnvtestReleases,
+        Source::NodeImage,
+        Source::PodImages,
+        Source::Debian,
+        Source::Nix,
+    ];
+
+    /// Its name in doctor's table (the JSON's `name`: English, a stable word for scripts).
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Crates => "crates",
+            Source::Toolchain => "Rust toolchain server",
+            Source::GoModules => "Go modules",
+            Source::EnvtestReleases => "envtest releases",
+            Source::NodeImage => "kind node image",
+            Source::PodImages => "pods' images",
+            Source::Debian => "Debian packages",
+            Source::Nix => "Nix cache",
+        }
+    }
+
+    /// The setting that uses a mirror, as a person types or writes it, each line as is.
+    pub fn setting(self) -> &'static [&'static str] {
+        match self {
+            Source::Crates => &[
+                "# ~/.cargo/config.toml",
+                "[source.crates-io]",
+                "replace-with = \"mirror\"",
+                "[source.mirror]",
+                "registry = \"sparse+https://rsproxy.cn/index/\"",
+            ],
+            Source::Toolchain => &[
+                "export RUSTUP_DIST_SERVER=https://rsproxy.cn",
+                "export RUSTUP_UPDATE_ROOT=https://rsproxy.cn/rustup",
+            ],
+            Source::GoModules => &["go env -w GOPROXY=https://goproxy.cn,direct"],
+            Source::EnvtestReleases => {
+                &["export LAB_ENVTEST_MIRROR=https://ENVTEST-MIRROR/envtest-v1.36.x"]
+            }
+            Source::NodeImage | Source::PodImages => &[
+                "cargo xtask lab up --provider kind --registry-mirror https://docker.m.daocloud.io",
+            ],
+            Source::Debian => {
+                &["export LAB_DEBIAN_MIRROR=https://mirrors.tuna.tsinghua.edu.cn/debian"]
+            }
+            Source::Nix => &[
+                "# /etc/nix/nix.conf",
+                "substituters = https://mirrors.tuna.tsinghua.edu.cn/nix-channels/store https://cache.nixos.org/",
+            ],
+        }
+    }
+
+    /// Whose mirror the setting names, and where else one is found.
+    pub fn whose(self) -> String {
+        match self {
+            Source::Crates => tr!("rsproxy.cn's (ByteDance); USTC, TUNA and Aliyun run others"),
+            Source::Toolchain => tr!("rsproxy.cn's; TUNA and USTC run others"),
+            Source::GoModules => tr!("goproxy.cn's; Aliyun runs another"),
+            Source::EnvtestReleases => {
+                tr!("any server with the release's tarballs (sha512-checked against the pins)")
+            }
+            Source::NodeImage => {
+                tr!(
+                    "DaoCloud's; Docker's own `registry-mirrors` in /etc/docker/daemon.json works too"
+                )
+            }
+            Source::PodImages => tr!("DaoCloud's, written into the nodes' containerd"),
+            Source::Debian => tr!("TUNA's; USTC and Aliyun run others"),
+            Source::Nix => tr!("TUNA's; USTC runs another"),
+        }
+    }
+
+    /// The way without this source, if there is one.
+    pub fn offline(self) -> Option<String> {
+        match self {
+            Source::NodeImage | Source::PodImages => Some(tr!(
+                "or, without a network: `cargo xtask lab bundle` where Docker Hub is reachable, then `cargo xtask lab up --bundle FILE` here"
+            )),
+            Source::EnvtestReleases => Some(tr!(
+                "or nothing: kube-apiserver and etcd are then built from Go source (minutes)"
+            )),
+            Source::Nix => Some(tr!(
+                "or without Nix: rustup, Go, kubectl and kind installed by hand (the README's prerequisites)"
+            )),
+            Source::Crates | Source::Toolchain | Source::GoModules | Source::Debian => None,
+        }
+    }
+}
+
+/// The `--registry-mirror` flag of `lab up` and `doctor`, or its variable.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct RegistryMirror {
+    /// kind only: a Docker Hub mirror (`https://HOST` or `http://HOST:PORT`) for the node image
+    /// and, written into the nodes' containerd, the pods' images (step 2's nginx).
+    #[arg(long = "registry-mirror", value_name = "URL", env = "LAB_REGISTRY_MIRROR",
+          value_parser = parse_mirror)]
+    pub url: Option<String>,
+}
+
+/// A mirror is `http://` or `https://` and a host, without a path.
+fn parse_mirror(value: &str) -> Result<String, String> {
+    let host = value.strip_prefix("https://").or_else(|| value.strip_prefix("http://"));
+    match host.map(|h| h.trim_end_matches('/')) {
+        Some(host) if !host.is_empty() && !host.contains('/') => {
+            Ok(value.trim_end_matches('/').to_string())
+        }
+        _ => {
+            Err(tr!("a mirror is https://HOST or http://HOST:PORT, without a path: {value}", value))
+        }
+    }
+}
+
+impl RegistryMirror {
+    /// The mirror's host and port, as Docker names an image on it.
+    pub fn host(&self) -> Option<&str> {
+        let url = self.url.as_deref()?;
+        url.split_once("://").map(|(_, host)| host)
+    }
+
+    /// `reference` (`kindest/node:v1.36.4@sha256:…`) pulled through the mirror: the same
+    /// digest on another host.
+    pub fn image(&self, reference: &str) -> String {
+        match self.host() {
+            Some(host) => format!("{host}/{reference}"),
+            None => reference.to_string(),
+        }
+    }
+
+    /// The nodes' containerd's `hosts.toml` for docker.io: Docker Hub through the mirror.
+    pub fn hosts_toml(&self) -> Option<String> {
+        let url = self.url.as_deref()?;
+        Some(format!(
+            "server = \"https://registry-1.docker.io\"\n\n[host.\"{url}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+        ))
+    }
+}
+
+/// Where debootstrap keeps its per-suite scripts: a suite it can make.
+const DEBOOTSTRAP_SCRIPTS: &str = "/usr/share/debootstrap/scripts";
+
+/// The Debian mirror a node image built here fetches from: `LAB_DEBIAN_MIRROR`, else the
+/// apt sources' (what `cargo maint node-image --mirror` defaults to), else Debian's own.
+pub fn debian_mirror() -> String {
+    let chosen = std::env::var(DEBIAN_MIRROR_ENV).ok().filter(|m| !m.is_empty());
+    chosen
+        .or(apt_mirror().map(|(uri, _)| uri))
+        .unwrap_or_else(|| "http://deb.debian.org/debian".into())
+}
+
+/// The variable of `cargo maint node-image --mirror`, which `lab up --node-image built` runs.
+pub const DEBIAN_MIRROR_ENV: &str = "LAB_DEBIAN_MIRROR";
+
+/// The first Debian (or Ubuntu) mirror and release suite this machine's apt
+/// sources name, from the one-line `.list` format and the deb822 `.sources` format.
+pub fn apt_mirror() -> Option<(String, String)> {
+    let mut texts = Vec::new();
+    if let Ok(text) = std::fs::read_to_string("/etc/apt/sources.list") {
+        texts.push(text);
+    }
+    if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        let mut paths: Vec<PathBuf> = dir.filter_map(|e| Some(e.ok()?.path())).collect();
+        paths.sort();
+        for path in paths {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                texts.push(text);
+            }
+        }
+    }
+    let known = |suite: &str| {
+        let scripts = Path::new(DEBOOTSTRAP_SCRIPTS);
+        if scripts.is_dir() { scripts.join(suite).exists() } else { !suite.contains(['-', '/']) }
+    };
+    texts.iter().flat_map(|text| sources(text)).find(|(_, suite)| known(suite))
+}
+
+/// The `deb` entries with component `main` of one sources file: (URI, suite).
+pub fn sources(text: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    // One-line format: `deb [options] URI SUITE COMPONENT…`.
+    for line in text.lines().map(str::trim) {
+        let Some(rest) = line.strip_prefix("deb ") else {
+            continue;
+        };
+        let rest = match rest.trim_start().strip_prefix('[') {
+            Some(options) => options.split_once(']').map_or("", |(_, r)| r),
+            None => rest,
+        };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        if words.len() >= 3 && words[2..].contains(&"main") {
+            found.push((words[0].to_string(), words[1].to_string()));
+        }
+    }
+    // deb822 format: paragraphs of `Key: value` lines.
+    for paragraph in text.split("\n\n") {
+        let field = |name: &str| {
+            paragraph.lines().find_map(|l| {
+                let (key, value) = l.split_once(':')?;
+                key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_string())
+            })
+        };
+        let (Some(types), Some(uris), Some(suites), Some(components)) =
+            (field("Types"), field("URIs"), field("Suites"), field("Components"))
+        else {
+            continue;
+        };
+        if !types.split_whitespace().any(|t| t == "deb")
+            || !components.split_whitespace().any(|c| c == "main")
+        {
+            continue;
+        }
+        for uri in uris.split_whitespace() {
+            for suite in suites.split_whitespace() {
+                found.push((uri.to_string(), suite.to_string()));
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_apt_source_formats() {
+        let one_line = "# comment\ndeb [signed-by=/k.gpg] http://deb.example/debian bookworm main contrib\n\
+                        deb http://security.example/debian-security bookworm-security main\n\
+                        deb-src http://deb.example/debian bookworm main\n\
+                        deb https://packages.example/apt cloud-sdk-bookworm main\n";
+        assert_eq!(
+            sources(one_line),
+            vec![
+                ("http://deb.example/debian".into(), "bookworm".into()),
+                ("http://security.example/debian-security".into(), "bookworm-security".into()),
+                ("https://packages.example/apt".into(), "cloud-sdk-bookworm".into()),
+            ]
+        );
+        let deb822 = "Types: deb\n# http://snapshot.example/archive\nURIs: http://deb.example/debian\n\
+                      Suites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k.gpg\n\n\
+                      Types: deb-src\nURIs: http://x\nSuites: bookworm\nComponents: main\n";
+        assert_eq!(
+            sources(deb822),
+            vec![
+                ("http://deb.example/debian".into(), "bookworm".into()),
+                ("http://deb.example/debian".into(), "bookworm-updates".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_mirror_is_a_scheme_and_a_host() {
+        assert_eq!(
+            parse_mirror("https://docker.m.daocloud.io/").unwrap(),
+            "https://docker.m.daocloud.io"
+        );
+        assert!(parse_mirror("docker.m.daocloud.io").is_err());
+        assert!(parse_mirror("https://mirror/v2/library").is_err());
+        let mirror = RegistryMirror { url: Some("http://lab-kit-mirror:5000".into()) };
+        assert_eq!(
+            mirror.image("kindest/node:v1.36.4@sha256:ab"),
+            "lab-kit-mirror:5000/kindest/node:v1.36.4@sha256:ab"
+        );
+        assert!(mirror.hosts_toml().unwrap().contains("[host.\"http://lab-kit-mirror:5000\"]"));
+        assert_eq!(RegistryMirror::default().image("nginx"), "nginx");
+    }
+}
