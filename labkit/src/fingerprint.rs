@@ -2,11 +2,16 @@
 //! fingerprint changes.
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(ring::digest::digest(&ring::digest::SHA256, bytes))
+}
+
+/// SHA-512, as release indexes pin archives (envtest's).
+pub fn sha512_hex(bytes: &[u8]) -> String {
+    hex(ring::digest::digest(&ring::digest::SHA512, bytes))
+}
+
+fn hex(digest: ring::digest::Digest) -> String {
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

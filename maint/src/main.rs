@@ -6,6 +6,7 @@
 //! |------------------|---------------------------------------------------------------|
 //! | [`test`]         | `cargo maint test`, the README's test command                 |
 //! | [`room_cluster`] | the three-node cluster `test` treats as an existing one       |
+//! | [`mirror`]       | a Docker Hub mirror on this machine, for the kind lab's pods  |
 //! | [`bench`]        | `cargo maint bench`: heal latency against the floor           |
 //! | [`room_bench`]   | `cargo maint room-bench`: a room of N on one cluster, measured |
 //! | [`side_by_side`] | commands run at once, each into a log of its own              |
@@ -17,6 +18,7 @@
 
 mod bench;
 mod hunt;
+mod mirror;
 mod node_image;
 mod pictures;
 mod room_bench;

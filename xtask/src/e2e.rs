@@ -7,6 +7,7 @@ use std::{path::PathBuf, process::ExitCode, time::Instant};
 use anyhow::{Context, Result, bail};
 use labkit::lab_file::ProviderKind;
 use labkit::results::{self, Outcome};
+use labkit::tr;
 use serde_json::json;
 
 use crate::cargo;
@@ -53,9 +54,12 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
     if !passed || outcomes.len() != expected.len() || summary.failed > 0 {
         if outcomes.len() != expected.len() {
             eprintln!(
-                "expected {} results, got {}: see the test output above",
-                expected.len(),
-                outcomes.len()
+                "{}",
+                tr!(
+                    "expected {expected} results, got {got}: see the test output above",
+                    expected = expected.len(),
+                    got = outcomes.len()
+                )
             );
         }
         return Ok(ExitCode::FAILURE);
@@ -102,25 +106,25 @@ fn summary(
     // An experiment with no result (the suite stopped early) counts as failed.
     let failed = expected.len() - (ok + not_run.len()).min(expected.len());
     // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
-    let _ = writeln!(text, "e2e: {ok} passed, {} not run, {failed} failed", not_run.len());
+    let not_run_n = not_run.len();
+    let closing = tr!(
+        "e2e: {ok} passed, {not_run} not run, {failed} failed",
+        ok,
+        not_run = not_run_n,
+        failed
+    );
+    let _ = writeln!(text, "{closing}");
     for (o, why) in not_run.iter().filter_map(|o| Some((o, o.not_run.as_deref()?))) {
         let _ = writeln!(text, "  {}: {why}", o.experiment);
     }
     // Repeated below the table: a CI log cut short keeps its last lines.
     for o in outcomes.iter().filter(|o| !o.passed && o.not_run.is_none()) {
-        let _ = writeln!(text, "  {}: FAILED: {}", o.experiment, o.detail);
+        let line =
+            tr!("  {experiment}: FAILED: {detail}", experiment = o.experiment, detail = o.detail);
+        let _ = writeln!(text, "{line}");
     }
     let bar = (provider == ProviderKind::Envtest).then_some(SUITE_BAR_SECONDS);
-    if let Some(bar) = bar {
-        let over = if whole && wall > bar { " — over the bar" } else { "" };
-        let _ = writeln!(
-            text,
-            "suite wall time {wall:.1} s (bar for the whole suite on envtest: {bar:.0} s){over}"
-        );
-    } else {
-        // Each restart of the controller is a pod rollout here: no bar.
-        let _ = writeln!(text, "suite wall time {wall:.1} s on {provider}");
-    }
+    let _ = writeln!(text, "{}", wall_line(wall, whole, provider, bar));
     let results: Vec<serde_json::Value> = outcomes
         .into_iter()
         .map(|o| {
@@ -150,10 +154,35 @@ fn summary(
     Summary { text, document, failed }
 }
 
+/// The suite's wall-time line: against the envtest `bar` (over it, when the `whole` suite is).
+fn wall_line(wall: f64, whole: bool, provider: ProviderKind, bar: Option<f64>) -> String {
+    let wall_s = format!("{wall:.1}");
+    let Some(bar) = bar else {
+        // Each restart of the controller is a pod rollout here: no bar.
+        return tr!("suite wall time {wall} s on {provider}", wall = wall_s, provider);
+    };
+    let bar_s = format!("{bar:.0}");
+    if whole && wall > bar {
+        tr!(
+            "suite wall time {wall} s (bar for the whole suite on envtest: {bar} s) — over the bar",
+            wall = wall_s,
+            bar = bar_s
+        )
+    } else {
+        tr!(
+            "suite wall time {wall} s (bar for the whole suite on envtest: {bar} s)",
+            wall = wall_s,
+            bar = bar_s
+        )
+    }
+}
+
 /// The result, on `out` (stdout: progress and the suite's own output are on stderr).
 fn report(format: Format, summary: &Summary, out: &mut dyn std::io::Write) -> Result<()> {
     match format {
-        Format::Text => out.write_all(summary.text.as_bytes()).context("cannot print the table"),
+        Format::Text => {
+            out.write_all(summary.text.as_bytes()).with_context(|| tr!("cannot print the table"))
+        }
         Format::Json => output::json(out, &summary.document),
     }
 }
@@ -161,9 +190,10 @@ fn report(format: Format, summary: &Summary, out: &mut dyn std::io::Write) -> Re
 /// `target/e2e/<lab>.jsonl`, emptied for this run (one a lab: suites on two labs can run at once).
 fn results_file(lab: &str) -> Result<PathBuf> {
     let dir = labkit::project::target_dir().join("e2e");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
     let path = dir.join(format!("{lab}.jsonl"));
-    std::fs::write(&path, "").with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, "").with_context(|| tr!("cannot write {path}", path = path.display()))?;
     Ok(path)
 }
 
@@ -175,7 +205,7 @@ fn sorted<'a>(outcomes: &'a [Outcome], order: &[String]) -> Vec<&'a Outcome> {
     sorted
 }
 
-/// `pass`, `FAIL` or `not run`, as the table and the JSON say it.
+/// `pass`, `FAIL` or `not run`, as the JSON says it (always English: docs/output.md).
 fn result_word(o: &Outcome) -> &'static str {
     match (o.passed, &o.not_run) {
         (_, Some(_)) => "not run",
@@ -184,16 +214,26 @@ fn result_word(o: &Outcome) -> &'static str {
     }
 }
 
+/// [`result_word`] as the table says it, in the reader's language.
+fn result_said(o: &Outcome) -> String {
+    match (o.passed, &o.not_run) {
+        (_, Some(_)) => tr!("not run"),
+        (true, None) => tr!("pass"),
+        (false, None) => tr!("FAIL"),
+    }
+}
+
 /// The summary table of `outcomes`, in their order.
 fn table(outcomes: &[&Outcome]) -> String {
-    let mut text =
-        String::from("\n| experiment | result | latency | measured |\n|---|---|---|---|\n");
+    let heading = tr!("| experiment | result | latency | measured |");
+    let mut text = format!("\n{heading}\n|---|---|---|---|\n");
     for o in outcomes {
         let latency = o.latency_ms.map(|ms| format!("{ms:.1} ms")).unwrap_or_else(|| "—".into());
-        let result = result_word(o);
+        let result = result_said(o);
         let _ = writeln!(text, "| {} | {result} | {latency} | {} |", o.experiment, o.detail);
+        let warn = tr!("warn");
         for w in &o.warnings {
-            let _ = writeln!(text, "|   | warn |   | {w} |");
+            let _ = writeln!(text, "|   | {warn} |   | {w} |");
         }
     }
     text.push('\n');

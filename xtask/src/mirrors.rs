@@ -70,9 +70,7 @@ impl Source {
                 "export RUSTUP_UPDATE_ROOT=https://rsproxy.cn/rustup",
             ],
             Source::GoModules => &["go env -w GOPROXY=https://goproxy.cn,direct"],
-            Source::EnvtestReleases => {
-                &["export LAB_ENVTEST_MIRROR=https://ENVTEST-MIRROR/envtest-v1.36.x"]
-            }
+            Source::EnvtestReleases => &["export LAB_ENVTEST_MIRROR=http://INSTRUCTOR-HOST:8000"],
             Source::NodeImage | Source::PodImages => &[
                 "cargo xtask lab up --provider kind --registry-mirror https://docker.m.daocloud.io",
             ],
@@ -92,9 +90,9 @@ impl Source {
             Source::Crates => tr!("rsproxy.cn's (ByteDance); USTC, TUNA and Aliyun run others"),
             Source::Toolchain => tr!("rsproxy.cn's; TUNA and USTC run others"),
             Source::GoModules => tr!("goproxy.cn's; Aliyun runs another"),
-            Source::EnvtestReleases => {
-                tr!("any server with the release's tarballs (sha512-checked against the pins)")
-            }
+            Source::EnvtestReleases => tr!(
+                "a server with the release's archive, such as the instructor's `python3 -m http.server`; checked against the pinned sha512"
+            ),
             Source::NodeImage => {
                 tr!(
                     "DaoCloud's; Docker's own `registry-mirrors` in /etc/docker/daemon.json works too"
@@ -256,6 +254,18 @@ pub fn sources(text: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page for learners in mainland China shows every setting as doctor prints it.
+    #[test]
+    fn the_china_page_shows_each_setting_as_doctor_prints_it() {
+        let page = std::fs::read_to_string(labkit::project::root().join("docs/zh-CN/14-china.md"));
+        let page = page.unwrap();
+        for source in Source::ALL {
+            for line in source.setting() {
+                assert!(page.lines().any(|l| l == *line), "docs/zh-CN/14-china.md lacks {line:?}");
+            }
+        }
+    }
 
     #[test]
     fn reads_both_apt_source_formats() {

@@ -173,7 +173,7 @@ pub fn inotify(max_user_watches: Option<u64>, max_user_instances: Option<u64>) -
             NAME,
             tr!("max_user_watches {w}, max_user_instances {i}: low for kind", w, i),
             format!(
-                "sudo sysctl fs.inotify.max_user_watches={WATCHES} fs.inotify.max_user_instances={INSTANCES}"
+                "`sudo sysctl fs.inotify.max_user_watches={WATCHES} fs.inotify.max_user_instances={INSTANCES}`"
             ),
         ),
         _ => Check::pass(NAME, tr!("not readable here (not Linux): Docker Desktop sets its own")),

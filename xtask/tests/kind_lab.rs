@@ -13,6 +13,9 @@ use labkit::{
     lab::Lab,
 };
 use serial_test::serial;
+use std::time::Duration;
+
+use labkit::eventually::Check;
 
 /// `lab up` as this lab was made: the same name and node image.
 fn up_again(lab: &Lab) -> Vec<String> {
@@ -116,7 +119,8 @@ async fn a_lab_for_another_config_map_keeps_that_one() {
 }
 
 /// The instructor's bundle brings an attendee's lab up without the
-/// controller image in Docker: it comes back from the archive.
+/// controller image in Docker: it comes back from the archive; and step 2's nginx,
+/// gone from the node, comes back from it too and runs without a pull.
 #[tokio::test]
 #[serial]
 async fn the_offline_bundle_brings_the_lab_up() {
@@ -130,6 +134,8 @@ async fn the_offline_bundle_brings_the_lab_up() {
     let before = image_id(&kind.controller_image);
     succeeds(&xtask(&["lab", "bundle", "-f", &bundle_arg, "--node-image", &kind.node_image]));
     succeeds(&Cmd::argv(["docker", "rmi", &kind.controller_image]));
+    let rmi = ["docker", "exec", &kind.node, "crictl", "rmi", "docker.io/library/nginx:latest"];
+    let _ = Cmd::argv(rmi).read();
     let pod = ready_pod(&lab).await;
     let up = run(&xtask(&["lab", "up", "--provider", "kind", "--name", &lab.file().name])
         .args(["--bundle", &bundle_arg]));
@@ -137,6 +143,133 @@ async fn the_offline_bundle_brings_the_lab_up() {
     assert!(up.ok, "lab up --bundle failed:\n{}", up.stderr);
     assert_eq!(image_id(&kind.controller_image), before, "the bundle held another image");
     assert_eq!(ready_pod(&lab).await, pod, "the same image must not restart the pod");
+    let mirror = mirror_container(&lab);
+    let pulls = || mirror_log(&mirror).matches("nginx/manifests").count();
+    let before = pulls();
+    nginx_runs(&lab, Some("IfNotPresent")).await;
+    assert_eq!(pulls(), before, "nginx was pulled, not taken from the bundle");
+}
+
+/// Step 2's pod, `kubectl run nginx --image=nginx` as the pages run it (`pull_policy`: the
+/// default, Always for `latest`, or IfNotPresent), Running; then deleted.
+async fn nginx_runs(lab: &Lab, pull_policy: Option<&str>) {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::namespaced(lab.client(), "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "nginx", "labels": {"run": "nginx"}},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx", "imagePullPolicy": pull_policy}]},
+    }))
+    .unwrap();
+    let _ = pods.delete("nginx", &Default::default()).await;
+    labkit::eventually::eventually("no pod nginx", Duration::from_secs(60), || async {
+        let left = pods.get_opt("nginx").await?;
+        Ok(Check::done_if(left.is_none(), (), "pod nginx still there"))
+    })
+    .await
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.expect("create pod nginx");
+    let running =
+        labkit::eventually::eventually("pod nginx Running", Duration::from_secs(180), || async {
+            let pod = pods.get("nginx").await?;
+            let status = pod.status.unwrap_or_default();
+            let phase = status.phase.clone().unwrap_or_default();
+            let waiting = status.container_statuses.iter().flatten().filter_map(|c| {
+                c.state
+                    .as_ref()?
+                    .waiting
+                    .as_ref()
+                    .map(|w| format!("{:?}: {:?}", w.reason, w.message))
+            });
+            let seen = format!("{phase} {}", waiting.collect::<Vec<_>>().join(" "));
+            Ok(Check::done_if(phase == "Running", (), seen))
+        })
+        .await;
+    let _ = pods.delete("nginx", &Default::default()).await;
+    running.unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+/// The registry mirror the lab's node pulls Docker Hub through (its containerd's
+/// `hosts.toml`), by its container's name: `lab up --registry-mirror` wrote it.
+fn mirror_container(lab: &Lab) -> String {
+    let node = &lab.file().kind().expect("a kind lab").node;
+    let hosts = Cmd::argv(["docker", "exec", node, "cat"])
+        .arg("/etc/containerd/certs.d/docker.io/hosts.toml")
+        .read()
+        .expect("this lab comes up with --registry-mirror (cargo maint test names one)");
+    let host = hosts.lines().find_map(|l| l.strip_prefix("[host.\"http://")).expect(&hosts);
+    host.split([':', '"']).next().unwrap().to_string()
+}
+
+/// What the mirror's registry logged (its requests), both streams.
+fn mirror_log(container: &str) -> String {
+    let log = Cmd::argv(["docker", "logs", container]).output().unwrap();
+    String::from_utf8_lossy(&log.stderr).into_owned() + &String::from_utf8_lossy(&log.stdout)
+}
+
+/// Behind a firewall, as here: Docker Hub through the mirror `lab up --registry-mirror`
+/// wrote into the node's containerd. Step 2's nginx comes from the mirror.
+#[tokio::test]
+#[serial]
+async fn step_2s_nginx_is_pulled_through_the_registry_mirror() {
+    let lab = lab().await;
+    let mirror = mirror_container(&lab);
+    let node = &lab.file().kind().unwrap().node;
+    let _ = Cmd::argv(["docker", "exec", node, "crictl", "rmi", "docker.io/library/nginx:latest"])
+        .read();
+    nginx_runs(&lab, None).await;
+    let log = Cmd::argv(["docker", "logs", &mirror]).output().unwrap();
+    let log =
+        String::from_utf8_lossy(&log.stderr).into_owned() + &String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains("/v2/library/nginx/manifests/latest"),
+        "the mirror served no nginx:\n{log}"
+    );
+}
+
+/// Behind a firewall, before `lab up`: doctor probes Docker Hub and says what it found, as
+/// this machine's own lookup does; unreachable, it names the mirror setting, the offline
+/// bundle, and whether building the node image here works (Go modules and Debian reached).
+/// In Chinese, every line of it (docs/samples/doctor-kind.zh-CN.txt).
+#[tokio::test]
+#[serial]
+async fn doctor_knows_the_network_and_the_routes_that_work_here() {
+    let lab = lab().await;
+    let name = &lab.file().name;
+    let ran = run(&xtask(&[
+        "doctor",
+        "--provider",
+        "kind",
+        "--name",
+        name,
+        "-o",
+        "json",
+        "--lang",
+        "en",
+    ]));
+    let document: serde_json::Value = serde_json::from_str(&ran.stdout).expect(&ran.stdout);
+    let row = |name: &str| {
+        let rows = document["checks"].as_array().unwrap();
+        rows.iter().find(|c| c["name"] == name).cloned().unwrap_or_else(|| panic!("no {name} row"))
+    };
+    let node = row("kind node image");
+    let resolved = std::net::ToSocketAddrs::to_socket_addrs("registry-1.docker.io:443").is_ok();
+    if resolved {
+        assert_ne!(node["status"], "fail", "Docker Hub resolves here: {node}");
+    } else {
+        assert_eq!(node["status"], "fail", "Docker Hub does not resolve here: {node}");
+        let fix = node["fix"].as_str().unwrap();
+        let reached = |source: &str| row(source)["status"] == "pass";
+        let built = match reached("Go modules") && reached("Debian packages") {
+            true => "`--node-image built` works here",
+            false => "`--node-image built` needs Go modules and Debian packages",
+        };
+        for route in ["--registry-mirror https://", "--bundle FILE", built] {
+            assert!(fix.contains(route), "no {route:?} in the fix:\n{fix}");
+        }
+    }
+    let zh = run(&xtask(&["doctor", "--provider", "kind", "--name", name, "--lang", "zh"]));
+    common::assert_chinese("cargo xtask doctor --lang zh", &zh.stdout);
+    common::write_sample("doctor-kind.zh-CN.txt", &zh.stdout);
 }
 
 /// One bad `lab up`: what is wrong, how, and what its error must say.

@@ -19,8 +19,10 @@ use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::Lab,
     suite::Measured,
+    tr,
 };
 
+use super::{error_lines, lines_with};
 use labkit::eventually::{Check, eventually};
 
 /// The Role loses `create` → delete my-config → the controller retries with
@@ -50,7 +52,7 @@ pub(super) fn controller_role(lab: &Lab) -> anyhow::Result<(Api<Role>, String)> 
     let (namespace, name) = lab
         .controller_service_account()
         .split_once('/')
-        .context("the service account is namespace/name")?;
+        .with_context(|| tr!("the service account is namespace/name"))?;
     Ok((Api::namespaced(lab.client(), namespace), name.to_string()))
 }
 
@@ -85,7 +87,7 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
     let give_ups0 = before.sum(GIVE_UPS);
     lab.config_maps().delete(lab.desired().name(), &DeleteParams::default()).await?;
 
-    eventually("the controller to give up", HEAL_WITHIN, || async {
+    eventually(&tr!("the controller to give up"), HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
         let gave_up = m.sum(GIVE_UPS) - give_ups0;
         Ok(if gave_up >= 1.0 { Check::Done(()) } else { Check::NotYet(m.lines(RECONCILES)) })
@@ -99,38 +101,13 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
     let rounds = after.sum(GIVE_UPS) - give_ups0;
     ensure!(
         attempts == 6.0 * rounds,
-        "expected 6 attempts (1 + 5 retries) for each give-up, saw {attempts} for {rounds}"
+        tr!(
+            "expected 6 attempts (1 + 5 retries) for each give-up, saw {attempts} for {rounds}",
+            attempts,
+            rounds
+        )
     );
-    // A pod's log reaches the API through the node's log files: wait for the lines.
-    let log = eventually("the give-up to be logged", HEAL_WITHIN, || async {
-        let log = lab.controller_log(&mark).await?;
-        let retries = log.lines().filter(|l| l.contains("reconcile failed; retrying")).count();
-        let errors = log.lines().filter(|l| l.contains(" ERROR ")).count();
-        Ok(Check::done_if(
-            errors as f64 >= rounds && retries as f64 >= 5.0 * rounds,
-            log,
-            format!("{retries} retry lines, {errors} error lines"),
-        ))
-    })
-    .await?;
-    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
-    ensure!(
-        errors.len() as f64 == rounds && errors.iter().all(|e| e.contains("forbidden")),
-        "expected one error line naming the denial for each give-up ({rounds}), got {}:\n{}",
-        errors.len(),
-        errors.join("\n")
-    );
-    let delays: Vec<f64> = log
-        .lines()
-        .filter(|l| l.contains("reconcile failed; retrying"))
-        .filter_map(retry_delay_ms)
-        .collect();
-    // Each round's five retries wait longer and longer.
-    ensure!(
-        delays.len() as f64 == 5.0 * rounds
-            && delays.chunks(5).all(|r| r.windows(2).all(|w| w[1] > w[0])),
-        "expected 5 retries with growing delays for each give-up, saw {delays:?}"
-    );
+    let delays = logged_give_ups(lab, &mark, rounds).await?;
 
     // The Role gets create back: the next resync heals.
     set_config_map_create(lab, true).await?;
@@ -139,20 +116,65 @@ async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measur
     let healed = restored.elapsed();
     ensure!(
         healed <= resync + Duration::from_secs(2),
-        "healed {healed:?} after the Role was fixed: more than one resync period ({resync:?})"
+        tr!(
+            "healed {healed} after the Role was fixed: more than one resync period ({resync})",
+            healed = format!("{healed:?}"),
+            resync = format!("{resync:?}")
+        )
     );
     Ok(Measured::took(
         healed,
-        format!(
-            "denied: 6 attempts, retry delays {:?} ms, 1 error line{}; create restored → healed by resync",
-            &delays[..5.min(delays.len())],
-            if rounds > 1.0 {
-                format!(" (each of {rounds} rounds: the resync came first)")
-            } else {
-                String::new()
+        tr!(
+            "denied: 6 attempts, retry delays {delays} ms, 1 error line{rounds}; create restored → healed by resync",
+            delays = format!("{:?}", &delays[..5.min(delays.len())]),
+            rounds = match rounds > 1.0 {
+                true => tr!(" (each of {rounds} rounds: the resync came first)", rounds),
+                false => String::new(),
             }
         ),
     ))
+}
+
+/// The log of `rounds` give-ups: one denial error line, 5 growing retries each; their delays (ms).
+async fn logged_give_ups(
+    lab: &Lab,
+    mark: &labkit::lab::ControllerRun,
+    rounds: f64,
+) -> anyhow::Result<Vec<f64>> {
+    // A pod's log reaches the API through the node's log files: wait for the lines.
+    let log = eventually(&tr!("the give-up to be logged"), HEAL_WITHIN, || async {
+        let log = lab.controller_log(mark).await?;
+        let retries = lines_with(&log, "reconcile failed; retrying").len();
+        let errors = error_lines(&log).len();
+        Ok(Check::done_if(
+            errors as f64 >= rounds && retries as f64 >= 5.0 * rounds,
+            log,
+            tr!("{retries} retry lines, {errors} error lines", retries, errors),
+        ))
+    })
+    .await?;
+    let errors = error_lines(&log);
+    ensure!(
+        errors.len() as f64 == rounds && errors.iter().all(|e| e.contains("forbidden")),
+        tr!(
+            "expected one error line naming the denial for each give-up ({rounds}), got {count}:\n{lines}",
+            rounds,
+            count = errors.len(),
+            lines = errors.join("\n")
+        )
+    );
+    let retries = lines_with(&log, "reconcile failed; retrying");
+    let delays: Vec<f64> = retries.into_iter().filter_map(retry_delay_ms).collect();
+    // Each round's five retries wait longer and longer.
+    ensure!(
+        delays.len() as f64 == 5.0 * rounds
+            && delays.chunks(5).all(|r| r.windows(2).all(|w| w[1] > w[0])),
+        tr!(
+            "expected 5 retries with growing delays for each give-up, saw {delays}",
+            delays = format!("{delays:?}")
+        )
+    );
+    Ok(delays)
 }
 
 /// `retry_in=10.02ms` (tracing's Debug of a Duration) → 10.02.
@@ -200,7 +222,10 @@ pub(super) async fn wait_until_allowed(
         },
         ..LocalSubjectAccessReview::default()
     };
-    let what = format!("RBAC to {} {verb}", if allowed { "allow" } else { "deny" });
+    let what = match allowed {
+        true => tr!("RBAC to allow {verb}", verb),
+        false => tr!("RBAC to deny {verb}", verb),
+    };
     eventually(&what, HEAL_WITHIN, || async {
         let answer = api.create(&PostParams::default(), &review).await?;
         let now = answer.status.is_some_and(|s| s.allowed);
@@ -219,15 +244,19 @@ pub async fn files_private_secrets_unreadable(lab: &mut Lab) -> anyhow::Result<M
     let mut loose = Vec::new();
     for path in &files {
         let mode = std::fs::metadata(path)
-            .with_context(|| format!("cannot stat {}", path.display()))?
+            .with_context(|| tr!("cannot stat {path}", path = path.display()))?
             .permissions()
             .mode()
             & 0o777;
         if mode != 0o600 {
-            loose.push(format!("{} is {mode:o}", path.display()));
+            let mode = format!("{mode:o}");
+            loose.push(tr!("{path} is {mode}", path = path.display(), mode));
         }
     }
-    ensure!(loose.is_empty(), "credentials readable by others: {}", loose.join("; "));
+    ensure!(
+        loose.is_empty(),
+        tr!("credentials readable by others: {loose}", loose = loose.join("; "))
+    );
 
     let controller = controller_client(lab).await?;
     let secrets: Api<Secret> = Api::namespaced(controller, lab.desired().namespace());
@@ -237,17 +266,21 @@ pub async fn files_private_secrets_unreadable(lab: &mut Lab) -> anyhow::Result<M
     for (what, answer) in [("list", &listed), ("get", &got)] {
         ensure!(
             matches!(answer, Err(kube::Error::Api(s)) if s.code == 403),
-            "the controller's token may {what} Secrets: {answer:?}"
+            tr!(
+                "the controller's token may {what} Secrets: {answer}",
+                what,
+                answer = format!("{answer:?}")
+            )
         );
     }
     let names: Vec<String> = files
         .iter()
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    Ok(Measured::said(format!(
-        "{} files 0600 ({}); the controller's token: list and get Secrets → 403",
-        files.len(),
-        names.join(", ")
+    Ok(Measured::said(tr!(
+        "{count} files 0600 ({names}); the controller's token: list and get Secrets → 403",
+        count = files.len(),
+        names = names.join(", ")
     )))
 }
 
@@ -263,7 +296,7 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
     let (namespace, name) = lab
         .controller_service_account()
         .split_once('/')
-        .context("the service account is namespace/name")?;
+        .with_context(|| tr!("the service account is namespace/name"))?;
     let (token, _) = labkit::accounts::token(&lab.client(), namespace, name, 600).await?;
     let kubeconfig = labkit::accounts::kubeconfig_with_token(lab.file(), &token)?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;

@@ -25,6 +25,7 @@ use labkit::{
     lab::Lab,
     metrics::Scrape,
     suite::Measured,
+    tr,
 };
 
 const WRITERS: usize = 10;
@@ -52,7 +53,7 @@ pub async fn desired_after_conflict_storm(lab: &mut Lab) -> anyhow::Result<Measu
     let after = wait_idle(lab).await?;
     ensure_not_restarted(lab, &was, &mark).await?;
     let healthz = lab.controller_status("/healthz").await?;
-    ensure!(healthz == 200, "/healthz {healthz} after the storm");
+    ensure!(healthz == 200, tr!("/healthz {healthz} after the storm", healthz));
 
     let delta = |result: &str| {
         after.get(RECONCILES, &[("result", result)]) - before.get(RECONCILES, &[("result", result)])
@@ -62,21 +63,27 @@ pub async fn desired_after_conflict_storm(lab: &mut Lab) -> anyhow::Result<Measu
     let errors = error_lines(&log);
     ensure!(
         errors.len() <= MAX_ERROR_LINES,
-        "{} error lines during the storm (bound: {MAX_ERROR_LINES}):\n{}",
-        errors.len(),
-        errors.join("\n")
+        tr!(
+            "{count} error lines during the storm (bound: {bound}):\n{lines}",
+            count = errors.len(),
+            bound = MAX_ERROR_LINES,
+            lines = errors.join("\n")
+        )
     );
     Ok(Measured::took(
         settled,
-        format!(
-            "{} patches by {WRITERS} writers in {}: {} conflicts (info), {} corrections, \
-             {give_ups} give-ups, {} error lines; desired {} after the last patch; same controller ({was}), /healthz 200",
-            WRITERS * PATCHES_EACH,
-            secs(storm_took),
-            delta("conflict"),
-            delta("updated"),
-            errors.len(),
-            ms(settled)
+        tr!(
+            "{patches} patches by {writers} writers in {took}: {conflicts} conflicts (info), {corrections} corrections, \
+             {give_ups} give-ups, {errors} error lines; desired {settled} after the last patch; same controller ({was}), /healthz 200",
+            patches = WRITERS * PATCHES_EACH,
+            writers = WRITERS,
+            took = secs(storm_took),
+            conflicts = delta("conflict"),
+            corrections = delta("updated"),
+            give_ups,
+            errors = errors.len(),
+            settled = ms(settled),
+            was
         ),
     ))
 }
@@ -100,7 +107,7 @@ async fn storm(lab: &Lab) -> anyhow::Result<()> {
         })
     });
     for outcome in join_all(writers).await {
-        outcome.context("a writer panicked")??;
+        outcome.with_context(|| tr!("a writer panicked"))??;
     }
     Ok(())
 }
@@ -136,48 +143,34 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
         json!({"immutable": true, "data": {labkit::suite::first_key(lab.desired()): "env=frozen"}});
     let frozen_at = Instant::now();
     lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze)).await?;
-    eventually("a Warning Event Immutable", HEAL_WITHIN, || async {
+    eventually(&tr!("a Warning Event Immutable"), HEAL_WITHIN, || async {
         let events = immutable_events(lab, &uid).await?;
         Ok(if events.is_empty() {
-            Check::NotYet("no Immutable Event on my-config".into())
+            Check::NotYet(tr!("no Immutable Event on my-config"))
         } else {
             Check::Done(())
         })
     })
     .await?;
     let reported = frozen_at.elapsed();
-    let after = eventually("two more resyncs", HEAL_WITHIN, || async {
+    let after = eventually(&tr!("two more resyncs"), HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
         let reports = m.get(RECONCILES, &[("result", "immutable")])
             - before.get(RECONCILES, &[("result", "immutable")]);
-        Ok(Check::done_if(reports >= REPORTS, m, format!("{reports} immutable reports")))
+        Ok(Check::done_if(reports >= REPORTS, m, tr!("{reports} immutable reports", reports)))
     })
     .await?;
 
-    let counted = |m: &Scrape, result: &str| m.get(RECONCILES, &[("result", result)]);
-    let delta = |result: &str| counted(&after, result) - counted(&before, result);
-    let writes = after.sum(WRITES) - before.sum(WRITES);
-    let give_ups = after.sum(GIVE_UPS) - before.sum(GIVE_UPS);
-    ensure!(
-        writes == 0.0 && delta("error") == 0.0 && delta("conflict") == 0.0 && give_ups == 0.0,
-        "frozen my-config: {writes} writes, {} errors, {} conflicts, {give_ups} give-ups (all should be 0)",
-        delta("error"),
-        delta("conflict")
-    );
-    // The controller's own metrics count only successful writes: the API
-    // server's request counter shows whether any update was even attempted.
-    let puts = config_map_puts(lab).await? - puts_before;
-    ensure!(
-        puts == 0.0,
-        "the API server received {puts} ConfigMap updates: the controller tried a write that cannot succeed"
-    );
+    nothing_sent(lab, &before, &after, puts_before).await?;
     // Reported again at each resync, but as one Event: the Recorder folds
     // repeats into its series count instead of piling up new Events.
     let events = immutable_events(lab, &uid).await?;
     ensure!(
         events.len() == 1,
-        "expected one Immutable Event (repeats folded into its series), found {}",
-        events.len()
+        tr!(
+            "expected one Immutable Event (repeats folded into its series), found {count}",
+            count = events.len()
+        )
     );
     let repeats = events[0].series.as_ref().map_or(1, |s| s.count);
     let window = frozen_at.elapsed();
@@ -185,15 +178,52 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
     let (reports, warned) = reports_and_warnings(lab, &mark, &before).await?;
     Ok(Measured::took(
         reported,
-        format!(
-            "frozen + drifted → Warning Event Immutable in {}; over {}: {reports} reports \
+        tr!(
+            "frozen + drifted → Warning Event Immutable in {reported}; over {window}: {reports} reports \
              ({warned} warning lines, Event count {repeats}), 0 updates sent (API server PUTs 0), \
-             0 errors, 0 retries; deleted → recreated in {}",
-            ms(reported),
-            secs(window),
-            ms(healed)
+             0 errors, 0 retries; deleted → recreated in {healed}",
+            reported = ms(reported),
+            window = secs(window),
+            reports,
+            warned,
+            repeats,
+            healed = ms(healed)
         ),
     ))
+}
+
+/// The frozen my-config's verdict: no write, error, conflict, give-up, nor API server PUT.
+async fn nothing_sent(
+    lab: &Lab,
+    before: &Scrape,
+    after: &Scrape,
+    puts_before: f64,
+) -> anyhow::Result<()> {
+    let counted = |m: &Scrape, result: &str| m.get(RECONCILES, &[("result", result)]);
+    let delta = |result: &str| counted(after, result) - counted(before, result);
+    let writes = after.sum(WRITES) - before.sum(WRITES);
+    let give_ups = after.sum(GIVE_UPS) - before.sum(GIVE_UPS);
+    ensure!(
+        writes == 0.0 && delta("error") == 0.0 && delta("conflict") == 0.0 && give_ups == 0.0,
+        tr!(
+            "frozen my-config: {writes} writes, {errors} errors, {conflicts} conflicts, {give_ups} give-ups (all should be 0)",
+            writes,
+            errors = delta("error"),
+            conflicts = delta("conflict"),
+            give_ups
+        )
+    );
+    // The controller's own metrics count only successful writes: the API
+    // server's request counter shows whether any update was even attempted.
+    let puts = config_map_puts(lab).await? - puts_before;
+    ensure!(
+        puts == 0.0,
+        tr!(
+            "the API server received {puts} ConfigMap updates: the controller tried a write that cannot succeed",
+            puts
+        )
+    );
+    Ok(())
 }
 
 /// The reports (the metric) and the log read at one consistent point, once the frozen
@@ -208,10 +238,11 @@ async fn reports_and_warnings(
 ) -> anyhow::Result<(f64, usize)> {
     let immutable = |m: &Scrape| m.get(RECONCILES, &[("result", "immutable")]);
     let reports = immutable(&lab.metrics().await?) - immutable(before);
-    let log = eventually("the recreation in the controller's log", HEAL_WITHIN, || async {
+    let log = eventually(&tr!("the recreation in the controller's log"), HEAL_WITHIN, || async {
         let log = lab.controller_log(mark).await?;
         let created = log.contains(LOG_CREATED);
-        Ok(Check::done_if(created, log, format!("no {LOG_CREATED:?} line yet")))
+        let line = format!("{LOG_CREATED:?}");
+        Ok(Check::done_if(created, log, tr!("no {line} line yet", line)))
     })
     .await?;
     let warned = lines_with(&log, LOG_IMMUTABLE).len();
@@ -219,8 +250,16 @@ async fn reports_and_warnings(
     let errors = error_lines(&log).len();
     ensure!(
         warned as f64 == reports && reports >= REPORTS && retries == 0 && errors == 0,
-        "expected one warning line per report ({reports}, at least {REPORTS}) and no retry or \
-         error lines; saw {warned} warnings, {retries} retries, {errors} errors:\n{log}"
+        tr!(
+            "expected one warning line per report ({reports}, at least {least}) and no retry or \
+             error lines; saw {warned} warnings, {retries} retries, {errors} errors:\n{log}",
+            reports,
+            least = REPORTS,
+            warned,
+            retries,
+            errors,
+            log
+        )
     );
     Ok((reports, warned))
 }
@@ -290,29 +329,36 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
     let writes = after.sum(WRITES) - before.sum(WRITES);
     let deleting = after.get(RECONCILES, &[("result", "deleting")])
         - before.get(RECONCILES, &[("result", "deleting")]);
-    ensure!(writes == 0.0, "{writes} writes while my-config was terminating");
+    ensure!(writes == 0.0, tr!("{writes} writes while my-config was terminating", writes));
     let held = api.get(&name).await?;
     ensure!(
         held.metadata.deletion_timestamp.is_some() && !lab.desired().is_satisfied_by(&held),
-        "my-config should still be terminating with the drifted data: {:?}, {:?}",
-        held.metadata.deletion_timestamp,
-        held.data
+        tr!(
+            "my-config should still be terminating with the drifted data: {timestamp}, {data}",
+            timestamp = format!("{:?}", held.metadata.deletion_timestamp),
+            data = format!("{:?}", held.data)
+        )
     );
 
     let released = measure_until_desired(lab, || release(lab)).await?;
     let back = api.get(&name).await?;
     ensure!(
         back.metadata.uid != old_uid && back.metadata.deletion_timestamp.is_none(),
-        "expected a new my-config, got uid {:?} (was {old_uid:?}), deletionTimestamp {:?}",
-        back.metadata.uid,
-        back.metadata.deletion_timestamp
+        tr!(
+            "expected a new my-config, got uid {uid} (was {old_uid}), deletionTimestamp {timestamp}",
+            uid = format!("{:?}", back.metadata.uid),
+            old_uid = format!("{old_uid:?}"),
+            timestamp = format!("{:?}", back.metadata.deletion_timestamp)
+        )
     );
     Ok(Measured::took(
         released,
-        format!(
-            "terminating under finalizer {FINALIZER}: {deleting} reconciles → deleting, 0 writes, \
-             drift left alone; finalizer removed → recreated (new uid) in {}",
-            ms(released)
+        tr!(
+            "terminating under finalizer {finalizer}: {deleting} reconciles → deleting, 0 writes, \
+             drift left alone; finalizer removed → recreated (new uid) in {released}",
+            finalizer = FINALIZER,
+            deleting,
+            released = ms(released)
         ),
     ))
 }
@@ -320,9 +366,10 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
 /// Waits until `reconcile_total{result="deleting"}` grew by `by` since `before`.
 async fn wait_deleting(lab: &Lab, before: &Scrape, by: f64) -> anyhow::Result<()> {
     let base = before.get(RECONCILES, &[("result", "deleting")]);
-    eventually("a reconcile to find my-config terminating", HEAL_WITHIN, || async {
+    eventually(&tr!("a reconcile to find my-config terminating"), HEAL_WITHIN, || async {
         let now = lab.metrics().await?.get(RECONCILES, &[("result", "deleting")]);
-        Ok(Check::done_if(now - base >= by, (), format!("{} deleting reconciles", now - base)))
+        let count = now - base;
+        Ok(Check::done_if(count >= by, (), tr!("{count} deleting reconciles", count)))
     })
     .await
 }

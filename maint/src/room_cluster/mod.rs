@@ -38,7 +38,7 @@ pub struct RoomCluster {
 }
 
 /// The registry's image: built from `xtask/registry` unless Docker has this very one.
-fn registry_image() -> Result<String> {
+pub(crate) fn registry_image() -> Result<String> {
     let dir = project::root().join(REGISTRY_MODULE);
     let (gowork, mut inputs) = xtask::lab::go_modules::build_inputs(REGISTRY_MODULE)?;
     inputs += &std::fs::read_to_string(dir.join("main.go"))

@@ -97,3 +97,73 @@ fn a_tr_text_is_found_nested_and_a_macro_rule_is_not() {
     assert_eq!(found, ["no {lab} \"here\""]);
     assert!(literals.contains("{}") && literals.contains("no {lab} \"here\""));
 }
+
+/// `template`'s fixed parts, between its `{name}` placeholders.
+fn pieces(template: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let name = rest[open + 1..].split_once('}').map(|(name, _)| name);
+        match name
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        {
+            Some(name) => {
+                pieces.push(&rest[..open]);
+                rest = &rest[open + name.len() + 2..];
+            }
+            None => break,
+        }
+    }
+    pieces.push(rest);
+    pieces
+}
+
+/// Whether `text` is `template` with some text for each placeholder.
+fn fills(template: &str, text: &str) -> bool {
+    let pieces = pieces(template);
+    let (first, last) = (pieces[0], pieces[pieces.len() - 1]);
+    let Some(mut rest) = text.strip_prefix(first) else { return false };
+    if pieces.len() == 1 {
+        return rest.is_empty();
+    }
+    for middle in &pieces[1..pieces.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+/// Each `> ` line of the troubleshooting pages is a message the kit prints, in the page's
+/// language: a catalogue text, each `{name}` standing for what the run filled in.
+#[test]
+fn the_troubleshooting_pages_quote_what_the_kit_prints() {
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for (_, text) in labkit::say::CATALOGUE {
+        let table: toml::Table = toml::from_str(text).unwrap();
+        texts.extend(table.into_iter().map(|(en, zh)| (en, zh.as_str().unwrap_or("").into())));
+    }
+    // A text that is mostly placeholders ("error: {message}") would match anything.
+    texts.retain(|(en, _)| pieces(en).concat().len() >= 12);
+    for (page, chinese) in
+        [("docs/troubleshooting.md", false), ("docs/zh-CN/10-troubleshooting.md", true)]
+    {
+        let quotes: Vec<String> =
+            read(page).lines().filter_map(|l| l.strip_prefix("> ")).map(String::from).collect();
+        assert!(quotes.len() >= 10, "{page} quotes {} messages of the kit, not ten", quotes.len());
+        for quote in &quotes {
+            let message = quote.trim_start_matches("error: ").trim_start_matches("错误：");
+            let known = texts.iter().any(|(en, zh)| fills(if chinese { zh } else { en }, message));
+            assert!(known, "{page}: the kit prints no such message: {quote}");
+        }
+    }
+}
+
+#[test]
+fn a_template_fills_with_any_text_for_each_placeholder() {
+    assert!(fills("port {port} in use: pick {other}", "port 8080 in use: pick 8081"));
+    assert!(!fills("port {port} in use", "port 8080 in use now"));
+    assert!(fills("no lab named {name} is up", "no lab named my-lab is up"));
+    assert_eq!(pieces("a {x} b {{.Id}}"), ["a ", " b {{.Id}}"]);
+}

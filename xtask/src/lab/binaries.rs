@@ -6,10 +6,10 @@
 //! 2. `KUBEBUILDER_ASSETS`: a directory holding both (what `setup-envtest` prints; the Nix
 //!    shell sets it);
 //! 3. `PATH`;
-//! 4. the build cache `target/envtest/<name>-<fingerprint>/`, keyed by the module's pins;
-//! 5. a `go build` into it.
-//!
-//! No release download: Go builds both here from the module proxy, and Nix provides them.
+//! 4. the build cache `target/envtest/<name>-<fingerprint>/`, keyed by the module's pins, or
+//!    the release unpacked before ([`super::release`]);
+//! 5. envtest's release tarball, downloaded and checked against its pinned sha512;
+//! 6. without it (no network, no archive for this system), a `go build` into the cache.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +25,7 @@ pub enum Source {
     KubebuilderAssets,
     Path,
     Cache,
+    Downloaded,
     Built,
 }
 
@@ -35,6 +36,7 @@ impl std::fmt::Display for Source {
             Source::KubebuilderAssets => write!(f, "$KUBEBUILDER_ASSETS"),
             Source::Path => write!(f, "PATH"),
             Source::Cache => write!(f, "project cache"),
+            Source::Downloaded => write!(f, "downloaded release"),
             Source::Built => write!(f, "built with go"),
         }
     }
@@ -44,6 +46,7 @@ impl std::fmt::Display for Source {
 pub fn said(source: &str) -> String {
     match source {
         "project cache" => tr!("project cache"),
+        "downloaded release" => tr!("downloaded release"),
         "built with go" => tr!("built with go"),
         other => other.to_string(),
     }
@@ -136,7 +139,19 @@ fn find_one(program: &Program) -> Result<Binary> {
     if let Some(binary) = locate(program)? {
         return Ok(binary);
     }
-    // 5. Build it from the pinned module.
+    // 5. The release's archive; 6. without it, a build from the pinned module.
+    if let Some(release) = super::release::Release::here()? {
+        match release.fetch() {
+            Ok(dir) => return checked(program, dir.join(program.name), Source::Downloaded),
+            Err(e) => eprintln!(
+                "{}",
+                tr!(
+                    "warning: no release archive ({error}): building with Go instead",
+                    error = format!("{e:#}")
+                )
+            ),
+        }
+    }
     let cache = program.cache_path();
     if on_path("go").is_none() {
         bail!(tr!(
@@ -195,12 +210,16 @@ fn locate(program: &Program) -> Result<Option<Binary>> {
             ),
         }
     }
-    // 4. The build cache: only complete builds are ever renamed into it.
+    // 4. The build cache, or the release unpacked: only what is whole is ever renamed there.
     let cache = program.cache_path();
     if cache.is_file() {
         return checked(program, cache, Source::Cache).map(Some);
     }
-    Ok(None)
+    let release = super::release::Release::here()?.map(|r| r.dir().join(program.name));
+    match release.filter(|path| path.is_file()) {
+        Some(path) => checked(program, path, Source::Downloaded).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// `go build` into a temporary file next to the cache entry, renamed when complete: an

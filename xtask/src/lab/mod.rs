@@ -18,6 +18,7 @@ pub mod kubeconfig;
 pub mod options;
 pub mod provider;
 pub mod providers;
+pub mod release;
 pub mod status;
 pub mod up;
 

@@ -33,6 +33,8 @@ pub struct UpOptions {
     #[arg(long, value_name = "IMAGE")]
     pub node_image: Option<String>,
     #[command(flatten)]
+    pub mirror: crate::mirrors::RegistryMirror,
+    #[command(flatten)]
     pub existing: ExistingOptions,
 }
 
@@ -67,6 +69,7 @@ impl UpOptions {
             dry_run: false,
             bundle: None,
             node_image: None,
+            mirror: Default::default(),
             target: labkit::lab_file::Target::default(),
             existing: ExistingOptions::default(),
         }
@@ -82,6 +85,11 @@ impl UpOptions {
         if provider == ProviderKind::Envtest && self.image_builder != crate::image::Builder::Auto {
             bail!(tr!(
                 "--image-builder builds the controller's image, which the envtest lab does not run: use it with --provider kind or existing"
+            ));
+        }
+        if provider != ProviderKind::Kind && self.mirror.url.is_some() {
+            bail!(tr!(
+                "--registry-mirror is written into the kind nodes' containerd: use it with --provider kind (on a cluster of your own, its admin sets the nodes' mirror)"
             ));
         }
         if provider != ProviderKind::Kind && self.node_image.is_some() {

@@ -23,6 +23,10 @@ use labkit::tr;
 /// The bundle's own entry.
 pub const MANIFEST_ENTRY: &str = "lab-kit-bundle.json";
 
+/// Every image the course's pages and experiments run in a pod (`kubectl run … --image=nginx`):
+/// a bundle carries them, and the nodes of a lab loaded from it have them.
+pub const COURSE_IMAGES: &[&str] = &["nginx:latest"];
+
 /// What a bundle holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -36,6 +40,9 @@ pub struct Manifest {
     /// release it was published with); `None` for a node image built here or given.
     #[serde(default)]
     pub kind_release: Option<String>,
+    /// [`COURSE_IMAGES`], loaded into the node by `lab up --bundle`.
+    #[serde(default)]
+    pub course_images: Vec<String>,
 }
 
 /// `lab bundle -f FILE`: the node image (pulled by digest and tagged, or the
@@ -71,14 +78,26 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
         }
     };
     let controller = image::build(builder).await?.reference;
+    for course in COURSE_IMAGES {
+        if kind::image_present(course).read().is_err() {
+            Cmd::argv(["docker", "pull", course]).run().with_context(|| {
+                tr!(
+                    "pulling {course} failed: it is step 2's pod (this step needs the network)",
+                    course
+                )
+            })?;
+        }
+    }
     let manifest = Manifest {
         arch: kind::docker_arch().to_string(),
         node_image: node.clone(),
         controller_image: controller.clone(),
         kit: env!("CARGO_PKG_VERSION").to_string(),
         kind_release,
+        course_images: COURSE_IMAGES.iter().map(|i| i.to_string()).collect(),
     };
-    save(&[&node, &controller], output)?;
+    let images = [&node, &controller].into_iter().chain(&manifest.course_images);
+    save(&images.map(String::as_str).collect::<Vec<_>>(), output)?;
     let dir = output.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let entry = dir.join(MANIFEST_ENTRY);
     labkit::files::write_public(&entry, serde_json::to_string_pretty(&manifest)? + "\n")?;
@@ -91,12 +110,13 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
     println!(
         "{}",
         tr!(
-            "wrote {path} ({size} MiB, {arch}): {node} and {controller}",
+            "wrote {path} ({size} MiB, {arch}): {node}, {controller} and the course's {course}",
             path,
             size,
             arch,
             node,
-            controller
+            controller,
+            course = COURSE_IMAGES.join(", ")
         )
     );
     println!("{} cargo xtask lab up --provider kind --bundle {path}", tr!("attendees:"));
@@ -173,7 +193,8 @@ pub fn check(manifest: &Manifest, loaded: &[String], arch: &str) -> Result<()> {
             arch
         ));
     }
-    for wanted in [&manifest.node_image, &manifest.controller_image] {
+    let course = manifest.course_images.iter();
+    for wanted in [&manifest.node_image, &manifest.controller_image].into_iter().chain(course) {
         ensure!(
             loaded.iter().any(|i| i == wanted),
             tr!(
@@ -197,6 +218,7 @@ mod tests {
             controller_image: "my-controller:0.1.0".into(),
             kit: "0.1.0".into(),
             kind_release: Some("v0.33".into()),
+            course_images: vec!["nginx:latest".into()],
         }
     }
 
@@ -219,11 +241,14 @@ mod tests {
 
     #[test]
     fn a_bundle_must_hold_both_images_for_this_machine() {
-        let held =
-            loaded("Loaded image: kindest/node:v1.36.4\nLoaded image: my-controller:0.1.0\n");
+        let held = loaded(
+            "Loaded image: kindest/node:v1.36.4\nLoaded image: my-controller:0.1.0\nLoaded image: nginx:latest\n",
+        );
         assert!(check(&manifest(), &held, "amd64").is_ok());
         let error = check(&manifest(), &held[..1], "amd64").unwrap_err();
         assert!(error.to_string().contains("my-controller:0.1.0"));
+        let error = check(&manifest(), &held[..2], "amd64").unwrap_err();
+        assert!(error.to_string().contains("nginx:latest"), "{error}");
         let error = check(&manifest(), &held, "arm64").unwrap_err().to_string();
         assert!(error.contains("amd64 images") && error.contains("arm64"), "{error}");
     }

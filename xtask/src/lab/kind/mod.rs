@@ -22,6 +22,7 @@ use crate::image::Builder;
 use crate::lab::deployment;
 use crate::lab::options::UpOptions;
 use crate::lab::provider::{Answer, Health, Provider};
+use crate::mirrors::RegistryMirror;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::lab_file::{Applied, LabFile};
@@ -134,8 +135,9 @@ impl Paths {
 /// Where the images come from.
 #[derive(Clone, Debug)]
 pub enum Images {
-    /// Build the controller image with this builder; the node image as chosen.
-    Build(Builder, NodeImage),
+    /// Build the controller image with this builder; the node image as chosen; Docker Hub
+    /// through the mirror, if one is given (the node image's pull, the nodes' containerd).
+    Build(Builder, NodeImage, RegistryMirror),
     /// Load everything from an offline bundle; nothing is pulled or built.
     Bundle(PathBuf),
 }
@@ -263,6 +265,7 @@ impl Provider for Kind {
             None => Images::Build(
                 options.image_builder,
                 NodeImage::parse(options.node_image.as_deref()),
+                options.mirror.clone(),
             ),
         };
         Box::pin(async move { phases::up(name, &images, &options.target, options.dry_run).await })
@@ -330,7 +333,7 @@ mod tests {
             &up_plan(
                 "my-controller-lab",
                 dir,
-                &Images::Build(Builder::Nix, NodeImage::Pinned),
+                &Images::Build(Builder::Nix, NodeImage::Pinned, Default::default()),
                 &pinned,
                 &Default::default(),
             )
@@ -364,7 +367,7 @@ mod tests {
             (labkit::project::target_dir().join("unit-tests/kind-undo"), "target/lab/lab");
         let _ = std::fs::remove_dir_all(&dir);
         let pinned = labkit::kind_releases::table().unwrap().last().unwrap().image.clone();
-        let build = Images::Build(Builder::Nix, NodeImage::Pinned);
+        let build = Images::Build(Builder::Nix, NodeImage::Pinned, Default::default());
         let up = plan::render(&up_plan("lab", &dir, &build, &pinned, &Default::default()).unwrap());
         let (recorded, created) = (up.find("# record the cluster lab"), up.find("$ kind create"));
         assert!(recorded.unwrap() < created.unwrap(), "recorded after kind made it:\n{up}");

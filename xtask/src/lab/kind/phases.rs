@@ -63,6 +63,8 @@ pub fn up_plan(
         checks(&names),
         node_image_phase(images, &names.node),
         cluster(&names),
+        registry_mirror(&names, images),
+        course_images(&names, images),
         controller_image(&names, images)?,
         deploy(&names, target),
         record(&names),
@@ -152,7 +154,7 @@ fn node_image_phase(images: &Images, node: &str) -> Vec<Step<Up>> {
             let bundle = bundle.clone();
             steps.push(Step::own(
                 tr!(
-                    "check that {bundle} held the node and controller images, made for this machine ({entry})",
+                    "check that {bundle} held the node, controller and course images, made for this machine ({entry})",
                     bundle = shown(&bundle),
                     entry = bundle::MANIFEST_ENTRY
                 ),
@@ -164,10 +166,10 @@ fn node_image_phase(images: &Images, node: &str) -> Vec<Step<Up>> {
                 },
             ));
         }
-        Images::Build(_, NodeImage::Built) => {
+        Images::Build(_, NodeImage::Built, _) => {
             steps.push(Step::long(build_node_image(), tr!("building the kind node image")))
         }
-        Images::Build(_, _) => {
+        Images::Build(_, _, _) => {
             steps.push(Step::probe(image_present(node), |up: &mut Up, out: Result<String>| {
                 up.node_present = out.is_ok();
                 Ok(())
@@ -176,8 +178,9 @@ fn node_image_phase(images: &Images, node: &str) -> Vec<Step<Up>> {
                 Step::run(Cmd::argv(["docker", "pull", node]))
                     .when(tr!("if Docker does not have it"), |up: &Up| !up.node_present)
                     .or(tr!(
-                        "node image {node} is not here and cannot be pulled: \
-                         `--node-image built` runs one built on this machine, or check the name",
+                        "node image {node} is not here and cannot be pulled: `--registry-mirror URL` \
+                         pulls it through a mirror, `--node-image built` runs one built on this machine, \
+                         or check the name",
                         node
                     )),
             );
@@ -267,13 +270,39 @@ fn cluster(names: &Names) -> Vec<Step<Up>> {
     ]
 }
 
+/// Docker Hub through the mirror for the pods' images (step 2's nginx): the node's containerd
+/// reads `certs.d/docker.io/hosts.toml` at each pull, as kind's registry docs set it up.
+fn registry_mirror(names: &Names, images: &Images) -> Vec<Step<Up>> {
+    let Images::Build(_, _, mirror) = images else { return Vec::new() };
+    let Some(hosts) = mirror.hosts_toml() else { return Vec::new() };
+    let dir = "/etc/containerd/certs.d/docker.io";
+    let write =
+        format!("mkdir -p {dir} && printf '{}' > {dir}/hosts.toml", hosts.replace('\n', "\\n"));
+    vec![Step::run(Cmd::argv(["docker", "exec", &names.container, "sh", "-c", &write]))]
+}
+
+/// A bundle's course images (step 2's nginx) into the node: its pods run them without a
+/// network (with `--image-pull-policy=IfNotPresent`, as the pages say).
+fn course_images(names: &Names, images: &Images) -> Vec<Step<Up>> {
+    let Images::Bundle(bundle) = images else { return Vec::new() };
+    let course = bundle::read_manifest(bundle).map(|m| m.course_images).unwrap_or_default();
+    if course.is_empty() {
+        return Vec::new();
+    }
+    let archive = shown(&names.paths.state_dir.join("course-images.tar"));
+    vec![
+        Step::run(Cmd::argv(["docker", "save", "-o", &archive]).args(&course)),
+        Step::run(Cmd::argv(["kind", "load", "image-archive", &archive, "--name", &names.name])),
+    ]
+}
+
 /// The controller image: built (unless loading a bundle), then loaded into
 /// the node unless its containerd has this very image.
 fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
     let Names { name, paths, container, reference, .. } = names;
     let archive = shown(&paths.image_archive);
     let mut steps = Vec::new();
-    if let Images::Build(builder, _) = images {
+    if let Images::Build(builder, _, _) = images {
         steps.extend(image::steps::<Up>(*builder)?);
     }
     let mut save = Cmd::argv(["docker", "save"]);
@@ -409,7 +438,11 @@ pub async fn up(
             bundle::check_kind(&manifest, kind_version.as_deref())?;
             manifest.node_image
         }
-        Images::Build(_, node) => node.reference(kind_version.as_deref())?,
+        // The pinned image through a mirror: the same digest on the mirror's host.
+        Images::Build(_, NodeImage::Pinned, mirror) => {
+            mirror.image(&NodeImage::Pinned.reference(kind_version.as_deref())?)
+        }
+        Images::Build(_, node, _) => node.reference(kind_version.as_deref())?,
     };
     let steps = up_plan(name, &state_dir, images, &node, target)?;
     if dry_run {
