@@ -135,7 +135,9 @@ impl Cmd {
     /// Echo, run with the terminal's stderr (its stdout goes there too); an error unless it exits 0.
     pub fn run(&self) -> anyhow::Result<()> {
         self.echo();
-        let status = self.spawn_inherit()?.wait()?;
+        let (mut child, relay) = self.spawn_inherit()?;
+        let status = child.wait()?;
+        relay.into_iter().for_each(|r| drop(r.join()));
         if !status.success() {
             return Err(self.failed(status));
         }
@@ -147,7 +149,7 @@ impl Cmd {
     pub fn run_long(&self, doing: &str) -> anyhow::Result<()> {
         self.echo();
         let started = Instant::now();
-        let mut child = self.spawn_inherit()?;
+        let (mut child, relay) = self.spawn_inherit()?;
         // The exit comes through a channel, so it is seen the moment it
         // happens; a heartbeat line whenever HEARTBEAT passes without it.
         let (exited, exit) = std::sync::mpsc::channel();
@@ -166,6 +168,7 @@ impl Cmd {
                 }
             }
         };
+        relay.into_iter().for_each(|r| drop(r.join()));
         if !status.success() {
             return Err(self.failed(status));
         }
@@ -177,12 +180,29 @@ impl Cmd {
     /// The terminal's stderr for both its streams: what a command run this
     /// way prints is the verb's progress, and stdout is for the verb's
     /// result alone (`cargo xtask e2e > file` holds the table, not cargo's lines).
-    fn spawn_inherit(&self) -> anyhow::Result<std::process::Child> {
-        let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
-        self.to_command()?
-            .stdout(Stdio::from(stderr))
-            .spawn()
-            .with_context(|| tr!("cannot start `{cmd}`", cmd = self))
+    /// In Chinese, its lines are relayed marked `  | `: they are another program's, in its
+    /// own language (the threads returned end with its output).
+    fn spawn_inherit(&self) -> anyhow::Result<(Child, Vec<std::thread::JoinHandle<()>>)> {
+        let mut command = self.to_command()?;
+        if !crate::say::chinese() {
+            let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+            command.stdout(Stdio::from(stderr));
+        } else {
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        let mut child = command.spawn().with_context(|| tr!("cannot start `{cmd}`", cmd = self))?;
+        let relay = |stream: Option<Box<dyn std::io::Read + Send>>| {
+            let stream = std::io::BufReader::new(stream?);
+            Some(std::thread::spawn(move || {
+                use std::io::BufRead as _;
+                for line in stream.lines().map_while(Result::ok) {
+                    eprintln!("  | {line}");
+                }
+            }))
+        };
+        let out = child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+        let err = child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+        Ok((child, [relay(out), relay(err)].into_iter().flatten().collect()))
     }
 
     /// Echo, run, and return its stdout, trimmed; an error (with its stderr)

@@ -67,6 +67,35 @@ async fn a_chinese_locale_narrates_in_chinese() {
     common::write_sample("exp-heal.zh-CN.txt", &told.stdout);
 }
 
+/// With `--lang zh`, every verb on this lab speaks Chinese, errors and refusals included:
+/// another program's lines are marked `  | `, commands are `$ …`, and shell code (`lab env`'s
+/// stdout, which `eval` reads) is code.
+#[tokio::test]
+#[serial]
+async fn every_verb_speaks_chinese_errors_included() {
+    let name = lab().await.file().name.clone();
+    let verbs: Vec<Vec<&str>> = vec![
+        vec!["lab", "status", "--name", &name],
+        vec!["lab", "env", "--name", &name],
+        vec!["lab", "up", "--provider", "envtest", "--name", &name],
+        vec!["lab", "up", "--provider", "envtest", "--name", "zh-plan", "--dry-run"],
+        vec!["lab", "down", "--name", &name, "--dry-run"],
+        vec!["e2e", "--exp", "version", "--name", &name],
+        vec!["doctor", "--provider", "envtest", "--name", &name],
+        vec!["lab", "status", "--name", "no-such-lab"],
+        vec!["lab", "up", "--provider", "envtest", "--name", "zh-bad", "--node-image", "built"],
+        vec!["lab", "up", "--provider", "kind", "--registry-mirror", "docker.m.daocloud.io"],
+        vec!["room", "up", "--attendees", "many"],
+    ];
+    for args in verbs {
+        let ran = run(&xtask(&args).args(["--lang", "zh"]));
+        let code = args[..2] == ["lab", "env"];
+        let printed =
+            if code { String::new() } else { ran.stdout } + &common::without_cargo(&ran.stderr);
+        common::assert_chinese(&format!("cargo xtask {} --lang zh", args.join(" ")), &printed);
+    }
+}
+
 #[tokio::test]
 #[serial]
 async fn a_short_benchmark_with_every_peer_completes_and_writes_its_report() {

@@ -523,6 +523,73 @@ fn the_readme_first_run_table_is_a_recorded_run() {
     assert_eq!(shown, recorded, "README's first-run table is not docs/samples/first-run.md's");
 }
 
+/// The first table after `heading`, without its header and separator: each row's cells, trimmed.
+fn table(text: &str, heading: &str) -> Vec<Vec<String>> {
+    let section = text.split(heading).nth(1).unwrap_or_else(|| panic!("no {heading:?}"));
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter(|l| !l.starts_with("|---"))
+        .skip(1)
+        .map(|l| l.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
+        .collect()
+}
+
+/// The doctor checks a prerequisites table names in its last column (`Go, envtest programs`).
+fn doctor_checks(rows: &[Vec<String>]) -> BTreeSet<String> {
+    rows.iter()
+        .filter_map(|row| row.last())
+        .flat_map(|cell| cell.split(", ").map(|name| name.trim_matches('`').to_string()))
+        .collect()
+}
+
+/// The Chinese page 00 gives the README's prerequisites as a table of its own: it names the
+/// same doctor checks (the README's are held to doctor by xtask's
+/// `the_readme_prerequisites_are_doctor_checks`).
+#[test]
+fn page_00_prerequisites_name_the_readmes_doctor_checks() {
+    let read = |f: &str| std::fs::read_to_string(project::root().join(f)).unwrap();
+    let readme = table(&read("README.md"), "## Prerequisites");
+    let page = table(&read("docs/zh-CN/00-prepare.md"), "### 不用 Nix 时");
+    assert!(page.iter().all(|row| row.len() == 4), "page 00's prerequisites: {page:?}");
+    let (named, shown) = (doctor_checks(&readme), doctor_checks(&page));
+    assert!(named.len() >= 9, "{named:?}");
+    assert_eq!(shown, named, "page 00's prerequisites name other doctor checks than the README's");
+}
+
+/// Page 00's first-run table is docs/samples/first-run.md's, row for row: the steps in
+/// Chinese, the commands and times as recorded (a step not timed says so, with the run's
+/// figures).
+#[test]
+fn page_00_first_run_table_is_a_recorded_run() {
+    let read = |f: &str| std::fs::read_to_string(project::root().join(f)).unwrap();
+    let recorded = table(&read("docs/samples/first-run.md"), "# A first run");
+    let shown = table(&read("docs/zh-CN/00-prepare.md"), "### 第一次要多久");
+    assert!(recorded.len() >= 6, "{recorded:?}");
+    assert_eq!(shown.len(), recorded.len(), "page 00's first-run table: {shown:?}");
+    let figures = |cell: &str| -> Vec<String> {
+        cell.split(|c: char| !c.is_ascii_alphanumeric() && c != '.')
+            .filter(|w| w.contains(|c: char| c.is_ascii_digit()))
+            .map(str::to_string)
+            .collect()
+    };
+    for (row, saved) in shown.iter().zip(&recorded) {
+        assert!(row.len() == 3 && !row[0].is_empty(), "page 00's first-run row {row:?}");
+        assert_eq!(row[1], saved[1], "page 00's first-run command is not the recorded one");
+        let untimed = saved[2].starts_with("not timed")
+            && row[2].starts_with("没有计时")
+            && figures(&saved[2]).iter().all(|f| row[2].contains(f.as_str()));
+        assert!(
+            row[2] == saved[2] || untimed,
+            "page 00 says {:?} took {:?}; docs/samples/first-run.md: {:?}",
+            row[1],
+            row[2],
+            saved[2]
+        );
+    }
+}
+
 /// docs/e2e.md has a row for every test of the suite, marked `(envtest)`,
 /// `(kind)`, `(own cluster)` or `(cluster-wide)` exactly when it runs only there.
 #[test]
