@@ -93,10 +93,11 @@ pub fn english_in(text: &str, allowed: Allowed<'_>) -> Vec<String> {
 
 /// The English words of one line ([`english_in`]).
 pub fn english_words(line: &str, allowed: Allowed<'_>) -> Vec<String> {
-    if line.starts_with("$ ") || line.starts_with("  | ") {
+    if line.starts_with("  | ") {
         return Vec::new();
     }
-    let mut rest = line;
+    // A command as typed runs from its `$ ` to the end of the line.
+    let mut rest = line.split_once("$ ").map_or(line, |(before, _)| before);
     if let Some(label) = allowed.commands_after.iter().find(|l| line.starts_with(*l)) {
         rest = line[label.len()..].split_once("   # ").map_or("", |(_, comment)| comment);
     }

@@ -34,6 +34,8 @@ type Tally = BTreeMap<String, [(usize, usize); 2]>;
 
 pub fn run(args: HuntArgs) -> Result<ExitCode> {
     let mut tally = Tally::new();
+    // One hunt's logs: an earlier, longer one's last rounds would otherwise look like this one's.
+    let _ = std::fs::remove_dir_all(labkit::project::target_dir().join("hunt"));
     for round in 0..args.rounds {
         let busy = round + args.busy >= args.rounds;
         let parts = args.part.iter().map(|part| {

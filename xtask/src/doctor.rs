@@ -133,7 +133,13 @@ fn gather(args: &DoctorArgs, provider: ProviderKind) -> Result<Vec<Check>> {
         ProviderKind::Envtest => {
             let found: Vec<(&str, Option<String>)> = located
                 .iter()
-                .map(|(n, b)| (*n, b.as_ref().map(|b| format!("{} from {}", b.version, b.source))))
+                .map(|(n, b)| {
+                    let from = |b: &binaries::Binary| {
+                        let source = binaries::said(&b.source.to_string());
+                        tr!("{version} from {source}", version = b.version, source)
+                    };
+                    (*n, b.as_ref().map(from))
+                })
                 .collect();
             checks.push(preflight::envtest_programs(&found, go.as_deref(), go_required));
         }

@@ -171,7 +171,11 @@ fn bad_command_line(e: clap::Error) -> ExitCode {
             "{arg} does not take {value}: {why}",
             arg,
             value,
-            why = std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default()
+            why = match std::error::Error::source(&e) {
+                Some(n) if n.is::<std::num::ParseIntError>() =>
+                    labkit::tr!("a whole number is needed"),
+                other => other.map(ToString::to_string).unwrap_or_default(),
+            }
         ),
         ErrorKind::UnknownArgument => labkit::tr!("there is no {arg} here", arg),
         ErrorKind::MissingRequiredArgument => labkit::tr!("{arg} is needed", arg),

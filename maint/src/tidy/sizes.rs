@@ -89,7 +89,7 @@ const GOALS: (usize, usize) = (11_000, 16_500);
 /// (a change that adds lines past them fails here and says the goal).
 /// Raised by issue 51 (every verb in Chinese: ~730 sentences through `tr!`; the network's
 /// doctor rows, mirrors, envtest downloads): issue 52's cuts bring them down.
-const CEILINGS: (usize, usize) = (15_204, 25_116);
+const CEILINGS: (usize, usize) = (15_215, 25_128);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {

@@ -46,6 +46,7 @@ impl std::fmt::Display for Source {
 pub fn said(source: &str) -> String {
     match source {
         "project cache" => tr!("project cache"),
+        "cargo build" => tr!("cargo build"),
         "downloaded release" => tr!("downloaded release"),
         "built with go" => tr!("built with go"),
         other => other.to_string(),

@@ -99,9 +99,10 @@ fn print_how_to_use(lab: &LabFile) {
         row(tr!("namespace:"), tr!("{namespace} (context {context})", namespace, context));
         row(tr!("image:"), existing.controller_image.clone());
     }
-    row(tr!("admin:"), format!("export KUBECONFIG={}", lab.admin_kubeconfig.display()));
-    row(tr!("a new terminal:"), format!("eval \"$(cargo xtask lab env --name {name})\""));
-    row(tr!("controller log:"), format!("cargo xtask lab logs -f --name {name}"));
-    row(tr!("experiments:"), format!("cargo xtask e2e --name {name}"));
-    row(tr!("stop:"), format!("cargo xtask lab down --name {name}"));
+    // A command as typed, after `$ `, as the kit echoes the ones it runs.
+    row(tr!("admin:"), format!("$ export KUBECONFIG={}", lab.admin_kubeconfig.display()));
+    row(tr!("a new terminal:"), format!("$ eval \"$(cargo xtask lab env --name {name})\""));
+    row(tr!("controller log:"), format!("$ cargo xtask lab logs -f --name {name}"));
+    row(tr!("experiments:"), format!("$ cargo xtask e2e --name {name}"));
+    row(tr!("stop:"), format!("$ cargo xtask lab down --name {name}"));
 }

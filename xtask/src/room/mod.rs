@@ -221,7 +221,7 @@ async fn up(
     );
     for (namespace, kubeconfig) in file.namespaces.iter().zip(&file.kubeconfigs) {
         println!(
-            "  {namespace}: cargo xtask lab up --provider existing --kubeconfig {} --registry HOST[:PORT]",
+            "  {namespace}: $ cargo xtask lab up --provider existing --kubeconfig {} --registry HOST[:PORT]",
             shown(kubeconfig)
         );
     }

@@ -45,6 +45,14 @@ pub struct Manifest {
     pub course_images: Vec<String>,
 }
 
+impl Manifest {
+    /// Every image it holds: the node's, the controller's, the course's.
+    pub fn images(&self) -> Vec<String> {
+        let two = [self.node_image.clone(), self.controller_image.clone()];
+        two.into_iter().chain(self.course_images.iter().cloned()).collect()
+    }
+}
+
 /// `lab bundle -f FILE`: the node image (pulled by digest and tagged, or the
 /// one built here), the controller image, one archive.
 pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<()> {
@@ -96,8 +104,7 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
         kind_release,
         course_images: COURSE_IMAGES.iter().map(|i| i.to_string()).collect(),
     };
-    let images = [&node, &controller].into_iter().chain(&manifest.course_images);
-    save(&images.map(String::as_str).collect::<Vec<_>>(), output)?;
+    save(&manifest.images().iter().map(String::as_str).collect::<Vec<_>>(), output)?;
     let dir = output.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let entry = dir.join(MANIFEST_ENTRY);
     labkit::files::write_public(&entry, serde_json::to_string_pretty(&manifest)? + "\n")?;
@@ -119,7 +126,7 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
             course = COURSE_IMAGES.join(", ")
         )
     );
-    println!("{} cargo xtask lab up --provider kind --bundle {path}", tr!("attendees:"));
+    println!("{} $ cargo xtask lab up --provider kind --bundle {path}", tr!("attendees:"));
     Ok(())
 }
 
@@ -193,8 +200,7 @@ pub fn check(manifest: &Manifest, loaded: &[String], arch: &str) -> Result<()> {
             arch
         ));
     }
-    let course = manifest.course_images.iter();
-    for wanted in [&manifest.node_image, &manifest.controller_image].into_iter().chain(course) {
+    for wanted in &manifest.images() {
         ensure!(
             loaded.iter().any(|i| i == wanted),
             tr!(

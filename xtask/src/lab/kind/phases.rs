@@ -430,11 +430,8 @@ pub async fn up(
     let node = match images {
         Images::Bundle(bundle) => {
             let manifest = bundle::read_manifest(bundle)?;
-            bundle::check(
-                &manifest,
-                &[manifest.node_image.clone(), manifest.controller_image.clone()],
-                docker_arch(),
-            )?;
+            // Its architecture, before anything is loaded.
+            bundle::check(&manifest, &manifest.images(), docker_arch())?;
             bundle::check_kind(&manifest, kind_version.as_deref())?;
             manifest.node_image
         }
