@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use syn::spanned::Spanned as _;
 use syn::visit::Visit;
 
 use super::{docs::TRACKED, read};
@@ -16,8 +17,8 @@ const MAX_FN_LINES: usize = 80;
 
 /// A file that is tests only: under a `tests/` folder, a `tests.rs`, a
 /// module that is `#![cfg(test)]` (itself, or the folder's `mod.rs`), or one
-/// its parent declares for tests alone (a mock API server, labkit's test
-/// support: [`super::modules::TEST_ONLY`]).
+/// its parent declares `#[cfg(test)]` (a mock API server). Test support that other
+/// crates' non-test code may call (`cfg(any(test, feature = "test-support"))`) is code.
 fn tests_only(file: &str) -> bool {
     let test_module = |f: &str| read(f).contains("#![cfg(test)]");
     let folder = Path::new(file).parent();
@@ -35,9 +36,7 @@ fn tests_only(file: &str) -> bool {
         let text = read(parent);
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
         let declaration = format!("mod {name};");
-        lines
-            .windows(2)
-            .any(|w| super::modules::TEST_ONLY.contains(&w[0]) && w[1].ends_with(&declaration))
+        lines.windows(2).any(|w| w[0] == "#[cfg(test)]" && w[1].ends_with(&declaration))
     };
     file.contains("/tests/")
         || file.ends_with("/tests.rs")
@@ -88,8 +87,9 @@ const GOALS: (usize, usize) = (11_000, 16_500);
 /// Ceilings that only come down: today's measure, lowered as code is removed
 /// (a change that adds lines past them fails here and says the goal).
 /// Raised by issue 51 (every verb in Chinese: ~730 sentences through `tr!`; the network's
-/// doctor rows, mirrors, envtest downloads): issue 52's cuts bring them down.
-const CEILINGS: (usize, usize) = (15_215, 25_128);
+/// doctor rows, mirrors, envtest downloads), then by issue 52's honest rule (a test item
+/// hides only itself; test support other crates call is code): its cuts bring them down.
+const CEILINGS: (usize, usize) = (15_644, 25_714);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {
@@ -101,14 +101,66 @@ fn audience(file: &str) -> Audience {
     AUDIENCES.iter().find(|(prefix, _)| file.starts_with(prefix)).map_or(Audience::Product, |a| a.1)
 }
 
-/// Lines that hold code: before the file's `#[cfg(test)]` module, neither
-/// blank nor only a comment.
+/// Lines that hold code: neither blank nor only a comment, outside every item marked
+/// `#[cfg(test)]` wherever it is (a test module, a test-only function or re-export).
 fn code_only_lines(text: &str) -> usize {
+    let file = syn::parse_file(text).unwrap_or_else(|e| panic!("not Rust: {e}"));
+    let mut tests = TestItems::default();
+    tests.visit_file(&file);
+    let in_tests = |line: usize| tests.0.iter().any(|(from, to)| (*from..=*to).contains(&line));
     text.lines()
-        .take_while(|line| !line.starts_with("#[cfg(test)]"))
-        .map(str::trim)
+        .enumerate()
+        .filter(|(i, _)| !in_tests(i + 1))
+        .map(|(_, line)| line.trim())
         .filter(|line| !line.is_empty() && !line.starts_with("//"))
         .count()
+}
+
+/// The line ranges of the items marked `#[cfg(test)]`.
+#[derive(Default)]
+struct TestItems(Vec<(usize, usize)>);
+
+impl TestItems {
+    /// Whether `attrs` mark a test item; then its lines are kept.
+    fn marked(&mut self, attrs: &[syn::Attribute], span: proc_macro2::Span) -> bool {
+        let test = attrs.iter().any(|a| {
+            a.path().is_ident("cfg")
+                && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == "test")
+        });
+        if test {
+            let from =
+                attrs.iter().map(|a| a.span().start().line).min().unwrap_or(span.start().line);
+            self.0.push((from, span.end().line));
+        }
+        test
+    }
+}
+
+impl<'ast> Visit<'ast> for TestItems {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs = match item {
+            syn::Item::Const(i) => &i.attrs,
+            syn::Item::Enum(i) => &i.attrs,
+            syn::Item::Fn(i) => &i.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Mod(i) => &i.attrs,
+            syn::Item::Static(i) => &i.attrs,
+            syn::Item::Struct(i) => &i.attrs,
+            syn::Item::Trait(i) => &i.attrs,
+            syn::Item::Type(i) => &i.attrs,
+            syn::Item::Use(i) => &i.attrs,
+            syn::Item::Macro(i) => &i.attrs,
+            _ => return syn::visit::visit_item(self, item),
+        };
+        if !self.marked(attrs, syn::spanned::Spanned::span(item)) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !self.marked(&f.attrs, syn::spanned::Spanned::span(f)) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
 }
 
 #[test]
@@ -135,6 +187,9 @@ fn lines_per_crate_and_audience() {
 #[test]
 fn code_only_lines_leave_out_comments_blanks_and_tests() {
     assert_eq!(code_only_lines("//! a\n\nfn a() {\n    // why\n}\n#[cfg(test)]\nmod t {}\n"), 2);
+    // A test-only item near the top hides nothing after it.
+    let text = "#[cfg(test)]\nuse x::y;\nfn a() {}\nimpl A {\n    #[cfg(test)]\n    fn t() {\n    }\n    fn b() {}\n}\n#[cfg(any(test, feature = \"test-support\"))]\nfn s() {}\n";
+    assert_eq!(code_only_lines(text), 6);
     assert_eq!(audience("maint/src/tidy/sizes.rs"), Audience::Instruments);
     assert_eq!(audience("xtask/src/lab/up.rs"), Audience::Product);
 }
