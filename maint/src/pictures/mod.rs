@@ -1,12 +1,9 @@
-//! `cargo maint pictures`: the SVG pictures in docs/pictures/, each drawn by
-//! code from what it shows — a sample of a run, or the one description of
-//! step 3's picture — never edited by hand. `--check` draws them again,
-//! fails on a committed file that differs, and looks at each in headless
-//! Chromium ([`browser`]).
+//! `cargo maint pictures`: the bench's charts in docs/pictures/, each drawn by code from the
+//! run it shows (a sample), never edited by hand; step 3's picture, which never changes, is a
+//! committed file. `--check` draws the charts again, fails on a committed file that differs,
+//! and looks at every picture in headless Chromium ([`browser`]).
 
 mod browser;
-mod ci;
-mod workqueue;
 
 use std::{
     path::{Path, PathBuf},
@@ -16,8 +13,6 @@ use std::{
 use anyhow::{Context, Result};
 use clap::Args;
 use labkit::project;
-
-use xtask::locale::Lang;
 
 #[derive(Args)]
 pub struct PicturesArgs {
@@ -43,11 +38,8 @@ pub struct Picture {
 impl Picture {
     /// The SVG its source draws today.
     pub fn drawn(&self) -> Result<String> {
-        let source = match self.source.ends_with(".rs") {
-            true => String::new(),
-            false => read(self.source)?,
-        };
-        (self.draw)(&source).with_context(|| format!("drawing {} from {}", self.path, self.source))
+        (self.draw)(&read(self.source)?)
+            .with_context(|| format!("drawing {} from {}", self.path, self.source))
     }
 
     /// The file's name without `.svg`.
@@ -62,15 +54,11 @@ fn read(relative: &str) -> Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-fn ci_run(text: &str, which: &str) -> Result<String> {
-    let timeline = ci::parse(text)?;
-    let title = format!("A {which} .ci/run: {:.1} min, section by section", timeline.done / 60.0);
-    Ok(ci::svg(&timeline, &title))
-}
+/// Step 3's picture in each language: committed files, looked at with the charts.
+const STEP3: [&str; 2] = ["docs/pictures/workqueue.en.svg", "docs/pictures/workqueue.zh-CN.svg"];
 
-/// Every picture the docs show.
+/// Every chart the docs show.
 pub fn all() -> Vec<Picture> {
-    const STEP3: &str = "maint/src/pictures/workqueue.rs";
     vec![
         Picture {
             path: "docs/pictures/bench.svg",
@@ -81,26 +69,6 @@ pub fn all() -> Vec<Picture> {
             path: "docs/pictures/bench-short.svg",
             source: "docs/samples/bench-short.chart.json",
             draw: |text| Ok(bench::chart::draw(&bench::kept::Run::parse(text)?)),
-        },
-        Picture {
-            path: "docs/pictures/workqueue.en.svg",
-            source: STEP3,
-            draw: |_| Ok(workqueue::svg(Lang::En)),
-        },
-        Picture {
-            path: "docs/pictures/workqueue.zh-CN.svg",
-            source: STEP3,
-            draw: |_| Ok(workqueue::svg(Lang::Zh)),
-        },
-        Picture {
-            path: "docs/pictures/ci-cold.svg",
-            source: "docs/samples/ci-cold.txt",
-            draw: |t| ci_run(t, "cold"),
-        },
-        Picture {
-            path: "docs/pictures/ci-warm.svg",
-            source: "docs/samples/ci-warm.txt",
-            draw: |t| ci_run(t, "warm"),
         },
     ]
 }
@@ -130,8 +98,9 @@ pub fn run(args: PicturesArgs) -> Result<ExitCode> {
         }
         failed |= !look(&drawn, picture.path, picture.name(), &shots)?;
     }
-    for file in &args.look {
-        let svg = std::fs::read_to_string(file)
+    let committed = STEP3.iter().map(|p| root.join(p));
+    for file in committed.chain(args.look.iter().cloned()) {
+        let svg = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
         let name = file.file_stem().map_or("picture".into(), |s| s.to_string_lossy());
         failed |= !look(&svg, &file.display().to_string(), &name, &shots)?;
@@ -194,7 +163,15 @@ mod tests {
         }
     }
 
-    /// The committed pictures are what their sources draw today.
+    /// Step 3's picture says each language's words: the page's, not the other's.
+    #[test]
+    fn step_3s_picture_speaks_its_pages_language() {
+        let (en, zh) = (read(STEP3[0]).unwrap(), read(STEP3[1]).unwrap());
+        assert!(zh.contains("工作队列") && !zh.contains("work queue"));
+        assert!(en.contains("work queue") && !en.contains("工作队列"));
+    }
+
+    /// The committed charts are what their sources draw today.
     #[test]
     fn every_committed_picture_is_what_its_source_draws() {
         for picture in all() {

@@ -89,7 +89,7 @@ const GOALS: (usize, usize) = (11_000, 16_500);
 /// Raised by issue 51 (every verb in Chinese: ~730 sentences through `tr!`; the network's
 /// doctor rows, mirrors, envtest downloads), then by issue 52's honest rule (a test item
 /// hides only itself; test support other crates call is code): its cuts bring them down.
-const CEILINGS: (usize, usize) = (15_644, 25_714);
+const CEILINGS: (usize, usize) = (15_644, 25_264);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {
