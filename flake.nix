@@ -239,6 +239,8 @@
             go = pkgs.go;
             kind = pkgs.kind;
             docker = pkgs.docker-client;
+            # doctor probes the network with it.
+            curl = pkgs.curl;
             etcd = if isLinux then envtestAssets else pkgs.etcd_3_6;
           }
           // lib.optionalAttrs isLinux {

@@ -118,8 +118,11 @@ fn gather(args: &DoctorArgs, provider: ProviderKind) -> Result<Vec<Check>> {
     let go = quiet(&["go", "version"]);
     let go_required = go_required()?;
     let pinned = pinned_toolchain()?;
+    let rustc = quiet(&["rustc", "--version"]);
+    // rustup fetches the pinned toolchain (it is not installed when rustc does not answer here).
+    let toolchain_missing = rustc.is_none() && labkit::tools::on_path("rustup").is_some();
     let mut checks = vec![
-        preflight::rustc(quiet(&["rustc", "--version"]).as_deref(), &pinned),
+        preflight::rustc(rustc.as_deref(), &pinned),
         preflight::c_compiler(quiet(&["cc", "--version"]).as_deref()),
         preflight::git(quiet(&["git", "--version"]).as_deref()),
         preflight::go(go.as_deref(), go_required),
@@ -171,12 +174,8 @@ fn gather(args: &DoctorArgs, provider: ProviderKind) -> Result<Vec<Check>> {
         preflight::free_disk(free_bytes(&project::root())),
         preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
     ]);
-    checks.extend(network_checks(
-        args,
-        provider,
-        &pinned,
-        located.iter().any(|(_, b)| b.is_none()),
-    ));
+    let envtest_missing = located.iter().any(|(_, b)| b.is_none());
+    checks.extend(network_checks(args, provider, (&pinned, toolchain_missing), envtest_missing));
     Ok(checks)
 }
 
@@ -185,7 +184,7 @@ fn gather(args: &DoctorArgs, provider: ProviderKind) -> Result<Vec<Check>> {
 fn network_checks(
     args: &DoctorArgs,
     provider: ProviderKind,
-    pinned: &str,
+    (pinned, toolchain_missing): (&str, bool),
     envtest_missing: bool,
 ) -> Vec<Check> {
     let node_image = NodeImage::parse(args.node_image.as_deref());
@@ -198,12 +197,12 @@ fn network_checks(
     let node_here = pinned_node
         .as_deref()
         .is_some_and(|image| crate::lab::kind::image_present(&args.mirror.image(image)).succeeds());
-    let toolchains = Cmd::argv(["rustup", "toolchain", "list"]).read();
+
     let docker_mirrors =
         Cmd::argv(["docker", "info", "--format", "{{json .RegistryConfig.Mirrors}}"]);
     let path = network::Path {
         provider,
-        toolchain_missing: toolchains.is_ok_and(|list| !list.contains(pinned)),
+        toolchain_missing,
         pinned_toolchain: pinned,
         envtest_missing: provider == ProviderKind::Envtest && envtest_missing,
         pulls_node_image: node_image == NodeImage::Pinned && !node_here,

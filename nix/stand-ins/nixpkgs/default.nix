@@ -345,6 +345,7 @@ let
           fail "kubernetes-1.36.3 is not available on ${system} (meta.platforms)";
       etcd_3_6 = leaf "etcd" "3.6.13";
       docker-client = leaf "docker" "28.0.0";
+      curl = leaf "curl" "8.17.0";
       cargo-nextest = leaf "cargo-nextest" "0.9.100";
       go = leaf "go" "1.26.0";
       gcc = leaf "gcc" "14.3.0";
