@@ -7,12 +7,12 @@ use std::process::Output;
 
 use labkit::command::Cmd;
 
+fn command(args: &[&str]) -> Cmd {
+    Cmd::new(env!("CARGO_BIN_EXE_xtask")).args(args).env_remove("NO_COLOR")
+}
+
 fn xtask(args: &[&str]) -> Output {
-    Cmd::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args)
-        .env_remove("NO_COLOR")
-        .output()
-        .expect("the xtask binary runs")
+    command(args).output().expect("the xtask binary runs")
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -30,8 +30,20 @@ fn doctor_puts_its_checks_on_stdout_and_the_commands_it_runs_on_stderr() {
 
 #[test]
 fn quiet_leaves_the_result_and_drops_the_progress() {
-    let loud = xtask(&["doctor", "--provider", "envtest"]);
-    let quiet = xtask(&["-q", "doctor", "--provider", "envtest"]);
+    // Both runs see the same network: none (a proxy that refuses at once), so no probe's
+    // timing or luck can tell them apart.
+    let offline = |args: &[&str]| {
+        let mut cmd = command(args);
+        for var in ["no_proxy", "NO_PROXY"] {
+            cmd = cmd.env_remove(var);
+        }
+        for var in ["http_proxy", "https_proxy", "HTTPS_PROXY", "ALL_PROXY"] {
+            cmd = cmd.env(var, "http://127.0.0.1:1");
+        }
+        cmd.output().expect("the xtask binary runs")
+    };
+    let loud = offline(&["doctor", "--provider", "envtest"]);
+    let quiet = offline(&["-q", "doctor", "--provider", "envtest"]);
     assert_eq!(quiet.status.code(), loud.status.code());
     let stderr = text(&quiet.stderr);
     assert!(stderr.is_empty(), "-q still printed progress:\n{stderr}");
