@@ -3,9 +3,9 @@
 //!
 //! The lab's own controller is stopped for the duration. The program runs as
 //! a local process with the course's Role (its own ServiceAccount:
-//! [`observer`]); `KUBECONFIG` and `{kubeconfig}` in its command give it that
+//! [`identity`]); `KUBECONFIG` and `{kubeconfig}` in its command give it that
 //! identity. Every row is judged from the API server alone: the ConfigMap as
-//! stored, and the program's requests as the API server counted them — no
+//! stored, and the program's requests as the proxy passed them on — no
 //! metrics, logs or Events are asked of the program. It reaches the API
 //! server through the grade's [`proxy`] on loopback, which can make one of
 //! its writes conflict and its informer list again. [`run`] always stops the
@@ -15,12 +15,12 @@
 //! |-----------------|--------------------------------------------------------------|
 //! | [`experiments`] | the course's experiments and more, run by `cargo xtask e2e` and `exp` |
 //! | [`rows`]        | the grade's rows, each judged from the API server            |
-//! | [`observer`]    | the program's identity and its requests as the API server counted them |
+//! | [`identity`]    | the program's ServiceAccount, Role and kubeconfig                |
 //! | [`program`]     | the program under grade, its process group                   |
-//! | [`proxy`]       | the grade's proxy in front of the API server                 |
+//! | [`proxy`]       | the grade's proxy in front of the API server, counting the requests |
 
 pub mod experiments;
-mod observer;
+mod identity;
 mod program;
 mod proxy;
 mod rows;
@@ -34,7 +34,8 @@ use controller::desired::Desired;
 use futures::FutureExt as _;
 use serde::{Deserialize, Serialize};
 
-pub use observer::{BY, Counts, IDENTITY};
+pub use identity::{BY, IDENTITY};
+pub use proxy::Counts;
 pub use program::Stopped;
 
 use labkit::lab::Lab;
@@ -354,28 +355,28 @@ pub async fn run(
     let log = dir.join("program.log");
     std::fs::write(&log, "").with_context(|| tr!("cannot write {path}", path = log.display()))?;
 
-    let observer = observer::Observer::install(lab, record.clone(), desired.namespace());
-    let observer = match observer.await {
-        Ok(observer) => observer,
+    let identity = identity::Identity::install(lab, record.clone(), desired.namespace());
+    let identity = match identity.await {
+        Ok(identity) => identity,
         Err(e) => {
             // Whatever part was applied goes again.
-            let _ = observer::Observer::forget(lab.client(), &record, &kubeconfig).await;
+            let _ = identity::Identity::forget(lab.client(), &record, &kubeconfig).await;
             return Err(e.context(tr!("cannot set up the program's identity")));
         }
     };
     let target =
         proxy::Target { namespace: desired.namespace().into(), name: desired.name().into() };
     let proxy =
-        proxy::Proxy::start(&observer.kubeconfig, &lab.borrowed_dir(), target, lab.client()).await;
+        proxy::Proxy::start(&identity.kubeconfig, &lab.borrowed_dir(), target, lab.client()).await;
     let proxy = match proxy {
         Ok(proxy) => proxy,
         Err(e) => {
-            let _ = observer.remove().await;
+            let _ = identity.remove().await;
             return Err(e.context(tr!("cannot start the grade's proxy to the API server")));
         }
     };
     let program = program::Program::new(cmd, log.clone(), record.clone());
-    let mut grading = rows::Grading::new(lab, observer, proxy, record, program, desired, options);
+    let mut grading = rows::Grading::new(lab, identity, proxy, record, program, desired, options);
     let outcome = tokio::select! {
         done = AssertUnwindSafe(grading.all()).catch_unwind() => match done {
             Ok(result) => result,

@@ -2,8 +2,8 @@
 //! server: the program's kubeconfig ([`kubeconfig_in`]) names
 //! `http://127.0.0.1:PORT` and holds no credentials (client-go sends none
 //! over plain HTTP); the proxy adds the program's token to each request, so
-//! the API server still sees — and APF still counts ([`super::observer`]) —
-//! the program itself.
+//! the API server still sees the program itself ([`super::identity`]); and it
+//! counts each request by kind ([`Counts`]): every one the program makes passes here.
 //! Requests and responses pass unchanged, watches streaming, except where a
 //! row asks for one of two things a real cluster does to every controller
 //! sooner or later, made to happen now:
@@ -49,7 +49,7 @@ use serde_json::json;
 use tokio::sync::{oneshot, watch};
 
 use labkit::tr;
-pub use request::Target;
+pub use request::{Counts, Target};
 use request::{Kind, classify};
 
 /// The program's kubeconfig, in the borrow's folder `dir` (removed whole when the lab is put back).
@@ -103,6 +103,7 @@ struct Shared {
     /// Resumed watches still to be answered 410 Gone.
     gone_owed: AtomicUsize,
     lists: AtomicU64,
+    counts: Mutex<Counts>,
 }
 
 impl Proxy {
@@ -156,6 +157,7 @@ impl Proxy {
             open_watches: AtomicUsize::new(0),
             gone_owed: AtomicUsize::new(0),
             lists: AtomicU64::new(0),
+            counts: Mutex::new(Counts::default()),
         });
         let server = tokio::spawn(serve(listener, shared.clone()));
         let path = kubeconfig_in(dir);
@@ -184,6 +186,11 @@ impl Proxy {
         self.shared.gone_owed.store(open, Ordering::SeqCst);
         self.shared.cut.send_modify(|n| *n += 1);
         open
+    }
+
+    /// The program's requests so far, by kind.
+    pub fn counts(&self) -> Counts {
+        *self.shared.counts.lock().expect("not poisoned")
     }
 
     /// How many times the program listed ConfigMaps (a watch-list included) so far.
@@ -249,6 +256,7 @@ const HOP_BY_HOP: [HeaderName; 7] = [
 impl Shared {
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
         let kind = classify(request.method(), request.uri(), &self.target);
+        self.counts.lock().expect("not poisoned").add(request.method(), request.uri());
         if kind.is_list() {
             self.lists.fetch_add(1, Ordering::SeqCst);
             // It lists again: nothing more is owed.

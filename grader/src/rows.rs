@@ -18,9 +18,9 @@ use tokio::time::Instant;
 
 use super::{
     Hint, Options, Reason, Refused, Row, RowId, Step,
-    observer::{Counts, Observer},
+    identity::Identity,
     program::{Program, Stopped},
-    proxy::Proxy,
+    proxy::{Counts, Proxy},
 };
 use crate::experiments::DRIFTED;
 use labkit::{
@@ -49,7 +49,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 
 pub(super) struct Grading<'a> {
     api: Api<ConfigMap>,
-    observer: Option<Observer>,
+    identity: Option<Identity>,
     /// Between the program and the API server, until [`Grading::finish`].
     proxy: Option<Proxy>,
     /// The lab's record: what a row makes in the cluster goes in it first.
@@ -69,7 +69,7 @@ pub(super) struct Grading<'a> {
 impl<'a> Grading<'a> {
     pub(super) fn new(
         lab: &Lab,
-        observer: Observer,
+        identity: Identity,
         proxy: Proxy,
         record: labkit::record::Shared,
         program: Program,
@@ -78,7 +78,7 @@ impl<'a> Grading<'a> {
     ) -> Grading<'a> {
         Grading {
             api: Api::namespaced(lab.client(), desired.namespace()),
-            observer: Some(observer),
+            identity: Some(identity),
             proxy: Some(proxy),
             record,
             program,
@@ -89,10 +89,6 @@ impl<'a> Grading<'a> {
             exited: None,
             reads: watches::ReadWindow::default(),
         }
-    }
-
-    fn observer(&self) -> &Observer {
-        self.observer.as_ref().expect("the observer lives until finish")
     }
 
     fn proxy(&self) -> &Proxy {
@@ -128,9 +124,9 @@ impl<'a> Grading<'a> {
         if let Some(proxy) = self.proxy.take() {
             let _ = std::fs::remove_file(&proxy.kubeconfig);
         }
-        let observer = self.observer.take().expect("finish runs once");
-        let user = observer.user();
-        let removed = observer.remove().await;
+        let identity = self.identity.take().expect("finish runs once");
+        let user = identity.user();
+        let removed = identity.remove().await;
         (std::mem::take(&mut self.rows), user, removed)
     }
 
@@ -213,8 +209,8 @@ impl<'a> Grading<'a> {
     /// What to re-read for each failed row, from what all the rows saw.
     fn diagnose(&mut self) {
         let passed = |rows: &[Row], id| rows.iter().any(|r| r.id == id && r.passed);
-        let value = |row: &Row, key: &str| -> f64 {
-            row.values.get(key).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        let value = |row: &Row, key: &str| -> u64 {
+            row.values.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
         };
         let self_heal_passed = passed(&self.rows, RowId::SelfHeal);
         for row in self.rows.iter_mut().filter(|r| !r.passed) {
@@ -222,15 +218,15 @@ impl<'a> Grading<'a> {
                 (RowId::FailedWrite, "exited") => Hint::KeepRunning,
                 (RowId::Conflict, "exited") => Hint::Conflict,
                 (_, "exited" | "not_run") | (RowId::Rerun, "rerun.never_connected") => Hint::Exited,
-                (RowId::Starts, "starts.absent") if value(row, "creates") == 0.0 => {
+                (RowId::Starts, "starts.absent") if value(row, "creates") == 0 => {
                     // It creates when an event comes, so what is missing is the kick.
                     if self_heal_passed { Hint::Kick } else { Hint::NotFound }
                 }
-                (RowId::SelfHeal, "self_heal.absent") if value(row, "creates") == 0.0 => {
+                (RowId::SelfHeal, "self_heal.absent") if value(row, "creates") == 0 => {
                     Hint::NotFound
                 }
                 (RowId::Starts | RowId::SelfHeal, _) => Hint::DesiredData,
-                (RowId::Correction, _) if value(row, "updates") == 0.0 => Hint::Correct,
+                (RowId::Correction, _) if value(row, "updates") == 0 => Hint::Correct,
                 (RowId::Correction, _) => Hint::UpdateRefused,
                 (RowId::FailedWrite, _) => Hint::NotFound,
                 (RowId::Conflict, _) => Hint::Conflict,
@@ -249,7 +245,7 @@ impl<'a> Grading<'a> {
 /// all it needs to by the time a count taken after its start comes back).
 async fn connect(
     program: &mut Program,
-    observer: &Observer,
+    proxy: &Proxy,
     before: Counts,
     options: &Options,
 ) -> Result<Duration, Option<ExitStatus>> {
@@ -261,8 +257,8 @@ async fn connect(
             if exited.is_some() {
                 return Ok(Check::Stop(anyhow::anyhow!(tr!("it exited"))));
             }
-            let made = observer.counts().await?.since(&before).all();
-            Ok(Check::done_if(made >= 1.0, (), tr!("no request yet")))
+            let made = proxy.counts().since(&before).all();
+            Ok(Check::done_if(made >= 1, (), tr!("no request yet")))
         }
     })
     .await;
@@ -370,8 +366,8 @@ fn secs(d: Duration) -> String {
     if s.fract() == 0.0 { format!("{s:.0} s") } else { format!("{s:.1} s") }
 }
 
-fn count(n: f64) -> String {
-    format!("{n:.0}")
+fn count(n: u64) -> String {
+    n.to_string()
 }
 
 #[cfg(test)]

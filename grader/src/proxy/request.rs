@@ -1,6 +1,6 @@
-//! Which of the program's requests the proxy acts on, from the method, the
-//! path and the query alone (bodies are the program's encoding — client-go
-//! sends protobuf — and are never read).
+//! Which of the program's requests the proxy acts on, and how it counts
+//! them, from the method, the path and the query alone (bodies are the
+//! program's encoding — client-go sends protobuf — and are never read).
 
 use http::{Method, Uri};
 
@@ -74,6 +74,68 @@ pub fn classify(method: &Method, uri: &Uri, target: &Target) -> Kind {
     }
 }
 
+/// What the program asked of the API server, by kind of request: every request
+/// it made passes the proxy (it has no credentials of its own), so every one is
+/// counted — an update that changes nothing and a read an informer would have
+/// served from its cache included, which the stored object alone cannot show.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub creates: u64,
+    /// Updates and patches.
+    pub updates: u64,
+    pub deletes: u64,
+    /// Gets and lists of ConfigMaps: an informer lists once, a poller again and again.
+    pub reads: u64,
+    /// Everything else: watches, discovery, other resources.
+    pub others: u64,
+}
+
+impl Counts {
+    pub fn writes(&self) -> u64 {
+        self.creates + self.updates + self.deletes
+    }
+
+    pub fn all(&self) -> u64 {
+        self.writes() + self.reads + self.others
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &Counts) -> Counts {
+        Counts {
+            creates: self.creates - earlier.creates,
+            updates: self.updates - earlier.updates,
+            deletes: self.deletes - earlier.deletes,
+            reads: self.reads - earlier.reads,
+            others: self.others - earlier.others,
+        }
+    }
+
+    /// Counts `method uri`: the verbs on ConfigMaps of any namespace apart, the rest as others.
+    pub fn add(&mut self, method: &Method, uri: &Uri) {
+        let segments: Vec<&str> = uri.path().trim_end_matches('/').split('/').collect();
+        let (collection, object) = match segments.as_slice() {
+            ["", "api", "v1", "configmaps"] | ["", "api", "v1", "namespaces", _, "configmaps"] => {
+                (true, false)
+            }
+            ["", "api", "v1", "namespaces", _, "configmaps", _] => (false, true),
+            _ => (false, false),
+        };
+        let watching = matches!(
+            query_value(uri.query().unwrap_or_default(), "watch").as_deref(),
+            Some("true" | "1")
+        );
+        let counter = match *method {
+            _ if watching || !(collection || object) => &mut self.others,
+            Method::POST if collection => &mut self.creates,
+            Method::PUT | Method::PATCH if object => &mut self.updates,
+            Method::DELETE => &mut self.deletes,
+            Method::GET => &mut self.reads,
+            _ => &mut self.others,
+        };
+        *counter += 1;
+    }
+}
+
 /// The first value of `key` in a query string (`a=1&b=2`), as sent.
 fn query_value(query: &str, key: &str) -> Option<String> {
     query.split('&').find_map(|pair| {
@@ -107,6 +169,32 @@ mod tests {
         assert_eq!(kind(Method::PUT, &format!("{object}/status")), Kind::Other);
         assert_eq!(kind(Method::PUT, "/api/v1/namespaces/default/secrets/my-config"), Kind::Other);
         assert_eq!(kind(Method::POST, "/api/v1/namespaces/default/configmaps"), Kind::Other);
+    }
+
+    #[test]
+    fn each_verb_on_config_maps_is_counted_apart_and_the_rest_as_others() {
+        let mut counts = Counts::default();
+        let one = "/api/v1/namespaces/other/configmaps/a";
+        for (method, uri) in [
+            (Method::POST, "/api/v1/namespaces/default/configmaps"),
+            (Method::PUT, one),
+            (Method::PATCH, one),
+            (Method::DELETE, one),
+            (Method::DELETE, "/api/v1/namespaces/default/configmaps"),
+            (Method::GET, one),
+            (Method::GET, "/api/v1/configmaps?limit=500"),
+            (Method::GET, "/api/v1/namespaces/default/configmaps?watch=true"),
+            (Method::GET, "/api/v1/watch/namespaces/default/configmaps"),
+            (Method::GET, "/api/v1/namespaces/default/secrets/a"),
+            (Method::POST, one),
+            (Method::GET, "/version"),
+        ] {
+            counts.add(&method, &uri.parse().unwrap());
+        }
+        let expected = Counts { creates: 1, updates: 2, deletes: 2, reads: 2, others: 5 };
+        assert_eq!(counts, expected);
+        assert_eq!((counts.writes(), counts.all()), (5, 12));
+        assert_eq!(counts.since(&Counts { reads: 1, ..Counts::default() }).reads, 1);
     }
 
     #[test]

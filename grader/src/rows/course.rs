@@ -10,9 +10,9 @@ impl Grading<'_> {
     /// appears. An `Err` holding [`Refused`]: the program never got going.
     pub(super) async fn starts(&mut self) -> anyhow::Result<()> {
         delete_and_wait_gone(&self.api, self.desired.name()).await?;
-        let before = self.observer().counts().await?;
+        let before = self.proxy().counts();
         let (program, options) = (&mut self.program, self.options);
-        let observer = self.observer.as_ref().expect("alive");
+        let proxy = self.proxy.as_ref().expect("alive");
         let start = || async move {
             let refused = |program: &Program, reason| Refused {
                 command: program.command(),
@@ -21,7 +21,7 @@ impl Grading<'_> {
             };
             let started = program.start().await;
             started.map_err(|e| refused(program, Reason::CannotStart(format!("{e:#}"))))?;
-            let reason = match connect(program, observer, before, options).await {
+            let reason = match connect(program, proxy, before, options).await {
                 Ok(_) => None,
                 Err(Some(status)) => Some(Reason::ExitedAtOnce(exit_status(status))),
                 Err(None) => Some(Reason::NeverConnected(secs(options.connect_within))),
@@ -41,7 +41,7 @@ impl Grading<'_> {
         if !self.scene_is_set(RowId::SelfHeal).await? {
             return Ok(());
         }
-        let before = self.observer().counts().await?;
+        let before = self.proxy().counts();
         let until = self.put_back(None).await?;
         self.until_created(RowId::SelfHeal, before, until).await
     }
@@ -97,7 +97,7 @@ impl Grading<'_> {
         before: Counts,
         until: Until<ExitStatus>,
     ) -> anyhow::Result<()> {
-        let creates = count(self.observer().counts().await?.since(&before).creates);
+        let creates = count(self.proxy().counts().since(&before).creates);
         let seen = |outcome: &str| format!("{}.{outcome}", id.key());
         match until {
             Until::Reached { after } => {
@@ -122,9 +122,9 @@ impl Grading<'_> {
             return Ok(());
         }
         let key = first_key(&self.desired);
-        let before = self.observer().counts().await?;
+        let before = self.proxy().counts();
         let until = self.put_back(Some(json!({"data": {key.clone(): DRIFTED}}))).await?;
-        let updates = count(self.observer().counts().await?.since(&before).updates);
+        let updates = count(self.proxy().counts().since(&before).updates);
         let values = [("key", key), ("updates", updates)];
         self.push_until(RowId::Correction, until, "correction.not_back", &values);
         Ok(())
@@ -136,23 +136,23 @@ impl Grading<'_> {
         if !self.scene_is_set(RowId::FailedWrite).await? {
             return Ok(());
         }
-        let before = self.observer().counts().await?;
+        let before = self.proxy().counts();
         let frozen = json!({"immutable": true, "data": {first_key(&self.desired): DRIFTED}});
         self.api.patch(self.desired.name(), &kubectl(), &Patch::Merge(&frozen)).await?;
         labkit::test_hook::at("grade:immutable")?;
         // Until it has tried (and been refused), or had the time to.
-        let (program, observer) = (&mut self.program, self.observer.as_ref().expect("alive"));
+        let (program, proxy) = (&mut self.program, self.proxy.as_ref().expect("alive"));
         let what = tr!("an update of the immutable object");
         let _ = poll(&what, REFUSAL_WITHIN, false, || {
             let exited = program.exited().is_some();
             async move {
-                let tried = observer.counts().await?.since(&before).updates >= 1.0;
+                let tried = proxy.counts().since(&before).updates >= 1;
                 Ok(Check::done_if(tried || exited, (), tr!("no update yet")))
             }
         })
         .await;
         let until = self.put_back(None).await?;
-        let updates = count(self.observer().counts().await?.since(&before).updates);
+        let updates = count(self.proxy().counts().since(&before).updates);
         let values = [("updates", updates)];
         self.push_until(RowId::FailedWrite, until, "failed_write.not_recreated", &values);
         Ok(())
@@ -167,10 +167,10 @@ impl Grading<'_> {
         self.sigint = Some(first);
         self.exited = None;
         let version_before = self.version().await?;
-        let before = self.observer().counts().await?;
+        let before = self.proxy().counts();
         self.program.start().await?;
-        let observer = self.observer.as_ref().expect("alive");
-        let connected = match connect(&mut self.program, observer, before, self.options).await {
+        let proxy = self.proxy.as_ref().expect("alive");
+        let connected = match connect(&mut self.program, proxy, before, self.options).await {
             Ok(after) => after,
             Err(Some(status)) => {
                 self.push_exited(RowId::Rerun, status);
@@ -190,9 +190,9 @@ impl Grading<'_> {
             self.push_not_run(RowId::HotLoop);
             return Ok(());
         }
-        let quiet = self.observer().counts().await?.since(&before);
+        let quiet = self.proxy().counts().since(&before);
         let version_quiet = self.version().await?;
-        if quiet.writes() == 0.0 && version_quiet == version_before {
+        if quiet.writes() == 0 && version_quiet == version_before {
             let mut values: BTreeMap<String, String> = [
                 ("connected", ms(connected)),
                 ("quiet", secs(self.options.quiet)),
@@ -230,24 +230,24 @@ impl Grading<'_> {
         let window = hot_loop_window(self.options.resync, self.options.quiet);
         let rest = window.saturating_sub(self.options.quiet);
         self.options.progress.tell(Step::Watching { window });
-        let after_quiet = self.observer().counts().await?;
+        let after_quiet = self.proxy().counts();
         let started = Instant::now();
         let provoked = self.provoke().await?;
-        self.reads.provoked = provoked.relists as f64;
+        self.reads.provoked = provoked.relists as u64;
         let left = rest.saturating_sub(started.elapsed()).max(SETTLE);
         if let Some(status) = observe(&mut self.program, left).await {
             self.push_exited(RowId::HotLoop, status);
             return Ok(());
         }
         self.quiet_ends().await?;
-        let writes = self.observer().counts().await?.since(&after_quiet).writes();
+        let writes = self.proxy().counts().since(&after_quiet).writes();
         let version_end = self.version().await?;
         let values = [
             ("window", secs(window)),
             ("resync", secs(self.options.resync)),
             ("relists", provoked.relists.to_string()),
         ];
-        if writes == 0.0 && version_end == provoked.version {
+        if writes == 0 && version_end == provoked.version {
             self.push(RowId::HotLoop, true, "hot_loop.pass", &values);
         } else {
             let mut values = values.to_vec();

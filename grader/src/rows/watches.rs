@@ -10,22 +10,22 @@ use super::*;
 /// watch error, one more to spare — besides the lists of the relist the
 /// hot-loop row provokes, which are allowed on top. The window is at least 8 s (the 5 s quiet
 /// window and the 3 s margin): a 1 s poller makes 7 or more (docs/grade.md).
-pub(super) const MOST_READS: f64 = 3.0;
+pub(super) const MOST_READS: u64 = 3;
 
 /// The counts where the window began, and then what it saw.
 #[derive(Default)]
 pub(super) struct ReadWindow {
     began: Option<(Counts, Instant)>,
     /// Gets and lists in the window, and its length.
-    seen: Option<(f64, Duration)>,
+    seen: Option<(u64, Duration)>,
     /// Lists the grader itself caused: the hot-loop row's relist ([`super::provoke`]).
-    pub(super) provoked: f64,
+    pub(super) provoked: u64,
 }
 
 impl Grading<'_> {
     /// The restarted program has made its first request: the window begins.
     pub(super) async fn quiet_begins(&mut self) -> anyhow::Result<()> {
-        let counts = self.observer().counts().await?;
+        let counts = self.proxy().counts();
         self.reads = ReadWindow { began: Some((counts, Instant::now())), ..ReadWindow::default() };
         Ok(())
     }
@@ -33,7 +33,7 @@ impl Grading<'_> {
     /// The hot-loop window is over with the program still running: the window ends.
     pub(super) async fn quiet_ends(&mut self) -> anyhow::Result<()> {
         let Some((began, at)) = self.reads.began else { return Ok(()) };
-        let reads = self.observer().counts().await?.since(&began).reads;
+        let reads = self.proxy().counts().since(&began).reads;
         self.reads.seen = Some((reads, at.elapsed()));
         Ok(())
     }

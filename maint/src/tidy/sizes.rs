@@ -81,15 +81,15 @@ const AUDIENCES: &[(&str, Audience)] = &[
     ("", Audience::Product),
 ];
 
-/// The issue's goals for non-test code lines: the product, and everything.
-const GOALS: (usize, usize) = (11_000, 16_500);
+/// Issue 52's budget for non-test code lines: the product, and everything.
+const GOALS: (usize, usize) = (13_000, 22_000);
 
 /// Ceilings that only come down: today's measure, lowered as code is removed
 /// (a change that adds lines past them fails here and says the goal).
 /// Raised by issue 51 (every verb in Chinese: ~730 sentences through `tr!`; the network's
 /// doctor rows, mirrors, envtest downloads), then by issue 52's honest rule (a test item
 /// hides only itself; test support other crates call is code): its cuts bring them down.
-const CEILINGS: (usize, usize) = (15_644, 25_264);
+const CEILINGS: (usize, usize) = (15_573, 25_193);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {

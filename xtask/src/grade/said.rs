@@ -25,10 +25,11 @@ pub(super) fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
     };
     let namespace = &existing.namespace;
     bail!(tr!(
-        "grading needs cluster-wide rights (FlowSchemas that count the program's \
-         requests, the API server's /metrics), which {namespace}'s user does not have: \
-         the instructor grades, from a lab of their own context \
-         (`cargo xtask lab up --provider existing --context …`)",
+        "grading runs the program as a ServiceAccount of its own ({identity}) with a token \
+         the grade makes for it, which {namespace}'s user may not make (a room's attendee gets \
+         tokens for the lab's my-controller only): the instructor grades, from a lab of their \
+         own context (`cargo xtask lab up --provider existing --context …`)",
+        identity = grader::IDENTITY,
         namespace
     ));
 }
