@@ -4,6 +4,8 @@
 //! what `cargo maint pictures` redraws the docs' chart from, so the chart
 //! drawn then is the one the run drew.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -98,6 +100,30 @@ impl Run {
         }
         text.trim_start().to_string() + "\n"
     }
+}
+
+/// Writes `bench-<unix time>.json`, `.svg` and `.chart.json` (what the chart
+/// draws, [`Run`]) into `dir`, and the same as `latest.json`,
+/// `latest.svg`, `latest.chart.json`. Returns the paths written.
+pub fn write(dir: &Path, report: &Report, svg: &str) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(report)? + "\n";
+    let kept = Run::of(report).text();
+    let stamp = report.unix_time;
+    let mut written = Vec::new();
+    for (name, text) in [
+        (format!("bench-{stamp}.json"), &json),
+        ("latest.json".to_string(), &json),
+        (format!("bench-{stamp}.svg"), &svg.to_string()),
+        ("latest.svg".to_string(), &svg.to_string()),
+        (format!("bench-{stamp}.chart.json"), &kept),
+        ("latest.chart.json".to_string(), &kept),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 #[cfg(test)]

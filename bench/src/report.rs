@@ -3,13 +3,10 @@
 //! and each `--peer` — has the same measures, each next to the floor of the
 //! same run and to my-controller.
 
-use std::path::{Path, PathBuf};
-
 use crate::{
     quiet::{Burst, Steady},
     usage::Usage,
 };
-use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::stats::Summary;
@@ -359,30 +356,6 @@ pub fn bars(subjects: &[Subject], floor_beaten: bool) -> Vec<Bar> {
         ));
     }
     bars
-}
-
-/// Writes `bench-<unix time>.json`, `.svg` and `.chart.json` (what the chart
-/// draws, [`crate::kept`]) into `dir`, and the same as `latest.json`,
-/// `latest.svg`, `latest.chart.json`. Returns the paths written.
-pub fn write(dir: &Path, report: &Report, svg: &str) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let json = serde_json::to_string_pretty(report)? + "\n";
-    let kept = crate::kept::Run::of(report).text();
-    let stamp = report.unix_time;
-    let mut written = Vec::new();
-    for (name, text) in [
-        (format!("bench-{stamp}.json"), &json),
-        ("latest.json".to_string(), &json),
-        (format!("bench-{stamp}.svg"), &svg.to_string()),
-        ("latest.svg".to_string(), &svg.to_string()),
-        (format!("bench-{stamp}.chart.json"), &kept),
-        ("latest.chart.json".to_string(), &kept),
-    ] {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-        written.push(path);
-    }
-    Ok(written)
 }
 
 #[cfg(test)]

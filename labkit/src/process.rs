@@ -105,16 +105,24 @@ pub fn start_time(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()
 }
 
-/// A process group this process started, as [`crate::record::Group`] records it.
-pub fn group_of(pid: u32) -> Option<crate::record::Group> {
-    Some(crate::record::Group { pgid: pid, started: start_time(pid)? })
+/// A process group, told apart from a later one with the same id by its
+/// leader's start time (`/proc/PID/stat` field 22, clock ticks since boot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Group {
+    pub pgid: u32,
+    pub started: u64,
+}
+
+/// A process group this process started (`pid` leads it), as a lab's record keeps it.
+pub fn group_of(pid: u32) -> Option<Group> {
+    Some(Group { pgid: pid, started: start_time(pid)? })
 }
 
 /// SIGKILL to `group` if its leader is still the process recorded (same
 /// start time); a group whose leader is gone gets it too when a member of
 /// it is left (found under `/proc`, by its process group id). `true` when
 /// anything was signalled.
-pub fn kill_group(group: crate::record::Group) -> bool {
+pub fn kill_group(group: Group) -> bool {
     let leader_is_it = start_time(group.pgid) == Some(group.started);
     let leader_gone = start_time(group.pgid).is_none();
     let member_left = leader_gone && members(group.pgid).next().is_some();
@@ -128,7 +136,7 @@ pub fn kill_group(group: crate::record::Group) -> bool {
 
 /// Whether a process of `group` still runs (a zombie does not): its leader,
 /// the one recorded, or a member left after the leader.
-pub fn group_runs(group: crate::record::Group) -> bool {
+pub fn group_runs(group: Group) -> bool {
     let leader = start_time(group.pgid) == Some(group.started) && is_alive(group.pgid);
     leader || members(group.pgid).any(is_alive)
 }

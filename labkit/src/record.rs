@@ -24,6 +24,7 @@ use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::lab_file::{Applied, ProviderKind};
+use crate::process::{self, Group};
 use crate::{files, tr};
 
 /// A record shared by a command and the work it runs (a borrow's program, its grants).
@@ -122,14 +123,6 @@ pub struct Collection {
 
 /// Where a borrower's token files go, next to the record: removed whole.
 pub const BORROWED_DIR: &str = "borrowed";
-
-/// A process group, told apart from a later one with the same id by its
-/// leader's start time (`/proc/PID/stat` field 22, clock ticks since boot).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Group {
-    pub pgid: u32,
-    pub started: u64,
-}
 
 impl Record {
     pub fn path(dir: &Path) -> PathBuf {
@@ -262,7 +255,7 @@ impl Record {
 
     /// A process group the borrower started (`pid` leads it), recorded at once.
     pub fn started(&mut self, pid: u32) -> Result<()> {
-        let group = crate::process::group_of(pid)
+        let group = process::group_of(pid)
             .with_context(|| tr!("the started process is gone already"))?;
         self.borrow.get_or_insert_with(Borrow::default).groups.push(group);
         self.save()

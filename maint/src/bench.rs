@@ -251,7 +251,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
 
     println!("{}", bench::render::render(&report));
     let chart = chart::of(&report);
-    for path in report::write(&dir, &report, &chart)? {
+    for path in bench::kept::write(&dir, &report, &chart)? {
         eprintln!("wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)

@@ -359,7 +359,7 @@ async fn a_bench_killed_outright_is_put_back_by_the_next_command() {
     let record = Record::load(&lab.file().state_dir).unwrap().unwrap();
     assert_eq!(record.borrow.as_ref().map(|b| b.by.as_str()), Some("bench"));
     let sides = record.borrow.as_ref().map(|b| b.groups.clone()).unwrap_or_default();
-    let alive = |g: &labkit::record::Group| labkit::process::group_runs(*g);
+    let alive = |g: &labkit::process::Group| labkit::process::group_runs(*g);
     assert!(sides.iter().any(alive), "the scene: the sides run on ({sides:?})");
     // `grade` finds it too, before it stops the controller; a program that
     // exits at once is then refused, and the lab put back again.

@@ -1,5 +1,5 @@
-//! No import circle inside a crate: every module of `controller`, `e2e` and
-//! `xtask` is a node, every path to another module (`use crate::…`,
+//! No import circle inside a crate: every module of each of the workspace's
+//! crates is a node, every path to another module (`use crate::…`,
 //! `super::…`, a child module by name) an edge, to it and to the modules it
 //! is in, and the graph must be acyclic. A child naming its parent or
 //! ancestor is not an edge: that is how Rust nests modules. `#[cfg(test)]` modules are left out. Written with
