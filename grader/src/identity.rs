@@ -92,10 +92,8 @@ impl Identity {
             .await
             .map_err(anyhow::Error::msg)?;
         let api: Api<ConfigMap> = Api::namespaced(client, &self.namespace);
-        let what = tr!(
-            "a get of ConfigMaps as {user} (the course's Role allows it)",
-            user = self.user()
-        );
+        let what =
+            tr!("a get of ConfigMaps as {user} (the course's Role allows it)", user = self.user());
         eventually(&what, labkit::converge::HEAL_WITHIN, || async {
             let got = api.get_opt(crate::PROBE_NAME).await;
             let seen = got.as_ref().err().map(ToString::to_string).unwrap_or_default();

@@ -35,8 +35,8 @@ use futures::FutureExt as _;
 use serde::{Deserialize, Serialize};
 
 pub use identity::{BY, IDENTITY};
-pub use proxy::Counts;
 pub use program::Stopped;
+pub use proxy::Counts;
 
 use labkit::lab::Lab;
 

@@ -41,7 +41,19 @@ pub fn shown(path: &Path) -> String {
     path.strip_prefix(&root).unwrap_or(path).display().to_string()
 }
 
-/// With `E2E_WRITE_SAMPLES=1`, `text` becomes `docs/samples/<name>`: the
+/// `text` with this machine's paths as a reader's own would read: the build
+/// output `target`, the project `.`, the home directory `~`.
+pub fn machine_neutral(text: &str) -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let mut text = text.replace(&target_dir().display().to_string(), "target");
+    text = text.replace(&root().display().to_string(), ".");
+    if home.len() > 1 {
+        text = text.replace(&home, "~");
+    }
+    text
+}
+
+/// With `E2E_WRITE_SAMPLES=1`, `text` becomes `docs/samples/<name>` ([`machine_neutral`]): the
 /// sample outputs the docs link to are what a real run printed (the
 /// examples suite, `cargo xtask e2e`, the narrations). Otherwise nothing.
 pub fn write_sample(name: &str, text: &str) -> anyhow::Result<()> {
@@ -51,7 +63,28 @@ pub fn write_sample(name: &str, text: &str) -> anyhow::Result<()> {
     let dir = root().join("docs/samples");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(name);
-    std::fs::write(&path, text).map_err(|error| {
+    std::fs::write(&path, machine_neutral(text)).map_err(|error| {
         anyhow::anyhow!(crate::tr!("cannot write {path}: {error}", path = path.display(), error))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_names_no_path_of_this_machine() {
+        let (target, root) = (target_dir(), root());
+        let text = format!(
+            "$ {} --kubeconfig {}\n{}/README.md\n",
+            target.join("debug/xtask").display(),
+            target.join("lab/x/kubeconfig").display(),
+            root.display()
+        );
+        let neutral = machine_neutral(&text);
+        assert_eq!(
+            neutral,
+            "$ target/debug/xtask --kubeconfig target/lab/x/kubeconfig\n./README.md\n"
+        );
+    }
 }

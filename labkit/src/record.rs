@@ -255,8 +255,8 @@ impl Record {
 
     /// A process group the borrower started (`pid` leads it), recorded at once.
     pub fn started(&mut self, pid: u32) -> Result<()> {
-        let group = process::group_of(pid)
-            .with_context(|| tr!("the started process is gone already"))?;
+        let group =
+            process::group_of(pid).with_context(|| tr!("the started process is gone already"))?;
         self.borrow.get_or_insert_with(Borrow::default).groups.push(group);
         self.save()
     }

@@ -473,39 +473,60 @@ fn the_checks_catch_what_they_are_for() {
     assert!(check_words("cache synced twice over").is_some());
 }
 
-/// The README's bench tables are a real run's: the README names which of the
+/// The latest run's tables in docs/bench.md are a real run's: the section names which of the
 /// runs saved in docs/samples/bench.md (`run N of M`), and every row and its
 /// startup figures are in that run's output.
 #[test]
-fn the_readme_bench_tables_are_a_saved_run() {
+fn the_latest_bench_tables_are_a_saved_run() {
     let read = |f: &str| std::fs::read_to_string(project::root().join(f)).unwrap();
-    let (readme, saved) = (read("README.md"), read("docs/samples/bench.md"));
-    let section =
-        readme.split("## Rust and the course's Go controller").nth(1).expect("the section");
-    let section = section.split("\n## ").next().unwrap_or_default();
+    let (page, saved) = (read("docs/bench.md"), read("docs/samples/bench.md"));
+    let section = page.split("### The latest run").nth(1).expect("the section");
+    let section = section.split("\n#").next().unwrap_or_default();
     let named = section
         .split("run ")
         .skip(1)
         .find_map(|w| w.split_once(" of ").map(|(n, _)| n.to_string()))
-        .expect("the README names the run its tables come from: `run N of M`");
+        .expect("the section names the run its tables come from: `run N of M`");
     let run = saved
         .split(&format!("# run {named} of "))
         .nth(1)
-        .expect("docs/samples/bench.md holds the run the README names")
+        .expect("docs/samples/bench.md holds the run the section names")
         .split("\n# run ")
         .next()
         .unwrap_or_default();
     let rows: Vec<&str> = section.lines().filter(|l| l.starts_with('|')).collect();
     assert!(rows.len() >= 8, "{rows:?}");
     for row in rows {
-        assert!(run.lines().any(|l| l == row), "README row not in run {named}: {row}");
+        assert!(run.lines().any(|l| l == row), "docs/bench.md row not in run {named}: {row}");
     }
     let startup = |who: &str| {
         let row = run.lines().find(|l| l.starts_with(&format!("| startup | {who}"))).unwrap();
         row.split(" | ").nth(3).unwrap().to_string()
     };
     let said = format!("{} against {}", startup("my-controller"), startup("course-go"));
-    assert!(section.contains(&said), "the README's startup figures are not the run's: {said}");
+    assert!(section.contains(&said), "docs/bench.md's startup figures are not the run's: {said}");
+}
+
+/// The README is a first page (tables of figures live in docs/), and no page or sample
+/// names the machine it was written on: its home, its checkout, its build output.
+#[test]
+fn the_readme_is_short_and_no_page_names_a_machine() {
+    let readme = std::fs::read_to_string(project::root().join("README.md")).unwrap();
+    assert!(readme.lines().count() <= 200, "README.md: {} lines", readme.lines().count());
+    let home = std::env::var("HOME").unwrap_or_default();
+    let here = [project::root().display().to_string(), format!("{home}/")];
+    let marks = ["/root/", "/home/", "/Users/", "/work/"];
+    let named: Vec<String> = TRACKED
+        .iter()
+        .filter(|f| *f == "README.md" || f.starts_with("docs/"))
+        .filter(|f| !f.ends_with(".svg") && !f.ends_with(".png"))
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(project::root().join(f)).ok()?;
+            let mark = marks.iter().copied().chain(here.iter().map(String::as_str));
+            mark.filter(|m| m.len() > 1).find(|m| text.contains(m)).map(|m| format!("{f}: {m}"))
+        })
+        .collect();
+    assert!(named.is_empty(), "a machine's path (project::machine_neutral): {named:?}");
 }
 
 /// The README's first-run table is the one `.ci/first-run` wrote into

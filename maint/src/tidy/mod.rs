@@ -15,6 +15,7 @@ mod invariants;
 mod modules;
 mod pages;
 mod sizes;
+mod support;
 mod tree;
 
 use std::path::Path;
@@ -203,10 +204,9 @@ fn the_shutdown_grace_fits_in_the_pods_termination_grace() {
 
 #[test]
 fn no_import_circle_inside_a_crate() {
-    let manifest: toml::Table = toml::from_str(&read("Cargo.toml")).unwrap();
-    let members = manifest["workspace"]["members"].as_array().unwrap();
+    let members = architecture::members();
     assert_eq!(members.len(), 8, "{members:?}");
-    for krate in members.iter().map(|m| m.as_str().unwrap()) {
+    for krate in &members {
         let src = project::root().join(krate).join("src");
         let root = if src.join("lib.rs").exists() { "lib.rs" } else { "main.rs" };
         let graph = modules::graph(&src, root);

@@ -17,8 +17,8 @@ const MAX_FN_LINES: usize = 80;
 
 /// A file that is tests only: under a `tests/` folder, a `tests.rs`, a
 /// module that is `#![cfg(test)]` (itself, or the folder's `mod.rs`), or one
-/// its parent declares `#[cfg(test)]` (a mock API server). Test support that other
-/// crates' non-test code may call (`cfg(any(test, feature = "test-support"))`) is code.
+/// its parent declares `#[cfg(test)]` (a mock API server). Test support
+/// (`cfg(any(test, feature = "test-support"))`) is code when code calls it ([`super::support`]).
 fn tests_only(file: &str) -> bool {
     let test_module = |f: &str| read(f).contains("#![cfg(test)]");
     let folder = Path::new(file).parent();
@@ -86,10 +86,7 @@ const GOALS: (usize, usize) = (13_000, 22_000);
 
 /// Ceilings that only come down: today's measure, lowered as code is removed
 /// (a change that adds lines past them fails here and says the goal).
-/// Raised by issue 51 (every verb in Chinese: ~730 sentences through `tr!`; the network's
-/// doctor rows, mirrors, envtest downloads), then by issue 52's honest rule (a test item
-/// hides only itself; test support other crates call is code): its cuts bring them down.
-const CEILINGS: (usize, usize) = (15_573, 25_193);
+const CEILINGS: (usize, usize) = (15_400, 25_019);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {
@@ -104,6 +101,11 @@ fn audience(file: &str) -> Audience {
 /// Lines that hold code: neither blank nor only a comment, outside every item marked
 /// `#[cfg(test)]` wherever it is (a test module, a test-only function or re-export).
 fn code_only_lines(text: &str) -> usize {
+    code_only_text(text).lines().count()
+}
+
+/// The lines [`code_only_lines`] counts, trimmed.
+fn code_only_text(text: &str) -> String {
     let file = syn::parse_file(text).unwrap_or_else(|e| panic!("not Rust: {e}"));
     let mut tests = TestItems::default();
     tests.visit_file(&file);
@@ -113,7 +115,8 @@ fn code_only_lines(text: &str) -> usize {
         .filter(|(i, _)| !in_tests(i + 1))
         .map(|(_, line)| line.trim())
         .filter(|line| !line.is_empty() && !line.starts_with("//"))
-        .count()
+        .map(|line| format!("{line}\n"))
+        .collect()
 }
 
 /// The line ranges of the items marked `#[cfg(test)]`.
@@ -166,7 +169,14 @@ impl<'ast> Visit<'ast> for TestItems {
 #[test]
 fn lines_per_crate_and_audience() {
     let mut per: std::collections::BTreeMap<(Audience, &str), usize> = Default::default();
-    for file in TRACKED.iter().filter(|f| f.ends_with(".rs") && !tests_only(f)) {
+    let sources: Vec<&str> = TRACKED
+        .iter()
+        .map(String::as_str)
+        .filter(|f| f.ends_with(".rs") && !tests_only(f))
+        .collect();
+    let support_for_tests = super::support::test_only(&sources, |f| code_only_text(&read(f)));
+    println!("test support only tests use, counted as tests: {support_for_tests:?}");
+    for file in sources.iter().filter(|f| !support_for_tests.contains(**f)) {
         let krate = file.split('/').next().unwrap_or_default();
         *per.entry((audience(file), krate)).or_default() += code_only_lines(&read(file));
     }
