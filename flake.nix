@@ -198,10 +198,12 @@
             # that compares the tidy checks' walk of the tree with git (no .git here).
             # xtask's lab tests are `test = false` targets: nextest does not build them.
             # .ci/sandbox-check runs this very command as this sandbox would.
+            # curl: xtask's test of envtest's release download fetches from a server on loopback.
             tests = craneLib.cargoNextest (
               checkArgs
               // {
                 cargoArtifacts = workspaceDeps;
+                nativeBuildInputs = [ pkgs.curl ];
                 cargoNextestExtraArgs = "--workspace -E 'not (package(e2e) and kind(test)) and not test(=tidy::tree::the_walk_lists_what_git_tracks_or_would)'";
                 partitions = 1;
                 partitionType = "count";

@@ -321,7 +321,8 @@ let
         && contains "package(e2e)" (commands tests)
         && (tests.CARGO_PROFILE or null) == "dev"
         && (tests.cargoArtifacts.CARGO_PROFILE or null) == "dev"
-      ) "checks.${system}.tests: cargo nextest run --cargo-profile dev --workspace, on dependencies built in that profile, not the e2e crate's cluster tests (.ci/sandbox-check runs the same command)")
+        && builtins.elem "curl" (pnames (tests.nativeBuildInputs or [ ]))
+      ) "checks.${system}.tests: cargo nextest run --cargo-profile dev --workspace, on dependencies built in that profile, not the e2e crate's cluster tests, curl on PATH (.ci/sandbox-check runs the same command)")
       (check (
         filter (c: c ? CARGO_BUILD_TARGET) [
           clippy
