@@ -34,7 +34,7 @@ use probes::{api_server_ready, controller_ready, etcd_ready, wait_ports_free, wa
 use crate::{
     command::Cmd,
     eventually::{Check, eventually},
-    lab_file::{LabFile, Process, ProviderKind},
+    lab_file::{ControllerRuns, LabFile, Process},
     process::{self, Spawned},
     project,
     record::Shared,
@@ -85,10 +85,7 @@ async fn clients(kubeconfig: &Path) -> anyhow::Result<(Client, Client)> {
     Ok((client, connect::build(config)?))
 }
 
-/// The roles of an envtest lab's processes in lab.json.
-pub const ETCD: &str = "etcd";
-pub const API_SERVER: &str = "kube-apiserver";
-pub const CONTROLLER: &str = "controller";
+pub use crate::lab_file::{API_SERVER, CONTROLLER, ETCD};
 /// In start order.
 const ROLES: [&str; 3] = [ETCD, API_SERVER, CONTROLLER];
 
@@ -157,7 +154,7 @@ impl Lab {
 
     /// The lab.json entry of the process playing `role` (envtest labs only).
     fn process(&self, role: &str) -> anyhow::Result<&Process> {
-        if self.file.provider() != ProviderKind::Envtest {
+        if !self.file.provider().offers().local_control_plane {
             bail!(tr!(
                 "stopping and starting {role} on a {provider} lab is not supported",
                 role,
@@ -268,12 +265,9 @@ impl Lab {
             return None;
         }
         let host = DeploymentHost::new(self.client()).probing_with(self.probe.clone());
-        match (self.file.provider(), self.file.existing()) {
-            (ProviderKind::Kind, _) => Some(host),
-            (ProviderKind::Existing, Some(existing)) => {
-                Some(host.in_namespace(&existing.namespace))
-            }
-            _ => None,
+        match self.file.controller_runs() {
+            ControllerRuns::Deployment(namespace) => Some(host.in_namespace(namespace)),
+            ControllerRuns::Process(_) => None,
         }
     }
 

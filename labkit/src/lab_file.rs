@@ -244,6 +244,19 @@ pub struct Offers {
     pub own_cluster: bool,
 }
 
+/// The roles of an envtest lab's processes in lab.json.
+pub const ETCD: &str = "etcd";
+pub const API_SERVER: &str = "kube-apiserver";
+pub const CONTROLLER: &str = "controller";
+
+/// Where a lab's controller runs: the axis apart from the provider ([`LabFile::controller_runs`]).
+pub enum ControllerRuns<'a> {
+    /// A local process, as lab.json lists it.
+    Process(&'a Process),
+    /// A Deployment, in this namespace.
+    Deployment(&'a str),
+}
+
 impl ProviderKind {
     /// What a lab of this provider offers the suites.
     pub fn offers(self) -> Offers {
@@ -317,6 +330,15 @@ impl LabFile {
     /// an existing cluster's lab's namespace, else the manifests'.
     pub fn deployment_namespace(&self) -> &str {
         self.existing().map_or(crate::deployment::NAMESPACE, |e| e.namespace.as_str())
+    }
+
+    /// Where the controller runs: its process when lab.json lists one (envtest), else its
+    /// Deployment ([`LabFile::deployment_namespace`]).
+    pub fn controller_runs(&self) -> ControllerRuns<'_> {
+        match self.processes.iter().find(|p| p.role == CONTROLLER) {
+            Some(process) => ControllerRuns::Process(process),
+            None => ControllerRuns::Deployment(self.deployment_namespace()),
+        }
     }
 
     pub fn path(state_dir: &Path) -> PathBuf {

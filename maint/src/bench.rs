@@ -29,7 +29,7 @@ use bench::{
 };
 use clap::{Args, ValueEnum};
 use labkit::lab::Lab;
-use labkit::{lab_file::ProviderKind, project};
+use labkit::{lab_file::Offers, project};
 
 use bench::places::BY;
 use labkit::record::Shared;
@@ -120,14 +120,11 @@ impl BenchArgs {
     }
 
     /// What only an envtest lab allows, refused on another in one line each.
-    fn check_on(&self, provider: ProviderKind) -> Result<()> {
-        if provider == ProviderKind::Envtest {
+    fn check_on(&self, offers: Offers) -> Result<()> {
+        if offers.local_control_plane {
             return Ok(());
         }
-        let on = match provider {
-            ProviderKind::Existing => "an existing cluster",
-            _ => "a kind cluster",
-        };
+        let on = offers.place;
         ensure!(
             !self.phases,
             "--phases restarts kube-apiserver with an audit log, which is not the bench's to \
@@ -199,7 +196,7 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
 pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     args.check()?;
     let mut lab = Lab::find_named(&args.lab.name).await?;
-    args.check_on(lab.file().provider())?;
+    args.check_on(lab.file().provider().offers())?;
     let stage2 = args.peer.iter().any(|p| p == KUBE_RUNTIME);
     let built = build(args.build, stage2)?;
     let mut specs = vec![Spec::Ours { binary: built.ours.clone() }];

@@ -31,6 +31,9 @@ mod watch_backoff;
 
 pub use watch_backoff::WatchBackoff;
 
+/// The Rust this crate asks for (its `rust-version`), which a learner's own project builds.
+pub const RUST_VERSION: &str = env!("CARGO_PKG_RUST_VERSION");
+
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     hash::Hash,

@@ -18,15 +18,14 @@ use crate::lab::{
     binaries,
     kind::NodeImage,
     options::{self, ProviderChoice},
+    provider::{Machine, Provider, probe},
+    providers,
 };
 use crate::mirrors::RegistryMirror;
 use crate::output::{self, Format};
 use crate::preflight::{self, Check, Status};
-use labkit::lab_file::ProviderKind;
-use labkit::{
-    command::{Cmd, is_not_found},
-    project, tr,
-};
+use labkit::lab_file::Offers;
+use labkit::{command::Cmd, project, tr};
 use serde_json::json;
 
 /// The controller's default `--listen` port, used when it runs by hand.
@@ -52,18 +51,19 @@ pub struct DoctorArgs {
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
-    let provider = options::resolve(args.provider)?;
+    let chosen = options::resolve(args.provider)?;
+    let provider = chosen.to_string();
     let header = tr!(
         "checking this machine for the {provider} lab (`--provider` picks the other)",
         provider
     );
-    let checks = gather(&args, provider)?;
+    let checks = gather(&args, providers::of(chosen), chosen.offers())?;
     let failed = count(&checks, Status::Fail);
     let warned = count(&checks, Status::Warn);
     match args.output.output {
         Format::Json => {
             labkit::progress!("{header}");
-            output::print_json(&document(provider, &checks))?;
+            output::print_json(&document(&provider, &checks))?;
         }
         Format::Text => {
             println!("{header}");
@@ -88,7 +88,7 @@ fn count(checks: &[Check], status: Status) -> usize {
 }
 
 /// `doctor -o json`: docs/output.md.
-fn document(provider: ProviderKind, checks: &[Check]) -> serde_json::Value {
+fn document(provider: &str, checks: &[Check]) -> serde_json::Value {
     let (failed, warned) = (count(checks, Status::Fail), count(checks, Status::Warn));
     let rows: Vec<serde_json::Value> = checks
         .iter()
@@ -103,7 +103,7 @@ fn document(provider: ProviderKind, checks: &[Check]) -> serde_json::Value {
         .collect();
     json!({
         "schema": SCHEMA,
-        "provider": provider.to_string(),
+        "provider": provider,
         "ready": failed == 0 && warned == 0,
         "failed": failed,
         "warnings": warned,
@@ -111,62 +111,45 @@ fn document(provider: ProviderKind, checks: &[Check]) -> serde_json::Value {
     })
 }
 
-fn gather(args: &DoctorArgs, provider: ProviderKind) -> Result<Vec<Check>> {
-    // Each check's command is echoed like any other; its failure is the
-    // check's finding, not an error.
-    let quiet = |argv: &[&str]| Cmd::argv(argv).read().ok();
-    let go = quiet(&["go", "version"]);
-    let go_required = go_required()?;
+/// The checks for a lab of `provider`, which `offers` what runs there.
+fn gather(args: &DoctorArgs, provider: &dyn Provider, offers: Offers) -> Result<Vec<Check>> {
+    let machine = Machine {
+        go: probe(&["go", "version"]),
+        go_required: go_required()?,
+        located: binaries::located()?,
+    };
     let pinned = pinned_toolchain()?;
-    let rustc = quiet(&["rustc", "--version"]);
+    let rustc = probe(&["rustc", "--version"]);
     // rustup fetches the pinned toolchain (it is not installed when rustc does not answer here).
     let toolchain_missing = rustc.is_none() && labkit::tools::on_path("rustup").is_some();
     let mut checks = vec![
         preflight::rustc(rustc.as_deref(), &pinned),
-        preflight::c_compiler(quiet(&["cc", "--version"]).as_deref()),
-        preflight::git(quiet(&["git", "--version"]).as_deref()),
-        preflight::go(go.as_deref(), go_required),
+        preflight::c_compiler(probe(&["cc", "--version"]).as_deref()),
+        preflight::git(probe(&["git", "--version"]).as_deref()),
+        preflight::go(machine.go.as_deref(), machine.go_required),
     ];
-    let located = binaries::located()?;
-    match provider {
-        ProviderKind::Kind => checks.extend(kind_checks(&args.lab.name, &quiet)?),
-        // The image is built and pushed here; the cluster is someone else's.
-        ProviderKind::Existing => checks
-            .push(preflight::docker_daemon(docker_version().as_deref().map_err(String::as_str))),
-        ProviderKind::Envtest => {
-            let found: Vec<(&str, Option<String>)> = located
-                .iter()
-                .map(|(n, b)| {
-                    let from = |b: &binaries::Binary| {
-                        let source = binaries::said(&b.source.to_string());
-                        tr!("{version} from {source}", version = b.version, source)
-                    };
-                    (*n, b.as_ref().map(from))
-                })
-                .collect();
-            checks.push(preflight::envtest_programs(&found, go.as_deref(), go_required));
-        }
-    }
-    // A learner types the course by hand: kubectl at every step, and a project of their own
-    // built with rustup's default toolchain (outside the kit's folder, which pins its own).
-    if provider != ProviderKind::Existing {
+    checks.extend(provider.machine_checks(&args.lab.name, &machine)?);
+    // On a cluster of their own a learner types the course by hand: kubectl at every step, and a
+    // project of their own built with rustup's default toolchain (outside the kit's folder,
+    // which pins its own).
+    if offers.own_cluster {
         checks.push(preflight::kubectl(
             labkit::tools::kubectl_client_minor(),
             controller::version::target_minor(),
         ));
         let outside = Cmd::argv(["rustc", "--version"]).dir(std::env::temp_dir()).read().ok();
-        checks.push(preflight::learners_rustc(outside.as_deref(), &workqueue_rust_version()?));
+        checks.push(preflight::learners_rustc(outside.as_deref(), workqueue::RUST_VERSION));
     }
-    // The labs that run the controller as an image build it here; on Linux
-    // outside the dev shell that is a static binary (crate::image, `host`).
-    let builds_static_binary = matches!(provider, ProviderKind::Kind | ProviderKind::Existing)
+    // Where the control plane is not this machine's the controller runs as an image built
+    // here: on Linux outside the dev shell, a static binary (crate::image, `host`).
+    let builds_static_binary = !offers.local_control_plane
         && cfg!(target_os = "linux")
         && std::env::var_os("LAB_KIT_NIX_SHELL").is_none();
     if builds_static_binary {
         let musl = crate::image::StaticTarget::detect()?.rustflags.is_none();
         checks.push(preflight::static_c_library(
             musl,
-            quiet(&["gcc", "-print-file-name=libc.a"]).as_deref(),
+            probe(&["gcc", "-print-file-name=libc.a"]).as_deref(),
         ));
     }
     checks.extend([
@@ -174,8 +157,8 @@ fn gather(args: &DoctorArgs, provider: ProviderKind) -> Result<Vec<Check>> {
         preflight::free_disk(free_bytes(&project::root())),
         preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
     ]);
-    let envtest_missing = located.iter().any(|(_, b)| b.is_none());
-    checks.extend(network_checks(args, provider, (&pinned, toolchain_missing), envtest_missing));
+    let envtest_missing = machine.located.iter().any(|(_, b)| b.is_none());
+    checks.extend(network_checks(args, offers, (&pinned, toolchain_missing), envtest_missing));
     Ok(checks)
 }
 
@@ -183,17 +166,15 @@ fn gather(args: &DoctorArgs, provider: ProviderKind) -> Result<Vec<Check>> {
 /// give, the routes that work here.
 fn network_checks(
     args: &DoctorArgs,
-    provider: ProviderKind,
+    offers: Offers,
     (pinned, toolchain_missing): (&str, bool),
     envtest_missing: bool,
 ) -> Vec<Check> {
     let node_image = NodeImage::parse(args.node_image.as_deref());
-    let pinned_node = match provider {
-        ProviderKind::Kind => {
-            NodeImage::Pinned.reference(crate::lab::kind::kind_version().as_deref()).ok()
-        }
-        _ => None,
-    };
+    let pinned_node = offers
+        .node
+        .then(|| NodeImage::Pinned.reference(crate::lab::kind::kind_version().as_deref()).ok())
+        .flatten();
     let node_here = pinned_node
         .as_deref()
         .is_some_and(|image| crate::lab::kind::image_present(&args.mirror.image(image)).succeeds());
@@ -201,10 +182,10 @@ fn network_checks(
     let docker_mirrors =
         Cmd::argv(["docker", "info", "--format", "{{json .RegistryConfig.Mirrors}}"]);
     let path = network::Path {
-        provider,
+        offers,
         toolchain_missing,
         pinned_toolchain: pinned,
-        envtest_missing: provider == ProviderKind::Envtest && envtest_missing,
+        envtest_missing: offers.local_control_plane && envtest_missing,
         pulls_node_image: node_image == NodeImage::Pinned && !node_here,
         docker_mirrors: docker_mirrors
             .read()
@@ -243,56 +224,6 @@ fn network_checks(
             network::check(row, answer, routes)
         })
         .collect()
-}
-
-/// The `rust-version` of the `workqueue` crate, which a learner's project builds.
-fn workqueue_rust_version() -> Result<String> {
-    let manifest: toml::Table =
-        toml::from_str(&std::fs::read_to_string(project::root().join("workqueue/Cargo.toml"))?)?;
-    let version = manifest.get("package").and_then(|p| p.get("rust-version"));
-    version
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
-        .ok_or_else(|| anyhow::anyhow!(tr!("workqueue/Cargo.toml names no rust-version")))
-}
-
-/// The Docker daemon's version, or why there is none.
-fn docker_version() -> std::result::Result<String, String> {
-    match Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).read() {
-        Ok(v) => Ok(v),
-        Err(e) if is_not_found(&e) => Err("docker: command not found".to_string()),
-        Err(_) => Err(tr!("Cannot connect to the Docker daemon (`docker info` failed)")),
-    }
-}
-
-/// What a kind lab needs of the machine.
-fn kind_checks(name: &str, quiet: &dyn Fn(&[&str]) -> Option<String>) -> Result<Vec<Check>> {
-    let table = labkit::kind_releases::table()?;
-    let docker = docker_version();
-    let mut checks = vec![
-        preflight::kind_version(quiet(&["kind", "version"]).as_deref(), &table),
-        preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
-    ];
-    if docker.is_ok() {
-        let store =
-            quiet(&["docker", "info", "--format", "{{json .DriverStatus}}"]).unwrap_or_default();
-        checks.push(preflight::image_store(&store));
-    }
-    checks.extend([
-        preflight::inotify(
-            labkit::files::read_number("/proc/sys/fs/inotify/max_user_watches"),
-            labkit::files::read_number("/proc/sys/fs/inotify/max_user_instances"),
-        ),
-        preflight::cgroups(
-            docker
-                .is_ok()
-                .then(|| quiet(&["docker", "info", "--format", "{{.CgroupVersion}}"]))
-                .flatten()
-                .as_deref(),
-        ),
-        preflight::existing_cluster(&quiet(&["kind", "get", "clusters"]).unwrap_or_default(), name),
-    ]);
-    Ok(checks)
 }
 
 /// The newest `go` line among the kit's Go modules (under xtask/ and
@@ -410,7 +341,7 @@ mod tests {
             Check::warn("free disk", "9 GB", "free some space"),
             Check::fail("go", "not found", "install Go"),
         ];
-        let document = document(ProviderKind::Envtest, &checks);
+        let document = document("envtest", &checks);
         labkit::json_doc::assert_documented(&document);
         assert_eq!(document["schema"], SCHEMA);
         assert_eq!(
@@ -432,10 +363,19 @@ mod tests {
         // kube-apiserver and etcd by path, found as lab::binaries finds them.
         let quote = '"';
         let openings = [format!("&[{quote}"), format!("argv([{quote}")];
+        // The providers' checks: their functions only.
+        let function = |source: &'static str, name: &str| -> &'static str {
+            let from = source.split(name).nth(1).unwrap_or_default();
+            from.split("\n    }\n").next().unwrap_or_default().split("\n}\n").next().unwrap()
+        };
         let sources = [
             include_str!("doctor.rs"),
             include_str!("doctor/network.rs"),
             include_str!("../../labkit/src/tools.rs"),
+            include_str!("lab/provider.rs"),
+            function(include_str!("lab/kind/mod.rs"), "fn machine_checks"),
+            function(include_str!("lab/envtest/mod.rs"), "fn machine_checks"),
+            function(include_str!("lab/existing/mod.rs"), "fn machine_checks"),
         ];
         let mut run: BTreeSet<String> = sources
             .iter()

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::{Context, Result, bail};
-use labkit::lab_file::ProviderKind;
+use labkit::lab_file::ControllerRuns;
 use labkit::results::{self, Outcome};
 use labkit::tr;
 use serde_json::json;
@@ -45,7 +45,11 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
         .is_ok();
     let wall = started.elapsed().as_secs_f64();
     let outcomes = results::read(&results)?;
-    let summary = summary(&outcomes, &expected, only.is_none(), wall, (name, lab.provider()));
+    // Each restart of the controller is a pod rollout where it is a Deployment: no bar there.
+    let bar =
+        matches!(lab.controller_runs(), ControllerRuns::Process(_)).then_some(SUITE_BAR_SECONDS);
+    let provider = lab.provider().to_string();
+    let summary = summary(&outcomes, &expected, only.is_none(), wall, (name, &provider, bar));
     report(format, &summary, &mut std::io::stdout().lock())?;
     // docs/e2e.md links to what a real run printed.
     if only.is_none() {
@@ -90,15 +94,16 @@ struct Summary {
 }
 
 /// The summary of `outcomes` of a run that expected the tests `expected`, in
-/// the suite's order (`whole`: the whole suite) and took `wall` seconds on `lab` (its name and provider).
+/// the suite's order (`whole`: the whole suite) and took `wall` seconds on `lab` (its name,
+/// its provider, and the suite's bar there if it has one).
 fn summary(
     outcomes: &[Outcome],
     expected: &[String],
     whole: bool,
     wall: f64,
-    lab: (&str, ProviderKind),
+    lab: (&str, &str, Option<f64>),
 ) -> Summary {
-    let (name, provider) = lab;
+    let (name, provider, bar) = lab;
     let outcomes = sorted(outcomes, expected);
     let mut text = table(&outcomes);
     let ok = outcomes.iter().filter(|o| o.passed).count();
@@ -123,7 +128,6 @@ fn summary(
             tr!("  {experiment}: FAILED: {detail}", experiment = o.experiment, detail = o.detail);
         let _ = writeln!(text, "{line}");
     }
-    let bar = (provider == ProviderKind::Envtest).then_some(SUITE_BAR_SECONDS);
     let _ = writeln!(text, "{}", wall_line(wall, whole, provider, bar));
     let results: Vec<serde_json::Value> = outcomes
         .into_iter()
@@ -142,7 +146,7 @@ fn summary(
     let document = json!({
         "schema": SCHEMA,
         "lab": name,
-        "provider": provider.to_string(),
+        "provider": provider,
         "passed": ok,
         "not_run": not_run.len(),
         "failed": failed,
@@ -155,10 +159,9 @@ fn summary(
 }
 
 /// The suite's wall-time line: against the envtest `bar` (over it, when the `whole` suite is).
-fn wall_line(wall: f64, whole: bool, provider: ProviderKind, bar: Option<f64>) -> String {
+fn wall_line(wall: f64, whole: bool, provider: &str, bar: Option<f64>) -> String {
     let wall_s = format!("{wall:.1}");
     let Some(bar) = bar else {
-        // Each restart of the controller is a pod rollout here: no bar.
         return tr!("suite wall time {wall} s on {provider}", wall = wall_s, provider);
     };
     let bar_s = format!("{bar:.0}");
@@ -284,7 +287,8 @@ mod tests {
     #[test]
     fn the_result_is_the_table_or_the_document_and_nothing_else() {
         let names: Vec<String> = e2e::all().take(3).map(|e| e.name.to_string()).collect();
-        let summary = summary(&outcomes(), &names, false, 12.5, ("lab1", ProviderKind::Envtest));
+        let summary =
+            summary(&outcomes(), &names, false, 12.5, ("lab1", "envtest", Some(SUITE_BAR_SECONDS)));
         let mut stdout = Vec::new();
         report(Format::Text, &summary, &mut stdout).unwrap();
         let text = String::from_utf8(stdout).unwrap();
@@ -302,7 +306,8 @@ mod tests {
     fn the_json_document_has_the_documented_fields() {
         let names: Vec<String> = e2e::all().map(|e| e.name.to_string()).collect();
         let whole = names.len();
-        let summary = summary(&outcomes(), &names, true, 140.0, ("lab1", ProviderKind::Envtest));
+        let summary =
+            summary(&outcomes(), &names, true, 140.0, ("lab1", "envtest", Some(SUITE_BAR_SECONDS)));
         let document = &summary.document;
         labkit::json_doc::assert_documented(document);
         assert_eq!(document["schema"], SCHEMA);

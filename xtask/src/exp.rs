@@ -24,12 +24,12 @@ use controller::desired::Desired;
 use grader::experiments::{self, DEDUP_FLAGS, DRIFT_LABEL};
 use labkit::{
     command::Cmd,
-    lab_file::{LabFile, ProviderKind},
+    lab_file::{ControllerRuns, LabFile},
 };
 use labkit::{
     converge::wait_idle,
-    deployment::{NAME as DEPLOYMENT, NAMESPACE as DEPLOYMENT_NAMESPACE, PORT, SELECTOR},
-    lab::{self, Lab},
+    deployment::{NAME as DEPLOYMENT, PORT, SELECTOR},
+    lab::Lab,
     suite::{Experiment, Measured, first_key},
 };
 use serde::Deserialize;
@@ -417,7 +417,8 @@ fn after(
 mod tests {
     use std::{path::PathBuf, time::Duration};
 
-    use labkit::lab_file::{Controller, Process};
+    use labkit::lab;
+    use labkit::lab_file::{Controller, Process, ProviderKind};
 
     use super::*;
 
@@ -450,22 +451,26 @@ mod tests {
                 _ => labkit::lab_file::Section::Envtest,
             },
             target: Default::default(),
-            processes: vec![Process {
-                role: lab::CONTROLLER.into(),
-                pid: 42,
-                pid_file: dir.join("controller.pid"),
-                binary: "/kit/target/debug/my-controller".into(),
-                args: vec![
-                    "--kubeconfig".into(),
-                    dir.join("controller.kubeconfig").display().to_string(),
-                    "--listen".into(),
-                    "127.0.0.1:8080".into(),
-                ],
-                version: None,
-                source: "cargo build".into(),
-                log: dir.join("controller.log"),
-                ports: Default::default(),
-            }],
+            // A kind lab's controller is a Deployment: its lab.json lists no process.
+            processes: match provider {
+                ProviderKind::Kind => Vec::new(),
+                _ => vec![Process {
+                    role: lab::CONTROLLER.into(),
+                    pid: 42,
+                    pid_file: dir.join("controller.pid"),
+                    binary: "/kit/target/debug/my-controller".into(),
+                    args: vec![
+                        "--kubeconfig".into(),
+                        dir.join("controller.kubeconfig").display().to_string(),
+                        "--listen".into(),
+                        "127.0.0.1:8080".into(),
+                    ],
+                    version: None,
+                    source: "cargo build".into(),
+                    log: dir.join("controller.log"),
+                    ports: Default::default(),
+                }],
+            },
         }
     }
 

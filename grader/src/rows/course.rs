@@ -184,7 +184,7 @@ impl Grading<'_> {
                 return Ok(());
             }
         };
-        self.quiet_begins().await?;
+        self.quiet_begins();
         if let Some(status) = observe(&mut self.program, self.options.quiet).await {
             self.push_exited(RowId::Rerun, status);
             self.push_not_run(RowId::HotLoop);
@@ -239,7 +239,7 @@ impl Grading<'_> {
             self.push_exited(RowId::HotLoop, status);
             return Ok(());
         }
-        self.quiet_ends().await?;
+        self.quiet_ends();
         let writes = self.proxy().counts().since(&after_quiet).writes();
         let version_end = self.version().await?;
         let values = [

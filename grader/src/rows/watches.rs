@@ -24,18 +24,16 @@ pub(super) struct ReadWindow {
 
 impl Grading<'_> {
     /// The restarted program has made its first request: the window begins.
-    pub(super) async fn quiet_begins(&mut self) -> anyhow::Result<()> {
+    pub(super) fn quiet_begins(&mut self) {
         let counts = self.proxy().counts();
         self.reads = ReadWindow { began: Some((counts, Instant::now())), ..ReadWindow::default() };
-        Ok(())
     }
 
     /// The hot-loop window is over with the program still running: the window ends.
-    pub(super) async fn quiet_ends(&mut self) -> anyhow::Result<()> {
-        let Some((began, at)) = self.reads.began else { return Ok(()) };
+    pub(super) fn quiet_ends(&mut self) {
+        let Some((began, at)) = self.reads.began else { return };
         let reads = self.proxy().counts().since(&began).reads;
         self.reads.seen = Some((reads, at.elapsed()));
-        Ok(())
     }
 
     /// The row: not run when the window did not end with the program running.

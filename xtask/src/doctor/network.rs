@@ -124,7 +124,8 @@ fn secs(took: Duration) -> String {
 
 /// Where the chosen lab fetches each source from.
 pub struct Path<'a> {
-    pub provider: labkit::lab_file::ProviderKind,
+    /// What runs in the lab: a kind node pulls images; a cluster of one's own is typed at by hand.
+    pub offers: labkit::lab_file::Offers,
     /// The pinned toolchain is not installed: rustup will fetch it.
     pub toolchain_missing: bool,
     pub pinned_toolchain: &'a str,
@@ -142,7 +143,6 @@ pub struct Path<'a> {
 impl Path<'_> {
     /// The sources this lab fetches from, each at the address it would use.
     pub fn rows(&self) -> Vec<Row> {
-        use labkit::lab_file::ProviderKind::{Existing, Kind};
         let row = |source, need, url: String| Row { source, need, url };
         let mut rows = vec![row(Source::Crates, Need::Required, crates_index())];
         let dist =
@@ -165,7 +165,7 @@ impl Path<'_> {
             Some(mirror) => format!("{}/v2/", mirror.trim_end_matches('/')),
             None => "https://registry-1.docker.io/v2/".to_string(),
         };
-        if self.provider == Kind {
+        if self.offers.node {
             let for_node =
                 self.mirror.url.as_deref().or(self.docker_mirrors.first().map(String::as_str));
             let node_need = if self.pulls_node_image { Need::Required } else { Need::Sometimes };
@@ -179,7 +179,7 @@ impl Path<'_> {
             let release = format!("{}/dists/bookworm/Release", crate::mirrors::debian_mirror());
             rows.push(row(Source::Debian, debian_need, release));
         }
-        if self.nix && self.provider != Existing {
+        if self.nix && self.offers.own_cluster {
             rows.push(row(Source::Nix, Need::Sometimes, nix_cache()));
         }
         rows

@@ -35,18 +35,15 @@ pub(super) enum ControllerHand {
 
 impl Hand {
     pub(super) fn new(file: &LabFile, desired: &Desired, words: &Narrations) -> Hand {
-        let process = file.processes.iter().find(|p| p.role == lab::CONTROLLER);
-        let controller = match (file.provider(), process) {
-            (ProviderKind::Envtest, Some(p)) => ControllerHand::Process {
+        let controller = match file.controller_runs() {
+            ControllerRuns::Process(p) => ControllerHand::Process {
                 pid_file: p.pid_file.display().to_string(),
                 binary: p.binary.clone(),
                 args: p.args.clone(),
             },
-            _ => ControllerHand::Deployment {
-                namespace: file
-                    .existing()
-                    .map_or(DEPLOYMENT_NAMESPACE.to_string(), |e| e.namespace.clone()),
-            },
+            ControllerRuns::Deployment(namespace) => {
+                ControllerHand::Deployment { namespace: namespace.to_string() }
+            }
         };
         Hand {
             kubeconfig: file.admin_kubeconfig.display().to_string(),

@@ -5,7 +5,10 @@ use anyhow::Result;
 use futures::future::BoxFuture;
 
 use super::options::UpOptions;
+use crate::preflight::Check;
+use labkit::command::{Cmd, is_not_found};
 use labkit::lab_file::LabFile;
+use labkit::tr;
 
 /// What a provider's verb gives back, later.
 pub type Answer<'a, T> = BoxFuture<'a, Result<T>>;
@@ -26,10 +29,37 @@ pub trait Provider: Sync {
     fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health>;
     /// `lab logs [-f]`: the controller's log.
     fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()>;
+    /// `doctor`'s checks of what this provider runs lab `name` on (Docker and kind, the
+    /// envtest programs, …), from what `machine` found; the checks every lab shares are doctor's.
+    fn machine_checks(&self, name: &str, machine: &Machine) -> Result<Vec<Check>>;
 }
 
 /// What `lab status` shows of a lab, and whether it is healthy.
 pub struct Health {
     pub lines: Vec<String>,
     pub healthy: bool,
+}
+
+/// What doctor finds of this machine once, for every provider's checks.
+pub struct Machine {
+    /// `go version`'s output, and the newest Go the kit's modules ask for.
+    pub go: Option<String>,
+    pub go_required: (u32, u32),
+    /// kube-apiserver and etcd, where they were found.
+    pub located: Vec<(&'static str, Option<super::binaries::Binary>)>,
+}
+
+/// What `argv` printed, echoed like any other command; its failure is a check's finding,
+/// not an error.
+pub fn probe(argv: &[&str]) -> Option<String> {
+    Cmd::argv(argv).read().ok()
+}
+
+/// The Docker daemon's version, or why there is none.
+pub fn docker_version() -> std::result::Result<String, String> {
+    match Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).read() {
+        Ok(v) => Ok(v),
+        Err(e) if is_not_found(&e) => Err("docker: command not found".to_string()),
+        Err(_) => Err(tr!("Cannot connect to the Docker daemon (`docker info` failed)")),
+    }
 }

@@ -28,9 +28,10 @@ use crate::lab::binaries::{self, EnvtestBinaries};
 use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, TOKEN_SECONDS};
 use crate::lab::kubeconfig::{self, Credentials};
 use crate::lab::options::UpOptions;
-use crate::lab::provider::{Answer, Health, Provider};
+use crate::lab::provider::{Answer, Health, Machine, Provider};
 use crate::lab::{apply, certs};
 use crate::plan::{self, Step};
+use crate::preflight;
 use labkit::command::Cmd;
 use labkit::eventually::Check;
 use labkit::lab::{
@@ -259,6 +260,17 @@ impl Provider for Envtest {
 
     fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
         Box::pin(async move { logs::show(name, follow) })
+    }
+
+    /// kube-apiserver and etcd: found, or Go to build them.
+    fn machine_checks(&self, _name: &str, machine: &Machine) -> Result<Vec<preflight::Check>> {
+        let from = |b: &binaries::Binary| {
+            let source = binaries::said(&b.source.to_string());
+            tr!("{version} from {source}", version = b.version, source)
+        };
+        let found: Vec<(&str, Option<String>)> =
+            machine.located.iter().map(|(n, b)| (*n, b.as_ref().map(from))).collect();
+        Ok(vec![preflight::envtest_programs(&found, machine.go.as_deref(), machine.go_required)])
     }
 }
 

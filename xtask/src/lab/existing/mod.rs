@@ -20,8 +20,9 @@ use self::steps::{
 use crate::image;
 use crate::lab::deployment::{self, DEPLOYMENT};
 use crate::lab::options::{ExistingOptions, UpOptions};
-use crate::lab::provider::{Answer, Health, Provider};
+use crate::lab::provider::{Answer, Health, Machine, Provider, docker_version};
 use crate::plan::{self, Step};
+use crate::preflight::{self, Check};
 use labkit::command::Cmd;
 use labkit::lab_file::{LabFile, ProviderKind, Target};
 use labkit::project::shown;
@@ -317,6 +318,12 @@ impl Provider for Existing {
 
     fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
         Box::pin(deployment::logs(name, follow))
+    }
+
+    /// The image is built and pushed here; the cluster is someone else's.
+    fn machine_checks(&self, _name: &str, _machine: &Machine) -> Result<Vec<Check>> {
+        let docker = docker_version();
+        Ok(vec![preflight::docker_daemon(docker.as_deref().map_err(String::as_str))])
     }
 }
 

@@ -21,9 +21,10 @@ use anyhow::{Context as _, Result};
 use crate::image::Builder;
 use crate::lab::deployment;
 use crate::lab::options::UpOptions;
-use crate::lab::provider::{Answer, Health, Provider};
+use crate::lab::provider::{Answer, Health, Machine, Provider, docker_version, probe};
 use crate::mirrors::RegistryMirror;
 use crate::plan::{self, Step};
+use crate::preflight::{self, Check};
 use labkit::command::Cmd;
 use labkit::lab_file::{Applied, LabFile};
 use labkit::project::shown;
@@ -314,6 +315,37 @@ impl Provider for Kind {
 
     fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
         Box::pin(deployment::logs(name, follow))
+    }
+
+    /// Docker and kind, and what a kind node needs of the host.
+    fn machine_checks(&self, name: &str, _machine: &Machine) -> Result<Vec<Check>> {
+        let table = labkit::kind_releases::table()?;
+        let docker = docker_version();
+        let mut checks = vec![
+            preflight::kind_version(probe(&["kind", "version"]).as_deref(), &table),
+            preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
+        ];
+        let docker_info = |format: &str| match docker {
+            Ok(_) => probe(&["docker", "info", "--format", format]),
+            Err(_) => None,
+        };
+        if docker.is_ok() {
+            checks.push(preflight::image_store(
+                &docker_info("{{json .DriverStatus}}").unwrap_or_default(),
+            ));
+        }
+        checks.extend([
+            preflight::inotify(
+                labkit::files::read_number("/proc/sys/fs/inotify/max_user_watches"),
+                labkit::files::read_number("/proc/sys/fs/inotify/max_user_instances"),
+            ),
+            preflight::cgroups(docker_info("{{.CgroupVersion}}").as_deref()),
+            preflight::existing_cluster(
+                &probe(&["kind", "get", "clusters"]).unwrap_or_default(),
+                name,
+            ),
+        ]);
+        Ok(checks)
     }
 }
 
