@@ -78,11 +78,20 @@ pub fn file_of(name: &str) -> anyhow::Result<LabFile> {
 /// The admin client, and the same without kube's retries (see [`Lab`]).
 async fn clients(kubeconfig: &Path) -> anyhow::Result<(Client, Client)> {
     let client = connect::client(Some(kubeconfig)).await.map_err(anyhow::Error::msg)?;
-    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
+    let probe = client_of(Kubeconfig::read_from(kubeconfig)?, |c| c.default_retry = false).await?;
+    Ok((client, probe))
+}
+
+/// A client of `kubeconfig` (its current context), `adjust`ed first: the kit's one client
+/// stack, the controller's (`controller::connect::build`: TCP_NODELAY on its connections).
+pub async fn client_of(
+    kubeconfig: Kubeconfig,
+    adjust: impl FnOnce(&mut Config),
+) -> anyhow::Result<Client> {
     let mut config =
         Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    config.default_retry = false;
-    Ok((client, connect::build(config)?))
+    adjust(&mut config);
+    Ok(connect::build(config)?)
 }
 
 pub use crate::lab_file::{API_SERVER, CONTROLLER, ETCD};

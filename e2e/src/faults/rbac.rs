@@ -299,8 +299,7 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
         .with_context(|| tr!("the service account is namespace/name"))?;
     let (token, _) = labkit::accounts::token(&lab.client(), namespace, name, 600).await?;
     let kubeconfig = labkit::accounts::kubeconfig_with_token(lab.file(), &token)?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    Ok(controller::connect::build(config)?)
+    labkit::lab::client_of(kubeconfig, |_| ()).await
 }
 
 /// The files holding credentials: the kubeconfigs, lab.json, and the

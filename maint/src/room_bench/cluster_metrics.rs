@@ -17,7 +17,8 @@ pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Cl
     let file = Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("cannot read {}", kubeconfig.display()))?;
     let options = KubeConfigOptions { context: context.map(String::from), ..Default::default() };
-    Ok(kube::Client::try_from(kube::Config::from_custom_kubeconfig(file, &options).await?)?)
+    let config = kube::Config::from_custom_kubeconfig(file, &options).await?;
+    Ok(controller::connect::build(config)?)
 }
 
 /// Verbs whose duration is how long a stream stayed open, not a request's.

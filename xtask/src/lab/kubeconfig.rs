@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 use serde_json::{Value, json};
 
 use labkit::{files, tr};
@@ -80,11 +80,7 @@ pub async fn probe_client(path: &Path) -> Result<kube::Client> {
 async fn client_with(path: &Path, adjust: impl FnOnce(&mut kube::Config)) -> Result<kube::Client> {
     let kubeconfig = Kubeconfig::read_from(path)
         .with_context(|| tr!("cannot read kubeconfig {path}", path = path.display()))?;
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .with_context(|| tr!("cannot use kubeconfig {path}", path = path.display()))?;
-    adjust(&mut config);
-    kube::Client::try_from(config)
-        .with_context(|| tr!("cannot make a client from {path}", path = path.display()))
+    labkit::lab::client_of(kubeconfig, adjust)
+        .await
+        .with_context(|| tr!("cannot use kubeconfig {path}", path = path.display()))
 }

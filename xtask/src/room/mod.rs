@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -158,9 +158,7 @@ fn room_dir(name: &str) -> PathBuf {
 async fn connect(room: &RoomOptions) -> Result<(Kubeconfig, String, kube::Client)> {
     let (config, _, context, _) =
         one_context(room.kubeconfig.as_deref(), room.context.as_deref(), None)?;
-    let options = KubeConfigOptions::default();
-    let client: kube::Client =
-        kube::Config::from_custom_kubeconfig(config.clone(), &options).await?.try_into()?;
+    let client = labkit::lab::client_of(config.clone(), |_| ()).await?;
     client
         .apiserver_version()
         .await

@@ -10,7 +10,6 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
-use kube::config::KubeConfigOptions;
 use serde_json::{Value, json};
 
 use super::Given;
@@ -88,9 +87,7 @@ pub async fn connect(up: &mut Up) -> Result<()> {
         .and_then(|c| c.cluster.as_ref())
         .and_then(|c| c.server.clone())
         .with_context(|| tr!("the context's cluster has no server"))?;
-    let options = KubeConfigOptions::default();
-    let client: kube::Client =
-        kube::Config::from_custom_kubeconfig(config.clone(), &options).await?.try_into()?;
+    let client = labkit::lab::client_of(config.clone(), |_| ()).await?;
     let info = client.apiserver_version().await.with_context(|| {
         tr!(
             "the API server of context {context} ({server}) does not answer",
