@@ -392,7 +392,7 @@ mod tests {
         let below = Cmd::new("go").dir(root.join("xtask/envtest/etcd"));
         assert_eq!(below.to_string(), "cd xtask/envtest/etcd && go");
         // After the cd, a path inside the project is shown whole: it still leads there.
-        let work = root.join("xtask/cluster.work").display().to_string();
+        let work = root.join("cluster.work").display().to_string();
         let below = below.env("GOWORK", &work).arg(root.join("target/x").display().to_string());
         let target = root.join("target/x").display().to_string();
         assert_eq!(

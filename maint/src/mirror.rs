@@ -70,7 +70,7 @@ fn nginx_image() -> Result<String> {
     );
     let tag =
         format!("lab-kit/nginx:{}", &labkit::fingerprint::sha256_hex(dockerfile.as_bytes())[..12]);
-    if Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", &tag]).succeeds() {
+    if xtask::lab::kind::image_present(&tag).succeeds() {
         return Ok(tag);
     }
     let dir = project::target_dir().join("nginx-image");

@@ -206,7 +206,7 @@ fn docker_missing() -> Option<String> {
     match docker_usable() {
         Err(reason) => Some(format!("Docker is not usable: {reason}")),
         Ok(()) if labkit::tools::on_path("kind").is_none() => Some(
-            "kind is not on PATH (kind v0.33: `nix develop`, or build xtask/node-image/kind)"
+            "kind is not on PATH (kind v0.33: `nix develop`, or build maint/node-image/kind)"
                 .to_string(),
         ),
         Ok(()) => None,

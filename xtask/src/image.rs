@@ -267,12 +267,14 @@ EXPOSE 8080
 ENTRYPOINT [\"/my-controller\"]
 ";
 
+/// `docker image inspect` of `reference`: it succeeds when the image is there.
+pub fn image_present(reference: &str) -> Cmd {
+    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
+}
+
 /// The image's ID, if docker has it.
 pub fn image_id(reference: &str) -> Option<String> {
-    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
-        .read()
-        .ok()
-        .filter(|id| !id.is_empty())
+    image_present(reference).read().ok().filter(|id| !id.is_empty())
 }
 
 #[cfg(test)]

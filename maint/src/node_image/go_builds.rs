@@ -20,7 +20,7 @@ use xtask::plan::Step;
 pub const NODE: &[Definition] = &[
     Definition {
         name: "containerd",
-        dir: "xtask/node-image/containerd",
+        dir: "maint/node-image/containerd",
         module: "github.com/containerd/containerd/v2",
         cgo: false,
         // As kind's base image: no optional snapshotters.
@@ -32,7 +32,7 @@ pub const NODE: &[Definition] = &[
     },
     Definition {
         name: "runc",
-        dir: "xtask/node-image/runc",
+        dir: "maint/node-image/runc",
         module: "github.com/opencontainers/runc",
         cgo: true,
         // seccomp: pods run with the RuntimeDefault profile (the Deployment asks for it).
@@ -42,7 +42,7 @@ pub const NODE: &[Definition] = &[
     },
     Definition {
         name: "cri-tools",
-        dir: "xtask/node-image/cri-tools",
+        dir: "maint/node-image/cri-tools",
         module: "sigs.k8s.io/cri-tools",
         cgo: false,
         tags: "",
@@ -56,7 +56,7 @@ pub const NODE: &[Definition] = &[
     },
     Definition {
         name: "cni-plugins",
-        dir: "xtask/node-image/cni-plugins",
+        dir: "maint/node-image/cni-plugins",
         module: "github.com/containernetworking/plugins",
         cgo: false,
         tags: "",
@@ -65,7 +65,7 @@ pub const NODE: &[Definition] = &[
     },
     Definition {
         name: "coredns",
-        dir: "xtask/node-image/coredns",
+        dir: "maint/node-image/coredns",
         module: "github.com/coredns/coredns",
         cgo: false,
         tags: "",
@@ -74,7 +74,7 @@ pub const NODE: &[Definition] = &[
     },
     Definition {
         name: "kind",
-        dir: "xtask/node-image/kind",
+        dir: "maint/node-image/kind",
         module: "sigs.k8s.io/kind",
         cgo: false,
         tags: "",
@@ -214,7 +214,7 @@ mod tests {
             crate::room_cluster::REGISTRY_MODULE,
         ]);
         // runc links libseccomp with cgo; kind's CLI is built before everything else.
-        let alone = ["xtask/node-image/runc", "xtask/node-image/kind"];
+        let alone = ["maint/node-image/runc", "maint/node-image/kind"];
         built.retain(|dir| !alone.contains(dir));
         let mut used = workspace_modules().unwrap();
         used.sort();

@@ -9,7 +9,7 @@
 //! * a Debian rootfs from `debootstrap` ([`rootfs`]), the mirror read from
 //!   this machine's apt sources;
 //! * containerd, runc, crictl and kind's CNI plugins, Kubernetes' kubelet,
-//!   kubeadm and kubectl, built from the Go modules under `xtask/node-image/`
+//!   kubeadm and kubectl, built from the Go modules under `maint/node-image/`
 //!   and `xtask/envtest/` ([`go_builds`]), at the versions kind's base image
 //!   uses (checked against its Dockerfile at build time);
 //! * kind's base files (entrypoint, containerd config, units, hooks) from the

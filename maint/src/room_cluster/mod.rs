@@ -1,7 +1,7 @@
 //! The cluster `cargo maint test` treats as one that exists already: made
 //! with the kind CLI directly (not `lab up`), one control plane and two
 //! workers on the node image the kind lab uses, and an OCI registry built
-//! here from distribution's Go module (`xtask/registry`), wired to the nodes
+//! here from distribution's Go module (`maint/registry`), wired to the nodes
 //! as kind's local-registry guide does (a `certs.d` mirror for
 //! `localhost:PORT`, the registry on the `kind` network). Its pod network is
 //! wired by hand ([`pod_network`]); NetworkPolicy is enforced by kube-router
@@ -25,7 +25,7 @@ pub const CLUSTER: &str = "lab-kit-room";
 const REGISTRY: &str = "lab-kit-registry";
 /// The registry as this machine and the nodes' containerd name it.
 pub const REGISTRY_HOST: &str = "localhost:5001";
-pub(crate) const REGISTRY_MODULE: &str = "xtask/registry";
+pub(crate) const REGISTRY_MODULE: &str = "maint/registry";
 
 /// A running room cluster; dropped, it is deleted with its registry.
 pub struct RoomCluster {
@@ -37,7 +37,7 @@ pub struct RoomCluster {
     removed: bool,
 }
 
-/// The registry's image: built from `xtask/registry` unless Docker has this very one.
+/// The registry's image: built from `maint/registry` unless Docker has this very one.
 pub(crate) fn registry_image() -> Result<String> {
     let dir = project::root().join(REGISTRY_MODULE);
     let (gowork, mut inputs) = xtask::lab::go_modules::build_inputs(REGISTRY_MODULE)?;
@@ -45,7 +45,7 @@ pub(crate) fn registry_image() -> Result<String> {
         .with_context(|| format!("{REGISTRY_MODULE}/main.go"))?;
     let tag =
         format!("lab-kit/registry:{}", &labkit::fingerprint::sha256_hex(inputs.as_bytes())[..12]);
-    if Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", &tag]).succeeds() {
+    if xtask::lab::kind::image_present(&tag).succeeds() {
         return Ok(tag);
     }
     let out = project::target_dir().join("registry");

@@ -1,7 +1,7 @@
 //! NetworkPolicy on the room cluster: kube-router's network policy
-//! controller (iptables and ipset), built from `xtask/kube-router` on the
+//! controller (iptables and ipset), built from `maint/kube-router` on the
 //! node image's Debian rootfs (which has both programs), pushed to the
-//! room's registry and run as a DaemonSet (`xtask/kube-router/kube-router.yaml`).
+//! room's registry and run as a DaemonSet (`maint/kube-router/kube-router.yaml`).
 //!
 //! kind's own enforcer, kindnetd, embeds kube-network-policies, and both
 //! queue each new connection to userspace with nftables' `queue` statement:
@@ -22,7 +22,7 @@ use labkit::project::{self, shown};
 use xtask::lab::go_modules;
 use xtask::lab::kind::image_present;
 
-pub(crate) const MODULE: &str = "xtask/kube-router";
+pub(crate) const MODULE: &str = "maint/kube-router";
 const KUBE_ROUTER: &str = "github.com/cloudnativelabs/kube-router/v2";
 const READY_WITHIN: Duration = Duration::from_secs(180);
 

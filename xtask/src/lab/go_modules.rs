@@ -124,13 +124,12 @@ fn directive(text: &str, keyword: &str) -> Vec<String> {
 }
 
 /// The workspace of the cluster's Go programs (its `use` lines name the modules in it).
-pub const WORKSPACE: &str = "xtask/cluster.work";
+pub const WORKSPACE: &str = "cluster.work";
 
-/// The module directories (relative to the project root) that [`WORKSPACE`] uses.
+/// The module directories (relative to the project root, where [`WORKSPACE`] is) it uses.
 pub fn workspace_modules() -> Result<Vec<String>> {
-    let base = WORKSPACE.rsplit_once('/').map_or("", |(base, _)| base);
     let used = directive(&read(WORKSPACE)?, "use");
-    Ok(used.iter().map(|dir| format!("{base}/{}", dir.trim_start_matches("./"))).collect())
+    Ok(used.iter().map(|dir| dir.trim_start_matches("./").to_string()).collect())
 }
 
 /// How `go` builds in module `dir` (relative to the project root): `GOWORK` naming the

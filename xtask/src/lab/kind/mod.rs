@@ -69,10 +69,7 @@ pub fn build_node_image() -> Cmd {
     labkit::command::cargo(["maint", "node-image"])
 }
 
-/// `docker image inspect` of `reference`: it succeeds when the image is there.
-pub fn image_present(reference: &str) -> Cmd {
-    Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
-}
+pub use crate::image::image_present;
 
 /// `--node-image`: which node image the cluster runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

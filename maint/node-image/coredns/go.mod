@@ -1,6 +1,6 @@
 // CoreDNS, the cluster DNS kubeadm 1.36 deploys (registry.k8s.io/coredns/coredns:v1.14.2).
 // go.opentelemetry.io/contrib/bridges/otelzap raised from v0.12.0 to v0.20.0, the release for
-// otel v1.45 and otel/log v0.21: in the cluster's Go workspace (../../cluster.work) the
+// otel v1.45 and otel/log v0.21: in the cluster's Go workspace (../../../cluster.work) the
 // registry's otel/log v0.21 is what every program builds with, and v0.12.0 does not compile there.
 module labkit.local/node-image/coredns
 
