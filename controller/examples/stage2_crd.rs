@@ -1,5 +1,5 @@
 //! Stage 2 preview — the same job the framework way: each `ConfigMapTemplate`
-//! (controller/src/stage2.rs) keeps its ConfigMap, with kube-runtime's
+//! (controller/src/template.rs) keeps its ConfigMap, with kube-runtime's
 //! `Controller` doing what step 4 wrote by hand.
 //!
 //! Step 4 → here: the informer and its cache are the `Controller`'s
@@ -19,7 +19,7 @@ use std::{sync::Arc, time::Duration};
 use clap::{Parser, Subcommand};
 use controller::{
     connect,
-    stage2::{ConfigMapTemplate, ConfigMapTemplateStatus, READY, crd_yaml},
+    template::{ConfigMapTemplate, ConfigMapTemplateStatus, READY, crd_yaml},
 };
 use futures::StreamExt;
 use k8s_openapi::{

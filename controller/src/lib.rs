@@ -12,7 +12,7 @@
 //! | [`metrics`]   | the Prometheus metrics                                       |
 //! | [`events`]    | Kubernetes Events: kube's Recorder, off the reconcile path   |
 //! | [`version`]   | the Kubernetes version built for, and the skew rule          |
-//! | [`stage2`]    | the stage-2 custom resource, ConfigMapTemplate, and its CRD  |
+//! | [`template`]  | the stage-2 custom resource, ConfigMapTemplate, and its CRD  |
 //! | [`cli`], [`connect`], [`telemetry`] | flags, kubeconfig, logs                |
 
 pub mod cli;
@@ -27,6 +27,6 @@ pub mod pace;
 pub mod reconcile;
 pub mod runner;
 pub mod shutdown;
-pub mod stage2;
 pub mod telemetry;
+pub mod template;
 pub mod version;

@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use controller::stage2::{ConfigMapTemplate, ConfigMapTemplateSpec};
+use controller::template::{ConfigMapTemplate, ConfigMapTemplateSpec};
 use k8s_openapi::{
     api::core::v1::ServiceAccount,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,

@@ -394,7 +394,7 @@ fn every_line_count_the_docs_give_is_the_files() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    let sample = "| x | `controller/src/stage2.rs` | 1 |\n`controller/src/stage2.rs`（2 行";
+    let sample = "| x | `controller/src/template.rs` | 1 |\n`controller/src/template.rs`（2 行";
     assert_eq!(wrong_line_counts(sample).len(), 2, "the check finds a wrong count");
 }
 

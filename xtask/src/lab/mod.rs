@@ -3,7 +3,6 @@
 //! A lab has a name (`--name`, default `my-controller-lab`) and a state directory
 //! `target/lab/<name>/`; `lab.json` there (see [`lab_file`]) tells every other tool about it.
 
-pub mod apply;
 pub mod binaries;
 pub mod certs;
 pub mod controller;
@@ -15,6 +14,7 @@ pub mod existing;
 pub mod go_modules;
 pub mod kind;
 pub mod kubeconfig;
+pub mod manifests;
 pub mod options;
 pub mod provider;
 pub mod providers;

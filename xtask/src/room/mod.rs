@@ -25,8 +25,8 @@ use kube::config::Kubeconfig;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::lab::apply::FIELD_MANAGER;
 use crate::lab::existing::one_context;
+use crate::lab::manifests::FIELD_MANAGER;
 use crate::lab::options::parse_namespace;
 use labkit::project::shown;
 use labkit::record::Record;

@@ -29,7 +29,7 @@ use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, T
 use crate::lab::kubeconfig::{self, Credentials};
 use crate::lab::options::UpOptions;
 use crate::lab::provider::{Answer, Health, Machine, Provider};
-use crate::lab::{apply, certs};
+use crate::lab::{certs, manifests};
 use crate::plan::{self, Step};
 use crate::preflight;
 use labkit::command::Cmd;
@@ -187,15 +187,15 @@ pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
         Step::api(
             format!(
                 "kubectl --kubeconfig {dir}/kubeconfig apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml",
-                apply::FIELD_MANAGER
+                manifests::FIELD_MANAGER
             ),
             |up: &mut Up| {
                 Box::pin(async move {
                     let admin = up.admin.clone().with_context(|| tr!("no admin client"))?;
                     let dir = &up.layout.state_dir;
                     let mut record = Record::open(dir, &up.name, Some(ProviderKind::Envtest))?;
-                    for document in apply::rbac_for(&up.target)? {
-                        labkit::owned::apply(&admin, &mut record, "lab up", apply::FIELD_MANAGER, document).await?;
+                    for document in manifests::rbac(&up.target)? {
+                        labkit::owned::apply(&admin, &mut record, "lab up", manifests::FIELD_MANAGER, document).await?;
                     }
                     Ok(())
                 })

@@ -234,7 +234,7 @@ fn deploy(given: &Given) -> Vec<Step<Up>> {
         Step::api(
             format!(
                 "{kubectl} -n {namespace} apply --server-side --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # {}",
-                crate::lab::apply::FIELD_MANAGER,
+                crate::lab::manifests::FIELD_MANAGER,
                 tr!("in {namespace}, the image by digest", namespace)
             ),
             |up: &mut Up| Box::pin(apply_manifests(up)),

@@ -13,8 +13,8 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use super::Given;
-use crate::lab::apply;
 use crate::lab::controller::SERVICE_ACCOUNT;
+use crate::lab::manifests::{self, FIELD_MANAGER};
 use controller::version::{Skew, parse_minor, target_minor};
 use labkit::lab_file::{self, Applied, Existing, LabFile, Section};
 use labkit::record::{How, Record};
@@ -240,17 +240,17 @@ pub async fn create_namespace(up: &mut Up) -> Result<()> {
     let document =
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": up.namespace()}});
     let client = up.client()?;
-    labkit::owned::apply(&client, &mut up.record, BY, apply::FIELD_MANAGER, document).await?;
+    labkit::owned::apply(&client, &mut up.record, BY, FIELD_MANAGER, document).await?;
     Ok(())
 }
 
 /// The manifests made for the namespace: everything in it, the Role for
 /// its `my-config`, the Deployment on the pushed image by digest.
 fn manifests(namespace: &str, image: &str, target: &lab_file::Target) -> Result<Vec<Value>> {
-    let mut documents: Vec<Value> = apply::rbac_for(target)?
+    let mut documents: Vec<Value> = manifests::rbac(target)?
         .into_iter()
         .filter(|d| d["kind"] != "Namespace")
-        .chain(apply::deployment_for(target)?)
+        .chain(manifests::deployment(target)?)
         .collect();
     for document in &mut documents {
         document["metadata"]["namespace"] = json!(namespace);
@@ -307,7 +307,7 @@ pub async fn apply_manifests(up: &mut Up) -> Result<()> {
             let my_config = up.my_config();
             up.record.intend(&my_config, BY, How::ByController)?;
         }
-        labkit::owned::apply(&client, &mut up.record, BY, apply::FIELD_MANAGER, document).await?;
+        labkit::owned::apply(&client, &mut up.record, BY, FIELD_MANAGER, document).await?;
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ use super::{
     cluster_entry, docker_arch, image_present, kind_version, node_container, save_platform, shown,
 };
 use crate::image;
-use crate::lab::apply;
+use crate::lab::manifests;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
 use labkit::lab_file::{self, LabFile, ProviderKind};
@@ -370,7 +370,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
         Step::api(
             format!(
                 "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # {}{}",
-                apply::FIELD_MANAGER,
+                manifests::FIELD_MANAGER,
                 tr!("made by this lab, or new"),
                 if target.is_default() {
                     String::new()

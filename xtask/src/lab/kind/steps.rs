@@ -11,7 +11,7 @@ use kube::api::Api;
 use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, cluster_entry, config, node_container};
 use crate::image;
 use crate::lab::controller::{SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE};
-use crate::lab::{apply, kubeconfig};
+use crate::lab::{kubeconfig, manifests};
 use crate::preflight::{self, Check, Status};
 use labkit::command::Cmd;
 use labkit::kind_releases;
@@ -85,9 +85,9 @@ impl Up {
 /// The RBAC and the Deployment, applied as this lab's ([`labkit::owned::apply`]).
 pub(super) async fn apply_manifests(up: &mut Up) -> Result<()> {
     let client = up.client()?;
-    let documents = [apply::rbac_for(&up.target)?, apply::deployment_for(&up.target)?].concat();
+    let documents = [manifests::rbac(&up.target)?, manifests::deployment(&up.target)?].concat();
     for document in documents {
-        labkit::owned::apply(&client, up.record()?, BY, apply::FIELD_MANAGER, document).await?;
+        labkit::owned::apply(&client, up.record()?, BY, manifests::FIELD_MANAGER, document).await?;
     }
     Ok(())
 }

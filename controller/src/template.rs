@@ -55,7 +55,7 @@ pub struct ConfigMapTemplateStatus {
 pub fn crd_yaml() -> String {
     let crd = ConfigMapTemplate::crd();
     let yaml = serde_saphyr::to_string(&crd).expect("a CRD serializes");
-    format!("# Generated from controller/src/stage2.rs: do not edit (see its header).\n{yaml}")
+    format!("# Generated from controller/src/template.rs: do not edit (see its header).\n{yaml}")
 }
 
 #[cfg(test)]
@@ -68,7 +68,7 @@ mod tests {
         let checked_in = std::fs::read_to_string(path).unwrap_or_default();
         assert!(
             checked_in == crd_yaml(),
-            "manifests/stage2/crd.yaml is not what controller/src/stage2.rs generates: \
+            "manifests/stage2/crd.yaml is not what controller/src/template.rs generates: \
              cargo run -p controller --example stage2_crd -- crd > manifests/stage2/crd.yaml"
         );
     }

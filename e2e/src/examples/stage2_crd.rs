@@ -9,7 +9,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{Context as _, bail, ensure};
-use controller::stage2::{ConfigMapTemplate, ConfigMapTemplateSpec, READY};
+use controller::template::{ConfigMapTemplate, ConfigMapTemplateSpec, READY};
 use k8s_openapi::api::{
     authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
     core::v1::ConfigMap,

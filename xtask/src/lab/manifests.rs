@@ -16,7 +16,7 @@ pub const FIELD_MANAGER: &str = "xtask-lab";
 /// binding in the target's namespace, the Role's `resourceNames` the
 /// target's name, and that namespace itself when it is not `default`. The
 /// ServiceAccount stays where it is.
-pub fn rbac_for(target: &Target) -> Result<Vec<Value>> {
+pub fn rbac(target: &Target) -> Result<Vec<Value>> {
     let mut documents = read_documents(&project::manifests_dir().join("rbac.yaml"))?;
     for document in &mut documents {
         let kind = document["kind"].as_str().unwrap_or_default().to_string();
@@ -42,7 +42,7 @@ pub fn rbac_for(target: &Target) -> Result<Vec<Value>> {
 
 /// `manifests/deployment.yaml` for the controller's target: its container
 /// gets the target through its environment (the arguments are the tests').
-pub fn deployment_for(target: &Target) -> Result<Vec<Value>> {
+pub fn deployment(target: &Target) -> Result<Vec<Value>> {
     let mut documents = read_documents(&project::manifests_dir().join("deployment.yaml"))?;
     if target.is_default() {
         return Ok(documents);
@@ -72,7 +72,7 @@ mod tests {
     #[test]
     fn the_role_is_made_for_the_target() {
         let target = Target::parse("lab-target/other-config").unwrap();
-        let documents = rbac_for(&target).unwrap();
+        let documents = rbac(&target).unwrap();
         assert_eq!(documents[0]["kind"], "Namespace");
         assert_eq!(documents[0]["metadata"]["name"], "lab-target");
         let role = documents.iter().find(|d| d["kind"] == "Role").unwrap();
@@ -89,14 +89,14 @@ mod tests {
         assert_eq!(binding["metadata"]["namespace"], "lab-target");
         assert_eq!(binding["subjects"][0]["namespace"], "default", "the ServiceAccount stays");
         // The default target is the file as it is.
-        let plain = rbac_for(&Target::default()).unwrap();
+        let plain = rbac(&Target::default()).unwrap();
         assert_eq!(plain, read_documents(&project::manifests_dir().join("rbac.yaml")).unwrap());
     }
 
     #[test]
     fn the_deployment_gets_the_target_in_its_environment() {
         let target = Target::parse("lab-target/other-config").unwrap();
-        let deployment = &deployment_for(&target).unwrap()[0];
+        let deployment = &deployment(&target).unwrap()[0];
         let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
         let value = |name: &str| {
             env.as_array().unwrap().iter().find(|e| e["name"] == name).map(|e| e["value"].clone())
