@@ -1,8 +1,8 @@
 //! The peers the bench builds: the course's own controller in Go (client-go
 //! informer, typed work queue, the kick, 30 s resync), the peer of `cargo
 //! xtask bench --peer go`: the course's program as it prints it
-//! (`e2e/peers/course-verbatim/`) with the four changes of
-//! `e2e/peers/course-go.patch`, built by [`crate::go_build`]; a
+//! (`bench/peers/course-verbatim/`) with the four changes of
+//! `bench/peers/course-go.patch`, built by [`crate::go_build`]; a
 //! controller-runtime reconciler; stage 2's kube-runtime `Controller`.
 //!
 //! Peers run as the lab's controller ServiceAccount, like my-controller, with
@@ -17,9 +17,9 @@ use labkit::lab::Lab;
 use labkit::project;
 
 /// The course's program as it prints it: a Go module, relative to the repository.
-pub const COURSE_VERBATIM: &str = "e2e/peers/course-verbatim";
+pub const COURSE_VERBATIM: &str = "bench/peers/course-verbatim";
 /// The bench's changes to it, each said in its header.
-pub const COURSE_GO_PATCH: &str = "e2e/peers/course-go.patch";
+pub const COURSE_GO_PATCH: &str = "bench/peers/course-go.patch";
 
 /// How the course's Go controller is named in tables (and found by the bars).
 pub const COURSE_LABEL: &str = "course-go";
@@ -41,8 +41,8 @@ pub fn course_go() -> Result<Spec> {
 }
 
 /// The controller-runtime peer: a reconciler as controller-runtime's book
-/// writes one (`e2e/peers/controller-runtime/main.go` says what it chose).
-pub const CONTROLLER_RUNTIME: &str = "e2e/peers/controller-runtime";
+/// writes one (`bench/peers/controller-runtime/main.go` says what it chose).
+pub const CONTROLLER_RUNTIME: &str = "bench/peers/controller-runtime";
 
 /// The controller-runtime peer, built if its sources changed.
 pub fn controller_runtime() -> Result<Spec> {

@@ -1,6 +1,6 @@
 //! A controller under test: ours (the binary cargo just built, with the
 //! lab's controller arguments) or a peer (the course's Go controller built
-//! from `e2e/peers/course-verbatim/` and `e2e/peers/course-go.patch`, or any `--peer` command, run with `sh -c`).
+//! from `bench/peers/course-verbatim/` and `bench/peers/course-go.patch`, or any `--peer` command, run with `sh -c`).
 //! Each runs as a process group the bench owns: started, its `/proc` usage
 //! read, stopped — and killed if the bench ends early.
 

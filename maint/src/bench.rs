@@ -72,7 +72,7 @@ pub struct BenchArgs {
     /// report where each round's milliseconds went (its flags are put back after).
     #[arg(long)]
     phases: bool,
-    /// Measure a peer in the same run: `go` (the course's program, e2e/peers/course-verbatim, with e2e/peers/course-go.patch), `controller-runtime` (e2e/peers/controller-runtime), `kube-runtime` (stage 2's kube-runtime Controller keeping my-config through a template), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig whose context names the namespace to keep my-config in and MY_CONTROLLER_NAME its name. Repeatable.
+    /// Measure a peer in the same run: `go` (the course's program, bench/peers/course-verbatim, with bench/peers/course-go.patch), `controller-runtime` (bench/peers/controller-runtime), `kube-runtime` (stage 2's kube-runtime Controller keeping my-config through a template), or a command run with `sh -c`, KUBECONFIG set to the lab's controller kubeconfig whose context names the namespace to keep my-config in and MY_CONTROLLER_NAME its name. Repeatable.
     #[arg(long, value_name = "go|controller-runtime|kube-runtime|COMMAND")]
     peer: Vec<String>,
     /// Where the report and the sides' log are written (default: target/bench).

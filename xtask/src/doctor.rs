@@ -227,7 +227,7 @@ fn network_checks(
 }
 
 /// The newest `go` line among the kit's Go modules (under xtask/, maint/ and
-/// e2e/peers/): the Go its builds ask for.
+/// bench/peers/): the Go its builds ask for.
 pub fn go_required() -> Result<(u32, u32)> {
     fn walk(dir: &std::path::Path, depth: u32, newest: &mut (u32, u32)) -> Result<()> {
         for entry in std::fs::read_dir(dir)? {
@@ -245,10 +245,10 @@ pub fn go_required() -> Result<(u32, u32)> {
         Ok(())
     }
     let mut newest = (0, 0);
-    for dir in ["xtask", "maint", "e2e/peers"] {
+    for dir in ["xtask", "maint", "bench/peers"] {
         walk(&project::root().join(dir), 2, &mut newest)?;
     }
-    anyhow::ensure!(newest != (0, 0), tr!("no go.mod with a `go` line under xtask/ or e2e/peers/"));
+    anyhow::ensure!(newest != (0, 0), tr!("no go.mod with a `go` line in the kit's Go modules"));
     Ok(newest)
 }
 

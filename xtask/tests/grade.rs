@@ -24,7 +24,7 @@ use serde_json::Value;
 use serial_test::serial;
 
 /// The course's step-4 program, kept verbatim.
-const COURSE: &str = "e2e/peers/course-verbatim";
+const COURSE: &str = "bench/peers/course-verbatim";
 /// The variants' resync (their patches set it).
 const VARIANT_RESYNC: &str = "2s";
 

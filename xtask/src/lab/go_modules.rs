@@ -255,7 +255,7 @@ mod tests {
         // One module's pins reach another's build: each fingerprint covers them all.
         let (_, kubernetes) = build_inputs(KUBERNETES_DIR).unwrap();
         assert!(kubernetes.contains("module labkit.local/kube-router"));
-        let (off, peer) = build_inputs("e2e/peers/course-verbatim").unwrap();
+        let (off, peer) = build_inputs("bench/peers/course-verbatim").unwrap();
         assert_eq!(off, "off");
         assert!(!peer.contains("module labkit.local/kube-router"));
     }
