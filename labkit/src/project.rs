@@ -47,8 +47,9 @@ pub fn machine_neutral(text: &str) -> String {
     let home = std::env::var("HOME").unwrap_or_default();
     let mut text = text.replace(&target_dir().display().to_string(), "target");
     text = text.replace(&root().display().to_string(), ".");
+    // The home as a folder only: `/root` is not the start of `/rootfs`.
     if home.len() > 1 {
-        text = text.replace(&home, "~");
+        text = text.replace(&format!("{home}/"), "~/");
     }
     text
 }
@@ -86,5 +87,8 @@ mod tests {
             neutral,
             "$ target/debug/xtask --kubeconfig target/lab/x/kubeconfig\n./README.md\n"
         );
+        let home = std::env::var("HOME").unwrap();
+        let text = format!("{home}/.cache/kit {home}fs/x");
+        assert_eq!(machine_neutral(&text), format!("~/.cache/kit {home}fs/x"));
     }
 }
