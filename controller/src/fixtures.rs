@@ -1,3 +1,4 @@
+#![cfg(test)]
 //! A mock API server for unit tests of request shapes (tower-test), as named
 //! scenarios. Every request is recorded with the (tokio) time it arrived and
 //! answered by the scenario; tests then assert the exact list, so an

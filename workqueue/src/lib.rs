@@ -378,6 +378,3 @@ impl TokenBucket {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

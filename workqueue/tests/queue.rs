@@ -1,4 +1,13 @@
-use super::*;
+//! The queue's contract, through its public API only.
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::time::Instant;
+use workqueue::{Depth, RateLimit, WorkQueue};
 
 /// backon computes delays in f32: 40 ms comes out as 39.999999 ms.
 fn assert_close(actual: &[Duration], expected: &[Duration]) {
