@@ -170,14 +170,7 @@ pub fn stop_leftovers(record: &Record) {
 /// A lab a killed borrower left is put back before another command uses it
 /// (`lab up`, `lab controller`, `e2e`, `exp`); a lab never borrowed is left as it is.
 pub async fn put_back_if_left(name: &str) -> Result<()> {
-    match Record::load(&labkit::project::lab_dir(name))? {
-        Some(record) => put_back_leftover(name, record).await,
-        None => Ok(()),
-    }
-}
-
-/// [`put_back_if_left`] with the lab's record read already.
-pub async fn put_back_leftover(name: &str, record: Record) -> Result<()> {
+    let Some(mut record) = Record::load(&labkit::project::lab_dir(name))? else { return Ok(()) };
     let Some(earlier) = record.borrow.clone() else { return Ok(()) };
     refuse_if_alive(name, &earlier)?;
     eprintln!("{}", left_by(&earlier));
@@ -186,7 +179,6 @@ pub async fn put_back_leftover(name: &str, record: Record) -> Result<()> {
         // No lab.json (an `up` that did not finish): nothing runs to start again.
         Err(_) => {
             stop_leftovers(&record);
-            let mut record = record;
             record.borrow = None;
             record.save()
         }

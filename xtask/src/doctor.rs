@@ -16,7 +16,6 @@ use anyhow::Result;
 
 use crate::lab::{
     binaries,
-    kind::NodeImage,
     options::{self, ProviderChoice},
     provider::{Machine, Provider, probe},
     providers,
@@ -90,24 +89,13 @@ fn count(checks: &[Check], status: Status) -> usize {
 /// `doctor -o json`: docs/output.md.
 fn document(provider: &str, checks: &[Check]) -> serde_json::Value {
     let (failed, warned) = (count(checks, Status::Fail), count(checks, Status::Warn));
-    let rows: Vec<serde_json::Value> = checks
-        .iter()
-        .map(|c| {
-            let status = match c.status {
-                Status::Pass => "pass",
-                Status::Warn => "warn",
-                Status::Fail => "fail",
-            };
-            json!({"name": c.name, "status": status, "found": c.found, "fix": c.fix})
-        })
-        .collect();
     json!({
         "schema": SCHEMA,
         "provider": provider,
         "ready": failed == 0 && warned == 0,
         "failed": failed,
         "warnings": warned,
-        "checks": rows,
+        "checks": checks,
     })
 }
 
@@ -158,72 +146,8 @@ fn gather(args: &DoctorArgs, provider: &dyn Provider, offers: Offers) -> Result<
         preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
     ]);
     let envtest_missing = machine.located.iter().any(|(_, b)| b.is_none());
-    checks.extend(network_checks(args, offers, (&pinned, toolchain_missing), envtest_missing));
+    checks.extend(network::checks(args, offers, (&pinned, toolchain_missing), envtest_missing));
     Ok(checks)
-}
-
-/// The network rows: what this lab fetches from, probed; for a node image Docker Hub cannot
-/// give, the routes that work here.
-fn network_checks(
-    args: &DoctorArgs,
-    offers: Offers,
-    (pinned, toolchain_missing): (&str, bool),
-    envtest_missing: bool,
-) -> Vec<Check> {
-    let node_image = NodeImage::parse(args.node_image.as_deref());
-    let pinned_node = offers
-        .node
-        .then(|| NodeImage::Pinned.reference(crate::lab::kind::kind_version().as_deref()).ok())
-        .flatten();
-    let node_here = pinned_node
-        .as_deref()
-        .is_some_and(|image| crate::lab::kind::image_present(&args.mirror.image(image)).succeeds());
-
-    let docker_mirrors =
-        Cmd::argv(["docker", "info", "--format", "{{json .RegistryConfig.Mirrors}}"]);
-    let path = network::Path {
-        offers,
-        toolchain_missing,
-        pinned_toolchain: pinned,
-        envtest_missing: offers.local_control_plane && envtest_missing,
-        pulls_node_image: node_image == NodeImage::Pinned && !node_here,
-        docker_mirrors: docker_mirrors
-            .read()
-            .ok()
-            .and_then(|json| serde_json::from_str(&json).ok())
-            .unwrap_or_default(),
-        mirror: &args.mirror,
-        builds_node_image: node_image == NodeImage::Built,
-        nix: labkit::tools::on_path("nix").is_some(),
-    };
-    labkit::progress!("{}", tr!("probing the network this lab fetches from (at most 5 s)"));
-    let rows = path.rows();
-    let answers = network::probe_all(&rows);
-    let reached = |source| {
-        rows.iter()
-            .zip(&answers)
-            .any(|(r, a)| r.source == source && matches!(a, network::Answer::Reached(_)))
-    };
-    let built_works =
-        reached(crate::mirrors::Source::GoModules) && reached(crate::mirrors::Source::Debian);
-    let routes = [match built_works {
-        true => tr!(
-            "or build it here: `--node-image built` works here (Go modules and Debian packages reachable; about 10 min of CPU)"
-        ),
-        false => tr!(
-            "or build it here: `--node-image built` needs Go modules and Debian packages, unreachable here too"
-        ),
-    }];
-    rows.iter()
-        .zip(&answers)
-        .map(|(row, answer)| {
-            let routes: &[String] = match row.source {
-                crate::mirrors::Source::NodeImage => &routes,
-                _ => &[],
-            };
-            network::check(row, answer, routes)
-        })
-        .collect()
 }
 
 /// The newest `go` line among the kit's Go modules (under xtask/, maint/ and
@@ -266,16 +190,10 @@ fn port_taken(port: u16) -> bool {
     TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_err()
 }
 
-/// Free bytes on the filesystem holding `path` (statvfs).
+/// Free bytes on the filesystem holding `path`.
 fn free_bytes(path: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c_path is NUL-terminated and stat is a valid out-pointer.
-    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
-        return None;
-    }
-    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
+    let stat = rustix::fs::statvfs(path).ok()?;
+    Some(stat.f_bavail * stat.f_frsize)
 }
 
 #[cfg(test)]

@@ -217,22 +217,13 @@ fn result_word(o: &Outcome) -> &'static str {
     }
 }
 
-/// [`result_word`] as the table says it, in the reader's language.
-fn result_said(o: &Outcome) -> String {
-    match (o.passed, &o.not_run) {
-        (_, Some(_)) => tr!("not run"),
-        (true, None) => tr!("pass"),
-        (false, None) => tr!("FAIL"),
-    }
-}
-
 /// The summary table of `outcomes`, in their order.
 fn table(outcomes: &[&Outcome]) -> String {
     let heading = tr!("| experiment | result | latency | measured |");
     let mut text = format!("\n{heading}\n|---|---|---|---|\n");
     for o in outcomes {
         let latency = o.latency_ms.map(|ms| format!("{ms:.1} ms")).unwrap_or_else(|| "—".into());
-        let result = result_said(o);
+        let result = labkit::say::translate(result_word(o), &[]);
         let _ = writeln!(text, "| {} | {result} | {latency} | {} |", o.experiment, o.detail);
         let warn = tr!("warn");
         for w in &o.warnings {

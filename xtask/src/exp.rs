@@ -140,12 +140,8 @@ impl Narrations {
     }
 }
 
-/// The narrations of each language.
-trait Narrate {
-    fn narrations(self) -> &'static Narrations;
-}
-
-impl Narrate for Lang {
+impl Lang {
+    /// The narrations in this language.
     fn narrations(self) -> &'static Narrations {
         static EN: OnceLock<Narrations> = OnceLock::new();
         static ZH: OnceLock<Narrations> = OnceLock::new();
@@ -202,11 +198,11 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
     let words = lang.narrations();
     let exp = in_language(resolve(exp)?, words);
     let mut lab = Lab::find_named(lab_name).await?;
-    let mut out = Transcript::default();
+    let mut out = String::new();
     // A person may have stopped the controller to try something by hand.
     lab.restore().await?;
     let hand = Hand::new(lab.file(), lab.desired(), words);
-    out.lines(before(exp, &hand, words));
+    print_lines(&mut out, before(exp, &hand, words));
 
     // The log is a file on an envtest lab, the pod's log on kind.
     let mark = lab.log_mark().ok();
@@ -223,11 +219,11 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
         None => None,
     };
     let restored = lab.restore().await;
-    out.lines(after(exp, &result, log.as_deref(), words));
+    print_lines(&mut out, after(exp, &result, log.as_deref(), words));
 
     let code = match (&result, restored) {
         (Ok(_), Ok(())) => {
-            let missing = missing_key_lines(&out.text, words);
+            let missing = missing_key_lines(&out, words);
             if !missing.is_empty() {
                 bail!(tr!(
                     "the narration lacks the lines {missing}: a bug in xtask/src/exp.rs",
@@ -256,7 +252,7 @@ pub async fn transcript(lab_name: &str, exp: &str, lang: Lang) -> Result<(ExitCo
             ExitCode::FAILURE
         }
     };
-    Ok((code, out.text))
+    Ok((code, out))
 }
 
 /// The key lines' labels that no line of `transcript` starts with.
@@ -324,19 +320,12 @@ fn labelled(label: &str, text: &str) -> String {
 }
 
 /// Prints each line at once (the experiments take seconds; a person reads
-/// along) and keeps a copy.
-#[derive(Default)]
-struct Transcript {
-    text: String,
-}
-
-impl Transcript {
-    fn lines(&mut self, lines: Vec<String>) {
-        for line in lines {
-            println!("{line}");
-            self.text.push_str(&line);
-            self.text.push('\n');
-        }
+/// along) and keeps a copy in `transcript`.
+fn print_lines(transcript: &mut String, lines: Vec<String>) {
+    for line in lines {
+        println!("{line}");
+        transcript.push_str(&line);
+        transcript.push('\n');
     }
 }
 
@@ -568,7 +557,7 @@ mod tests {
     }
 
     /// A passed experiment's whole narration, with a one-line log.
-    fn narrate(exp: &Narrated, words: &Narrations) -> String {
+    fn narrate(exp: &Narrated, words: &'static Narrations) -> String {
         let latency =
             matches!(exp.reaction, Reaction::Timed(_)).then_some(Duration::from_millis(56));
         let hand = Hand::new(&lab_file(ProviderKind::Envtest), &Desired::default(), words);

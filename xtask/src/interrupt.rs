@@ -8,7 +8,6 @@
 //! to it would fail, and a failed write to stderr panics in Rust. From a
 //! hang-up on, stdout and stderr go to a file, which says what happened.
 
-use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
@@ -81,12 +80,8 @@ fn output_to(log: &Path) -> Result<()> {
         .append(true)
         .open(log)
         .with_context(|| tr!("cannot open {path}", path = log.display()))?;
-    for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
-        // SAFETY: dup2 on open descriptors; the file's descriptor outlives the call.
-        if unsafe { libc::dup2(file.as_raw_fd(), fd) } < 0 {
-            return Err(std::io::Error::last_os_error()).context("dup2");
-        }
-    }
+    rustix::stdio::dup2_stdout(&file).context("dup2")?;
+    rustix::stdio::dup2_stderr(&file).context("dup2")?;
     eprintln!("{}", tr!("SIGHUP: the terminal went away; what follows is kept here"));
     Ok(())
 }

@@ -114,12 +114,12 @@ pub async fn main() -> ExitCode {
             Ok(()) => e2e::run(&lab.name, exp.as_deref(), output.output),
             Err(e) => Err(e),
         },
-        Command::Exp { experiment, lab, by_hand, .. } => match (by_hand, experiment.as_deref()) {
-            (true, Some(exp)) => exp::print_by_hand(&lab.name, exp, lang).await,
-            _ => match borrow::put_back_if_left(&lab.name).await {
-                Ok(()) => exp::run(&lab.name, experiment.as_deref(), lang).await,
-                Err(e) => Err(e),
-            },
+        Command::Exp { experiment, lab, by_hand: true } => {
+            exp::print_by_hand(&lab.name, experiment.as_deref().unwrap_or_default(), lang).await
+        }
+        Command::Exp { experiment, lab, .. } => match borrow::put_back_if_left(&lab.name).await {
+            Ok(()) => exp::run(&lab.name, experiment.as_deref(), lang).await,
+            Err(e) => Err(e),
         },
         Command::Grade(args) => grade::run(args).await,
         Command::Doctor(args) => doctor::run(args),

@@ -7,8 +7,9 @@ use std::fmt;
 
 use labkit::tr;
 
-/// How a check came out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a check came out (doctor's JSON says it in lower case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
     Warn,
@@ -16,8 +17,8 @@ pub enum Status {
 }
 
 /// One line of a preflight report: what was checked, what was found, and the
-/// fix when it is not a pass.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// fix when it is not a pass (doctor's JSON has these fields).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Check {
     pub name: &'static str,
     pub status: Status,
@@ -309,42 +310,40 @@ pub fn envtest_programs(
     }
 }
 
-/// How to install a package on the systems the README's platforms table names.
-fn install_hint(debian: &str, fedora: &str, macos: &str) -> String {
-    tr!(
-        "Debian/Ubuntu: `sudo apt install {debian}`; Fedora: `sudo dnf install {fedora}`; macOS: {macos}",
-        debian,
-        fedora,
-        macos
-    )
+/// A program the kit's builds run: what its version said (`found`), else what it is `needed`
+/// for and how to install its package on the systems the README's platforms table names.
+fn needed(
+    name: &'static str,
+    found: Option<String>,
+    needed: String,
+    (debian, fedora): (&str, &str),
+) -> Check {
+    let Some(found) = found else {
+        let fix = tr!(
+            "Debian/Ubuntu: `sudo apt install {debian}`; Fedora: `sudo dnf install {fedora}`; macOS: {macos}",
+            debian,
+            fedora,
+            macos = "`xcode-select --install`"
+        );
+        return Check::fail(name, needed, fix);
+    };
+    Check::pass(name, found)
 }
 
 /// `cc --version`'s output (`None`: no C compiler): the build scripts of ring
 /// (rustls' cryptography) and psm (kube's JSONPath parser) compile C.
 pub fn c_compiler(output: Option<&str>) -> Check {
-    const NAME: &str = "C compiler";
-    match output.and_then(|o| o.lines().next()) {
-        Some(first) => Check::pass(NAME, first.trim().to_string()),
-        None => Check::fail(
-            NAME,
-            tr!("cc not found: ring and psm compile C while cargo builds the kit"),
-            install_hint("build-essential", "gcc", "`xcode-select --install`"),
-        ),
-    }
+    let first = output.and_then(|o| o.lines().next()).map(|line| line.trim().to_string());
+    let needed_for = tr!("cc not found: ring and psm compile C while cargo builds the kit");
+    needed("C compiler", first, needed_for, ("build-essential", "gcc"))
 }
 
 /// `git --version`'s output: the kit applies its patches to the course's Go
 /// program with `git apply` (grading and bench variants, the tests).
 pub fn git(output: Option<&str>) -> Check {
-    const NAME: &str = "git";
-    match output {
-        Some(out) => Check::pass(NAME, out.trim().trim_start_matches("git version ").to_string()),
-        None => Check::fail(
-            NAME,
-            tr!("not found: the kit patches the course's Go program with `git apply`"),
-            install_hint("git", "git", "`xcode-select --install`"),
-        ),
-    }
+    let version = output.map(|out| out.trim().trim_start_matches("git version ").to_string());
+    let needed_for = tr!("not found: the kit patches the course's Go program with `git apply`");
+    needed("git", version, needed_for, ("git", "git"))
 }
 
 /// The static C library the image's host build links when the binary is a

@@ -6,9 +6,12 @@
 use std::time::Duration;
 
 use labkit::command::Cmd;
+use labkit::lab_file::Offers;
 use labkit::tr;
 
-use crate::mirrors::{RegistryMirror, Source};
+use super::DoctorArgs;
+use crate::lab::kind::NodeImage;
+use crate::mirrors::Source;
 use crate::preflight::{Check, Status};
 
 /// Slower than this to answer is slow.
@@ -40,7 +43,7 @@ pub struct Row {
 }
 
 /// Probes every row's address at once (an address shared by two rows, once).
-pub fn probe_all(rows: &[Row]) -> Vec<Answer> {
+fn probe_all(rows: &[Row]) -> Vec<Answer> {
     let mut urls: Vec<&str> = rows.iter().map(|r| r.url.as_str()).collect();
     urls.sort_unstable();
     urls.dedup();
@@ -93,8 +96,8 @@ pub fn answer(printed: &str, stderr: &str, code: Option<i32>) -> Answer {
     }
 }
 
-/// The check of `row` from its probe's `answer`; `routes` are the other ways that work here.
-pub fn check(row: &Row, answer: &Answer, routes: &[String]) -> Check {
+/// The check of `row` from its probe's `answer`; `route`, another way that works here.
+fn check(row: &Row, answer: &Answer, route: Option<&str>) -> Check {
     let Row { source, need, url } = row;
     let (status, found) = match answer {
         Answer::Reached(took) if *took <= SLOW => {
@@ -114,7 +117,7 @@ pub fn check(row: &Row, answer: &Answer, routes: &[String]) -> Check {
     let mut fix = vec![tr!("a mirror ({whose}):", whose = source.whose())];
     fix.extend(source.setting().iter().map(|line| format!("  `{line}`")));
     fix.extend(source.offline());
-    fix.extend(routes.iter().cloned());
+    fix.extend(route.map(str::to_string));
     Check { name: source.name(), status, found, fix: Some(fix.join("\n")) }
 }
 
@@ -122,68 +125,92 @@ fn secs(took: Duration) -> String {
     format!("{:.2} s", took.as_secs_f64())
 }
 
-/// Where the chosen lab fetches each source from.
-pub struct Path<'a> {
-    /// What runs in the lab: a kind node pulls images; a cluster of one's own is typed at by hand.
-    pub offers: labkit::lab_file::Offers,
-    /// The pinned toolchain is not installed: rustup will fetch it.
-    pub toolchain_missing: bool,
-    pub pinned_toolchain: &'a str,
-    /// kube-apiserver and etcd are not here: the envtest lab builds (or downloads) them.
-    pub envtest_missing: bool,
-    /// The kind lab pulls its node image (not in Docker, not built here, not from a bundle).
-    pub pulls_node_image: bool,
-    /// Docker's own `registry-mirrors` (`docker info`).
-    pub docker_mirrors: Vec<String>,
-    pub mirror: &'a RegistryMirror,
-    pub builds_node_image: bool,
-    pub nix: bool,
+/// The network rows: what the lab of `offers` fetches from, probed; for a node image Docker Hub
+/// cannot give, the routes that work here. `toolchain`: the pinned one, and whether rustup will
+/// fetch it; `envtest_missing`: kube-apiserver or etcd is not here.
+pub fn checks(
+    args: &DoctorArgs,
+    offers: Offers,
+    toolchain: (&str, bool),
+    envtest_missing: bool,
+) -> Vec<Check> {
+    let pinned_node = offers
+        .node
+        .then(|| NodeImage::Pinned.reference(crate::lab::kind::kind_version().as_deref()).ok())
+        .flatten();
+    let node_here = pinned_node
+        .as_deref()
+        .is_some_and(|image| crate::lab::kind::image_present(&args.mirror.image(image)).succeeds());
+    let pulls_node_image =
+        NodeImage::parse(args.node_image.as_deref()) == NodeImage::Pinned && !node_here;
+    // Docker's own `registry-mirrors`.
+    let docker_mirrors: Vec<String> =
+        Cmd::argv(["docker", "info", "--format", "{{json .RegistryConfig.Mirrors}}"])
+            .read()
+            .ok()
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or_default();
+    labkit::progress!("{}", tr!("probing the network this lab fetches from (at most 5 s)"));
+    let envtest_missing = offers.local_control_plane && envtest_missing;
+    let rows = rows(args, offers, toolchain, envtest_missing, (pulls_node_image, &docker_mirrors));
+    let answers = probe_all(&rows);
+    let reached = |source| {
+        rows.iter()
+            .zip(&answers)
+            .any(|(r, a)| r.source == source && matches!(a, Answer::Reached(_)))
+    };
+    let route = match reached(Source::GoModules) && reached(Source::Debian) {
+        true => tr!(
+            "or build it here: `--node-image built` works here (Go modules and Debian packages reachable; about 10 min of CPU)"
+        ),
+        false => tr!(
+            "or build it here: `--node-image built` needs Go modules and Debian packages, unreachable here too"
+        ),
+    };
+    let routes = |row: &Row| (row.source == Source::NodeImage).then_some(route.as_str());
+    rows.iter().zip(&answers).map(|(row, answer)| check(row, answer, routes(row))).collect()
 }
 
-impl Path<'_> {
-    /// The sources this lab fetches from, each at the address it would use.
-    pub fn rows(&self) -> Vec<Row> {
-        let row = |source, need, url: String| Row { source, need, url };
-        let mut rows = vec![row(Source::Crates, Need::Required, crates_index())];
-        let dist =
-            std::env::var("RUSTUP_DIST_SERVER").unwrap_or("https://static.rust-lang.org".into());
-        let channel = format!("{dist}/dist/channel-rust-{}.toml.sha256", self.pinned_toolchain);
-        if self.toolchain_missing {
-            rows.push(row(Source::Toolchain, Need::Required, channel));
-        }
-        let go_need = if self.envtest_missing || self.builds_node_image {
-            Need::Required
-        } else {
-            Need::Sometimes
-        };
-        rows.push(row(Source::GoModules, go_need, go_proxy()));
-        let release = crate::lab::release::Release::here().ok().flatten();
-        if let Some(release) = release.filter(|_| self.envtest_missing) {
-            rows.push(row(Source::EnvtestReleases, Need::Sometimes, release.url));
-        }
-        let docker_hub = |mirror: Option<&str>| match mirror {
-            Some(mirror) => format!("{}/v2/", mirror.trim_end_matches('/')),
-            None => "https://registry-1.docker.io/v2/".to_string(),
-        };
-        if self.offers.node {
-            let for_node =
-                self.mirror.url.as_deref().or(self.docker_mirrors.first().map(String::as_str));
-            let node_need = if self.pulls_node_image { Need::Required } else { Need::Sometimes };
-            rows.push(row(Source::NodeImage, node_need, docker_hub(for_node)));
-            rows.push(row(
-                Source::PodImages,
-                Need::Sometimes,
-                docker_hub(self.mirror.url.as_deref()),
-            ));
-            let debian_need = if self.builds_node_image { Need::Required } else { Need::Sometimes };
-            let release = format!("{}/dists/bookworm/Release", crate::mirrors::debian_mirror());
-            rows.push(row(Source::Debian, debian_need, release));
-        }
-        if self.nix && self.offers.own_cluster {
-            rows.push(row(Source::Nix, Need::Sometimes, nix_cache()));
-        }
-        rows
+/// The sources the chosen lab fetches from, each at the address it would use (`node`: whether
+/// the kind lab pulls its node image, not in Docker, not built here, not from a bundle; and
+/// Docker's `registry-mirrors`).
+fn rows(
+    args: &DoctorArgs,
+    offers: Offers,
+    (pinned_toolchain, toolchain_missing): (&str, bool),
+    envtest_missing: bool,
+    (pulls_node_image, docker_mirrors): (bool, &[String]),
+) -> Vec<Row> {
+    let builds_node_image = NodeImage::parse(args.node_image.as_deref()) == NodeImage::Built;
+    let needed = |required: bool| if required { Need::Required } else { Need::Sometimes };
+    let row = |source, need, url: String| Row { source, need, url };
+    let mut rows = vec![row(Source::Crates, Need::Required, crates_index())];
+    let dist = std::env::var("RUSTUP_DIST_SERVER").unwrap_or("https://static.rust-lang.org".into());
+    let channel = format!("{dist}/dist/channel-rust-{pinned_toolchain}.toml.sha256");
+    if toolchain_missing {
+        rows.push(row(Source::Toolchain, Need::Required, channel));
     }
+    rows.push(row(Source::GoModules, needed(envtest_missing || builds_node_image), go_proxy()));
+    let release = crate::lab::release::Release::here().ok().flatten();
+    if let Some(release) = release.filter(|_| envtest_missing) {
+        rows.push(row(Source::EnvtestReleases, Need::Sometimes, release.url));
+    }
+    let docker_hub = |mirror: Option<&str>| match mirror {
+        Some(mirror) => format!("{}/v2/", mirror.trim_end_matches('/')),
+        None => "https://registry-1.docker.io/v2/".to_string(),
+    };
+    let mirror = args.mirror.url.as_deref();
+    if offers.node {
+        let for_node = mirror.or(docker_mirrors.first().map(String::as_str));
+        rows.push(row(Source::NodeImage, needed(pulls_node_image), docker_hub(for_node)));
+        rows.push(row(Source::PodImages, Need::Sometimes, docker_hub(mirror)));
+        let release = format!("{}/dists/bookworm/Release", crate::mirrors::debian_mirror());
+        rows.push(row(Source::Debian, needed(builds_node_image), release));
+    }
+    if labkit::tools::on_path("nix").is_some() && offers.own_cluster {
+        rows.push(row(Source::Nix, Need::Sometimes, nix_cache()));
+    }
+    rows
 }
 
 /// crates.io's index, or the registry that replaces it in cargo's configuration.
@@ -260,7 +287,7 @@ mod tests {
             url: "https://registry-1.docker.io/v2/".into(),
         };
         let failed = Answer::Failed(tr!("its name does not resolve"));
-        let check = check(&row, &failed, &["`--node-image built`: works here".into()]);
+        let check = check(&row, &failed, Some("`--node-image built`: works here"));
         assert_eq!(check.status, Status::Fail);
         let fix = check.fix.unwrap();
         for line in Source::NodeImage.setting() {
@@ -271,10 +298,10 @@ mod tests {
             "{fix}"
         );
         let sometimes = Row { need: Need::Sometimes, ..row };
-        assert_eq!(super::check(&sometimes, &failed, &[]).status, Status::Warn);
+        assert_eq!(super::check(&sometimes, &failed, None).status, Status::Warn);
         let slow = Answer::Reached(Duration::from_secs(3));
-        assert_eq!(super::check(&sometimes, &slow, &[]).status, Status::Warn);
+        assert_eq!(super::check(&sometimes, &slow, None).status, Status::Warn);
         let quick = Answer::Reached(Duration::from_millis(40));
-        assert_eq!(super::check(&sometimes, &quick, &[]).status, Status::Pass);
+        assert_eq!(super::check(&sometimes, &quick, None).status, Status::Pass);
     }
 }

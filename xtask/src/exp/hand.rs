@@ -12,16 +12,10 @@ pub(super) struct Hand {
     pub(super) key: String,
     pub(super) metrics_url: String,
     pub(super) controller: ControllerHand,
-    /// "the lab's admin", in the narration's language.
-    pub(super) admin: String,
-    /// Said of a controller started by hand as a process: it holds its
-    /// terminal, so it gets one of its own.
-    pub(super) foreground: String,
-    /// How that controller is stopped again (its pid is in no pid file).
-    pub(super) ctrl_c: String,
-    /// `{why} ({note})` and `{first}; {why}`, with this language's punctuation.
-    pub(super) with_note: String,
-    pub(super) then: String,
+    /// Its texts: "the lab's admin"; said of a controller started by hand as a process, which
+    /// holds its terminal (`foreground`) and is stopped with Ctrl-C (`ctrl_c`: its pid is in
+    /// no pid file); `{why} ({note})` and `{first}; {why}` with the language's punctuation.
+    words: &'static Narrations,
 }
 
 /// How to stop and start the lab's controller by hand.
@@ -34,7 +28,7 @@ pub(super) enum ControllerHand {
 }
 
 impl Hand {
-    pub(super) fn new(file: &LabFile, desired: &Desired, words: &Narrations) -> Hand {
+    pub(super) fn new(file: &LabFile, desired: &Desired, words: &'static Narrations) -> Hand {
         let controller = match file.controller_runs() {
             ControllerRuns::Process(p) => ControllerHand::Process {
                 pid_file: p.pid_file.display().to_string(),
@@ -51,11 +45,7 @@ impl Hand {
             key: first_key(desired),
             metrics_url: format!("{}/metrics", file.controller.url),
             controller,
-            admin: words.text("admin").to_string(),
-            foreground: words.text("foreground").to_string(),
-            ctrl_c: words.text("ctrl_c").to_string(),
-            with_note: words.text("with_note").to_string(),
-            then: words.text("then").to_string(),
+            words,
         }
     }
 
@@ -73,8 +63,10 @@ impl Hand {
     /// terminal of its own; it is stopped there with Ctrl-C, not through the
     /// lab's pid file (which names the lab's own, stopped before).
     pub(super) fn commands(&self, steps: &[HandStep]) -> Vec<String> {
+        let t = |key| self.words.text(key);
+        let admin = t("admin");
         let mut lines =
-            vec![format!("export KUBECONFIG={}   # {}", shell_quote(&self.kubeconfig), self.admin)];
+            vec![format!("export KUBECONFIG={}   # {admin}", shell_quote(&self.kubeconfig))];
         let process = matches!(self.controller, ControllerHand::Process { .. });
         let mut started_by_hand = false;
         for step in steps {
@@ -83,11 +75,11 @@ impl Hand {
                 Do::Stop if process && started_by_hand => {
                     started_by_hand = false;
                     lines.push(match why.is_empty() {
-                        true => format!("# {}", self.ctrl_c),
+                        true => format!("# {}", t("ctrl_c")),
                         false => {
                             format!(
                                 "# {}",
-                                self.then.replace("{first}", &self.ctrl_c).replace("{why}", &why)
+                                fill(t("then"), &[("first", t("ctrl_c")), ("why", &why)])
                             )
                         }
                     });
@@ -96,11 +88,8 @@ impl Hand {
                 Do::Start | Do::StartSlow | Do::StartOwn if process => {
                     started_by_hand = true;
                     why = match why.is_empty() {
-                        true => self.foreground.clone(),
-                        false => self
-                            .with_note
-                            .replace("{why}", &why)
-                            .replace("{note}", &self.foreground),
+                        true => t("foreground").to_string(),
+                        false => fill(t("with_note"), &[("why", &why), ("note", t("foreground"))]),
                     };
                     self.command(step)
                 }

@@ -61,11 +61,7 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
 }
 
 pub(super) fn host_name() -> String {
-    let mut buffer = [0u8; 256];
-    // SAFETY: gethostname writes at most buffer.len() bytes into the buffer we own.
-    let ok = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
-    let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
-    if ok { String::from_utf8_lossy(&buffer[..end]).into_owned() } else { "unknown".into() }
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
 }
 
 /// What an attendee handed in, safe to print in a table on the

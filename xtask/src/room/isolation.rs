@@ -86,20 +86,13 @@ fn resource_attributes(
 /// A Role rule as (group, resource, verb) triples.
 fn expand(rule: &Value) -> Vec<(String, String, String)> {
     let list = |key: &str| -> Vec<String> {
-        rule[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect()
+        let values = rule[key].as_array().into_iter().flatten();
+        values.filter_map(|v| v.as_str().map(String::from)).collect()
     };
-    let mut triples = Vec::new();
-    for group in list("apiGroups") {
-        for resource in list("resources") {
-            for verb in list("verbs") {
-                triples.push((group.clone(), resource.clone(), verb));
-            }
-        }
-    }
-    triples
+    let (resources, verbs) = (list("resources"), list("verbs"));
+    list("apiGroups")
+        .into_iter()
+        .flat_map(|g| resources.iter().map(move |r| (g.clone(), r.clone())))
+        .flat_map(|(g, r)| verbs.iter().map(move |v| (g.clone(), r.clone(), v.clone())))
+        .collect()
 }

@@ -337,23 +337,13 @@ async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<(
 
 async fn down(room: &RoomOptions) -> Result<ExitCode> {
     let dir = room_dir(&room.name);
-    let text = match std::fs::read_to_string(dir.join("room.json")) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            println!(
-                "{}",
-                tr!(
-                    "room {name} is not up (nothing at {path})",
-                    name = room.name,
-                    path = shown(&dir)
-                )
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        Err(error) => {
-            return Err(error).with_context(|| tr!("cannot read {path}", path = "room.json"));
-        }
-    };
+    if !dir.join("room.json").exists() {
+        let (name, path) = (&room.name, shown(&dir));
+        println!("{}", tr!("room {name} is not up (nothing at {path})", name, path));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = std::fs::read_to_string(dir.join("room.json"))
+        .with_context(|| tr!("cannot read {path}", path = "room.json"))?;
     let file: RoomFile =
         serde_json::from_str(&text).with_context(|| tr!("room.json is not a room file"))?;
     let (_, context, client) = connect(room).await?;
