@@ -15,9 +15,7 @@ mod hand;
 
 use hand::Hand;
 
-use std::{
-    collections::BTreeMap, fmt::Write as _, path::PathBuf, process::ExitCode, sync::OnceLock,
-};
+use std::{collections::BTreeMap, fmt::Write as _, process::ExitCode, sync::OnceLock};
 
 use anyhow::{Result, bail};
 use controller::desired::Desired;
@@ -143,15 +141,9 @@ impl Narrations {
 impl Lang {
     /// The narrations in this language.
     fn narrations(self) -> &'static Narrations {
-        static EN: OnceLock<Narrations> = OnceLock::new();
-        static ZH: OnceLock<Narrations> = OnceLock::new();
-        let (cell, text, file) = match self {
-            Lang::En => (&EN, include_str!("../exp/en.toml"), "en.toml"),
-            Lang::Zh => (&ZH, include_str!("../exp/zh-CN.toml"), "zh-CN.toml"),
-        };
-        cell.get_or_init(|| {
-            toml::from_str(text).unwrap_or_else(|e| panic!("xtask/exp/{file} (unit-tested): {e}"))
-        })
+        static NARRATIONS: [OnceLock<Narrations>; 2] = [OnceLock::new(), OnceLock::new()];
+        let files = [include_str!("../exp/en.toml"), include_str!("../exp/zh-CN.toml")];
+        crate::locale::table(self, &NARRATIONS, files, "exp")
     }
 }
 

@@ -88,17 +88,9 @@ struct Texts {
 
 impl Texts {
     fn of(lang: Lang) -> &'static Texts {
-        static EN: OnceLock<Texts> = OnceLock::new();
-        static ZH: OnceLock<Texts> = OnceLock::new();
-        let (cell, text) = match lang {
-            Lang::En => (&EN, include_str!("../grade/en.toml")),
-            Lang::Zh => (&ZH, include_str!("../grade/zh-CN.toml")),
-        };
-        cell.get_or_init(|| {
-            toml::from_str(text).unwrap_or_else(|e| {
-                panic!("xtask/grade/{}.toml (unit-tested): {e}", lang.file_stem())
-            })
-        })
+        static TEXTS: [OnceLock<Texts>; 2] = [OnceLock::new(), OnceLock::new()];
+        let files = [include_str!("../grade/en.toml"), include_str!("../grade/zh-CN.toml")];
+        locale::table(lang, &TEXTS, files, "grade")
     }
 
     fn get<'a>(table: &'a BTreeMap<String, String>, key: &str) -> &'a str {

@@ -24,9 +24,6 @@ use labkit::command::Cmd;
 use labkit::project;
 use labkit::tr;
 
-/// The user the image runs as (distroless's "nonroot"); the Deployment agrees.
-pub const USER: &str = "65532:65532";
-
 /// `--image-builder`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Builder {
@@ -242,19 +239,14 @@ fn write_scratch_context(binary: &Path, context: &Path) -> Result<()> {
     Ok(())
 }
 
-/// What a build produced.
-pub struct Built {
-    pub reference: String,
-}
-
-/// Builds the image and tags it as the Deployment expects.
-pub async fn build(builder: Builder) -> Result<Built> {
+/// Builds the image and tags it as the Deployment expects; its reference.
+pub async fn build(builder: Builder) -> Result<String> {
     let reference = reference()?;
     crate::plan::execute(steps::<()>(builder)?, &mut ()).await?;
-    if image_id(&reference).is_none() {
+    if !image_present(&reference).read().is_ok_and(|id| !id.is_empty()) {
         bail!(tr!("the build finished but docker has no image {reference}", reference));
     }
-    Ok(Built { reference })
+    Ok(reference)
 }
 
 /// The host build's image: the binary, a non-root user, nothing else.
@@ -272,14 +264,12 @@ pub fn image_present(reference: &str) -> Cmd {
     Cmd::argv(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
 }
 
-/// The image's ID, if docker has it.
-pub fn image_id(reference: &str) -> Option<String> {
-    image_present(reference).read().ok().filter(|id| !id.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The user the image runs as (distroless's "nonroot"); the Deployment agrees.
+    const USER: &str = "65532:65532";
 
     #[test]
     fn the_tag_comes_from_the_deployment() {

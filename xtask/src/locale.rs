@@ -1,6 +1,8 @@
 //! The language of what a person reads (`--lang`, else the locale's), and
 //! text tables, one TOML file per language, with `{name}` placeholders.
 
+use std::sync::OnceLock;
+
 /// `--lang`: the language of the narration (`exp`) or the table (`grade`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -22,6 +24,20 @@ impl Lang {
             Lang::Zh => "zh-CN",
         }
     }
+}
+
+/// `lang`'s table of `xtask/<dir>/` (`files`: en.toml's text and zh-CN.toml's), parsed once
+/// into its cell of `cells`.
+pub fn table<T: serde::de::DeserializeOwned>(
+    lang: Lang,
+    cells: &'static [OnceLock<T>; 2],
+    files: [&str; 2],
+    dir: &str,
+) -> &'static T {
+    cells[lang as usize].get_or_init(|| {
+        toml::from_str(files[lang as usize])
+            .unwrap_or_else(|e| panic!("xtask/{dir}/{}.toml (unit-tested): {e}", lang.file_stem()))
+    })
 }
 
 /// `template` with each `{name}` replaced by its value.

@@ -3,6 +3,7 @@
 
 use super::*;
 use labkit::command::shell_quote;
+use labkit::lab_file::Process;
 
 /// What a person needs to repeat an experiment by hand on this lab.
 pub(super) struct Hand {
@@ -21,23 +22,17 @@ pub(super) struct Hand {
 /// How to stop and start the lab's controller by hand.
 pub(super) enum ControllerHand {
     /// An envtest lab: a process (or `docker run`) with a pid file.
-    Process { pid_file: String, binary: PathBuf, args: Vec<String> },
+    Process(Process),
     /// A kind lab, or one on an existing cluster: the Deployment of
     /// `manifests/deployment.yaml`, in this namespace.
-    Deployment { namespace: String },
+    Deployment(String),
 }
 
 impl Hand {
     pub(super) fn new(file: &LabFile, desired: &Desired, words: &'static Narrations) -> Hand {
         let controller = match file.controller_runs() {
-            ControllerRuns::Process(p) => ControllerHand::Process {
-                pid_file: p.pid_file.display().to_string(),
-                binary: p.binary.clone(),
-                args: p.args.clone(),
-            },
-            ControllerRuns::Deployment(namespace) => {
-                ControllerHand::Deployment { namespace: namespace.to_string() }
-            }
+            ControllerRuns::Process(p) => ControllerHand::Process(p.clone()),
+            ControllerRuns::Deployment(namespace) => ControllerHand::Deployment(namespace.into()),
         };
         Hand {
             kubeconfig: file.admin_kubeconfig.display().to_string(),
@@ -67,7 +62,7 @@ impl Hand {
         let admin = t("admin");
         let mut lines =
             vec![format!("export KUBECONFIG={}   # {admin}", shell_quote(&self.kubeconfig))];
-        let process = matches!(self.controller, ControllerHand::Process { .. });
+        let process = matches!(self.controller, ControllerHand::Process(_));
         let mut started_by_hand = false;
         for step in steps {
             let mut why = self.fill(&step.why);
@@ -126,8 +121,8 @@ impl Hand {
     /// or the API server's pod proxy (a Deployment: its port is the pod's).
     fn metrics(&self) -> String {
         match &self.controller {
-            ControllerHand::Process { .. } => format!("curl -s {}", self.metrics_url),
-            ControllerHand::Deployment { namespace } => format!(
+            ControllerHand::Process(_) => format!("curl -s {}", self.metrics_url),
+            ControllerHand::Deployment(namespace) => format!(
                 "kubectl get --raw \"/api/v1/namespaces/{namespace}/pods/$(kubectl get pods -n {namespace} \
                  -l {SELECTOR} -o jsonpath='{{.items[0].metadata.name}}'):{PORT}/proxy/metrics\""
             ),
@@ -160,10 +155,10 @@ impl ControllerHand {
     pub(super) fn stop(&self) -> String {
         match self {
             // SIGTERM: it finishes a running reconcile and exits.
-            ControllerHand::Process { pid_file, .. } => {
-                format!("kill $(cat {})", shell_quote(pid_file))
+            ControllerHand::Process(p) => {
+                format!("kill $(cat {})", shell_quote(&p.pid_file.display().to_string()))
             }
-            ControllerHand::Deployment { namespace } => scale(namespace, 0),
+            ControllerHand::Deployment(namespace) => scale(namespace, 0),
         }
     }
 
@@ -173,10 +168,10 @@ impl ControllerHand {
     /// flags as the environment variables they have (controller/src/cli.rs).
     pub(super) fn start(&self, extra: &[&str]) -> String {
         match self {
-            ControllerHand::Process { binary, args, .. } => {
-                Cmd::new(binary.display().to_string()).args(args).args(extra).to_string()
+            ControllerHand::Process(p) => {
+                Cmd::new(p.binary.display().to_string()).args(&p.args).args(extra).to_string()
             }
-            ControllerHand::Deployment { namespace } => {
+            ControllerHand::Deployment(namespace) => {
                 let vars: Vec<String> = flag_variables(extra)
                     .into_iter()
                     .map(|(name, value)| format!("{name}={value}"))
@@ -189,8 +184,8 @@ impl ControllerHand {
     /// Starts it again on the lab's own flags after a start with `extra`.
     pub(super) fn start_without(&self, extra: &[&str]) -> String {
         match self {
-            ControllerHand::Process { .. } => self.start(&[]),
-            ControllerHand::Deployment { namespace } => {
+            ControllerHand::Process(_) => self.start(&[]),
+            ControllerHand::Deployment(namespace) => {
                 let unset: Vec<String> =
                     flag_variables(extra).into_iter().map(|(name, _)| format!("{name}-")).collect();
                 set_env_then_scale_up(namespace, &unset)

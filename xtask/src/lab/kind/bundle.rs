@@ -85,7 +85,7 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
             reference
         }
     };
-    let controller = image::build(builder).await?.reference;
+    let controller = image::build(builder).await?;
     for course in COURSE_IMAGES {
         if kind::image_present(course).read().is_err() {
             Cmd::argv(["docker", "pull", course]).run().with_context(|| {
