@@ -81,24 +81,8 @@ pub enum Step<'a> {
     Watching { window: Duration },
 }
 
-/// Told each [`Step`].
-type Tell = dyn Fn(Step<'_>) + Send + Sync;
-
 /// A callback for each [`Step`] (none: silent).
-#[derive(Clone, Default)]
-pub struct Progress(Option<std::sync::Arc<Tell>>);
-
-impl Progress {
-    pub fn new(tell: impl Fn(Step<'_>) + Send + Sync + 'static) -> Progress {
-        Progress(Some(std::sync::Arc::new(tell)))
-    }
-
-    fn tell(&self, step: Step<'_>) {
-        if let Some(tell) = &self.0 {
-            tell(step);
-        }
-    }
-}
+pub type Progress = Option<std::sync::Arc<dyn Fn(Step<'_>) + Send + Sync>>;
 
 impl Options {
     /// The course's data, and windows that fit the course's program.
@@ -112,112 +96,79 @@ impl Options {
             exit_within: Duration::from_secs(5),
             conflicts: 1,
             shown: false,
-            progress: Progress::default(),
+            progress: None,
+        }
+    }
+
+    fn tell(&self, step: Step<'_>) {
+        if let Some(tell) = &self.progress {
+            tell(step);
         }
     }
 }
 
-/// The rows, in the order they run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RowId {
-    Starts,
-    SelfHeal,
-    Correction,
-    FailedWrite,
-    Conflict,
-    Rerun,
-    HotLoop,
-    Watches,
-    CleanExit,
+/// An enum of keys: each variant's name in texts and JSON, and all of them in order.
+macro_rules! keyed {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $key:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vdoc])* #[serde(rename = $key)] $variant,)*
+        }
+
+        impl $name {
+            pub const ALL: &[$name] = &[$($name::$variant),*];
+
+            /// The name in texts and JSON.
+            pub fn key(self) -> &'static str {
+                match self {
+                    $($name::$variant => $key,)*
+                }
+            }
+        }
+    };
 }
 
-impl RowId {
-    pub const ALL: [RowId; 9] = [
-        RowId::Starts,
-        RowId::SelfHeal,
-        RowId::Correction,
-        RowId::FailedWrite,
-        RowId::Conflict,
-        RowId::Rerun,
-        RowId::HotLoop,
-        RowId::Watches,
-        RowId::CleanExit,
-    ];
-
-    /// The name in texts and JSON.
-    pub fn key(self) -> &'static str {
-        match self {
-            RowId::Starts => "starts",
-            RowId::SelfHeal => "self_heal",
-            RowId::Correction => "correction",
-            RowId::FailedWrite => "failed_write",
-            RowId::Conflict => "conflict",
-            RowId::Rerun => "rerun",
-            RowId::HotLoop => "hot_loop",
-            RowId::Watches => "watches",
-            RowId::CleanExit => "clean_exit",
-        }
+keyed! {
+    /// The rows, in the order they run.
+    RowId {
+        Starts = "starts",
+        SelfHeal = "self_heal",
+        Correction = "correction",
+        FailedWrite = "failed_write",
+        Conflict = "conflict",
+        Rerun = "rerun",
+        HotLoop = "hot_loop",
+        Watches = "watches",
+        CleanExit = "clean_exit",
     }
 }
 
-/// What to re-read when a row fails: a part of the course.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Hint {
-    /// The kick after the cache synced.
-    Kick,
-    /// NotFound in the cache means "create it".
-    NotFound,
-    /// What it creates or writes is not the desired data.
-    DesiredData,
-    /// A change of the object must be compared and corrected.
-    Correct,
-    /// Its corrections were sent but did not put the data back.
-    UpdateRefused,
-    /// A failure is retried, then given up; the program keeps running.
-    KeepRunning,
-    /// A 409 Conflict is retried with the newer object (self-check Q6).
-    Conflict,
-    /// Right means no write at all.
-    NoWriteWhenRight,
-    /// Read through an informer (list once, then watch), not by polling.
-    Informer,
-    /// SIGINT and SIGTERM end it cleanly.
-    Signals,
-    /// It exited while it should have been running.
-    Exited,
-}
-
-impl Hint {
-    pub const ALL: [Hint; 11] = [
-        Hint::Kick,
-        Hint::NotFound,
-        Hint::DesiredData,
-        Hint::Correct,
-        Hint::UpdateRefused,
-        Hint::KeepRunning,
-        Hint::Conflict,
-        Hint::NoWriteWhenRight,
-        Hint::Informer,
-        Hint::Signals,
-        Hint::Exited,
-    ];
-
-    pub fn key(self) -> &'static str {
-        match self {
-            Hint::Kick => "kick",
-            Hint::NotFound => "not_found",
-            Hint::DesiredData => "desired_data",
-            Hint::Correct => "correct",
-            Hint::UpdateRefused => "update_refused",
-            Hint::KeepRunning => "keep_running",
-            Hint::Conflict => "conflict",
-            Hint::NoWriteWhenRight => "no_write_when_right",
-            Hint::Informer => "informer",
-            Hint::Signals => "signals",
-            Hint::Exited => "exited",
-        }
+keyed! {
+    /// What to re-read when a row fails: a part of the course.
+    Hint {
+        /// The kick after the cache synced.
+        Kick = "kick",
+        /// NotFound in the cache means "create it".
+        NotFound = "not_found",
+        /// What it creates or writes is not the desired data.
+        DesiredData = "desired_data",
+        /// A change of the object must be compared and corrected.
+        Correct = "correct",
+        /// Its corrections were sent but did not put the data back.
+        UpdateRefused = "update_refused",
+        /// A failure is retried, then given up; the program keeps running.
+        KeepRunning = "keep_running",
+        /// A 409 Conflict is retried with the newer object (self-check Q6).
+        Conflict = "conflict",
+        /// Right means no write at all.
+        NoWriteWhenRight = "no_write_when_right",
+        /// Read through an informer (list once, then watch), not by polling.
+        Informer = "informer",
+        /// SIGINT and SIGTERM end it cleanly.
+        Signals = "signals",
+        /// It exited while it should have been running.
+        Exited = "exited",
     }
 }
 
@@ -354,14 +305,13 @@ pub async fn run(
         Ok(identity) => identity,
         Err(e) => {
             // Whatever part was applied goes again.
-            let _ = identity::Identity::forget(lab.client(), &record, &kubeconfig).await;
+            let _ = identity::Identity::forget(lab.client(), &record).await;
             return Err(e.context(tr!("cannot set up the program's identity")));
         }
     };
     let target =
         proxy::Target { namespace: desired.namespace().into(), name: desired.name().into() };
-    let proxy =
-        proxy::Proxy::start(&identity.kubeconfig, &lab.borrowed_dir(), target, lab.client()).await;
+    let proxy = proxy::Proxy::start(&identity, &lab.borrowed_dir(), target, lab.client()).await;
     let proxy = match proxy {
         Ok(proxy) => proxy,
         Err(e) => {
@@ -369,8 +319,19 @@ pub async fn run(
             return Err(e.context(tr!("cannot start the grade's proxy to the API server")));
         }
     };
-    let program = program::Program::new(cmd, log.clone(), record.clone());
-    let mut grading = rows::Grading::new(lab, identity, proxy, record, program, desired, options);
+    let mut grading = rows::Grading {
+        api: kube::Api::namespaced(lab.client(), desired.namespace()),
+        identity: Some(identity),
+        proxy: Some(proxy),
+        program: program::Program::new(cmd, log.clone(), record.clone()),
+        record,
+        desired,
+        options,
+        rows: Vec::new(),
+        sigint: None,
+        exited: None,
+        reads: Default::default(),
+    };
     let outcome = tokio::select! {
         done = AssertUnwindSafe(grading.all()).catch_unwind() => match done {
             Ok(result) => result,

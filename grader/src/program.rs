@@ -12,9 +12,7 @@
 
 mod group;
 
-use std::{
-    os::unix::process::ExitStatusExt as _, path::PathBuf, process::ExitStatus, time::Duration,
-};
+use std::{path::PathBuf, process::ExitStatus, time::Duration};
 
 use anyhow::Context as _;
 use tokio::time::Instant;
@@ -22,7 +20,6 @@ use tokio::time::Instant;
 use labkit::{
     command::Cmd,
     eventually::{Check, eventually},
-    files,
     record::Shared,
     tr,
 };
@@ -48,7 +45,7 @@ impl Stopped {
 
 /// One command line, run as often as the grade needs it.
 pub struct Program {
-    cmd: Cmd,
+    pub cmd: Cmd,
     pub log: PathBuf,
     run: Option<group::Group>,
     pub runs: u32,
@@ -128,11 +125,6 @@ impl Program {
         .await;
     }
 
-    /// The last lines it printed, for messages.
-    pub fn tail(&self, lines: usize) -> String {
-        files::tail(&self.log, lines)
-    }
-
     /// The last line it printed (nothing: empty).
     pub fn last_line(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -140,14 +132,4 @@ impl Program {
         let header = |l: &str| l.starts_with("=== ") && l.ends_with(" ===");
         text.lines().rev().find(|l| !l.trim().is_empty() && !header(l)).unwrap_or("").to_string()
     }
-
-    /// As a person would type it.
-    pub fn command(&self) -> String {
-        self.cmd.to_string()
-    }
-}
-
-/// A wait status as [`ExitStatus`].
-fn status(raw: i32) -> ExitStatus {
-    ExitStatus::from_raw(raw)
 }

@@ -45,6 +45,8 @@ use kube::{
     client::ConfigExt as _,
     config::{KubeConfigOptions, Kubeconfig},
 };
+
+use crate::identity::Identity;
 use serde_json::json;
 use tokio::sync::{oneshot, watch};
 
@@ -97,9 +99,8 @@ struct Shared {
     /// Armed: told how the next update of the target went.
     conflict: Mutex<Option<oneshot::Sender<Result<Contested, String>>>>,
     rival_writes: AtomicU64,
-    /// Bumped to end every open watch.
+    /// Bumped to end every open watch; each holds a receiver while it is open.
     cut: watch::Sender<u64>,
-    open_watches: AtomicUsize,
     /// Resumed watches still to be answered 410 Gone.
     gone_owed: AtomicUsize,
     lists: AtomicU64,
@@ -108,34 +109,23 @@ struct Shared {
 
 impl Proxy {
     /// Listens on loopback, passing requests to the API server of the
-    /// kubeconfig `real` (the program's identity: its token, the cluster's
-    /// CA) with its token, and writes the program's kubeconfig into `dir`:
-    /// `real` with the proxy's `http://` address, no CA and no token.
-    /// `admin` is the other writer.
+    /// identity's kubeconfig (its cluster, its CA) with its token, and writes
+    /// the program's kubeconfig into `dir`: the identity's with the proxy's
+    /// `http://` address, no CA and no token. `admin` is the other writer.
     pub async fn start(
-        real: &Path,
+        identity: &Identity,
         dir: &Path,
         target: Target,
         admin: kube::Client,
     ) -> anyhow::Result<Proxy> {
-        let kubeconfig = Kubeconfig::read_from(real)
-            .with_context(|| tr!("cannot read {path}", path = real.display()))?;
-        let config =
-            Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default())
-                .await
-                .with_context(|| tr!("cannot use {path}", path = real.display()))?;
+        let kubeconfig = identity.kubeconfig.clone();
+        let options = KubeConfigOptions::default();
+        let config = Config::from_custom_kubeconfig(kubeconfig.clone(), &options).await?;
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
         let https = config.rustls_https_connector_with_connector(http)?;
-        // As the file holds it (kube keeps a token secret in memory).
-        let token = serde_json::to_value(&kubeconfig)?["users"]
-            .as_array()
-            .and_then(|users| {
-                users.iter().find_map(|u| u["user"]["token"].as_str().map(String::from))
-            })
-            .with_context(|| tr!("{path} holds no token", path = real.display()))?;
-        let mut authorization = http::HeaderValue::try_from(format!("Bearer {token}"))
+        let mut authorization = http::HeaderValue::try_from(format!("Bearer {}", identity.token))
             .with_context(|| tr!("the token is not a header value"))?;
         authorization.set_sensitive(true);
         let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
@@ -154,13 +144,14 @@ impl Proxy {
             conflict: Mutex::new(None),
             rival_writes: AtomicU64::new(0),
             cut: watch::Sender::new(0),
-            open_watches: AtomicUsize::new(0),
             gone_owed: AtomicUsize::new(0),
             lists: AtomicU64::new(0),
             counts: Mutex::new(Counts::default()),
         });
         let server = tokio::spawn(serve(listener, shared.clone()));
         let path = kubeconfig_in(dir);
+        std::fs::create_dir_all(dir)
+            .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
         let text = serde_saphyr::to_string(&through(kubeconfig, addr))?;
         labkit::files::write_private(&path, text)?;
         Ok(Proxy { shared, server, kubeconfig: path })
@@ -182,7 +173,7 @@ impl Proxy {
     /// Ends the program's open watches of ConfigMaps and answers the watch
     /// each resumes with 410 Gone; returns how many were open.
     pub fn relist(&self) -> usize {
-        let open = self.shared.open_watches.load(Ordering::SeqCst);
+        let open = self.shared.cut.receiver_count();
         self.shared.gone_owed.store(open, Ordering::SeqCst);
         self.shared.cut.send_modify(|n| *n += 1);
         open
@@ -328,37 +319,20 @@ impl Shared {
         Response::from_parts(parts, body)
     }
 
-    /// A watch's body, passed on until [`Proxy::relist`] cuts it; counted while open.
-    fn cuttable(self: &Arc<Self>, body: Incoming) -> Body {
+    /// A watch's body, passed on until [`Proxy::relist`] cuts it; its
+    /// receiver of the cut, dropped with it, counts it open.
+    fn cuttable(&self, body: Incoming) -> Body {
         let cut = self.cut.subscribe();
-        let open = OpenWatch::new(self.clone());
-        let frames =
-            futures::stream::unfold((body, cut, open), |(mut body, mut cut, open)| async move {
-                tokio::select! {
-                    _ = cut.changed() => None,
-                    frame = body.frame() => match frame? {
-                        Ok(frame) => Some((Ok(frame), (body, cut, open))),
-                        Err(e) => Some((Err(BoxError::from(e)), (body, cut, open))),
-                    },
-                }
-            });
+        let frames = futures::stream::unfold((body, cut), |(mut body, mut cut)| async move {
+            tokio::select! {
+                _ = cut.changed() => None,
+                frame = body.frame() => match frame? {
+                    Ok(frame) => Some((Ok(frame), (body, cut))),
+                    Err(e) => Some((Err(BoxError::from(e)), (body, cut))),
+                },
+            }
+        });
         StreamBody::new(frames).boxed_unsync()
-    }
-}
-
-/// One open watch, counted in [`Shared::open_watches`] until dropped.
-struct OpenWatch(Arc<Shared>);
-
-impl OpenWatch {
-    fn new(shared: Arc<Shared>) -> OpenWatch {
-        shared.open_watches.fetch_add(1, Ordering::SeqCst);
-        OpenWatch(shared)
-    }
-}
-
-impl Drop for OpenWatch {
-    fn drop(&mut self) {
-        self.0.open_watches.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -6,7 +6,7 @@
 //! watch, here also until the program exits), and records what it saw;
 //! [`Grading::diagnose`] then picks what to re-read.
 
-use std::{collections::BTreeMap, process::ExitStatus, time::Duration};
+use std::{process::ExitStatus, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
@@ -25,7 +25,6 @@ use super::{
 use crate::experiments::DRIFTED;
 use labkit::{
     converge::{HEAL_WITHIN, Until, delete_and_wait_gone, until_desired},
-    lab::Lab,
     suite::first_key,
 };
 use labkit::{
@@ -47,50 +46,27 @@ const SETTLE: Duration = Duration::from_secs(3);
 /// How often an observation window looks at the program.
 const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 
+/// A grade under way: made by [`crate::run`], all its fields set as a grade begins.
 pub(super) struct Grading<'a> {
-    api: Api<ConfigMap>,
-    identity: Option<Identity>,
+    pub(super) api: Api<ConfigMap>,
+    pub(super) identity: Option<Identity>,
     /// Between the program and the API server, until [`Grading::finish`].
-    proxy: Option<Proxy>,
+    pub(super) proxy: Option<Proxy>,
     /// The lab's record: what a row makes in the cluster goes in it first.
-    record: labkit::record::Shared,
-    program: Program,
-    desired: controller::desired::Desired,
-    options: &'a Options,
-    rows: Vec<Row>,
+    pub(super) record: labkit::record::Shared,
+    pub(super) program: Program,
+    pub(super) desired: controller::desired::Desired,
+    pub(super) options: &'a Options,
+    pub(super) rows: Vec<Row>,
     /// How the first run took SIGINT (the rerun stops it that way, as Ctrl-C).
-    sigint: Option<Stopped>,
+    pub(super) sigint: Option<Stopped>,
     /// The current run exited while it should have been running.
-    exited: Option<ExitStatus>,
+    pub(super) exited: Option<ExitStatus>,
     /// What the rerun's program read while nothing changed ("watches, not polls").
-    reads: watches::ReadWindow,
+    pub(super) reads: watches::ReadWindow,
 }
 
-impl<'a> Grading<'a> {
-    pub(super) fn new(
-        lab: &Lab,
-        identity: Identity,
-        proxy: Proxy,
-        record: labkit::record::Shared,
-        program: Program,
-        desired: controller::desired::Desired,
-        options: &'a Options,
-    ) -> Grading<'a> {
-        Grading {
-            api: Api::namespaced(lab.client(), desired.namespace()),
-            identity: Some(identity),
-            proxy: Some(proxy),
-            record,
-            program,
-            desired,
-            options,
-            rows: Vec::new(),
-            sigint: None,
-            exited: None,
-            reads: watches::ReadWindow::default(),
-        }
-    }
-
+impl Grading<'_> {
     fn proxy(&self) -> &Proxy {
         self.proxy.as_ref().expect("the proxy lives until finish")
     }
@@ -130,20 +106,16 @@ impl<'a> Grading<'a> {
         (std::mem::take(&mut self.rows), user, removed)
     }
 
-    fn push(&mut self, id: RowId, passed: bool, seen: &str, values: &[(&str, String)]) {
-        let values = values.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        self.push_values(id, passed, seen, values);
-    }
-
-    fn push_values(
+    fn push<K: ToString>(
         &mut self,
         id: RowId,
         passed: bool,
         seen: &str,
-        values: BTreeMap<String, String>,
+        values: impl IntoIterator<Item = (K, String)>,
     ) {
+        let values = values.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         let row = Row { id, passed, seen: seen.to_string(), values, hint: None };
-        self.options.progress.tell(Step::Row(&row));
+        self.options.tell(Step::Row(&row));
         self.rows.push(row);
     }
 
@@ -151,16 +123,11 @@ impl<'a> Grading<'a> {
     fn push_exited(&mut self, id: RowId, status: ExitStatus) {
         self.exited = Some(status);
         let last_line = self.program.last_line();
-        self.push(
-            id,
-            false,
-            "exited",
-            &[("status", exit_status(status)), ("last_line", last_line)],
-        );
+        self.push(id, false, "exited", [("status", exit_status(status)), ("last_line", last_line)]);
     }
 
     fn push_not_run(&mut self, id: RowId) {
-        self.push(id, false, "not_run", &[]);
+        self.push(id, false, "not_run", Vec::<(&str, String)>::new());
     }
 
     /// Sets the scene "my-config is right", as admin, when the program did
@@ -364,10 +331,6 @@ fn ms(d: Duration) -> String {
 fn secs(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s.fract() == 0.0 { format!("{s:.0} s") } else { format!("{s:.1} s") }
-}
-
-fn count(n: u64) -> String {
-    n.to_string()
 }
 
 #[cfg(test)]

@@ -276,7 +276,7 @@ enum Outcome {
 
 /// A line per finished row, and one before the long watch for writes.
 fn progress(texts: &'static Texts) -> grade::Progress {
-    grade::Progress::new(move |step| match step {
+    Some(std::sync::Arc::new(move |step: grade::Step<'_>| match step {
         grade::Step::Row(row) => {
             let result = if row.passed { "pass" } else { "fail" };
             let row_title = Texts::get(&texts.rows, row.id.key());
@@ -289,7 +289,7 @@ fn progress(texts: &'static Texts) -> grade::Progress {
             let window = format!("{:.0} s", window.as_secs_f64());
             labkit::progress!("{}", texts.text("watching", &[("window", &window)]));
         }
-    })
+    }))
 }
 
 /// Why `program` cannot be started, if it cannot: neither a file (a path

@@ -30,8 +30,6 @@ use labkit::{
     tr,
 };
 
-use super::status;
-
 /// Makes this process a child subreaper (once): orphans of the graded
 /// program's group become its children, for [`Group`] to reap.
 pub(super) fn adopt_orphans() {
@@ -75,9 +73,9 @@ impl Group {
             if pid > 0 {
                 let pid = pid as u32;
                 if pid == self.pgid {
-                    self.leader = Some(status(raw));
+                    self.leader = Some(ExitStatus::from_raw(raw));
                 }
-                self.reaped.push((pid, status(raw)));
+                self.reaped.push((pid, ExitStatus::from_raw(raw)));
             } else if pid == 0
                 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
             {
@@ -176,7 +174,7 @@ impl Stop {
         self.looked = group.reaped.len();
         let members = group_members(group.pgid);
         for zombie in members.iter().filter(|m| m.zombie) {
-            self.ended_as(zombie.pid, status(zombie.exit_code));
+            self.ended_as(zombie.pid, ExitStatus::from_raw(zombie.exit_code));
         }
         let has_running_child = |pid: u32| members.iter().any(|m| m.ppid == pid && !m.zombie);
         self.held.retain(|&pid| {
@@ -203,7 +201,7 @@ impl Stop {
             .or_else(|| statuses().find(|s| s.signal() != Some(self.signal)))
             .or_else(|| statuses().next())
             .or(leader)
-            .unwrap_or_else(|| status(self.signal))
+            .unwrap_or_else(|| ExitStatus::from_raw(self.signal))
     }
 }
 
@@ -320,8 +318,11 @@ mod tests {
     }
 
     fn stop(signal: libc::c_int, ended: &[i32]) -> ExitStatus {
-        let ended: Vec<_> =
-            ended.iter().enumerate().map(|(i, raw)| (i as u32, status(*raw))).collect();
+        let ended: Vec<_> = ended
+            .iter()
+            .enumerate()
+            .map(|(i, raw)| (i as u32, ExitStatus::from_raw(*raw)))
+            .collect();
         let stop = Stop { signal, there: BTreeSet::new(), held: Vec::new(), ended, looked: 0 };
         stop.outcome(None)
     }

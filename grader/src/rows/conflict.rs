@@ -37,48 +37,32 @@ impl Grading<'_> {
             self.ensure_desired().await?;
             let told = self.proxy().arm_conflict();
             let until = self.put_back(Some(json!({"data": {key.clone(): DRIFTED}}))).await?;
-            let conflicts = done.to_string();
-            let after = match until {
-                Until::Reached { after } => after,
-                Until::TimedOut { last } => {
-                    let within = secs(HEAL_WITHIN);
-                    let last = describe(last.as_deref());
-                    let values = [("conflicts", conflicts), ("within", within), ("last", last)];
-                    self.push(RowId::Conflict, false, "conflict.not_back", &values);
-                    return Ok(());
-                }
-                Until::Ended(status) => {
-                    self.push_exited(RowId::Conflict, status);
-                    return Ok(());
-                }
+            let Until::Reached { after } = until else {
+                let values = vec![("conflicts", done.to_string())];
+                self.push_until(RowId::Conflict, until, "conflict.not_back", values);
+                return Ok(());
             };
-            let contested = match tokio::time::timeout(TOLD_WITHIN, told).await {
-                Ok(Ok(Ok(contested))) => Some(contested),
+            let (method, status) = match tokio::time::timeout(TOLD_WITHIN, told).await {
+                Ok(Ok(Ok(c))) if c.status == 409 => {
+                    slowest = slowest.max(after);
+                    continue;
+                }
+                // Its write carries no resourceVersion: nothing can conflict with it.
+                Ok(Ok(Ok(c))) => (c.method, c.status.to_string()),
                 Ok(Ok(Err(rival))) => anyhow::bail!("{rival}"),
                 // Put back with no update (PUT or PATCH) of my-config.
-                Ok(Err(_)) | Err(_) => None,
+                Ok(Err(_)) | Err(_) => ("-".to_string(), "-".to_string()),
             };
-            match contested {
-                Some(c) if c.status == 409 => slowest = slowest.max(after),
-                // Its write carries no resourceVersion: nothing can conflict with it.
-                Some(c) => {
-                    let values = [("method", c.method), ("status", c.status.to_string())];
-                    self.push(RowId::Conflict, true, "conflict.cannot_conflict", &values);
-                    return Ok(());
-                }
-                None => {
-                    let values = [("method", "-".to_string()), ("status", "-".to_string())];
-                    self.push(RowId::Conflict, true, "conflict.cannot_conflict", &values);
-                    return Ok(());
-                }
-            }
+            let values = [("method", method), ("status", status)];
+            self.push(RowId::Conflict, true, "conflict.cannot_conflict", values);
+            return Ok(());
         }
         let conflicts = self.options.conflicts.max(1).to_string();
         self.push(
             RowId::Conflict,
             true,
             "conflict.pass",
-            &[("conflicts", conflicts), ("after", ms(slowest))],
+            [("conflicts", conflicts), ("after", ms(slowest))],
         );
         Ok(())
     }

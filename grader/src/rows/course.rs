@@ -15,9 +15,9 @@ impl Grading<'_> {
         let proxy = self.proxy.as_ref().expect("alive");
         let start = || async move {
             let refused = |program: &Program, reason| Refused {
-                command: program.command(),
+                command: program.cmd.to_string(),
                 reason,
-                detail: program.tail(10),
+                detail: labkit::files::tail(&program.log, 10),
             };
             let started = program.start().await;
             started.map_err(|e| refused(program, Reason::CannotStart(format!("{e:#}"))))?;
@@ -67,14 +67,13 @@ impl Grading<'_> {
     /// Records a row that waited for my-config to be put back: passed with
     /// the time it took, or `failed` with the time waited and what was last
     /// seen; `values` go with either.
-    fn push_until(
+    pub(super) fn push_until(
         &mut self,
         id: RowId,
         until: Until<ExitStatus>,
         failed: &str,
-        values: &[(&str, String)],
+        mut values: Vec<(&str, String)>,
     ) {
-        let mut values = values.to_vec();
         let (passed, seen) = match until {
             Until::Reached { after } => {
                 values.push(("after", ms(after)));
@@ -86,7 +85,7 @@ impl Grading<'_> {
             }
             Until::Ended(status) => return self.push_exited(id, status),
         };
-        self.push(id, passed, &seen, &values);
+        self.push(id, passed, &seen, values);
     }
 
     /// Rows 1 and 2 (experiments 1 and 2): my-config was absent; the row
@@ -97,19 +96,19 @@ impl Grading<'_> {
         before: Counts,
         until: Until<ExitStatus>,
     ) -> anyhow::Result<()> {
-        let creates = count(self.proxy().counts().since(&before).creates);
+        let creates = self.proxy().counts().since(&before).creates.to_string();
         let seen = |outcome: &str| format!("{}.{outcome}", id.key());
         match until {
             Until::Reached { after } => {
-                self.push(id, true, &seen("pass"), &[("after", ms(after)), ("creates", creates)]);
+                self.push(id, true, &seen("pass"), [("after", ms(after)), ("creates", creates)]);
             }
             Until::TimedOut { last: None } => {
                 let values = [("creates", creates), ("within", secs(HEAL_WITHIN))];
-                self.push(id, false, &seen("absent"), &values);
+                self.push(id, false, &seen("absent"), values);
             }
             Until::TimedOut { last } => {
                 let values = [("creates", creates), ("last", describe(last.as_deref()))];
-                self.push(id, false, &seen("wrong_data"), &values);
+                self.push(id, false, &seen("wrong_data"), values);
             }
             Until::Ended(status) => self.push_exited(id, status),
         }
@@ -124,9 +123,9 @@ impl Grading<'_> {
         let key = first_key(&self.desired);
         let before = self.proxy().counts();
         let until = self.put_back(Some(json!({"data": {key.clone(): DRIFTED}}))).await?;
-        let updates = count(self.proxy().counts().since(&before).updates);
-        let values = [("key", key), ("updates", updates)];
-        self.push_until(RowId::Correction, until, "correction.not_back", &values);
+        let updates = self.proxy().counts().since(&before).updates.to_string();
+        let values = vec![("key", key), ("updates", updates)];
+        self.push_until(RowId::Correction, until, "correction.not_back", values);
         Ok(())
     }
 
@@ -152,9 +151,9 @@ impl Grading<'_> {
         })
         .await;
         let until = self.put_back(None).await?;
-        let updates = count(self.proxy().counts().since(&before).updates);
-        let values = [("updates", updates)];
-        self.push_until(RowId::FailedWrite, until, "failed_write.not_recreated", &values);
+        let updates = self.proxy().counts().since(&before).updates.to_string();
+        let values = vec![("updates", updates)];
+        self.push_until(RowId::FailedWrite, until, "failed_write.not_recreated", values);
         Ok(())
     }
 
@@ -179,7 +178,7 @@ impl Grading<'_> {
             }
             Err(None) => {
                 let within = secs(self.options.connect_within);
-                self.push(RowId::Rerun, false, "rerun.never_connected", &[("within", within)]);
+                self.push(RowId::Rerun, false, "rerun.never_connected", [("within", within)]);
                 self.push_not_run(RowId::HotLoop);
                 return Ok(());
             }
@@ -193,26 +192,24 @@ impl Grading<'_> {
         let quiet = self.proxy().counts().since(&before);
         let version_quiet = self.version().await?;
         if quiet.writes() == 0 && version_quiet == version_before {
-            let mut values: BTreeMap<String, String> = [
+            let values = [
                 ("connected", ms(connected)),
                 ("quiet", secs(self.options.quiet)),
                 ("version", version_quiet),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-            values.extend(stop_values("stopped", self.sigint.as_ref()));
-            self.push_values(RowId::Rerun, true, "rerun.pass", values);
+            ];
+            let values = values.map(|(k, v)| (k.to_string(), v));
+            let stopped = stop_values("stopped", self.sigint.as_ref());
+            self.push(RowId::Rerun, true, "rerun.pass", values.into_iter().chain(stopped));
         } else {
             self.push(
                 RowId::Rerun,
                 false,
                 "rerun.wrote",
-                &[
+                [
                     ("quiet", secs(self.options.quiet)),
-                    ("creates", count(quiet.creates)),
-                    ("updates", count(quiet.updates)),
-                    ("deletes", count(quiet.deletes)),
+                    ("creates", quiet.creates.to_string()),
+                    ("updates", quiet.updates.to_string()),
+                    ("deletes", quiet.deletes.to_string()),
                     ("before", version_before),
                     ("now", version_quiet),
                 ],
@@ -229,7 +226,7 @@ impl Grading<'_> {
     async fn hot_loop(&mut self) -> anyhow::Result<()> {
         let window = hot_loop_window(self.options.resync, self.options.quiet);
         let rest = window.saturating_sub(self.options.quiet);
-        self.options.progress.tell(Step::Watching { window });
+        self.options.tell(Step::Watching { window });
         let after_quiet = self.proxy().counts();
         let started = Instant::now();
         let provoked = self.provoke().await?;
@@ -248,15 +245,14 @@ impl Grading<'_> {
             ("relists", provoked.relists.to_string()),
         ];
         if writes == 0 && version_end == provoked.version {
-            self.push(RowId::HotLoop, true, "hot_loop.pass", &values);
+            self.push(RowId::HotLoop, true, "hot_loop.pass", values);
         } else {
-            let mut values = values.to_vec();
-            values.extend([
-                ("writes", count(writes)),
+            let wrote = [
+                ("writes", writes.to_string()),
                 ("before", provoked.version),
                 ("now", version_end),
-            ]);
-            self.push(RowId::HotLoop, false, "hot_loop.wrote", &values);
+            ];
+            self.push(RowId::HotLoop, false, "hot_loop.wrote", values.into_iter().chain(wrote));
         }
         Ok(())
     }
@@ -274,12 +270,10 @@ impl Grading<'_> {
             Some(stop) => stop.is_clean(),
         };
         let passed = sigterm.is_clean() && sigint_clean;
-        let values = stop_values("sigint", self.sigint.as_ref())
-            .into_iter()
-            .chain(stop_values("sigterm", Some(&sigterm)))
-            .collect();
+        let mut values = stop_values("sigint", self.sigint.as_ref());
+        values.extend(stop_values("sigterm", Some(&sigterm)));
         let seen = if passed { "clean_exit.pass" } else { "clean_exit.fail" };
-        self.push_values(RowId::CleanExit, passed, seen, values);
+        self.push(RowId::CleanExit, passed, seen, values);
         Ok(())
     }
 }
