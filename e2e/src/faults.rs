@@ -29,7 +29,7 @@ mod writers;
 use std::time::Duration;
 
 use anyhow::ensure;
-use controller::runner::LOG_STARTING;
+use controller::{metrics::RECONCILES, runner::LOG_STARTING};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
@@ -54,6 +54,7 @@ use labkit::eventually::{Check, eventually};
 use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     lab::{ControllerRun, Lab},
+    metrics::Scrape,
     suite::{Experiment, Measured, RunsOn, entry},
     tr,
 };
@@ -195,9 +196,42 @@ async fn heal_after_delete(lab: &Lab) -> anyhow::Result<Duration> {
     .await
 }
 
+/// `reconcile_total{result}` in a scrape of the controller's `/metrics`.
+fn reconciled(metrics: &Scrape, result: &str) -> f64 {
+    metrics.get(RECONCILES, &[("result", result)])
+}
+
+/// Waits until the controller's `path` (`/healthz`, `/readyz`) answers `code`.
+async fn until_status(
+    lab: &Lab,
+    what: &str,
+    path: &str,
+    code: u16,
+    within: Duration,
+) -> anyhow::Result<()> {
+    eventually(what, within, || async {
+        let status = lab.controller_status(path).await?;
+        Ok(Check::done_if(status == code, (), format!("{path} {status}")))
+    })
+    .await
+}
+
+/// The API server's `apiserver_request_total` for `verb` on ConfigMaps, whatever the answer.
+async fn config_map_requests(lab: &Lab, verb: &str) -> anyhow::Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = lab.client().request_text(request).await?;
+    let labels = [("verb", verb), ("resource", "configmaps")];
+    Ok(Scrape::parse(&text).sum_matching("apiserver_request_total", &labels))
+}
+
 /// The log lines containing `needle`.
 fn lines_with<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
     log.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// `first` is in the log, and `then` after it (its last occurrence).
+fn in_order(log: &str, first: &str, then: &str) -> bool {
+    matches!((log.find(first), log.rfind(then)), (Some(f), Some(t)) if t > f)
 }
 
 /// The controller's error lines (text format: ` ERROR ` after the timestamp).

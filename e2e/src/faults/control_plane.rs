@@ -15,8 +15,8 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
-    ensure_not_restarted, heal_after_delete, lines_with, ms, rbac::retry_delay_ms, secs, someone,
-    starts, then_restore,
+    ensure_not_restarted, heal_after_delete, lines_with, ms, rbac::retry_delay_ms, reconciled,
+    secs, someone, starts, then_restore, until_status,
 };
 use crate::etcd::Etcd;
 use labkit::eventually::{Check, eventually, throughout};
@@ -234,11 +234,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.stop_process(API_SERVER).await?;
     let run = lab.start_controller_without_waiting(&[]).await?;
     let pid = lab.controller_pid()?;
-    eventually(&tr!("the controller's /healthz"), HEAL_WITHIN, || async {
-        let status = lab.controller_status("/healthz").await?;
-        Ok(Check::done_if(status == 200, (), format!("/healthz {status}")))
-    })
-    .await?;
+    until_status(lab, &tr!("the controller's /healthz"), "/healthz", 200, HEAL_WITHIN).await?;
     let samples = stays_alive_not_ready(lab, NOT_READY_WINDOW).await?;
     let log = lab.controller_log(&run).await?;
     let (unreachable, watch_failed) =
@@ -254,11 +250,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     let up = Instant::now();
     lab.start_api_server(&[]).await?;
     let api_ready = up.elapsed();
-    eventually(&tr!("the controller to become ready"), HEAL_WITHIN, || async {
-        let status = lab.controller_status("/readyz").await?;
-        Ok(if status == 200 { Check::Done(()) } else { Check::NotYet(format!("/readyz {status}")) })
-    })
-    .await?;
+    until_status(lab, &tr!("the controller to become ready"), "/readyz", 200, HEAL_WITHIN).await?;
     let ready = up.elapsed();
     let healed = heal_after_delete(lab).await?;
     ensure!(
@@ -338,7 +330,7 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
     })
     .await?;
     let mark = lab.log_mark()?;
-    let before = lab.metrics().await?.get(RECONCILES, &[("result", "timeout")]);
+    let before = reconciled(&lab.metrics().await?, "timeout");
     let pid = lab.pid(API_SERVER)?;
     super::drift(lab, "env=frozen").await?;
     super::lifecycle::reconcile_running(lab).await?;
@@ -347,7 +339,7 @@ async fn frozen_write(lab: &mut Lab) -> anyhow::Result<Measured> {
     // The controller's own /metrics: it answers while the API server does not.
     let timed_out = eventually(&tr!("the reconcile to be abandoned"), HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
-        let n = m.get(RECONCILES, &[("result", "timeout")]) - before;
+        let n = reconciled(&m, "timeout") - before;
         Ok(Check::done_if(n >= 1.0, frozen.elapsed(), m.lines(RECONCILES)))
     })
     .await?;

@@ -7,11 +7,11 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use controller::{reconcile::LOG_CORRECTED, runner::LOG_SHUTTING_DOWN};
 use tokio::{process::Child, time::Instant};
 
-use super::{drift, ms, secs, then_restore};
+use super::{drift, in_order, ms, secs, then_restore};
 use labkit::{
     command::Cmd,
     eventually::{Check, eventually},
@@ -97,17 +97,15 @@ async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
         tr!("controller stopped mid-reconcile: {status} after SIGTERM", status)
     );
     let log = lab.controller_log(&mark).await?;
-    let shutdown = log.find(LOG_SHUTTING_DOWN);
-    let corrected = log.rfind(LOG_CORRECTED);
-    match (shutdown, corrected) {
-        (Some(s), Some(c)) if c > s => {}
-        _ => bail!(tr!(
+    ensure!(
+        in_order(&log, LOG_SHUTTING_DOWN, LOG_CORRECTED),
+        tr!(
             "expected {corrected} after {shutdown} in the log:\n{log}",
             corrected = format!("{LOG_CORRECTED:?}"),
             shutdown = format!("{LOG_SHUTTING_DOWN:?}"),
             log
-        )),
-    }
+        )
+    );
     let now = lab.config_maps().get(lab.desired().name()).await?;
     ensure!(
         lab.desired().is_satisfied_by(&now),
@@ -154,18 +152,16 @@ async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
         tr!("pod {pod} stopped mid-reconcile: exit {code} after SIGTERM", pod = slow, code)
     );
     let log = log.await.with_context(|| tr!("reading the pod's log"))??;
-    let shutdown = log.find(LOG_SHUTTING_DOWN);
-    let corrected = log.rfind(LOG_CORRECTED);
-    match (shutdown, corrected) {
-        (Some(s), Some(c)) if c > s => {}
-        _ => bail!(tr!(
+    ensure!(
+        in_order(&log, LOG_SHUTTING_DOWN, LOG_CORRECTED),
+        tr!(
             "expected {corrected} after {shutdown} in pod {pod}'s log:\n{log}",
             corrected = format!("{LOG_CORRECTED:?}"),
             shutdown = format!("{LOG_SHUTTING_DOWN:?}"),
             pod = slow,
             log
-        )),
-    }
+        )
+    );
     Ok(Measured::took(
         idle,
         tr!(

@@ -25,12 +25,14 @@ use tokio::{
     time::Instant,
 };
 
-use super::{drift, lifecycle::spawn_command_ready, lines_with, ms, secs, then_restore};
+use super::{
+    config_map_requests, drift, in_order, lifecycle::spawn_command_ready, lines_with, ms, secs,
+    then_restore, until_status,
+};
 use labkit::eventually::{Check, eventually};
 use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::{ControllerRun, Lab},
-    metrics::Scrape,
     suite::Measured,
     tr,
 };
@@ -76,9 +78,8 @@ async fn through_the_proxy(lab: &mut Lab, proxy: &Proxy) -> anyhow::Result<Measu
         let ended = healthy_watches_pass(lab, &mark).await?;
         let measured = frozen(lab, proxy).await?;
         let log = lab.controller_log(&mark).await?;
-        let (silent, relisted) = (log.find(LOG_WATCH_SILENT), log.rfind(LOG_RELISTED));
         ensure!(
-            matches!((silent, relisted), (Some(s), Some(r)) if r > s),
+            in_order(&log, LOG_WATCH_SILENT, LOG_RELISTED),
             tr!(
                 "expected {silent}, then {relisted}, in the log:\n{log}",
                 silent = format!("{LOG_WATCH_SILENT:?}"),
@@ -109,17 +110,11 @@ const HEALTHY_WATCHES: f64 = 2.0;
 /// controller's watches at their timeoutSeconds (the lab's only watcher of
 /// ConfigMaps meanwhile), then checks that it stayed ready, nothing failed.
 async fn healthy_watches_pass(lab: &Lab, mark: &ControllerRun) -> anyhow::Result<f64> {
-    let watches = || async {
-        let request = http::Request::get("/metrics").body(Vec::new())?;
-        let text = lab.client().request_text(request).await?;
-        let labels = [("verb", "WATCH"), ("resource", "configmaps")];
-        anyhow::Ok(Scrape::parse(&text).sum_matching("apiserver_request_total", &labels))
-    };
-    let before = watches().await?;
+    let before = config_map_requests(lab, "WATCH").await?;
     let within = WATCH_TIMEOUT * (HEALTHY_WATCHES as u32 + 1) + HEAL_WITHIN;
     let what = tr!("the API server to end the controller's watches");
     let ended = eventually(&what, within, || async {
-        let ended = watches().await? - before;
+        let ended = config_map_requests(lab, "WATCH").await? - before;
         Ok(Check::done_if(ended >= HEALTHY_WATCHES, ended, tr!("{ended} ended", ended)))
     })
     .await?;
@@ -157,11 +152,9 @@ async fn frozen(lab: &Lab, proxy: &Proxy) -> anyhow::Result<Measured> {
     let at = Instant::now();
     let frozen = proxy.freeze();
     drift(lab, "env=during-the-silence").await?;
-    let not_ready = eventually(&tr!("the controller to say not ready"), bound + SLACK, || async {
-        let status = lab.controller_status("/readyz").await?;
-        Ok(Check::done_if(status == 503, at.elapsed(), format!("/readyz {status}")))
-    })
-    .await?;
+    until_status(lab, &tr!("the controller to say not ready"), "/readyz", 503, bound + SLACK)
+        .await?;
+    let not_ready = at.elapsed();
     // The LIST may go out on another frozen connection (an idle one of the
     // pool) and fail after the same bound; then the backoff's pauses.
     let within = bound * 2 + Duration::from_secs(5) + HEAL_WITHIN;
@@ -172,11 +165,9 @@ async fn frozen(lab: &Lab, proxy: &Proxy) -> anyhow::Result<Measured> {
         Ok(Check::done_if(right, at.elapsed(), format!("data {:?}", live.data)))
     })
     .await?;
-    let ready = eventually(&tr!("the controller to be ready again"), HEAL_WITHIN, || async {
-        let status = lab.controller_status("/readyz").await?;
-        Ok(Check::done_if(status == 200, at.elapsed(), format!("/readyz {status}")))
-    })
-    .await?;
+    until_status(lab, &tr!("the controller to be ready again"), "/readyz", 200, HEAL_WITHIN)
+        .await?;
+    let ready = at.elapsed();
     let (fresh, bytes) = (proxy.accepted() - frozen, proxy.fresh_bytes());
     ensure!(
         fresh >= 1 && bytes > 0,

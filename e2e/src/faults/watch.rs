@@ -12,7 +12,9 @@ use controller::runner::{LOG_RELISTED, LOG_WATCH_FAILED};
 use kube::api::PostParams;
 use tokio::time::Instant;
 
-use super::{ensure_not_restarted, heal_after_delete, lines_with, ms, rbac, secs, then_restore};
+use super::{
+    ensure_not_restarted, heal_after_delete, lines_with, ms, rbac, secs, then_restore, until_status,
+};
 use labkit::eventually::{Check, eventually};
 use labkit::{
     converge::{HEAL_WITHIN, wait_desired},
@@ -66,11 +68,8 @@ async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<M
     rbac::wait_until_allowed(lab, verb, Some(&target), true).await?;
     let (gaps, not_ready_after, relists) = result?;
     let back = Instant::now();
-    eventually(&tr!("the controller to be ready again"), MAX_GAP + HEAL_WITHIN, || async {
-        let status = lab.controller_status("/readyz").await?;
-        Ok(if status == 200 { Check::Done(()) } else { Check::NotYet(format!("/readyz {status}")) })
-    })
-    .await?;
+    let what = tr!("the controller to be ready again");
+    until_status(lab, &what, "/readyz", 200, MAX_GAP + HEAL_WITHIN).await?;
     let ready_after = back.elapsed();
     let last_gap = Duration::from_secs_f64(gaps.last().copied().unwrap_or_default() / 1000.0);
     ensure!(
@@ -114,11 +113,8 @@ async fn observe(
 ) -> anyhow::Result<(Vec<f64>, Duration, usize)> {
     lab.restart_api_server(&[]).await?;
     let back = Instant::now();
-    let not_ready = eventually(&tr!("the controller to say not ready"), HEAL_WITHIN, || async {
-        let status = lab.controller_status("/readyz").await?;
-        Ok(Check::done_if(status == 503, back.elapsed(), format!("/readyz {status}")))
-    })
-    .await?;
+    until_status(lab, &tr!("the controller to say not ready"), "/readyz", 503, HEAL_WITHIN).await?;
+    let not_ready = back.elapsed();
     // The backoff (800 ms doubling to 30 s, each up to twice with jitter) may
     // already be at its cap: on kind the kubelet brings a killed API server
     // back only after its own growing pause, and the controller failed

@@ -1,7 +1,7 @@
 //! Faults from other writers of my-config: a storm of them, one who freezes
 //! it (`immutable: true`), one whose finalizer holds its deletion.
 
-use controller::metrics::{GIVE_UPS, RECONCILES, WRITES};
+use controller::metrics::{GIVE_UPS, WRITES};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
@@ -16,8 +16,8 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
-    drift, ensure_not_restarted, error_lines, heal_after_delete, lines_with, ms, secs, someone,
-    then_restore,
+    config_map_requests, drift, ensure_not_restarted, error_lines, heal_after_delete, lines_with,
+    ms, reconciled, secs, someone, then_restore,
 };
 use labkit::eventually::{Check, eventually};
 use labkit::{
@@ -55,9 +55,7 @@ pub async fn desired_after_conflict_storm(lab: &mut Lab) -> anyhow::Result<Measu
     let healthz = lab.controller_status("/healthz").await?;
     ensure!(healthz == 200, tr!("/healthz {healthz} after the storm", healthz));
 
-    let delta = |result: &str| {
-        after.get(RECONCILES, &[("result", result)]) - before.get(RECONCILES, &[("result", result)])
-    };
+    let delta = |result: &str| reconciled(&after, result) - reconciled(&before, result);
     let give_ups = after.sum(GIVE_UPS) - before.sum(GIVE_UPS);
     let log = lab.controller_log(&mark).await?;
     let errors = error_lines(&log);
@@ -137,26 +135,21 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
     wait_idle(lab).await?;
     let mark = lab.log_mark()?;
     let before = lab.metrics().await?;
-    let puts_before = config_map_puts(lab).await?;
+    let puts_before = config_map_requests(lab, "PUT").await?;
 
     let freeze =
         json!({"immutable": true, "data": {labkit::suite::first_key(lab.desired()): "env=frozen"}});
     let frozen_at = Instant::now();
     lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze)).await?;
     eventually(&tr!("a Warning Event Immutable"), HEAL_WITHIN, || async {
-        let events = immutable_events(lab, &uid).await?;
-        Ok(if events.is_empty() {
-            Check::NotYet(tr!("no Immutable Event on my-config"))
-        } else {
-            Check::Done(())
-        })
+        let none = immutable_events(lab, &uid).await?.is_empty();
+        Ok(Check::done_if(!none, (), tr!("no Immutable Event on my-config")))
     })
     .await?;
     let reported = frozen_at.elapsed();
     let after = eventually(&tr!("two more resyncs"), HEAL_WITHIN, || async {
         let m = lab.metrics().await?;
-        let reports = m.get(RECONCILES, &[("result", "immutable")])
-            - before.get(RECONCILES, &[("result", "immutable")]);
+        let reports = reconciled(&m, "immutable") - reconciled(&before, "immutable");
         Ok(Check::done_if(reports >= REPORTS, m, tr!("{reports} immutable reports", reports)))
     })
     .await?;
@@ -199,8 +192,7 @@ async fn nothing_sent(
     after: &Scrape,
     puts_before: f64,
 ) -> anyhow::Result<()> {
-    let counted = |m: &Scrape, result: &str| m.get(RECONCILES, &[("result", result)]);
-    let delta = |result: &str| counted(after, result) - counted(before, result);
+    let delta = |result: &str| reconciled(after, result) - reconciled(before, result);
     let writes = after.sum(WRITES) - before.sum(WRITES);
     let give_ups = after.sum(GIVE_UPS) - before.sum(GIVE_UPS);
     ensure!(
@@ -215,7 +207,7 @@ async fn nothing_sent(
     );
     // The controller's own metrics count only successful writes: the API
     // server's request counter shows whether any update was even attempted.
-    let puts = config_map_puts(lab).await? - puts_before;
+    let puts = config_map_requests(lab, "PUT").await? - puts_before;
     ensure!(
         puts == 0.0,
         tr!(
@@ -236,8 +228,7 @@ async fn reports_and_warnings(
     mark: &labkit::lab::ControllerRun,
     before: &Scrape,
 ) -> anyhow::Result<(f64, usize)> {
-    let immutable = |m: &Scrape| m.get(RECONCILES, &[("result", "immutable")]);
-    let reports = immutable(&lab.metrics().await?) - immutable(before);
+    let reports = reconciled(&lab.metrics().await?, "immutable") - reconciled(before, "immutable");
     let log = eventually(&tr!("the recreation in the controller's log"), HEAL_WITHIN, || async {
         let log = lab.controller_log(mark).await?;
         let created = log.contains(LOG_CREATED);
@@ -280,14 +271,6 @@ async fn immutable_events(lab: &Lab, uid: &str) -> anyhow::Result<Vec<Event>> {
         .collect())
 }
 
-/// `apiserver_request_total` for ConfigMap updates (PUT), whatever the answer.
-async fn config_map_puts(lab: &Lab) -> anyhow::Result<f64> {
-    let request = http::Request::get("/metrics").body(Vec::new())?;
-    let text = lab.client().request_text(request).await?;
-    Ok(Scrape::parse(&text)
-        .sum_matching("apiserver_request_total", &[("verb", "PUT"), ("resource", "configmaps")]))
-}
-
 /// Deletes my-config if it is frozen (an immutable ConfigMap can still be
 /// deleted) and returns how long the controller took to recreate it.
 async fn unfreeze(lab: &Lab) -> anyhow::Result<Duration> {
@@ -327,8 +310,7 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
     wait_deleting(lab, &before, 2.0).await?;
     let after = wait_idle(lab).await?;
     let writes = after.sum(WRITES) - before.sum(WRITES);
-    let deleting = after.get(RECONCILES, &[("result", "deleting")])
-        - before.get(RECONCILES, &[("result", "deleting")]);
+    let deleting = reconciled(&after, "deleting") - reconciled(&before, "deleting");
     ensure!(writes == 0.0, tr!("{writes} writes while my-config was terminating", writes));
     let held = api.get(&name).await?;
     ensure!(
@@ -365,10 +347,8 @@ async fn held_then_released(lab: &Lab) -> anyhow::Result<Measured> {
 
 /// Waits until `reconcile_total{result="deleting"}` grew by `by` since `before`.
 async fn wait_deleting(lab: &Lab, before: &Scrape, by: f64) -> anyhow::Result<()> {
-    let base = before.get(RECONCILES, &[("result", "deleting")]);
     eventually(&tr!("a reconcile to find my-config terminating"), HEAL_WITHIN, || async {
-        let now = lab.metrics().await?.get(RECONCILES, &[("result", "deleting")]);
-        let count = now - base;
+        let count = reconciled(&lab.metrics().await?, "deleting") - reconciled(before, "deleting");
         Ok(Check::done_if(count >= by, (), tr!("{count} deleting reconciles", count)))
     })
     .await
