@@ -73,14 +73,13 @@ pub fn is_silence(e: &(dyn std::error::Error + 'static)) -> bool {
 async fn config(path: Option<&Path>) -> Result<Config, String> {
     let config = match path {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
+            let options = KubeConfigOptions::default();
+            let read = async {
+                Config::from_custom_kubeconfig(Kubeconfig::read_from(path)?, &options).await
+            };
+            read.await.map_err(|e| {
                 format!("cannot use kubeconfig {}: {}", path.display(), one_line(&e))
-            })?;
-            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| {
-                    format!("cannot use kubeconfig {}: {}", path.display(), one_line(&e))
-                })?
+            })?
         }
         None => Config::infer().await.map_err(|e| {
             format!(

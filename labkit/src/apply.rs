@@ -17,9 +17,7 @@ use crate::tr;
 
 /// The documents of a multi-document YAML file (empty ones left out).
 pub fn read_documents(path: &Path) -> Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
-    let documents: Vec<Value> = serde_saphyr::from_multiple(&text)
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&crate::files::read(path)?)
         .with_context(|| tr!("{path} is not YAML", path = path.display()))?;
     // `---` followed by nothing (or only comments) is an empty document, not an object.
     Ok(documents.into_iter().filter(|d| !d.is_null()).collect())

@@ -62,12 +62,18 @@ impl DeploymentHost {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// The controller's pods, oldest first.
+    async fn listed(&self) -> anyhow::Result<Vec<Pod>> {
+        let mut pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
+        pods.sort_by_key(|p| p.metadata.creation_timestamp.clone());
+        Ok(pods)
+    }
+
     /// Fails when a controller pod's container restarted: a crash, a failed
     /// liveness probe or the memory limit, which a test must not hide by
     /// replacing the pod.
     pub async fn ensure_no_restarts(&self) -> anyhow::Result<()> {
-        let pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
-        for pod in &pods {
+        for pod in &self.listed().await? {
             for status in pod.status.iter().flat_map(|s| s.container_statuses.iter().flatten()) {
                 if status.restart_count > 0 {
                     let last = status
@@ -96,15 +102,10 @@ impl DeploymentHost {
         self.ensure_no_restarts().await?;
         let patch = json!({"spec": {"replicas": 0}});
         self.deployments().patch(NAME, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        let pods = self.pods();
         let what = tr!("the controller pods to be gone");
         eventually(&what, ROLLOUT_WITHIN, || async {
-            let left = pods.list(&ListParams::default().labels(SELECTOR)).await?.items.len();
-            Ok(if left == 0 {
-                Check::Done(())
-            } else {
-                Check::NotYet(tr!("{left} pods left", left))
-            })
+            let left = self.listed().await?.len();
+            Ok(Check::done_if(left == 0, (), tr!("{left} pods left", left)))
         })
         .await
     }
@@ -140,48 +141,46 @@ impl DeploymentHost {
 
     /// The newest controller pod, ready or not.
     pub async fn newest_pod(&self) -> anyhow::Result<Option<Pod>> {
-        let pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
-        Ok(pods.into_iter().max_by_key(|p| p.metadata.creation_timestamp.clone()))
+        Ok(self.listed().await?.pop())
     }
 
     /// The pod the controller runs in now, ready or not: the newest one not
     /// being deleted. A controller that reports not-ready on purpose (its
     /// watch refused) is still this pod, with the same log and port.
     pub async fn current_pod(&self) -> anyhow::Result<String> {
-        let mut pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
-        pods.retain(|p| p.metadata.deletion_timestamp.is_none());
-        pods.sort_by_key(|p| p.metadata.creation_timestamp.clone());
-        pods.last().map(|p| p.name_any()).with_context(|| tr!("no controller pod"))
+        self.newest_live(|_| true).await?.with_context(|| tr!("no controller pod"))
     }
 
     /// The newest pod that is Ready.
     pub async fn ready_pod(&self) -> anyhow::Result<Option<String>> {
-        let mut pods = self.pods().list(&ListParams::default().labels(SELECTOR)).await?.items;
-        pods.retain(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p));
-        pods.sort_by_key(|p| p.metadata.creation_timestamp.clone());
-        Ok(pods.last().map(|p| p.name_any()))
+        self.newest_live(is_ready).await
+    }
+
+    /// The newest pod not being deleted that `pick` takes.
+    async fn newest_live(&self, pick: fn(&Pod) -> bool) -> anyhow::Result<Option<String>> {
+        let pods = self.listed().await?.into_iter().rev();
+        let mut live = pods.filter(|p| p.metadata.deletion_timestamp.is_none() && pick(p));
+        Ok(live.next().map(|p| p.name_any()))
     }
 
     /// `GET <path>` on the controller's port through the API server's pod proxy.
     pub async fn get(&self, path: &str) -> anyhow::Result<String> {
         let pod = self.ready_pod().await?.with_context(|| tr!("no ready controller pod"))?;
-        let request = http::Request::get(format!(
-            "/api/v1/namespaces/{}/pods/{pod}:{PORT}/proxy{path}",
-            self.namespace
-        ))
-        .body(Vec::new())?;
-        Ok(self.client.request_text(request).await?)
+        Ok(self.client.request_text(self.proxied(&pod, path)?).await?)
+    }
+
+    /// `GET <path>` on `pod`'s port, through the API server's pod proxy.
+    fn proxied(&self, pod: &str, path: &str) -> anyhow::Result<http::Request<Vec<u8>>> {
+        let ns = &self.namespace;
+        let uri = format!("/api/v1/namespaces/{ns}/pods/{pod}:{PORT}/proxy{path}");
+        Ok(http::Request::get(uri).body(Vec::new())?)
     }
 
     /// The HTTP status of `GET <path>` through the pod proxy (a 503 is an
     /// answer here, not an error).
     pub async fn status(&self, path: &str) -> anyhow::Result<u16> {
         let pod = self.current_pod().await?;
-        let request = http::Request::get(format!(
-            "/api/v1/namespaces/{}/pods/{pod}:{PORT}/proxy{path}",
-            self.namespace
-        ))
-        .body(Vec::new())?;
+        let request = self.proxied(&pod, path)?;
         let answer = tokio::time::timeout(PROXY_WITHIN, self.probe.send(request.map(Into::into)))
             .await
             .map_err(|_| {

@@ -1,13 +1,29 @@
-//! Writing files with the permissions they need, removing a state folder.
+//! Reading files, each error naming the file; writing them with the permissions they need,
+//! removing a state folder.
 
 use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::io::{ErrorKind::NotFound, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
 use crate::tr;
+
+/// The text of `path`.
+pub fn read(path: &Path) -> Result<String> {
+    fs::read_to_string(path).with_context(|| tr!("cannot read {path}", path = path.display()))
+}
+
+/// The text of `path`; `None` when there is no such file.
+pub fn read_if_there(path: &Path) -> Result<Option<String>> {
+    match read(path) {
+        Err(e) if e.downcast_ref::<std::io::Error>().map(|e| e.kind()) == Some(NotFound) => {
+            Ok(None)
+        }
+        text => text.map(Some),
+    }
+}
 
 /// Private keys, tokens and kubeconfigs: readable by the owner only (0600).
 pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {

@@ -28,9 +28,8 @@ pub struct Release {
 /// Every row, in the file's order.
 pub fn table() -> anyhow::Result<Vec<Release>> {
     let path = project::root().join(FILE);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
-    parse(&text).with_context(|| tr!("{path} is not a node-image table", path = path.display()))
+    parse(&crate::files::read(&path)?)
+        .with_context(|| tr!("{path} is not a node-image table", path = path.display()))
 }
 
 fn parse(text: &str) -> anyhow::Result<Vec<Release>> {

@@ -50,6 +50,7 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 /// Timeout of one HTTP request to the controller.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 
+#[derive(Clone)]
 pub struct Lab {
     file: LabFile,
     client: Client,

@@ -348,14 +348,7 @@ impl LabFile {
     /// `None` when there is no lab.json; an error when there is one that cannot be used.
     pub fn read(state_dir: &Path) -> Result<Option<LabFile>> {
         let path = Self::path(state_dir);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => {
-                return Err(error)
-                    .with_context(|| tr!("cannot read {path}", path = path.display()));
-            }
-        };
+        let Some(text) = files::read_if_there(&path)? else { return Ok(None) };
         let lab: LabFile = serde_json::from_str(&text)
             .with_context(|| tr!("{path} is not a lab file", path = path.display()))?;
         if lab.format != FORMAT {

@@ -26,37 +26,32 @@ impl Scrape {
     /// The value of the series `name` with exactly `labels`; 0 when absent
     /// (a counter that never moved is not exported yet).
     pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.samples
-            .iter()
-            .find(|s| {
-                s.name == name
-                    && s.labels.len() == labels.len()
-                    && labels
-                        .iter()
-                        .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
-            })
-            .map_or(0.0, |s| s.value)
+        let mut series = self.matching(name, labels);
+        series.find(|s| s.labels.len() == labels.len()).map_or(0.0, |s| s.value)
     }
 
     /// The sum over every series called `name`, whatever its labels.
     pub fn sum(&self, name: &str) -> f64 {
-        self.samples.iter().filter(|s| s.name == name).map(|s| s.value).sum()
+        self.sum_matching(name, &[])
     }
 
     /// The sum over the series called `name` whose labels include `labels`
     /// (others may be there too): e.g. the API server's
     /// `apiserver_request_total` for one verb and resource, whatever the code.
     pub fn sum_matching(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.samples
-            .iter()
-            .filter(|s| {
-                s.name == name
-                    && labels
-                        .iter()
-                        .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
-            })
-            .map(|s| s.value)
-            .sum()
+        self.matching(name, labels).map(|s| s.value).sum()
+    }
+
+    /// The series called `name` whose labels include `labels`.
+    fn matching<'a>(
+        &'a self,
+        name: &'a str,
+        labels: &'a [(&str, &str)],
+    ) -> impl Iterator<Item = &'a Sample> {
+        self.samples.iter().filter(move |s| {
+            s.name == name
+                && labels.iter().all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
+        })
     }
 
     /// How many series it holds.
@@ -67,9 +62,7 @@ impl Scrape {
     /// The series called `name`, for messages.
     pub fn lines(&self, name: &str) -> String {
         let lines: Vec<String> = self
-            .samples
-            .iter()
-            .filter(|s| s.name == name)
+            .matching(name, &[])
             .map(|s| {
                 let labels: Vec<String> =
                     s.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();

@@ -40,9 +40,8 @@ pub fn client_params(user: &str, group: Option<&str>) -> CertificateParams {
 /// The lab's CA, from its key in `pki_dir` (`ca.key`).
 pub fn lab_issuer(pki_dir: &Path) -> anyhow::Result<Issuer<'static, KeyPair>> {
     let path = pki_dir.join("ca.key");
-    let pem = std::fs::read_to_string(&path)
-        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
-    let key = KeyPair::from_pem(&pem).with_context(|| tr!("the lab's CA key"))?;
+    let key =
+        KeyPair::from_pem(&crate::files::read(&path)?).with_context(|| tr!("the lab's CA key"))?;
     Ok(Issuer::new(ca_params(), key))
 }
 

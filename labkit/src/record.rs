@@ -132,13 +132,7 @@ impl Record {
     /// The record in `dir`, if there is one.
     pub fn load(dir: &Path) -> Result<Option<Record>> {
         let path = Self::path(dir);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(e).with_context(|| tr!("cannot read {path}", path = path.display()));
-            }
-        };
+        let Some(text) = files::read_if_there(&path)? else { return Ok(None) };
         let mut record: Record = serde_json::from_str(&text)
             .with_context(|| tr!("{path} is not a record of the kit", path = path.display()))?;
         if record.format != FORMAT {

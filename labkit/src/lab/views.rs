@@ -20,15 +20,7 @@ impl Lab {
     pub fn keeping(&self, namespace: &str, name: &str) -> anyhow::Result<Lab> {
         let desired = Desired::new(namespace, name, self.desired.data().clone())
             .map_err(anyhow::Error::msg)?;
-        Ok(Lab {
-            file: self.file.clone(),
-            client: self.client.clone(),
-            probe: self.probe.clone(),
-            desired,
-            extra_args: BTreeMap::new(),
-            local_controller: self.local_controller,
-            record: self.record.clone(),
-        })
+        Ok(Lab { desired, extra_args: BTreeMap::new(), ..self.clone() })
     }
 
     /// The same lab, its controller a local process the caller runs, with
@@ -36,18 +28,10 @@ impl Lab {
     /// Deployment (the bench runs its sides on this machine). Its metrics
     /// are then read from `url`, not through the pod proxy.
     pub fn with_local_controller(&self, url: &str, kubeconfig: &Path) -> Lab {
-        let mut file = self.file.clone();
-        file.controller.url = url.to_string();
-        file.controller.kubeconfig = kubeconfig.to_path_buf();
-        Lab {
-            file,
-            client: self.client.clone(),
-            probe: self.probe.clone(),
-            desired: self.desired.clone(),
-            extra_args: BTreeMap::new(),
-            local_controller: true,
-            record: self.record.clone(),
-        }
+        let mut lab = Lab { extra_args: BTreeMap::new(), local_controller: true, ..self.clone() };
+        lab.file.controller.url = url.to_string();
+        lab.file.controller.kubeconfig = kubeconfig.to_path_buf();
+        lab
     }
 
     /// The controller's kubeconfig, its context's namespace the one this lab
