@@ -33,7 +33,11 @@ pub async fn documents(
 ) -> Result<Vec<Applied>> {
     let mut applied = Vec::new();
     for (index, document) in documents.into_iter().enumerate() {
-        let object = apply_one(client, field_manager, document).await.with_context(|| {
+        let object = async {
+            let (object, api) = identify(client, &document).await?;
+            patch(&api, &object, field_manager, document).await.map(|_| object)
+        };
+        let object = object.await.with_context(|| {
             tr!("{source} document {n}", source = source.display(), n = index + 1)
         })?;
         crate::progress!("{}", tr!("  applied {object}", object));
@@ -89,14 +93,21 @@ pub async fn identify_object(
     Ok((object, api))
 }
 
-async fn apply_one(client: &kube::Client, field_manager: &str, document: Value) -> Result<Applied> {
-    let (object, api) = identify(client, &document).await?;
-    let typed: DynamicObject =
-        serde_json::from_value(document).with_context(|| tr!("not a Kubernetes object"))?;
-    // force: take over fields another manager set by hand.
+/// Server-side apply of `document` (it is `object`) as `field_manager`, forced:
+/// it takes over fields another manager set by hand.
+pub async fn patch(
+    api: &Api<DynamicObject>,
+    object: &Applied,
+    field_manager: &str,
+    document: Value,
+) -> Result<DynamicObject> {
+    let typed = typed(document)?;
     let params = PatchParams::apply(field_manager).force();
-    api.patch(&object.name, &params, &Patch::Apply(&typed))
-        .await
-        .with_context(|| tr!("server-side apply of {object}", object))?;
-    Ok(object)
+    let patched = api.patch(&object.name, &params, &Patch::Apply(&typed)).await;
+    patched.with_context(|| tr!("server-side apply of {object}", object))
+}
+
+/// `document` as a Kubernetes object.
+pub fn typed(document: Value) -> Result<DynamicObject> {
+    serde_json::from_value(document).with_context(|| tr!("not a Kubernetes object"))
 }

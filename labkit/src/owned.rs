@@ -13,12 +13,10 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 
-use crate::apply::{identify, identify_object};
+use crate::apply::{identify, identify_object, patch, typed};
 use crate::eventually::{Check, eventually};
 use crate::lab_file::Applied;
 use crate::record::{Collection, Entry, How, OWNER_LABEL, Record};
@@ -36,22 +34,25 @@ pub async fn apply(
     mut document: Value,
 ) -> Result<Applied> {
     let (object, api) = identify(client, &document).await?;
-    let labels = document["metadata"]["labels"].as_object().cloned().unwrap_or_default();
-    let mut labels: serde_json::Map<String, Value> = labels;
     for (key, value) in record.labels() {
-        labels.insert(key, json!(value));
+        document["metadata"]["labels"][key] = json!(value);
     }
-    document["metadata"]["labels"] = Value::Object(labels);
     let live =
         api.get_opt(&object.name).await.with_context(|| tr!("cannot read {object}", object))?;
+    if let Some(live) = &live {
+        let uid = live.metadata.uid.clone();
+        if !record.claims(&object, uid.as_deref(), live.metadata.labels.as_ref()) {
+            bail!("{}", not_ours(&object, live));
+        }
+        // The uid in the update: another object of this name is refused by the API server.
+        document["metadata"]["uid"] = json!(uid);
+    }
+    record.intend(&object, by, How::Created)?;
     let made = match live {
         None => {
-            record.intend(&object, by, How::Created)?;
-            let typed: DynamicObject =
-                serde_json::from_value(document).with_context(|| tr!("not a Kubernetes object"))?;
             let params =
                 PostParams { field_manager: Some(field_manager.into()), ..Default::default() };
-            api.create(&params, &typed).await.map_err(|e| match e {
+            api.create(&params, &typed(document)?).await.map_err(|e| match e {
                 kube::Error::Api(s) if s.code == 409 => {
                     anyhow::anyhow!(tr!(
                         "{object} was made by someone else a moment ago: left alone",
@@ -61,21 +62,7 @@ pub async fn apply(
                 e => anyhow::Error::new(e).context(tr!("cannot create {object}", object)),
             })?
         }
-        Some(live) => {
-            let uid = live.metadata.uid.clone();
-            if !record.claims(&object, uid.as_deref(), live.metadata.labels.as_ref()) {
-                bail!("{}", not_ours(&object, &live));
-            }
-            record.intend(&object, by, How::Created)?;
-            // The uid in the update: another object of this name is refused by the API server.
-            document["metadata"]["uid"] = json!(uid);
-            let typed: DynamicObject =
-                serde_json::from_value(document).with_context(|| tr!("not a Kubernetes object"))?;
-            let params = PatchParams::apply(field_manager).force();
-            api.patch(&object.name, &params, &Patch::Apply(&typed))
-                .await
-                .with_context(|| tr!("server-side apply of {object}", object))?
-        }
+        Some(_) => patch(&api, &object, field_manager, document).await?,
     };
     let uid = made.metadata.uid.with_context(|| tr!("the API server answered without a uid"))?;
     record.made(&object, &uid)?;
