@@ -1,19 +1,17 @@
 //! The controller's flags (each also read from an environment variable), and
-//! their translation into checked [`Settings`]. Everything here is validated
-//! before any connection is made: bad input ends with one line and exit 2.
+//! the checked [`Desired`] they name. Everything here is validated before any
+//! connection is made: bad input ends with one line and exit 2.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Parser, ValueEnum};
-
-use workqueue::RateLimit;
 
 use crate::{
     desired::{self, Desired, InvalidDesired},
     version,
 };
 
-#[derive(Debug, Parser)]
+#[derive(Clone, Debug, Parser)]
 #[command(
     name = "my-controller",
     // A flag given twice takes its last value, so a harness can append overrides.
@@ -95,27 +93,9 @@ pub enum LogFormat {
     Json,
 }
 
-/// The checked configuration the controller runs with.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub desired: Desired,
-    /// `None`: no periodic resync.
-    pub resync: Option<Duration>,
-    pub max_retries: u32,
-    pub reconcile_delay: Duration,
-    pub reconcile_timeout: Duration,
-    pub shutdown_grace: Duration,
-    /// Corrections are paced ([`crate::pace`]) unless this is false.
-    pub pacing: bool,
-    /// Each watch's timeoutSeconds; a connection silent for longer fails ([`crate::connect::read_timeout`]).
-    pub watch_timeout: Duration,
-    pub listen: SocketAddr,
-    pub rate_limit: RateLimit,
-}
-
 impl Cli {
-    /// Builds [`Settings`], reading the data file if one is given.
-    pub fn settings(&self) -> Result<Settings, InvalidDesired> {
+    /// The ConfigMap to keep, reading the data file if one is given.
+    pub fn desired(&self) -> Result<Desired, InvalidDesired> {
         let mut data = match &self.data_file {
             Some(path) => desired::read_data_file(path)?,
             None if self.data.is_empty() => desired::default_data(),
@@ -126,18 +106,7 @@ impl Cli {
                 return Err(InvalidDesired::DuplicateKey(key));
             }
         }
-        Ok(Settings {
-            desired: Desired::new(&self.namespace, &self.name, data)?,
-            resync: (!self.resync.is_zero()).then_some(self.resync),
-            max_retries: self.max_retries,
-            reconcile_delay: self.reconcile_delay,
-            reconcile_timeout: self.reconcile_timeout,
-            shutdown_grace: self.shutdown_grace,
-            pacing: !self.no_pacing,
-            watch_timeout: self.watch_timeout,
-            listen: self.listen,
-            rate_limit: RateLimit::default(),
-        })
+        Desired::new(&self.namespace, &self.name, data)
     }
 }
 
@@ -233,9 +202,9 @@ mod tests {
 
     #[test]
     fn defaults_are_the_course() {
-        let s = parse(&[]).unwrap().settings().unwrap();
-        assert_eq!(s.desired, Desired::default());
-        assert_eq!(s.resync, Some(Duration::from_secs(30)));
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.desired().unwrap(), Desired::default());
+        assert_eq!(s.resync, Duration::from_secs(30));
         assert_eq!(s.max_retries, 5);
         assert_eq!(s.shutdown_grace, Duration::from_secs(10));
         assert_eq!(s.listen.port(), 8080);
@@ -246,11 +215,11 @@ mod tests {
     fn data_pairs_replace_the_default_data() {
         let s = parse(&["--data", "a=1", "--data", "b=x=y", "--name", "other"])
             .unwrap()
-            .settings()
+            .desired()
             .unwrap();
-        assert_eq!(s.desired.name(), "other");
-        assert_eq!(s.desired.data().len(), 2);
-        assert_eq!(s.desired.data()["b"], "x=y");
+        assert_eq!(s.name(), "other");
+        assert_eq!(s.data().len(), 2);
+        assert_eq!(s.data()["b"], "x=y");
     }
 
     #[test]
@@ -259,7 +228,7 @@ mod tests {
         assert!(parse(&["--resync", "soon"]).is_err());
         assert!(parse(&["--workers", "2"]).is_err(), "one key needs one worker: no such flag");
         assert!(parse(&["--listen", "nowhere"]).is_err());
-        let bad_ns = parse(&["--namespace", "Not_OK"]).unwrap().settings();
+        let bad_ns = parse(&["--namespace", "Not_OK"]).unwrap().desired();
         assert!(matches!(bad_ns, Err(InvalidDesired::Namespace(_))));
     }
 
@@ -286,11 +255,8 @@ mod tests {
 
     #[test]
     fn what_zero_means() {
-        let s = parse(&["--resync", "0", "--max-retries", "0", "--shutdown-grace", "0s"])
-            .unwrap()
-            .settings()
-            .unwrap();
-        assert_eq!(s.resync, None, "0: no periodic resync");
+        let s = parse(&["--resync", "0", "--max-retries", "0", "--shutdown-grace", "0s"]).unwrap();
+        assert!(s.resync.is_zero(), "0: no periodic resync (see runner::run)");
         assert_eq!(s.max_retries, 0, "0: given up after the first failure");
         assert!(s.shutdown_grace.is_zero(), "0: nothing waited for");
     }

@@ -53,8 +53,8 @@ async fn run_until_stopped() -> ExitCode {
             return ExitCode::from(BAD_INPUT);
         }
     };
-    let settings = match cli.settings() {
-        Ok(settings) => settings,
+    let desired = match cli.desired() {
+        Ok(desired) => desired,
         Err(e) => {
             eprintln!("my-controller: {e}");
             return ExitCode::from(BAD_INPUT);
@@ -64,7 +64,7 @@ async fn run_until_stopped() -> ExitCode {
         eprintln!("my-controller: {e}");
         return ExitCode::from(BAD_INPUT);
     }
-    let read_timeout = connect::read_timeout(settings.watch_timeout);
+    let read_timeout = connect::read_timeout(cli.watch_timeout);
     let client = match connect::client_reading_within(cli.kubeconfig.as_deref(), read_timeout).await
     {
         Ok(client) => client,
@@ -94,7 +94,7 @@ async fn run_until_stopped() -> ExitCode {
         }
     });
     let signals = futures::stream::select(signals, Box::pin(expiring));
-    match runner::run(client, settings, signals).await {
+    match runner::run(client, cli, desired, signals).await {
         Ok(()) if expiry.load(Ordering::Acquire) => ExitCode::from(CREDENTIALS_EXPIRE),
         Ok(()) => ExitCode::SUCCESS,
         // One line each, naming what was cut off.

@@ -36,11 +36,12 @@ use kube::{
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tracing::{debug, error, info, warn};
-use workqueue::{WatchBackoff, WorkQueue};
+use workqueue::{RateLimit, WatchBackoff, WorkQueue};
 
 use crate::{
-    cli::Settings,
+    cli::Cli,
     connect,
+    desired::Desired,
     http::{self, Workers},
     metrics::{Metrics, ReconcileResult},
     reconcile::{self, Context, Error, key_of, result_label, show},
@@ -85,23 +86,24 @@ pub use crate::shutdown::Stopped;
 /// Events go out, within `--shutdown-grace`; a second item ends it at once.
 pub async fn run(
     client: Client,
-    settings: Settings,
+    cli: Cli,
+    desired: Desired,
     mut signals: impl Stream<Item = ()> + Unpin,
 ) -> Result<(), Stopped> {
-    let listener = TcpListener::bind(settings.listen).await.with_context(|| {
-        format!("cannot listen on {}: choose another address with --listen", settings.listen)
+    let listener = TcpListener::bind(cli.listen).await.with_context(|| {
+        format!("cannot listen on {}: choose another address with --listen", cli.listen)
     })?;
-    log_starting(&settings);
+    log_starting(&cli, &desired);
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
     let workers = Workers::new();
     let (cache, writer) = reflector::store();
-    let ctx = Arc::new(context(&client, &settings, &metrics, cache));
+    let ctx = Arc::new(context(&client, &cli, &desired, &metrics, cache));
     let queue = {
         let metrics = metrics.clone();
-        WorkQueue::new(settings.rate_limit.clone()).on_depth(move |d| metrics.set_queue_depth(d))
+        WorkQueue::new(RateLimit::default()).on_depth(move |d| metrics.set_queue_depth(d))
     };
-    let key = key_of(&settings.desired);
+    let key = key_of(&desired);
 
     let (http_stop, http_stopped) = oneshot::channel::<()>();
     let status = http::Status { ready: ready.clone(), metrics, workers: workers.clone() };
@@ -112,8 +114,8 @@ pub async fn run(
     let mut background: Vec<JoinHandle<()>> = vec![
         tokio::spawn(log_server_version(client.clone())),
         tokio::spawn(inform(
-            Api::namespaced(client, settings.desired.namespace()),
-            watch_config(settings.desired.name(), settings.watch_timeout),
+            Api::namespaced(client, desired.namespace()),
+            watch_config(desired.name(), cli.watch_timeout),
             writer,
             queue.clone(),
             key.clone(),
@@ -125,18 +127,19 @@ pub async fn run(
     let mut tasks = Vec::new();
     tokio::select! {
         _ = first_sync => {
-            if let Some(period) = settings.resync {
-                background.push(tokio::spawn(resync(queue.clone(), key, period)));
+            // 0: no periodic resync.
+            if !cli.resync.is_zero() {
+                background.push(tokio::spawn(resync(queue.clone(), key, cli.resync)));
             }
             tasks = (0..WORKERS)
-                .map(|_| tokio::spawn(work(ctx.clone(), queue.clone(), settings.max_retries, workers.clone())))
+                .map(|_| tokio::spawn(work(ctx.clone(), queue.clone(), cli.max_retries, workers.clone())))
                 .collect();
             signals.next().await;
         }
         _ = signals.next() => {}
     }
 
-    let grace = Grace::from_now(settings.shutdown_grace);
+    let grace = Grace::from_now(cli.shutdown_grace);
     info!(grace = ?grace.of, "{LOG_SHUTTING_DOWN}");
     workers.stopping();
     queue.shut_down();
@@ -149,7 +152,7 @@ pub async fn run(
     }
     finished?;
     let started = Instant::now();
-    stop_serving(server, http_stop, grace, settings.listen, &mut signals).await?;
+    stop_serving(server, http_stop, grace, cli.listen, &mut signals).await?;
     info!(took = ?started.elapsed(), "stopped");
     Ok(())
 }
@@ -158,7 +161,8 @@ pub async fn run(
 /// Events, metrics and the pacing of corrections.
 fn context(
     client: &Client,
-    settings: &Settings,
+    cli: &Cli,
+    desired: &Desired,
     metrics: &Arc<Metrics>,
     cache: reflector::Store<ConfigMap>,
 ) -> Context {
@@ -170,16 +174,16 @@ fn context(
     Context {
         client: client.clone(),
         cache,
-        desired: settings.desired.clone(),
+        desired: desired.clone(),
         recorder: crate::events::Recorder::new(
             client.clone(),
             reporter,
             metrics.events_dropped_counter(),
         ),
         metrics: metrics.clone(),
-        reconcile_delay: settings.reconcile_delay,
-        reconcile_timeout: settings.reconcile_timeout,
-        pace: std::sync::Mutex::new(if settings.pacing {
+        reconcile_delay: cli.reconcile_delay,
+        reconcile_timeout: cli.reconcile_timeout,
+        pace: std::sync::Mutex::new(if !cli.no_pacing {
             crate::pace::Pace::default()
         } else {
             crate::pace::Pace::off()
@@ -189,10 +193,10 @@ fn context(
 
 /// The first line: what it keeps, where it listens, what it was built for.
 /// (`configmap`, not `target`: a JSON log has a `target` key of its own.)
-fn log_starting(settings: &Settings) {
+fn log_starting(cli: &Cli, desired: &Desired) {
     info!(
-        configmap = %settings.desired,
-        listen = %settings.listen,
+        configmap = %desired,
+        listen = %cli.listen,
         built_for = %version::target(),
         "{LOG_STARTING}"
     );
@@ -458,10 +462,7 @@ mod tests {
 
     use std::sync::atomic::AtomicUsize;
 
-    use workqueue::RateLimit;
-
     use super::*;
-    use crate::cli::Settings;
     use crate::{
         fixtures::{MockApi, Scenario, context, drifted},
         metrics::ReconcileResult,
@@ -616,19 +617,12 @@ mod tests {
         assert_eq!(healthz(&workers).await.unwrap().status(), 200);
     }
 
-    fn settings(grace: Duration, resync: Option<Duration>) -> Settings {
-        Settings {
-            desired: crate::desired::Desired::default(),
-            resync,
-            max_retries: 5,
-            reconcile_delay: Duration::ZERO,
-            reconcile_timeout: Duration::from_secs(30),
-            shutdown_grace: grace,
-            pacing: true,
-            watch_timeout: Duration::from_secs(290),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            rate_limit: RateLimit::default(),
-        }
+    /// The flags of a test's run: `grace`, and `resync` (`None`: off).
+    fn cli(grace: Duration, resync: Option<Duration>) -> Cli {
+        let ms = |d: Duration| format!("{}ms", d.as_millis());
+        let resync = resync.map_or("0".into(), ms);
+        let args = ["--shutdown-grace", &ms(grace), "--resync", &resync, "--listen", "127.0.0.1:0"];
+        <Cli as clap::Parser>::parse_from(std::iter::once("my-controller").chain(args))
     }
 
     #[tokio::test(start_paused = true)]
@@ -639,7 +633,8 @@ mod tests {
         let started = tokio::time::Instant::now();
         let run = tokio::spawn(run(
             client,
-            settings(Duration::from_secs(10), Some(Duration::from_millis(100))),
+            cli(Duration::from_secs(10), Some(Duration::from_millis(100))),
+            Desired::default(),
             signals,
         ));
         wait_for("the create", || !api.config_map_requests().is_empty()).await;
@@ -658,7 +653,12 @@ mod tests {
     async fn shutdown_is_bounded_by_the_grace_period_when_the_api_server_hangs() {
         let (client, api) = MockApi::start_with(Scenario::Unanswered, Duration::ZERO);
         let (stop, signals) = futures::channel::mpsc::unbounded();
-        let run = tokio::spawn(run(client, settings(Duration::from_secs(2), None), signals));
+        let run = tokio::spawn(run(
+            client,
+            cli(Duration::from_secs(2), None),
+            Desired::default(),
+            signals,
+        ));
         // The startup reconcile's create is sent, and never answered.
         wait_for("the create", || !api.config_map_requests().is_empty()).await;
         let asked = tokio::time::Instant::now();
@@ -677,7 +677,12 @@ mod tests {
     async fn a_second_signal_exits_at_once() {
         let (client, api) = MockApi::start_with(Scenario::Unanswered, Duration::ZERO);
         let (stop, signals) = futures::channel::mpsc::unbounded();
-        let run = tokio::spawn(run(client, settings(Duration::from_secs(60), None), signals));
+        let run = tokio::spawn(run(
+            client,
+            cli(Duration::from_secs(60), None),
+            Desired::default(),
+            signals,
+        ));
         wait_for("the create", || !api.config_map_requests().is_empty()).await;
         let asked = tokio::time::Instant::now();
         stop.unbounded_send(()).unwrap();
@@ -848,7 +853,7 @@ mod tests {
         let subscriber =
             tracing_subscriber::fmt().json().flatten_event(true).with_writer(writer).finish();
         tracing::subscriber::with_default(subscriber, || {
-            log_starting(&settings(Duration::from_secs(1), None));
+            log_starting(&cli(Duration::from_secs(1), None), &Desired::default());
         });
         let line = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
         let keys: Vec<&str> = line
