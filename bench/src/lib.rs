@@ -7,8 +7,7 @@
 //! | [`run`]     | one run: its phases, in order                                     |
 //! | [`subject`] | a controller under test, a process group the bench owns           |
 //! | [`places`]  | where each side keeps its my-config in the latency rounds, and its Role |
-//! | [`peers`]   | the peers: course-verbatim + course-go.patch, controller-runtime, stage 2 |
-//! | [`go_build`] | the Go programs built here: the peers, the course's for the grader's tests |
+//! | [`peers`]   | the peers: course-verbatim + course-go.patch, controller-runtime, stage 2; the Go programs built here (the course's for the grader's tests too) |
 //! | [`phases`]  | where a round's milliseconds go, from the API server's audit log  |
 //! | [`rounds`]  | one self-heal or correction round (through [`measure_until_desired`]) |
 //! | [`floor`]   | the harness's own minimal loop, standing in for the controller    |
@@ -22,7 +21,6 @@
 
 pub mod chart;
 pub mod floor;
-pub mod go_build;
 pub mod kept;
 pub mod load;
 pub mod peers;

@@ -21,6 +21,7 @@
 //! | [`stage2`]        | stage 2 on a lab: its CRD, RBAC and account                  |
 //! | [`http_probe`], [`metrics`] | plain-HTTP requests, `/metrics`                      |
 //! | [`files`], [`fingerprint`], [`tools`] | files' permissions, build inputs' fingerprints, where a program is |
+//! | [`go_build`]      | the one `go build`: the repository's Go modules, cached by fingerprint |
 //!
 //! Test support, for tests only (the `test-support` feature of a dev-dependency):
 //! `json_doc` holds the `-o json` documents against docs/output.md, `english` finds
@@ -40,6 +41,7 @@ pub mod english;
 pub mod eventually;
 pub mod files;
 pub mod fingerprint;
+pub mod go_build;
 pub mod http_probe;
 #[cfg(any(test, feature = "test-support"))]
 pub mod json_doc;

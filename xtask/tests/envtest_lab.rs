@@ -280,8 +280,8 @@ async fn lab_up_refuses_a_cluster_two_minors_behind_in_one_line() {
             .join(" ");
         let partial = binary.with_file_name(format!(".kube-apiserver-as-1.{minor}.partial"));
         // The lab's own build command (its workspace, its flags) with these stamps.
-        use xtask::lab::go_modules;
-        let mut kubernetes = go_modules::components(go_modules::ENVTEST).unwrap().remove(0);
+        let envtest = xtask::lab::binaries::ENVTEST;
+        let mut kubernetes = labkit::go_build::components(envtest).unwrap().remove(0);
         assert_eq!(kubernetes.name, "kubernetes");
         kubernetes.ldflags = ldflags;
         succeeds(&kubernetes.build_cmd(&partial, &["k8s.io/kubernetes/cmd/kube-apiserver"]));

@@ -12,7 +12,7 @@ mod common;
 
 use std::{path::PathBuf, time::Duration};
 
-use bench::go_build;
+use bench::peers::{go_program, module_copy};
 use common::{lab, xtask};
 use e2e::pages;
 use labkit::{
@@ -120,8 +120,7 @@ async fn course(patch: Option<&str>) -> String {
         Some(p) => format!("course-{}", p.file_stem().unwrap().to_string_lossy()),
         None => "course-verbatim".into(),
     };
-    let built =
-        go_build::build(&name, COURSE, patch.as_deref()).unwrap_or_else(|e| panic!("{e:#}"));
+    let built = go_program(&name, COURSE, patch.as_deref()).unwrap_or_else(|e| panic!("{e:#}"));
     own_copy(&built, &name).await
 }
 
@@ -183,10 +182,10 @@ async fn the_course_program_verbatim_passes_every_row() {
 #[tokio::test]
 #[serial]
 async fn the_course_program_through_go_run_passes_every_row() {
-    // Built first as `go run` builds it (no -trimpath, as go_build's binaries, whose compiles
+    // Built first as `go run` builds it (no -trimpath, as go_program's binaries, whose compiles
     // it shares): the grade's 60 s to connect are then `go run` linking, not compiling
     // client-go on a cold machine.
-    let module = go_build::module_copy("course-go-run", COURSE).unwrap_or_else(|e| panic!("{e:#}"));
+    let module = module_copy("course-go-run", COURSE).unwrap_or_else(|e| panic!("{e:#}"));
     let module = module.display().to_string();
     let warm = scratch().await.join("course-go-run");
     Cmd::argv(["go", "-C", &module, "build", "-o"])

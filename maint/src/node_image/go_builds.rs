@@ -1,5 +1,5 @@
 //! The node image's programs, built from the Go modules in the repository
-//! ([`go_modules`]: the envtest lab's two and the node's own). Each component
+//! ([`labkit::go_build`]: the envtest lab's two and the node's own). Each component
 //! is built into `target/node-image/go/<name>-<fingerprint>/` and reused
 //! until its go.mod, go.sum or flags change.
 
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, ensure};
 
-use xtask::lab::go_modules::{Definition, GoComponent};
+use labkit::go_build::{Definition, GoComponent};
 use xtask::preflight::static_libc;
 
 use super::{Build, Recipe};
@@ -207,7 +207,8 @@ mod tests {
 
     #[test]
     fn the_workspace_is_every_cgo_free_program_of_the_cluster() {
-        use xtask::lab::go_modules::{ENVTEST, workspace_modules};
+        use labkit::go_build::workspace_modules;
+        use xtask::lab::binaries::ENVTEST;
         let mut built: Vec<&str> = ENVTEST.iter().chain(NODE).map(|d| d.dir).collect();
         built.extend([
             crate::room_cluster::KUBE_ROUTER_MODULE,

@@ -36,8 +36,8 @@ use labkit::command::Cmd;
 use labkit::project;
 use xtask::plan::{self, Step};
 
-use xtask::lab::go_modules;
-use xtask::lab::go_modules::GoComponent;
+use labkit::go_build::{self, GoComponent};
+use xtask::lab::binaries::{ENVTEST, KUBERNETES_DIR};
 use xtask::lab::kind::{BUILT_IMAGE, image_present};
 
 /// The repository of the images this builder makes.
@@ -110,9 +110,9 @@ impl Recipe {
             );
         }
         let arch = Arch::host()?;
-        let components = go_modules::components(go_modules::ENVTEST.iter().chain(go_builds::NODE))?;
-        let kubernetes = go_modules::required_version(
-            &go_modules::read_go_mod(go_modules::KUBERNETES_DIR)?,
+        let components = go_build::components(ENVTEST.iter().chain(go_builds::NODE))?;
+        let kubernetes = go_build::required_version(
+            &go_build::read_go_mod(KUBERNETES_DIR)?,
             "k8s.io/kubernetes",
         )?;
         let rootfs = rootfs::Rootfs::new(source, arch)?;

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result};
 
 use labkit::command::Cmd;
+use labkit::go_build::{self, Definition};
 use labkit::project::{self, shown};
 use xtask::lab::kind::config::{self, Host};
 
@@ -26,6 +27,16 @@ const REGISTRY: &str = "lab-kit-registry";
 /// The registry as this machine and the nodes' containerd name it.
 pub const REGISTRY_HOST: &str = "localhost:5001";
 pub(crate) const REGISTRY_MODULE: &str = "maint/registry";
+/// distribution's server, built from [`REGISTRY_MODULE`].
+const REGISTRY_BUILD: Definition = Definition {
+    name: "registry",
+    dir: REGISTRY_MODULE,
+    module: "github.com/distribution/distribution/v3",
+    cgo: false,
+    tags: "",
+    stamps: |_| Vec::new(),
+    in_image: true,
+};
 
 /// A running room cluster; dropped, it is deleted with its registry.
 pub struct RoomCluster {
@@ -40,7 +51,7 @@ pub struct RoomCluster {
 /// The registry's image: built from `maint/registry` unless Docker has this very one.
 pub(crate) fn registry_image() -> Result<String> {
     let dir = project::root().join(REGISTRY_MODULE);
-    let (gowork, mut inputs) = xtask::lab::go_modules::build_inputs(REGISTRY_MODULE)?;
+    let (_, mut inputs) = go_build::build_inputs(REGISTRY_MODULE)?;
     inputs += &std::fs::read_to_string(dir.join("main.go"))
         .with_context(|| format!("{REGISTRY_MODULE}/main.go"))?;
     let tag =
@@ -50,12 +61,8 @@ pub(crate) fn registry_image() -> Result<String> {
     }
     let out = project::target_dir().join("registry");
     std::fs::create_dir_all(&out)?;
-    Cmd::argv(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o"])
-        .arg(out.join("registry").display().to_string())
-        .arg(".")
-        .env("CGO_ENABLED", "0")
-        .env("GOWORK", gowork)
-        .dir(&dir)
+    go_build::components([&REGISTRY_BUILD])?[0]
+        .build_cmd(&out.join("registry"), &["."])
         .run_long("building the registry (distribution v3)")?;
     let config = "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/registry\nhttp:\n  addr: :5000\n";
     labkit::files::write_public(&out.join("config.yml"), config)?;

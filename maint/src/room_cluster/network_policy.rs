@@ -18,12 +18,22 @@ use super::REGISTRY_HOST;
 use crate::node_image;
 use labkit::command::Cmd;
 use labkit::eventually::{Check, eventually};
+use labkit::go_build::{self, Definition};
 use labkit::project::{self, shown};
-use xtask::lab::go_modules;
 use xtask::lab::kind::image_present;
 
 pub(crate) const MODULE: &str = "maint/kube-router";
 const KUBE_ROUTER: &str = "github.com/cloudnativelabs/kube-router/v2";
+/// Its build, the version stamped in.
+const BUILD: Definition = Definition {
+    name: "kube-router",
+    dir: MODULE,
+    module: KUBE_ROUTER,
+    cgo: false,
+    tags: "",
+    stamps: |version| vec![format!("{KUBE_ROUTER}/pkg/version.Version={version}")],
+    in_image: true,
+};
 const READY_WITHIN: Duration = Duration::from_secs(180);
 
 /// The enforcer built (unless Docker has this very image), pushed, running
@@ -63,27 +73,20 @@ pub async fn install(client: &kube::Client) -> Result<String> {
 }
 
 /// `localhost:5001/lab-kit/kube-router:<version>-<fingerprint>`: the
-/// fingerprint covers what it is built from ([`go_modules::build_inputs`]) and the base image.
+/// fingerprint covers what it is built from ([`go_build::build_inputs`]) and the base image.
 fn image(base: &str) -> Result<String> {
-    let dir = project::root().join(MODULE);
-    let go_mod = go_modules::read_go_mod(MODULE)?;
-    let version = go_modules::required_version(&go_mod, KUBE_ROUTER)?;
-    let (gowork, inputs) = go_modules::build_inputs(MODULE)?;
+    let component = go_build::components([&BUILD])?.remove(0);
+    let (_, inputs) = go_build::build_inputs(MODULE)?;
     let inputs = format!("{inputs}\n{base}\n{}", dockerfile(base));
     let fingerprint = &labkit::fingerprint::sha256_hex(inputs.as_bytes())[..12];
-    let tag = format!("{REGISTRY_HOST}/lab-kit/kube-router:{version}-{fingerprint}");
+    let tag = format!("{REGISTRY_HOST}/lab-kit/kube-router:{}-{fingerprint}", component.version);
     if image_present(&tag).succeeds() {
         return Ok(tag);
     }
     let out = project::target_dir().join("kube-router");
     std::fs::create_dir_all(&out)?;
-    let stamp = format!("-s -w -X {KUBE_ROUTER}/pkg/version.Version={version}");
-    Cmd::argv(["go", "build", "-trimpath", "-ldflags", &stamp, "-o"])
-        .path(&out.join("kube-router"))
-        .arg(format!("{KUBE_ROUTER}/cmd/kube-router"))
-        .env("CGO_ENABLED", "0")
-        .env("GOWORK", gowork)
-        .dir(&dir)
+    component
+        .build_cmd(&out.join("kube-router"), &[&format!("{KUBE_ROUTER}/cmd/kube-router")])
         .run_long("building kube-router")?;
     labkit::files::write_public(&out.join("Dockerfile"), dockerfile(base))?;
     Cmd::argv(["docker", "build", "-q", "-t", &tag, &shown(&out)])

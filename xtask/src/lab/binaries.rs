@@ -1,5 +1,5 @@
 //! The envtest provider's two programs, kube-apiserver and etcd: found, or built once with
-//! Go from the modules that pin them (`xtask/envtest/`, [`go_modules::ENVTEST`]).
+//! Go from the modules that pin them (`xtask/envtest/`, [`ENVTEST`]).
 //!
 //! Search order, for each program on its own:
 //! 1. `KUBE_APISERVER` / `ETCD`: an explicit path (an error when it does not exist);
@@ -11,38 +11,48 @@
 //! 5. envtest's release tarball, downloaded and checked against its pinned sha512;
 //! 6. without it (no network, no archive for this system), a `go build` into the cache.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::lab::go_modules::{self, GoComponent};
+use labkit::go_build::{self, Definition, GoComponent};
 use labkit::{command::Cmd, project, tools::on_path, tr};
 
-/// Where a program was found; shown to the person and recorded in lab.json.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    Env(&'static str),
-    KubebuilderAssets,
-    Path,
-    Cache,
-    Downloaded,
-    Built,
-}
+pub const KUBERNETES_DIR: &str = "xtask/envtest/kubernetes";
 
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Env(var) => write!(f, "${var}"),
-            Source::KubebuilderAssets => write!(f, "$KUBEBUILDER_ASSETS"),
-            Source::Path => write!(f, "PATH"),
-            Source::Cache => write!(f, "project cache"),
-            Source::Downloaded => write!(f, "downloaded release"),
-            Source::Built => write!(f, "built with go"),
-        }
-    }
-}
+/// The envtest lab's two programs' modules.
+pub const ENVTEST: &[Definition] = &[
+    Definition {
+        name: "kubernetes",
+        dir: KUBERNETES_DIR,
+        module: "k8s.io/kubernetes",
+        cgo: false,
+        tags: "",
+        // Built from a module, Kubernetes does not know its version: stamp it,
+        // or every component says v0.0.0-master and kubeadm refuses it.
+        stamps: |version| {
+            let minor = version.split('.').nth(1).unwrap_or_default().to_string();
+            vec![
+                format!("k8s.io/component-base/version.gitVersion={version}"),
+                "k8s.io/component-base/version.gitMajor=1".into(),
+                format!("k8s.io/component-base/version.gitMinor={minor}"),
+                "k8s.io/component-base/version.gitTreeState=clean".into(),
+            ]
+        },
+        in_image: true,
+    },
+    Definition {
+        name: "etcd",
+        dir: "xtask/envtest/etcd",
+        module: "go.etcd.io/etcd/server/v3",
+        cgo: false,
+        tags: "",
+        stamps: |_| Vec::new(),
+        in_image: true,
+    },
+];
 
-/// A [`Source`] as lab.json holds it, in the reader's language (`lab status`).
+/// Where a program was found, as lab.json holds it, in the reader's language (`lab status`).
 pub fn said(source: &str) -> String {
     match source {
         "project cache" => tr!("project cache"),
@@ -59,7 +69,8 @@ pub struct Binary {
     pub path: PathBuf,
     /// As the program reports it (`--version`), e.g. `v1.36.3` or `3.6.16`.
     pub version: String,
-    pub source: Source,
+    /// Where it was found: `$KUBE_APISERVER`, `PATH`, `project cache`, … ([`said`]).
+    pub source: String,
 }
 
 #[derive(Clone, Debug)]
@@ -95,7 +106,7 @@ impl Program {
 
 /// The two programs, as the Go modules of `xtask/envtest/` pin them.
 fn programs() -> Result<[Program; 2]> {
-    let components = go_modules::components(go_modules::ENVTEST)?;
+    let components = go_build::components(ENVTEST)?;
     let component = |name: &str| {
         components
             .iter()
@@ -143,7 +154,7 @@ fn find_one(program: &Program) -> Result<Binary> {
     // 5. The release's archive; 6. without it, a build from the pinned module.
     if let Some(release) = super::release::Release::here()? {
         match release.fetch() {
-            Ok(dir) => return checked(program, dir.join(program.name), Source::Downloaded),
+            Ok(dir) => return checked(program, dir.join(program.name), "downloaded release"),
             Err(e) => eprintln!(
                 "{}",
                 tr!(
@@ -165,8 +176,19 @@ fn find_one(program: &Program) -> Result<Binary> {
             cache = cache.display(),
         ));
     }
-    build(program, &cache)?;
-    checked(program, cache, Source::Built)
+    let (name, version) = (program.name, &program.pinned);
+    labkit::progress!(
+        "{}",
+        tr!(
+            "{name} {version} is not available: building it with Go (the first build of kube-apiserver takes many minutes on a small machine)",
+            name,
+            version
+        )
+    );
+    go_build::build_once(name, &cache, |partial| {
+        program.component.build_cmd(partial, &[program.package])
+    })?;
+    checked(program, cache, "built with go")
 }
 
 /// Steps 1–4 of the search; `None` when only a build can provide it.
@@ -180,13 +202,13 @@ fn locate(program: &Program) -> Result<Option<Binary>> {
                 path = path.display()
             ));
         }
-        return checked(program, path, Source::Env(program.env)).map(Some);
+        return checked(program, path, &format!("${}", program.env)).map(Some);
     }
     // 2. A kubebuilder-style assets directory.
     if let Some(dir) = env_path("KUBEBUILDER_ASSETS") {
         let path = dir.join(program.name);
         if path.is_file() {
-            return checked(program, path, Source::KubebuilderAssets).map(Some);
+            return checked(program, path, "$KUBEBUILDER_ASSETS").map(Some);
         }
         labkit::progress!(
             "{}",
@@ -199,7 +221,7 @@ fn locate(program: &Program) -> Result<Option<Binary>> {
     }
     // 3. PATH. A program there that does not even run is skipped, not fatal.
     if let Some(path) = on_path(program.name) {
-        match checked(program, path.clone(), Source::Path) {
+        match checked(program, path.clone(), "PATH") {
             Ok(binary) => return Ok(Some(binary)),
             Err(error) => eprintln!(
                 "{}",
@@ -214,42 +236,17 @@ fn locate(program: &Program) -> Result<Option<Binary>> {
     // 4. The build cache, or the release unpacked: only what is whole is ever renamed there.
     let cache = program.cache_path();
     if cache.is_file() {
-        return checked(program, cache, Source::Cache).map(Some);
+        return checked(program, cache, "project cache").map(Some);
     }
     let release = super::release::Release::here()?.map(|r| r.dir().join(program.name));
     match release.filter(|path| path.is_file()) {
-        Some(path) => checked(program, path, Source::Downloaded).map(Some),
+        Some(path) => checked(program, path, "downloaded release").map(Some),
         None => Ok(None),
     }
 }
 
-/// `go build` into a temporary file next to the cache entry, renamed when complete: an
-/// interrupted build never looks like a cached one.
-fn build(program: &Program, cache: &Path) -> Result<()> {
-    let dir = cache.parent().with_context(|| tr!("cache path has no parent"))?;
-    std::fs::create_dir_all(dir)
-        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
-    let partial = dir.join(format!(".{}.partial-{}", program.name, std::process::id()));
-    let (name, version) = (program.name, &program.pinned);
-    labkit::progress!(
-        "{}",
-        tr!(
-            "{name} {version} is not available: building it with Go (the first build of kube-apiserver takes many minutes on a small machine)",
-            name,
-            version
-        )
-    );
-    program
-        .component
-        .build_cmd(&partial, &[program.package])
-        .run_long(&tr!("building {name}", name))
-        .with_context(|| tr!("go build of {name} failed (its output is above)", name))?;
-    std::fs::rename(&partial, cache)
-        .with_context(|| tr!("cannot move {path}", path = partial.display()))
-}
-
 /// Runs `--version`; warns when it is not the pinned minor.
-fn checked(program: &Program, path: PathBuf, source: Source) -> Result<Binary> {
+fn checked(program: &Program, path: PathBuf, source: &str) -> Result<Binary> {
     let path = std::path::absolute(&path).unwrap_or(path);
     let output = Cmd::new(path.display().to_string()).arg("--version").read()?;
     // `Kubernetes v1.36.3`; `etcd Version: 3.6.16`.
@@ -270,13 +267,13 @@ fn checked(program: &Program, path: PathBuf, source: Source) -> Result<Binary> {
             tr!(
                 "warning: {path} ({source}) is {version}; this kit pins {pinned}",
                 path = path.display(),
-                source = said(&source.to_string()),
+                source = said(source),
                 version,
                 pinned = program.pinned
             )
         );
     }
-    Ok(Binary { path, version, source })
+    Ok(Binary { path, version, source: source.to_string() })
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
@@ -289,7 +286,7 @@ mod tests {
 
     #[test]
     fn the_pins_come_from_the_go_modules() {
-        let components = go_modules::components(go_modules::ENVTEST).unwrap();
+        let components = go_build::components(ENVTEST).unwrap();
         let kubernetes = components.iter().find(|c| c.name == "kubernetes").unwrap();
         let program = Program {
             name: "kube-apiserver",
@@ -302,6 +299,28 @@ mod tests {
         let cache = program.cache_path();
         assert!(cache.ends_with("kube-apiserver"), "{}", cache.display());
         assert!(cache.parent().unwrap().to_string_lossy().contains(&kubernetes.fingerprint));
+    }
+
+    #[test]
+    fn the_envtest_programs_build_in_the_workspace_from_their_go_mod() {
+        let modules = go_build::workspace_modules().unwrap();
+        let gowork = project::root().join(go_build::WORKSPACE).display().to_string();
+        let components = go_build::components(ENVTEST).unwrap();
+        for component in &components {
+            assert!(modules.iter().any(|m| m == component.dir), "{}", component.dir);
+            assert!(component.env.contains(&("GOWORK", gowork.clone())), "{component:?}");
+        }
+        let kubernetes = components.iter().find(|c| c.name == "kubernetes").unwrap();
+        assert!(kubernetes.version.starts_with("v1.36."), "{}", kubernetes.version);
+        for program in ["kubelet", "kubeadm", "kubectl", "kube-apiserver", "kube-proxy"] {
+            assert!(
+                kubernetes.packages.contains(&format!("k8s.io/kubernetes/cmd/{program}")),
+                "{program}"
+            );
+        }
+        let etcd = components.iter().find(|c| c.name == "etcd").unwrap();
+        assert_eq!(etcd.packages, vec!["."]);
+        assert!(components.iter().all(|c| c.fingerprint.len() == 12));
     }
 
     #[test]

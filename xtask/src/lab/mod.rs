@@ -11,7 +11,6 @@ pub mod down;
 pub mod env;
 pub mod envtest;
 pub mod existing;
-pub mod go_modules;
 pub mod kind;
 pub mod kubeconfig;
 pub mod manifests;

@@ -265,7 +265,7 @@ impl Provider for Envtest {
     /// kube-apiserver and etcd: found, or Go to build them.
     fn machine_checks(&self, _name: &str, machine: &Machine) -> Result<Vec<preflight::Check>> {
         let from = |b: &binaries::Binary| {
-            let source = binaries::said(&b.source.to_string());
+            let source = binaries::said(&b.source);
             tr!("{version} from {source}", version = b.version, source)
         };
         let found: Vec<(&str, Option<String>)> =
@@ -327,7 +327,7 @@ async fn start_etcd(up: &mut Up) -> Result<()> {
         "--unsafe-no-fsync=true".to_string(),
     ]);
     let ports = [("client", up.ports[0]), ("peer", up.ports[1])];
-    up.spawn(handle::ETCD, cmd, binary.source.to_string(), &ports)?;
+    up.spawn(handle::ETCD, cmd, binary.source, &ports)?;
     up.started.last_mut().with_context(|| tr!("nothing started"))?.1.version = Some(binary.version);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[0]));
     wait_ready("etcd /health", up.last()?, true, || probes::etcd_ready(addr)).await
@@ -360,7 +360,7 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
         // Lets the controller's TokenRequest get the whole 48 h it asks for.
         format!("--service-account-max-token-expiration={}h", controller::TOKEN_SECONDS / 3600),
     ]);
-    up.spawn(handle::API_SERVER, cmd, binary.source.to_string(), &[("https", port)])?;
+    up.spawn(handle::API_SERVER, cmd, binary.source, &[("https", port)])?;
     up.started.last_mut().with_context(|| tr!("nothing started"))?.1.version = Some(binary.version);
     let credentials = Credentials::ClientCertificate {
         cert_pem: &pki.admin_cert_pem,

@@ -1,18 +1,19 @@
-//! The Go modules of the repository the kit builds programs from: each
-//! module's go.mod pins one upstream module and names the packages to build
-//! as `tool` lines, so versions and package lists are written once. The
-//! envtest lab's kube-apiserver and etcd come from [`ENVTEST`]'s two; the
-//! kind node image (`cargo maint node-image`) adds its own to them. Most are
-//! built in one Go workspace ([`WORKSPACE`]), so what they share compiles once.
+//! The kit's one `go build`: the Go modules of the repository (each go.mod pins
+//! one upstream module and names the packages to build as `tool` lines, so
+//! versions and package lists are written once), the fingerprint of what a
+//! build depends on, and a build into a cache entry that only a complete
+//! build ever fills ([`build_once`]). The envtest lab's kube-apiserver and etcd
+//! (`xtask/src/lab/binaries.rs`), the node image's programs, the room
+//! cluster's registry and kube-router (`maint/`) and the bench's Go peers
+//! (`bench/src/peers.rs`) are built with it. Most modules are built in one Go
+//! workspace ([`WORKSPACE`]), so what they share compiles once.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use labkit::command::Cmd;
-use labkit::project;
-
-pub const KUBERNETES_DIR: &str = "xtask/envtest/kubernetes";
+use crate::command::Cmd;
+use crate::{project, tr};
 
 /// One Go module of the repository and how its programs are built.
 #[derive(Clone, Debug)]
@@ -47,38 +48,6 @@ pub struct Definition {
     pub in_image: bool,
 }
 
-/// The envtest lab's two programs' modules.
-pub const ENVTEST: &[Definition] = &[
-    Definition {
-        name: "kubernetes",
-        dir: KUBERNETES_DIR,
-        module: "k8s.io/kubernetes",
-        cgo: false,
-        tags: "",
-        // Built from a module, Kubernetes does not know its version: stamp it,
-        // or every component says v0.0.0-master and kubeadm refuses it.
-        stamps: |version| {
-            let minor = version.split('.').nth(1).unwrap_or_default().to_string();
-            vec![
-                format!("k8s.io/component-base/version.gitVersion={version}"),
-                "k8s.io/component-base/version.gitMajor=1".into(),
-                format!("k8s.io/component-base/version.gitMinor={minor}"),
-                "k8s.io/component-base/version.gitTreeState=clean".into(),
-            ]
-        },
-        in_image: true,
-    },
-    Definition {
-        name: "etcd",
-        dir: "xtask/envtest/etcd",
-        module: "go.etcd.io/etcd/server/v3",
-        cgo: false,
-        tags: "",
-        stamps: |_| Vec::new(),
-        in_image: true,
-    },
-];
-
 pub fn read_go_mod(dir: &str) -> Result<String> {
     read(&format!("{dir}/go.mod"))
 }
@@ -86,8 +55,7 @@ pub fn read_go_mod(dir: &str) -> Result<String> {
 /// A file of the repository, `path` relative to its root.
 fn read(path: &str) -> Result<String> {
     let path = project::root().join(path);
-    std::fs::read_to_string(&path)
-        .with_context(|| labkit::tr!("cannot read {path}", path = path.display()))
+    std::fs::read_to_string(&path).with_context(|| tr!("cannot read {path}", path = path.display()))
 }
 
 /// The version `go_mod` requires of `module`.
@@ -99,7 +67,7 @@ pub fn required_version(go_mod: &str, module: &str) -> Result<String> {
             let mut words = l.split_whitespace();
             (words.next() == Some(module)).then(|| words.next().map(str::to_string)).flatten()
         })
-        .with_context(|| labkit::tr!("go.mod does not require {module}", module))
+        .with_context(|| tr!("go.mod does not require {module}", module))
 }
 
 /// The packages of `tool` lines (single or in a `tool ( … )` block).
@@ -177,7 +145,7 @@ pub fn components<'a>(
                 ("GOWORK", gowork),
             ];
             let ldflags = ldflags.join(" ");
-            let fingerprint = labkit::fingerprint::sha256_hex(
+            let fingerprint = crate::fingerprint::sha256_hex(
                 format!("{inputs}\n{ldflags}\n{}\n{}", d.tags, d.cgo).as_bytes(),
             )[..12]
                 .to_string();
@@ -225,6 +193,25 @@ impl GoComponent {
     }
 }
 
+/// Runs `build` (a `go build` into the path it is given) unless `out` is there:
+/// into a partial path beside it, renamed when complete, so that an interrupted
+/// build never looks like a finished one.
+pub fn build_once(name: &str, out: &Path, build: impl FnOnce(&Path) -> Cmd) -> Result<()> {
+    if out.exists() {
+        return Ok(());
+    }
+    let dir = out.parent().with_context(|| tr!("cache path has no parent"))?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
+    let file = out.file_name().unwrap_or_default().to_string_lossy();
+    let partial = dir.join(format!(".{file}.partial-{}", std::process::id()));
+    build(&partial)
+        .run_long(&tr!("building {name}", name))
+        .with_context(|| tr!("go build of {name} failed (its output is above)", name))?;
+    std::fs::rename(&partial, out)
+        .with_context(|| tr!("cannot move {path}", path = partial.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,18 +229,14 @@ mod tests {
     }
 
     #[test]
-    fn envtest_programs_build_in_the_workspace_and_others_alone() {
+    fn workspace_modules_build_in_it_and_others_alone() {
         let modules = workspace_modules().unwrap();
         for module in &modules {
             assert!(project::root().join(module).join("go.mod").is_file(), "{module}");
         }
-        let gowork = project::root().join(WORKSPACE).display().to_string();
-        for component in components(ENVTEST).unwrap() {
-            assert!(modules.iter().any(|m| m == component.dir), "{}", component.dir);
-            assert!(component.env.contains(&("GOWORK", gowork.clone())), "{component:?}");
-        }
         // One module's pins reach another's build: each fingerprint covers them all.
-        let (_, kubernetes) = build_inputs(KUBERNETES_DIR).unwrap();
+        let (gowork, kubernetes) = build_inputs("xtask/envtest/kubernetes").unwrap();
+        assert_eq!(gowork, project::root().join(WORKSPACE).display().to_string());
         assert!(kubernetes.contains("module labkit.local/kube-router"));
         let (off, peer) = build_inputs("bench/peers/course-verbatim").unwrap();
         assert_eq!(off, "off");
@@ -261,18 +244,16 @@ mod tests {
     }
 
     #[test]
-    fn every_component_reads_its_go_mod() {
-        let components = components(ENVTEST).unwrap();
-        let kubernetes = components.iter().find(|c| c.name == "kubernetes").unwrap();
-        assert!(kubernetes.version.starts_with("v1.36."), "{}", kubernetes.version);
-        for program in ["kubelet", "kubeadm", "kubectl", "kube-apiserver", "kube-proxy"] {
-            assert!(
-                kubernetes.packages.contains(&format!("k8s.io/kubernetes/cmd/{program}")),
-                "{program}"
-            );
-        }
-        let etcd = components.iter().find(|c| c.name == "etcd").unwrap();
-        assert_eq!(etcd.packages, vec!["."]);
-        assert!(components.iter().all(|c| c.fingerprint.len() == 12));
+    fn a_build_fills_its_entry_whole_or_not_at_all() {
+        let dir = project::target_dir().join(format!("go-build-test-{}", std::process::id()));
+        let out = dir.join("program");
+        let failed = build_once("nothing", &out, |partial| {
+            Cmd::argv(["sh", "-c", "echo half > \"$0\"; false"]).path(partial)
+        });
+        assert!(failed.is_err() && !out.exists());
+        build_once("program", &out, |partial| Cmd::argv(["touch"]).path(partial)).unwrap();
+        assert!(out.is_file());
+        build_once("program", &out, |_| Cmd::argv(["false"])).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
