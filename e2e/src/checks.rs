@@ -4,7 +4,7 @@
 //! Nothing to watch live in them, so `cargo xtask exp` narrates none.
 
 mod pod;
-mod rbac;
+pub(crate) mod rbac;
 mod security;
 mod version_check;
 

@@ -219,11 +219,7 @@ async fn remove_pods(pods: &Api<Pod>) -> anyhow::Result<()> {
     let what = tr!("the example Pods to be gone");
     labkit::eventually::eventually(&what, OUTPUT_WITHIN, || async {
         let left = pods.list(&params).await?.items.len();
-        Ok(if left == 0 {
-            labkit::eventually::Check::Done(())
-        } else {
-            labkit::eventually::Check::NotYet(tr!("{left} left", left))
-        })
+        Ok(labkit::eventually::Check::done_if(left == 0, (), tr!("{left} left", left)))
     })
     .await
 }

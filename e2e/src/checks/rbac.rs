@@ -23,20 +23,37 @@ pub async fn least_privilege(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// SubjectAccessReviews for the controller's ServiceAccount: allowed exactly
 /// what the Role grants, denied everything around it.
 async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
-    let user =
-        format!("system:serviceaccount:{}", lab.controller_service_account().replace('/', ":"));
-    let ns = lab.desired().namespace().to_string();
-    let sa_namespace =
-        lab.controller_service_account().split('/').next().unwrap_or_default().to_string();
-    let checks = expected_answers(&ns, lab.desired().name());
-    let api: Api<SubjectAccessReview> = Api::all(lab.client());
+    let checks = expected_answers(lab.desired().namespace(), lab.desired().name());
+    let account = lab.controller_service_account();
+    let wrong = wrong_answers(lab.client(), account, &checks).await?;
+    ensure!(wrong.is_empty(), tr!("RBAC differs from the Role: {wrong}", wrong = wrong.join("; ")));
+    let granted = checks.iter().filter(|(_, e)| *e).count();
+    Ok(tr!(
+        "{reviews} reviews: {granted} allowed as granted, {denied} denied",
+        reviews = checks.len(),
+        granted,
+        denied = checks.len() - granted
+    ))
+}
+
+/// Asks a SubjectAccessReview for each of `checks` as the ServiceAccount
+/// `account` (`namespace/name`); each answered otherwise than expected, said
+/// as [`review_of`] says it.
+pub(crate) async fn wrong_answers(
+    client: kube::Client,
+    account: &str,
+    checks: &[(ResourceAttributes, bool)],
+) -> anyhow::Result<Vec<String>> {
+    let user = format!("system:serviceaccount:{}", account.replace('/', ":"));
+    let namespace = account.split('/').next().unwrap_or_default();
+    let api: Api<SubjectAccessReview> = Api::all(client);
     let answers = futures::stream::iter(checks.iter().map(|(attrs, _)| {
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: Some(user.clone()),
                 groups: Some(vec![
                     "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{sa_namespace}"),
+                    format!("system:serviceaccounts:{namespace}"),
                 ]),
                 resource_attributes: Some(attrs.clone()),
                 ..SubjectAccessReviewSpec::default()
@@ -60,14 +77,7 @@ async fn rbac_reviews(lab: &Lab) -> anyhow::Result<String> {
             wrong.push(format!("{}: {answer}", review_of(attrs)));
         }
     }
-    ensure!(wrong.is_empty(), tr!("RBAC differs from the Role: {wrong}", wrong = wrong.join("; ")));
-    let granted = checks.iter().filter(|(_, e)| *e).count();
-    Ok(tr!(
-        "{reviews} reviews: {granted} allowed as granted, {denied} denied",
-        reviews = checks.len(),
-        granted,
-        denied = checks.len() - granted
-    ))
+    Ok(wrong)
 }
 
 /// Every review asked, and whether the Role should allow it: my-config
@@ -116,7 +126,7 @@ fn expected_answers(ns: &str, target: &str) -> Vec<(ResourceAttributes, bool)> {
 /// `update configmaps/my-config in default`: what a review asked.
 fn review_of(attrs: &ResourceAttributes) -> String {
     let resource = format!(
-        "{}{}{}",
+        "{}{}{}{}",
         attrs
             .group
             .as_deref()
@@ -124,6 +134,7 @@ fn review_of(attrs: &ResourceAttributes) -> String {
             .map(|g| format!("{g}/"))
             .unwrap_or_default(),
         attrs.resource.as_deref().unwrap_or_default(),
+        attrs.subresource.as_deref().map(|s| format!("/{s}")).unwrap_or_default(),
         attrs.name.as_deref().map(|n| format!("/{n}")).unwrap_or_default(),
     );
     let scope = match attrs.namespace.as_deref() {

@@ -10,10 +10,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{Context as _, bail, ensure};
 use controller::template::{ConfigMapTemplate, ConfigMapTemplateSpec, READY};
-use k8s_openapi::api::{
-    authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
-    core::v1::ConfigMap,
-};
+use k8s_openapi::api::{authorization::v1::ResourceAttributes, core::v1::ConfigMap};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -357,55 +354,27 @@ async fn garbage_collected(
 /// SubjectAccessReviews for the stage-2 ServiceAccount: what its Role grants
 /// and nothing around it.
 async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
-    let group = "lab.my-controller.dev";
-    let mut checks = Vec::new();
+    let attrs = |group: &str, resource: &str, sub: &str, verb: &str| ResourceAttributes {
+        group: Some(group.to_string()),
+        resource: Some(resource.to_string()),
+        subresource: Some(sub.to_string()).filter(|s| !s.is_empty()),
+        verb: Some(verb.to_string()),
+        namespace: Some(NAMESPACE.into()),
+        ..ResourceAttributes::default()
+    };
+    let (group, mut checks) = ("lab.my-controller.dev", Vec::new());
     for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
-        checks.push((
-            group,
-            "configmaptemplates",
-            "",
-            verb,
-            ["get", "list", "watch"].contains(&verb),
-        ));
-        checks.push((group, "configmaptemplates", "status", verb, verb == "patch"));
+        let read = ["get", "list", "watch"].contains(&verb);
+        checks.push((attrs(group, "configmaptemplates", "", verb), read));
+        checks.push((attrs(group, "configmaptemplates", "status", verb), verb == "patch"));
         let cm = ["get", "list", "watch", "create", "update"].contains(&verb);
-        checks.push(("", "configmaps", "", verb, cm));
-        checks.push(("events.k8s.io", "events", "", verb, ["create", "patch"].contains(&verb)));
-        checks.push(("", "secrets", "", verb, false));
+        checks.push((attrs("", "configmaps", "", verb), cm));
+        let event = ["create", "patch"].contains(&verb);
+        checks.push((attrs("events.k8s.io", "events", "", verb), event));
+        checks.push((attrs("", "secrets", "", verb), false));
     }
-    let api: Api<SubjectAccessReview> = Api::all(admin.clone());
-    let mut wrong = Vec::new();
-    for (group, resource, sub, verb, expected) in &checks {
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(format!("system:serviceaccount:{NAMESPACE}:{ACCOUNT}")),
-                groups: Some(vec![
-                    "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{NAMESPACE}"),
-                ]),
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(group.to_string()),
-                    resource: Some(resource.to_string()),
-                    subresource: Some(sub.to_string()).filter(|s| !s.is_empty()),
-                    verb: Some(verb.to_string()),
-                    namespace: Some(NAMESPACE.into()),
-                    ..ResourceAttributes::default()
-                }),
-                ..SubjectAccessReviewSpec::default()
-            },
-            ..SubjectAccessReview::default()
-        };
-        let answer = api.create(&PostParams::default(), &review).await?;
-        let allowed = answer.status.is_some_and(|s| s.allowed);
-        if allowed != *expected {
-            let answer = match allowed {
-                true => tr!("allowed"),
-                false => tr!("denied"),
-            };
-            let sub = if sub.is_empty() { String::new() } else { format!("/{sub}") };
-            wrong.push(format!("{verb} {resource}{sub}: {answer}"));
-        }
-    }
+    let account = format!("{NAMESPACE}/{ACCOUNT}");
+    let wrong = crate::checks::rbac::wrong_answers(admin.clone(), &account, &checks).await?;
     ensure!(
         wrong.is_empty(),
         tr!(

@@ -39,8 +39,7 @@ pub async fn exits_before_credentials_expire(lab: &mut Lab) -> anyhow::Result<Me
 }
 
 async fn run_until_expiry(lab: &mut Lab, bindings: &Api<RoleBinding>) -> anyhow::Result<Measured> {
-    let (role_namespace, role) =
-        lab.controller_service_account().split_once('/').context("namespace/name")?;
+    let (role_namespace, role) = super::rbac::service_account(lab)?;
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": USER, "namespace": role_namespace},
         "subjects": [{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}],

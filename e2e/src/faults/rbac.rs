@@ -47,12 +47,15 @@ pub async fn create_denied_gives_up_then_heals(lab: &mut Lab) -> anyhow::Result<
     outcome
 }
 
+/// The controller's ServiceAccount: its namespace and name.
+pub(super) fn service_account(lab: &Lab) -> anyhow::Result<(&str, &str)> {
+    let account = lab.controller_service_account().split_once('/');
+    account.with_context(|| tr!("the service account is namespace/name"))
+}
+
 /// The controller's Role: named like its ServiceAccount (see manifests/rbac.yaml).
 pub(super) fn controller_role(lab: &Lab) -> anyhow::Result<(Api<Role>, String)> {
-    let (namespace, name) = lab
-        .controller_service_account()
-        .split_once('/')
-        .with_context(|| tr!("the service account is namespace/name"))?;
+    let (namespace, name) = service_account(lab)?;
     Ok((Api::namespaced(lab.client(), namespace), name.to_string()))
 }
 
@@ -293,10 +296,7 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
             .await
             .map_err(anyhow::Error::msg);
     }
-    let (namespace, name) = lab
-        .controller_service_account()
-        .split_once('/')
-        .with_context(|| tr!("the service account is namespace/name"))?;
+    let (namespace, name) = service_account(lab)?;
     let (token, _) = labkit::accounts::token(&lab.client(), namespace, name, 600).await?;
     let kubeconfig = labkit::accounts::kubeconfig_with_token(lab.file(), &token)?;
     labkit::lab::client_of(kubeconfig, |_| ()).await
