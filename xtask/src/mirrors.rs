@@ -134,17 +134,11 @@ fn parse_mirror(value: &str) -> Result<String, String> {
 }
 
 impl RegistryMirror {
-    /// The mirror's host and port, as Docker names an image on it.
-    pub fn host(&self) -> Option<&str> {
-        let url = self.url.as_deref()?;
-        url.split_once("://").map(|(_, host)| host)
-    }
-
     /// `reference` (`kindest/node:v1.36.4@sha256:…`) pulled through the mirror: the same
-    /// digest on another host.
+    /// digest on another host (the mirror's host and port, as Docker names an image on it).
     pub fn image(&self, reference: &str) -> String {
-        match self.host() {
-            Some(host) => format!("{host}/{reference}"),
+        match self.url.as_deref().and_then(|url| url.split_once("://")) {
+            Some((_, host)) => format!("{host}/{reference}"),
             None => reference.to_string(),
         }
     }

@@ -90,7 +90,7 @@ pub struct RoomOptions {
 /// `target/room/<name>/room.json`: the room as its attendees and `room down`
 /// see it. What `room up` made on the cluster, with uids, is the room's
 /// record next to it ([`Record`]), which `room down` undoes.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct RoomFile {
     /// `--name`: each namespace's `lab-kit.dev/room` label.
     pub name: String,
@@ -187,13 +187,7 @@ async fn up(
     std::fs::create_dir_all(&dir)
         .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
     let mut record = Record::open(&dir, &format!("room-{}", room.name), None)?;
-    let mut file = RoomFile {
-        name: room.name.clone(),
-        context: context.clone(),
-        namespaces: Vec::new(),
-        kubeconfigs: Vec::new(),
-        expires: String::new(),
-    };
+    let mut file = RoomFile { name: room.name.clone(), context, ..RoomFile::default() };
     let making = Making { client: &client, config: &config, token, sources: &sources, dir: &dir };
     let made = async {
         making.all(&namespaces, &mut file, &mut record).await?;
