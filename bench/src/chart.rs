@@ -1,10 +1,12 @@
-//! The latency chart: one panel per measure, the cumulative distribution
-//! (CDF) of each series on a log time axis, written as plain SVG text so a
-//! browser opens it and no plotting crate is needed.
+//! The kit's one drawing module: SVG written as plain text, each element on a line of its
+//! own and every text through [`text`], so that [`layout`] finds every text's box in any
+//! picture drawn here (the bench's chart, the room bench's timeline) and in step 3's. No
+//! plotting crate (docs/maintainers.md says why).
 //!
-//! A CDF shows every sample (no binning): how far the controller's curve
-//! sits right of the floor's is its own cost, and the top of each curve is
-//! its tail.
+//! The bench's latency chart: one panel per measure, the cumulative distribution (CDF) of
+//! each series on a log time axis. A CDF shows every sample (no binning): how far the
+//! controller's curve sits right of the floor's is its own cost, and the top of each curve
+//! is its tail.
 
 use std::fmt::Write as _;
 
@@ -35,43 +37,29 @@ const GAP: f64 = 10.0;
 const LEFT: f64 = 58.0;
 const RIGHT: f64 = 22.0;
 const PLOT_H: f64 = 260.0;
-/// The title's and the subtitle's size (px) and line height.
-const TITLE: (f64, f64) = (18.0, 24.0);
-const SUBTITLE: (f64, f64) = (13.0, 17.0);
+/// Text styles: bold, dark, and grey centred or right-aligned.
+const BOLD: &str = r##" font-weight="bold" fill="#111827""##;
+const DARK: &str = r##" fill="#111827""##;
+const MIDDLE: &str = r##" text-anchor="middle" fill="#374151""##;
+const END: &str = r##" text-anchor="end" fill="#374151""##;
 
-/// The chart, as an SVG document. Every panel shares one time axis, so
-/// curves can be compared across panels too; the document is as tall as the
-/// longest legend needs.
-pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
-    let width = GAP + panels.len().max(1) as f64 * (PANEL_W + GAP);
-    let axis = LogAxis::spanning(
-        panels.iter().flat_map(|p| &p.lines).flat_map(|l| l.samples_ms.iter().copied()),
-    );
-    let mut body = String::new();
-    // Title and subtitle wrap to the chart's width (a long subtitle used to
-    // run past the right edge); the panels start below them.
-    let mut y = 6.0;
-    for (text, (size, height), style) in [
-        (title, TITLE, r##"font-weight="bold" fill="#111827""##),
-        (subtitle, SUBTITLE, r##"fill="#4b5563""##),
-    ] {
-        for line in wrap(text, size, width - 2.0 * GAP) {
-            y += height;
-            let _ = writeln!(
-                body,
-                r#"<text class="head" x="{GAP}" y="{y}" font-size="{size}" {style}>{}</text>"#,
-                escape(&line)
-            );
-        }
-        y += 4.0;
-    }
-    let top = y + 42.0;
-    let mut bottom = top + PLOT_H;
-    for (i, panel) in panels.iter().enumerate() {
-        let left = GAP + i as f64 * (PANEL_W + GAP);
-        bottom = bottom.max(draw_panel(&mut body, panel, (left, top), &axis));
-    }
-    let height = (bottom + 20.0).ceil();
+/// How wide a picture is shown (a projector's width), and the smallest text allowed there (px).
+pub const SHOWN_AT: f64 = 1024.0;
+pub const SMALLEST_PX: f64 = 11.0;
+
+/// `text` (escaped) at `(x, y)`, `size` px, with more attributes (`attrs`, each after a space).
+pub fn text(svg: &mut String, (x, y): (f64, f64), size: f64, attrs: &str, text: &str) {
+    let text = escape(text);
+    let _ = writeln!(svg, r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}"{attrs}>{text}</text>"#);
+}
+
+/// A rectangle: `(x, y)` its top left corner, `w` × `h` its size.
+pub fn rect(svg: &mut String, (x, y, w, h): (f64, f64, f64, f64), attrs: &str) {
+    let _ = writeln!(svg, r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}"{attrs}/>"#);
+}
+
+/// A picture of `width` × `height` px on a white ground, `body` its elements.
+pub fn document(width: f64, height: f64, body: &str) -> String {
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n\
          <rect width=\"{width}\" height=\"{height}\" fill=\"#ffffff\"/>\n{body}</svg>\n"
@@ -79,8 +67,8 @@ pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
 }
 
 /// About how wide `text` is at `size` px in a sans-serif font (DejaVu Sans
-/// averages 0.6 em per character, a CJK character is 1 em): enough to keep
-/// labels apart. `cargo maint pictures --check` measures them in a browser.
+/// averages 0.6 em per character, a CJK character is 1 em): what places the
+/// texts here, and what [`layout`] checks them with.
 pub fn text_width(text: &str, size: f64) -> f64 {
     let ems: f64 = text.chars().map(|c| if c >= '\u{2e80}' { 1.0 } else { 0.6 }).sum();
     ems * size
@@ -101,22 +89,96 @@ pub fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
     lines
 }
 
-/// Draws `panel` with its top left corner at `(left, top)`; returns the bottom of its legend.
-fn draw_panel(svg: &mut String, panel: &Panel, (left, top): (f64, f64), axis: &LogAxis) -> f64 {
-    let f = Frame { x0: left + LEFT, x1: left + PANEL_W - RIGHT, y0: top, y1: top + PLOT_H, axis };
-    let _ = writeln!(svg, "<g>");
-    let _ = writeln!(
-        svg,
-        r##"<text x="{}" y="{}" font-size="14" font-weight="bold" fill="#111827">{}</text>"##,
-        f.x0,
-        f.y0 - 14.0,
-        escape(panel.title)
+/// A picture's layout as shown [`SHOWN_AT`] px wide.
+#[derive(Debug)]
+pub struct Layout {
+    pub height: f64,
+    /// Each text's box (left, top, right, bottom, in the picture's own units) and its text.
+    pub texts: Vec<(f64, f64, f64, f64, String)>,
+    /// The smallest text, in px as shown.
+    pub smallest: f64,
+    /// A text outside the picture, two texts on each other, a text below [`SMALLEST_PX`]: one line each.
+    pub faults: Vec<String>,
+}
+
+/// The layout of `svg`, a picture with each `<text>` on a line of its own (as [`text`]
+/// writes them): every text's box estimated as [`text_width`] placed it.
+pub fn layout(svg: &str) -> Layout {
+    let attr = |line: &str, name: &str| {
+        let value = line.split(&format!(" {name}=\"")).nth(1).unwrap_or_default();
+        value.split('"').next().unwrap_or_default().to_string()
+    };
+    let number = |line: &str, name: &str| attr(line, name).parse::<f64>().unwrap_or(f64::NAN);
+    let head = svg.lines().next().unwrap_or_default();
+    let (width, height) = (number(head, "width"), number(head, "height"));
+    let scale = SHOWN_AT / width;
+    let mut texts = Vec::new();
+    let mut smallest = f64::INFINITY;
+    let mut faults = Vec::new();
+    for line in svg.lines().filter(|l| l.starts_with("<text ")) {
+        let (x, y, size) = (number(line, "x"), number(line, "y"), number(line, "font-size"));
+        let inner = &line[line.find('>').map_or(0, |i| i + 1)..line.rfind("</text>").unwrap_or(0)];
+        let shown = inner.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"");
+        let shown = shown.replace("&amp;", "&");
+        let w = text_width(&shown, size);
+        let left = match attr(line, "text-anchor").as_str() {
+            "middle" => x - w / 2.0,
+            "end" => x - w,
+            _ => x,
+        };
+        let (top, right, bottom) = (y - size, left + w, y + size * 0.25);
+        if left < 0.0 || top < 0.0 || right > width || bottom > height {
+            faults.push(format!("{shown:?} leaves the picture"));
+        }
+        smallest = smallest.min(size * scale);
+        if size * scale < SMALLEST_PX {
+            faults.push(format!("{shown:?} is {:.1} px, below {SMALLEST_PX}", size * scale));
+        }
+        texts.push((left, top, right, bottom, shown));
+    }
+    for (i, a) in texts.iter().enumerate() {
+        for b in &texts[i + 1..] {
+            if a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3 {
+                faults.push(format!("{:?} overlaps {:?}", a.4, b.4));
+            }
+        }
+    }
+    Layout { height: height * scale, texts, smallest, faults }
+}
+
+/// The chart, as an SVG document. Every panel shares one time axis, so
+/// curves can be compared across panels too; the document is as tall as the
+/// longest legend needs.
+pub fn cdf(title: &str, subtitle: &str, panels: &[Panel]) -> String {
+    let width = GAP + panels.len().max(1) as f64 * (PANEL_W + GAP);
+    let axis = LogAxis::spanning(
+        panels.iter().flat_map(|p| &p.lines).flat_map(|l| l.samples_ms.iter().copied()),
     );
-    draw_grid(svg, &f);
-    draw_curves(svg, panel, &f);
-    let bottom = draw_legend(svg, panel, &f);
-    let _ = writeln!(svg, "</g>");
-    bottom
+    let mut body = String::new();
+    // Title and subtitle wrap to the chart's width; the panels start below them.
+    let mut y = 6.0;
+    for (line, (size, height), style) in
+        [(title, (18.0, 24.0), BOLD), (subtitle, (13.0, 17.0), r##" fill="#4b5563""##)]
+    {
+        for line in wrap(line, size, width - 2.0 * GAP) {
+            y += height;
+            text(&mut body, (GAP, y), size, style, &line);
+        }
+        y += 4.0;
+    }
+    let top = y + 42.0;
+    let mut bottom = top + PLOT_H;
+    for (i, panel) in panels.iter().enumerate() {
+        let left = GAP + i as f64 * (PANEL_W + GAP);
+        let f = Frame { x0: left + LEFT, x1: left + PANEL_W - RIGHT, y0: top, axis: &axis };
+        text(&mut body, (f.x0, top - 14.0), 14.0, BOLD, panel.title);
+        draw_grid(&mut body, &f);
+        for line in &panel.lines {
+            draw_curve(&mut body, line, &f);
+        }
+        bottom = bottom.max(draw_legend(&mut body, panel, &f));
+    }
+    document(width, (bottom + 20.0).ceil(), &body)
 }
 
 /// Where a panel's plot sits, and where a time and a share land in it.
@@ -124,7 +186,6 @@ struct Frame<'a> {
     x0: f64,
     x1: f64,
     y0: f64,
-    y1: f64,
     axis: &'a LogAxis,
 }
 
@@ -134,34 +195,30 @@ impl Frame<'_> {
     }
 
     fn y(&self, share: f64) -> f64 {
-        self.y1 - share * (self.y1 - self.y0)
+        self.y0 + (1.0 - share) * PLOT_H
     }
 }
 
 /// The time and share grids and the frame around them.
 fn draw_grid(svg: &mut String, f: &Frame) {
-    let Frame { x0, x1, y0, y1, axis } = *f;
+    let (x0, x1, y0, y1) = (f.x0, f.x1, f.y0, f.y(0.0));
+    let grid = |svg: &mut String, (a, b): ((f64, f64), (f64, f64)), strong: bool| {
+        let (stroke, dash) =
+            if strong { ("#9ca3af", r#" stroke-dasharray="2 3""#) } else { ("#e5e7eb", "") };
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{stroke}"{dash}/>"#,
+            a.0, a.1, b.0, b.1
+        );
+    };
     // Time grid: 1-2-5 steps of each decade.
-    for tick in axis.ticks() {
+    for tick in f.axis.ticks() {
         let tx = f.x(tick);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{tx:.1}" y1="{y0}" x2="{tx:.1}" y2="{y1}" stroke="#e5e7eb"/>"##
-        );
-        let _ = writeln!(
-            svg,
-            r##"<text x="{tx:.1}" y="{}" font-size="11" text-anchor="middle" fill="#374151">{}</text>"##,
-            y1 + 16.0,
-            format_ms(tick)
-        );
+        grid(svg, ((tx, y0), (tx, y1)), false);
+        text(svg, (tx, y1 + 16.0), 11.0, MIDDLE, &format_ms(tick));
     }
-    let _ = writeln!(
-        svg,
-        r##"<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="#374151">latency (ms, log scale)</text>"##,
-        (x0 + x1) / 2.0,
-        y1 + 34.0
-    );
-    // Share grid, with the percentiles the table reports.
+    text(svg, ((x0 + x1) / 2.0, y1 + 34.0), 11.0, MIDDLE, "latency (ms, log scale)");
+    // Share grid, with the percentiles the table reports; 100 % unlabelled (it would sit on p99's).
     for (share, label, strong) in [
         (0.0, "0%", false),
         (0.25, "25%", false),
@@ -169,95 +226,73 @@ fn draw_grid(svg: &mut String, f: &Frame) {
         (0.75, "75%", false),
         (0.9, "p90", true),
         (0.99, "p99", true),
-        // No label: it would sit on p99's.
         (1.0, "", false),
     ] {
         let ty = f.y(share);
-        let stroke = if strong { "#9ca3af" } else { "#e5e7eb" };
-        let dash = if strong { r#" stroke-dasharray="2 3""# } else { "" };
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{x0}" y1="{ty:.1}" x2="{x1}" y2="{ty:.1}" stroke="{stroke}"{dash}/>"##
-        );
-        let _ = writeln!(
-            svg,
-            r##"<text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="#374151">{label}</text>"##,
-            x0 - 6.0,
-            ty + 4.0
-        );
+        grid(svg, ((x0, ty), (x1, ty)), strong);
+        if !label.is_empty() {
+            text(svg, (x0 - 6.0, ty + 4.0), 11.0, END, label);
+        }
+    }
+    rect(svg, (x0, y0, x1 - x0, PLOT_H), r##" fill="none" stroke="#6b7280""##);
+}
+
+/// A curve: a step function through every sample.
+fn draw_curve(svg: &mut String, line: &Line, f: &Frame) {
+    let mut sorted = line.samples_ms.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len() as f64;
+    let mut d = String::new();
+    for (i, ms) in sorted.iter().enumerate() {
+        let (sx, below, above) = (f.x(*ms), f.y(i as f64 / n), f.y((i + 1) as f64 / n));
+        let _ = match i {
+            0 => write!(d, "M{sx:.1},{below:.1}V{above:.1}"),
+            _ => write!(d, "H{sx:.1}V{above:.1}"),
+        };
     }
     let _ = writeln!(
         svg,
-        r##"<rect x="{x0}" y="{y0}" width="{}" height="{PLOT_H}" fill="none" stroke="#6b7280"/>"##,
-        x1 - x0
+        r#"<path class="cdf" data-series="{}" d="{d}" fill="none" stroke="{}" stroke-width="2"{}/>"#,
+        escape(line.label),
+        line.color,
+        dash(line)
     );
 }
 
-/// The curves: each a step function through every sample.
-fn draw_curves(svg: &mut String, panel: &Panel, f: &Frame) {
-    for line in &panel.lines {
-        let mut sorted = line.samples_ms.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len() as f64;
-        let dash = if line.dashed { r#" stroke-dasharray="6 3""# } else { "" };
-        let mut d = String::new();
-        for (i, ms) in sorted.iter().enumerate() {
-            let (sx, below, above) = (f.x(*ms), f.y(i as f64 / n), f.y((i + 1) as f64 / n));
-            let _ = if i == 0 {
-                write!(d, "M{sx:.1},{below:.1}V{above:.1}")
-            } else {
-                write!(d, "H{sx:.1}V{above:.1}")
-            };
-        }
-        let _ = writeln!(
-            svg,
-            r#"<path class="cdf" data-series="{}" d="{d}" fill="none" stroke="{}" stroke-width="2"{dash}/>"#,
-            escape(line.label),
-            line.color
-        );
-    }
+fn dash(line: &Line) -> &'static str {
+    if line.dashed { r#" stroke-dasharray="6 3""# } else { "" }
 }
 
-/// The legend below the plot; returns where it ends.
+/// The legend below the plot, with the figures a reader looks for first: one entry per
+/// curve, its label wrapped to the panel's width, the figures below it. Returns where it ends.
 fn draw_legend(svg: &mut String, panel: &Panel, f: &Frame) -> f64 {
-    let Frame { x0, x1, y1, .. } = *f;
-    // The legend, with the figures a reader looks for first: one entry per
-    // curve, its label wrapped to the panel's width, the figures below it.
-    let width = x1 - (x0 + 30.0);
-    let mut ly = y1 + 58.0;
+    let width = f.x1 - (f.x0 + 30.0);
+    let mut ly = f.y(0.0) + 58.0;
     for line in &panel.lines {
-        let dash = if line.dashed { r#" stroke-dasharray="6 3""# } else { "" };
         let _ = writeln!(
             svg,
-            r#"<line x1="{x0}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2"{dash}/>"#,
+            r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2"{}/>"#,
+            f.x0,
             ly - 4.0,
-            x0 + 24.0,
+            f.x0 + 24.0,
             ly - 4.0,
-            line.color
+            line.color,
+            dash(line)
         );
         let mut sorted = line.samples_ms.to_vec();
         sorted.sort_by(f64::total_cmp);
         let figures = match (percentile(&sorted, 50.0), percentile(&sorted, 99.0)) {
-            (Some(p50), Some(p99)) => format!(
-                "p50 {} ms · p99 {} ms · n={}",
-                format_ms(p50),
-                format_ms(p99),
-                sorted.len()
-            ),
+            (Some(p50), Some(p99)) => {
+                let n = sorted.len();
+                format!("p50 {} ms · p99 {} ms · n={n}", format_ms(p50), format_ms(p99))
+            }
             _ => "no samples".to_string(),
         };
-        for (text, size) in wrap(line.label, 12.0, width)
-            .into_iter()
-            .map(|l| (l, 12.0))
-            .chain(wrap(&figures, 11.0, width).into_iter().map(|l| (l, 11.0)))
-        {
-            let _ = writeln!(
-                svg,
-                r##"<text x="{}" y="{ly}" font-size="{size}" fill="#111827">{}</text>"##,
-                x0 + 30.0,
-                escape(&text)
-            );
-            ly += size + 4.0;
+        for (words, size) in [(line.label, 12.0), (figures.as_str(), 11.0)] {
+            for part in wrap(words, size, width) {
+                text(svg, (f.x0 + 30.0, ly), size, DARK, &part);
+                ly += size + 4.0;
+            }
         }
         ly += 6.0;
     }
@@ -501,36 +536,6 @@ mod tests {
         assert_eq!(svg.matches(r#"<path class="cdf""#).count(), 5 + 3);
     }
 
-    /// Each text's box as the chart lays it out (estimated like
-    /// [`text_width`]): left, top, right, bottom, and the text.
-    fn text_boxes(svg: &str) -> Vec<(f64, f64, f64, f64, String)> {
-        let unescape = |t: &str| {
-            t.replace("&lt;", "<")
-                .replace("&gt;", ">")
-                .replace("&quot;", "\"")
-                .replace("&amp;", "&")
-        };
-        svg.lines()
-            .filter(|l| l.starts_with("<text "))
-            .map(|l| {
-                let attr = |name: &str| {
-                    let value = l.split(&format!(" {name}=\"")).nth(1).unwrap_or_default();
-                    value.split('"').next().unwrap_or_default().to_string()
-                };
-                let number = |name: &str| attr(name).parse::<f64>().unwrap();
-                let (x, y, size) = (number("x"), number("y"), number("font-size"));
-                let text = unescape(&l[l.find('>').unwrap() + 1..l.rfind("</text>").unwrap()]);
-                let w = text_width(&text, size);
-                let left = match attr("text-anchor").as_str() {
-                    "middle" => x - w / 2.0,
-                    "end" => x - w,
-                    _ => x,
-                };
-                (left, y - size, left + w, y + size * 0.25, text)
-            })
-            .collect()
-    }
-
     #[test]
     fn no_text_overlaps_another_or_leaves_the_chart() {
         let mut report = crate::report::tests::sample();
@@ -543,35 +548,37 @@ mod tests {
         }
         report.settings.unrelated = 10_000;
         let svg = of(&report);
-        let size = |name: &str| -> f64 {
-            let head = svg.lines().next().unwrap();
-            let value = head.split(&format!(" {name}=\"")).nth(1).unwrap();
-            value.split('"').next().unwrap().parse().unwrap()
-        };
-        let (width, height) = (size("width"), size("height"));
-        let boxes = text_boxes(&svg);
-        let head = svg.matches(r#"<text class="head""#).count();
+        let laid_out = layout(&svg);
+        assert_eq!(laid_out.faults, Vec::<String>::new(), "{svg}");
+        let head =
+            svg.matches(r#"font-size="18""#).count() + svg.matches(r#"font-size="13""#).count();
         assert!(head >= 3, "the subtitle wraps: {svg}");
-        for (i, (l, t, r, b, text)) in boxes.iter().enumerate() {
-            assert!(
-                *l >= 0.0 && *r <= width && *t >= 0.0 && *b <= height,
-                "{text:?} leaves the chart"
-            );
-            if i < head {
-                continue;
-            }
+        for (l, _, r, _, text) in &laid_out.texts[head..] {
             let panel = ((l - GAP) / (PANEL_W + GAP)).floor();
             let right_edge = GAP + panel * (PANEL_W + GAP) + PANEL_W;
             assert!(*r <= right_edge, "{text:?} runs into the next panel");
         }
-        for (i, a) in boxes.iter().enumerate() {
-            for b in &boxes[i + 1..] {
-                let apart = a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
-                assert!(apart, "{:?} overlaps {:?}", a.4, b.4);
-            }
-        }
         // Each subject's series among the unrelated ConfigMaps is in the legend.
         assert!(svg.matches("unrelated").count() >= 4, "{svg}");
+    }
+
+    #[test]
+    fn the_layout_finds_what_leaves_overlaps_or_is_too_small() {
+        let mut body = String::new();
+        text(&mut body, (0.0, 14.0), 12.0, "", "a");
+        text(&mut body, (0.0, 30.0), 12.0, "", "b <&>");
+        let fine = layout(&document(1024.0, 500.0, &body));
+        assert_eq!((fine.faults.len(), fine.texts.len(), fine.smallest), (0, 2, 12.0));
+        assert_eq!(fine.texts[1].2, text_width("b <&>", 12.0));
+        text(&mut body, (5.0, 18.0), 12.0, "", "over");
+        text(&mut body, (1010.0, 100.0), 12.0, "", "cut");
+        text(&mut body, (500.0, 200.0), 9.0, r#" text-anchor="middle""#, "tiny");
+        let faults = layout(&document(1024.0, 500.0, &body)).faults.join("\n");
+        assert!(faults.contains(r#""a" overlaps "over""#), "{faults}");
+        assert!(faults.contains(r#""cut" leaves the picture"#), "{faults}");
+        assert!(faults.contains(r#""tiny" is 9.0 px, below 11"#), "{faults}");
+        // Shown at 1024 px, a picture 2048 wide halves its texts.
+        assert_eq!(layout(&document(2048.0, 500.0, &body)).smallest, 4.5);
     }
 
     #[test]

@@ -76,7 +76,7 @@ enum Command {
     /// process-group tests, the last rounds with a CPU hog on each core; then each test's
     /// passes over its runs (docs/maintainers.md).
     Hunt(hunt::HuntArgs),
-    /// Draw the pictures in docs/pictures/ from their sources (docs/samples/, step 3's description); --check looks at each in headless Chromium.
+    /// Draw the pictures in docs/pictures/ from their sources (docs/samples/); --check compares them and checks their layout.
     Pictures(pictures::PicturesArgs),
 }
 

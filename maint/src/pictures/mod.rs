@@ -1,14 +1,10 @@
 //! `cargo maint pictures`: the bench's charts in docs/pictures/, each drawn by code from the
 //! run it shows (a sample), never edited by hand; step 3's picture, which never changes, is a
 //! committed file. `--check` draws the charts again, fails on a committed file that differs,
-//! and looks at every picture in headless Chromium ([`browser`]).
+//! and checks every picture's layout as the drawing module estimates it
+//! ([`bench::chart::layout`]).
 
-mod browser;
-
-use std::{
-    path::{Path, PathBuf},
-    process::ExitCode,
-};
+use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -16,116 +12,80 @@ use labkit::project;
 
 #[derive(Args)]
 pub struct PicturesArgs {
-    /// Write nothing: fail when a committed picture is not what its source draws, then render
-    /// each in headless Chromium at 1024 px (screenshots in target/pictures/) and fail on a text
-    /// outside the picture, two texts on each other, or a text below 11 px.
+    /// Write nothing: fail when a committed picture is not what its source draws, or when a
+    /// picture shown 1024 px wide has a text outside it, two texts on each other, or a text
+    /// below 11 px (each text's box as `bench/src/chart.rs` estimates it).
     #[arg(long)]
     check: bool,
-    /// Look at other SVG files the same way (e.g. target/bench/latest.svg after a bench run); repeatable.
+    /// Check other SVG files' layout the same way (e.g. target/bench/latest.svg after a bench run); repeatable.
     #[arg(long, value_name = "SVG", requires = "check")]
     look: Vec<PathBuf>,
 }
 
-/// A picture and what it is drawn from.
-pub struct Picture {
-    /// Where it is committed, from the repository's root.
-    pub path: &'static str,
-    /// What it shows, from the repository's root.
-    pub source: &'static str,
-    draw: fn(&str) -> Result<String>,
-}
+/// Every chart the docs show: where it is committed, and the run it is drawn from (from the
+/// repository's root).
+pub const CHARTS: [(&str, &str); 2] = [
+    ("docs/pictures/bench.svg", "docs/samples/bench.chart.json"),
+    ("docs/pictures/bench-short.svg", "docs/samples/bench-short.chart.json"),
+];
 
-impl Picture {
-    /// The SVG its source draws today.
-    pub fn drawn(&self) -> Result<String> {
-        (self.draw)(&read(self.source)?)
-            .with_context(|| format!("drawing {} from {}", self.path, self.source))
-    }
-
-    /// The file's name without `.svg`.
-    fn name(&self) -> &str {
-        let file = self.path.rsplit('/').next().unwrap_or(self.path);
-        file.trim_end_matches(".svg")
-    }
-}
+/// Step 3's picture in each language: committed files, checked with the charts.
+const STEP3: [&str; 2] = ["docs/pictures/workqueue.en.svg", "docs/pictures/workqueue.zh-CN.svg"];
 
 fn read(relative: &str) -> Result<String> {
     let path = project::root().join(relative);
     std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// Step 3's picture in each language: committed files, looked at with the charts.
-const STEP3: [&str; 2] = ["docs/pictures/workqueue.en.svg", "docs/pictures/workqueue.zh-CN.svg"];
-
-/// Every chart the docs show.
-pub fn all() -> Vec<Picture> {
-    vec![
-        Picture {
-            path: "docs/pictures/bench.svg",
-            source: "docs/samples/bench.chart.json",
-            draw: |text| Ok(bench::chart::draw(&bench::kept::Run::parse(text)?)),
-        },
-        Picture {
-            path: "docs/pictures/bench-short.svg",
-            source: "docs/samples/bench-short.chart.json",
-            draw: |text| Ok(bench::chart::draw(&bench::kept::Run::parse(text)?)),
-        },
-    ]
+/// The chart the run kept in `source` draws today.
+fn drawn(source: &str) -> Result<String> {
+    let run = bench::kept::Run::parse(&read(source)?).with_context(|| format!("in {source}"))?;
+    Ok(bench::chart::draw(&run))
 }
 
 pub fn run(args: PicturesArgs) -> Result<ExitCode> {
     let root = project::root();
-    let mut failed = false;
     if !args.check {
-        for picture in all() {
-            let path = root.join(picture.path);
-            std::fs::create_dir_all(path.parent().context("a folder")?)?;
-            std::fs::write(&path, picture.drawn()?)
+        for (picture, source) in CHARTS {
+            let path = root.join(picture);
+            std::fs::write(&path, drawn(source)?)
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            eprintln!("wrote {} from {}", picture.path, picture.source);
+            eprintln!("wrote {picture} from {source}");
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let shots = project::target_dir().join("pictures");
-    for picture in all() {
-        let drawn = picture.drawn()?;
-        if read(picture.path).ok().as_deref() != Some(drawn.as_str()) {
-            println!(
-                "{}: not what {} draws (run `cargo maint pictures`)",
-                picture.path, picture.source
-            );
+    let mut failed = false;
+    for (picture, source) in CHARTS {
+        let drawn = drawn(source)?;
+        if read(picture).ok().as_deref() != Some(drawn.as_str()) {
+            println!("{picture}: not what {source} draws (run `cargo maint pictures`)");
             failed = true;
         }
-        failed |= !look(&drawn, picture.path, picture.name(), &shots)?;
+        failed |= !laid_out(picture, &drawn);
     }
-    let committed = STEP3.iter().map(|p| root.join(p));
-    for file in committed.chain(args.look.iter().cloned()) {
+    for file in STEP3.map(|p| root.join(p)).into_iter().chain(args.look) {
         let svg = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
-        let name = file.file_stem().map_or("picture".into(), |s| s.to_string_lossy());
-        failed |= !look(&svg, &file.display().to_string(), &name, &shots)?;
+        failed |= !laid_out(&project::shown(&file), &svg);
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// Renders `svg` in Chromium and prints what it measured; whether it is fine.
-fn look(svg: &str, shown_as: &str, name: &str, shots: &Path) -> Result<bool> {
-    let (measured, png) = browser::look(svg, name, shots)?;
-    let faults = browser::faults(&measured);
-    let root = project::root();
+/// Prints the layout of `svg` and its faults; whether it has none.
+fn laid_out(shown_as: &str, svg: &str) -> bool {
+    let layout = bench::chart::layout(svg);
     println!(
-        "{shown_as}: {} {:.0} × {:.0} px, {} texts, smallest {:.1} px; screenshot {}",
-        if faults.is_empty() { "fine at" } else { "FAULTY at" },
-        measured.width,
-        measured.height,
-        measured.texts.len(),
-        browser::smallest(&measured),
-        png.strip_prefix(&root).unwrap_or(&png).display()
+        "{shown_as}: {} {} × {:.0} px, {} texts, smallest {:.1} px",
+        if layout.faults.is_empty() { "fine at" } else { "FAULTY at" },
+        bench::chart::SHOWN_AT,
+        layout.height,
+        layout.texts.len(),
+        layout.smallest,
     );
-    for fault in &faults {
+    for fault in &layout.faults {
         println!("  {fault}");
     }
-    Ok(faults.is_empty())
+    layout.faults.is_empty()
 }
 
 #[cfg(test)]
@@ -137,9 +97,9 @@ mod tests {
     /// run printed (`<name>.md` beside `<name>.chart.json`).
     #[test]
     fn each_bench_chart_is_its_tables_run() {
-        for picture in all().iter().filter(|p| p.source.ends_with(".chart.json")) {
-            let run = bench::kept::Run::parse(&read(picture.source).unwrap()).unwrap();
-            let table_file = picture.source.replace(".chart.json", ".md");
+        for (picture, source) in CHARTS {
+            let run = bench::kept::Run::parse(&read(source).unwrap()).unwrap();
+            let table_file = source.replace(".chart.json", ".md");
             let table = read(&table_file).unwrap();
             let mut series = vec![
                 ("self-heal", "floor", &run.floor.self_heal),
@@ -156,8 +116,7 @@ mod tests {
                 let row = format!("| {measure} | {who} | {} | {p50:.1} ms |", sorted.len());
                 assert!(
                     table.lines().any(|l| l.starts_with(&row)),
-                    "{table_file} has no row {row}: {} is not its run's chart",
-                    picture.path
+                    "{table_file} has no row {row}: {picture} is not its run's chart",
                 );
             }
         }
@@ -171,17 +130,20 @@ mod tests {
         assert!(en.contains("work queue") && !en.contains("工作队列"));
     }
 
-    /// The committed charts are what their sources draw today.
+    /// The committed charts are what their sources draw today, and every picture's layout
+    /// is fine.
     #[test]
     fn every_committed_picture_is_what_its_source_draws() {
-        for picture in all() {
-            let committed = read(picture.path).unwrap();
+        for (picture, source) in CHARTS {
+            let committed = read(picture).unwrap();
             assert!(
-                committed == picture.drawn().unwrap(),
-                "{} is not what {} draws: run `cargo maint pictures`",
-                picture.path,
-                picture.source
+                committed == drawn(source).unwrap(),
+                "{picture} is not what {source} draws: run `cargo maint pictures`"
             );
+        }
+        for picture in CHARTS.map(|(p, _)| p).into_iter().chain(STEP3) {
+            let faults = bench::chart::layout(&read(picture).unwrap()).faults;
+            assert_eq!(faults, Vec::<String>::new(), "{picture}");
         }
     }
 }

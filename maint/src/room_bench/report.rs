@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Result;
-use bench::stats::percentile;
+use bench::{chart, stats::percentile};
 use serde::Serialize;
 
 use super::attendees::{Phase, Timeline};
@@ -210,47 +210,37 @@ impl Report {
         out
     }
 
-    /// Per attendee a row, per phase a bar: up → experiments → graded → down.
+    /// Per attendee a row, per phase a bar: up → experiments → graded → down; drawn
+    /// with the bench's chart's module.
     pub fn timeline_svg(&self) -> String {
         let end = self.timeline.spans.iter().map(|s| s.end).fold(1.0, f64::max);
         let (left, width, row) = (90.0, 800.0, 14.0);
         let x = |t: f64| left + t / end * width;
-        let height = 40.0 + row * self.attendees as f64;
-        let mut svg = format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n",
-            left + width + 10.0
-        );
         let colours = [
             (Phase::Up, "#4e79a7"),
             (Phase::Experiments, "#f28e2b"),
             (Phase::Graded, "#59a14f"),
             (Phase::Down, "#9c755f"),
         ];
+        let mut svg = String::new();
         for (k, (phase, colour)) in colours.iter().enumerate() {
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{}\" y=\"4\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{}\" y=\"13\">{phase:?}</text>",
-                left + 110.0 * k as f64,
-                left + 14.0 + 110.0 * k as f64
-            );
+            let at = left + 110.0 * k as f64;
+            chart::rect(&mut svg, (at, 4.0, 10.0, 10.0), &format!(r#" fill="{colour}""#));
+            chart::text(&mut svg, (at + 14.0, 13.0), 11.0, "", &format!("{phase:?}"));
         }
-        let _ = writeln!(svg, "<text x=\"{}\" y=\"13\">0 – {end:.0} s</text>", left + 460.0);
+        chart::text(&mut svg, (left + 460.0, 13.0), 11.0, "", &format!("0 – {end:.0} s"));
         for i in 0..self.attendees {
             let y = 24.0 + row * i as f64;
-            let _ = writeln!(svg, "<text x=\"4\" y=\"{}\">attendee-{:02}</text>", y + 10.0, i + 1);
+            chart::text(&mut svg, (4.0, y + 10.0), 11.0, "", &format!("attendee-{:02}", i + 1));
             for span in self.timeline.spans.iter().filter(|s| s.attendee == i) {
                 let colour = colours.iter().find(|(p, _)| *p == span.phase).map_or("#999", |c| c.1);
-                let stroke = if span.ok { "" } else { " stroke=\"#e15759\" stroke-width=\"2\"" };
-                let _ = writeln!(
-                    svg,
-                    "<rect x=\"{:.1}\" y=\"{y}\" width=\"{:.1}\" height=\"{}\" fill=\"{colour}\"{stroke}/>",
-                    x(span.start),
-                    (x(span.end) - x(span.start)).max(1.0),
-                    row - 3.0
-                );
+                let stroke = if span.ok { "" } else { r##" stroke="#e15759" stroke-width="2""## };
+                let w = (x(span.end) - x(span.start)).max(1.0);
+                let style = format!(r#" fill="{colour}"{stroke}"#);
+                chart::rect(&mut svg, (x(span.start), y, w, row - 3.0), &style);
             }
         }
-        svg + "</svg>\n"
+        chart::document(left + width + 10.0, 40.0 + row * self.attendees as f64, &svg)
     }
 }
 
