@@ -2,7 +2,7 @@
 //! as a process of its own (`bench-floor`, bench/src/bin) like every subject,
 //! so it shares no runtime with the bench's own measuring watch.
 //!
-//! With the controller stopped, [`StandIn`] watches my-config and, on each
+//! With the controller stopped, [`keep`] watches my-config and, on each
 //! event, sends the one write that puts it right — a create after a delete,
 //! an update after a drift — with nothing in between: no cache, no
 //! queue, no Events. It does the least a controller can: both requests are
@@ -13,7 +13,7 @@
 //! on this machine at this moment; a subject that beats it beyond noise is
 //! reported (`report::BEATS_FLOOR_BELOW`).
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use controller::desired::Desired;
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -21,51 +21,9 @@ use kube::{
     Api, Client,
     api::{ListParams, WatchEvent, WatchParams},
 };
-use tokio::{sync::oneshot, task::JoinHandle};
 
 /// The stand-in's field manager.
 pub const FIELD_MANAGER: &str = "bench-floor";
-
-/// The running stand-in; [`StandIn::stop`] ends it.
-pub struct StandIn {
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-impl StandIn {
-    /// Starts the loop with `client` (give it the controller's own identity,
-    /// so authentication and RBAC cost the same) and returns once its watch
-    /// is open: from then on it reacts to every change.
-    pub async fn start(client: Client, desired: Desired) -> anyhow::Result<StandIn> {
-        let writes = Prebuilt::new(client.clone(), &desired)?;
-        let api = Api::namespaced(client, desired.namespace());
-        let (opened, watching) = oneshot::channel();
-        let task = tokio::spawn(keep(api, desired, writes, opened));
-        if watching.await.is_err() {
-            // It ended before its watch opened: its error says why.
-            return Err(match task.await {
-                Ok(Err(e)) => e.context("the floor's stand-in could not start"),
-                Ok(Ok(())) => anyhow::anyhow!("the floor's stand-in ended at once"),
-                Err(e) => anyhow::Error::new(e).context("the floor's stand-in panicked"),
-            });
-        }
-        Ok(StandIn { task })
-    }
-
-    /// Stops it; fails if it had failed (its watch broke for good).
-    pub async fn stop(mut self) -> anyhow::Result<()> {
-        if self.task.is_finished() {
-            return (&mut self.task).await.context("the floor's stand-in panicked")?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for StandIn {
-    /// Stopped or dropped (a bench that fails half-way), it writes no more.
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 /// The two writes, serialized once: the desired ConfigMap, POSTed after a
 /// delete and PUT after a drift. The PUT carries no resourceVersion (an
@@ -102,25 +60,19 @@ impl Prebuilt {
     }
 }
 
-/// The loop: list (and put right what is there), watch, react; list again
-/// when the watch ends.
-async fn keep(
-    api: Api<ConfigMap>,
-    desired: Desired,
-    writes: Prebuilt,
-    opened: oneshot::Sender<()>,
-) -> anyhow::Result<()> {
+/// The loop, until it fails: list (and put right what is there), watch, react; list again
+/// when the watch ends. Run with `client` as the controller's own identity, so that
+/// authentication and RBAC cost the same.
+pub async fn keep(client: Client, desired: Desired) -> anyhow::Result<()> {
+    let writes = Prebuilt::new(client.clone(), &desired)?;
+    let api: Api<ConfigMap> = Api::namespaced(client, desired.namespace());
     let fields = format!("metadata.name={}", desired.name());
-    let mut opened = Some(opened);
     loop {
         let list = api.list(&ListParams::default().fields(&fields)).await?;
         put_right(&writes, &desired, list.items.first()).await;
         let from = list.metadata.resource_version.unwrap_or_default();
         let params = WatchParams::default().fields(&fields).timeout(290);
         let stream = api.watch(&params, &from).await?;
-        if let Some(opened) = opened.take() {
-            let _ = opened.send(());
-        }
         futures::pin_mut!(stream);
         while let Some(event) = stream.try_next().await? {
             match event {

@@ -25,7 +25,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use k8s_openapi::jiff::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{rounds::Disturbance, stats::Summary};
 use labkit::lab::{API_SERVER, Lab};
@@ -90,33 +90,6 @@ pub struct Request {
     pub answered: i64,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Line {
-    stage: String,
-    verb: String,
-    user: User,
-    object_ref: Option<ObjectRef>,
-    request_received_timestamp: String,
-    stage_timestamp: String,
-}
-
-#[derive(Deserialize)]
-struct User {
-    #[serde(default)]
-    username: String,
-}
-
-#[derive(Deserialize, Default)]
-struct ObjectRef {
-    #[serde(default)]
-    resource: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    name: String,
-}
-
 fn micros(text: &str) -> Result<i64> {
     let at: Timestamp = text.parse().with_context(|| format!("not a timestamp: {text}"))?;
     Ok(at.as_microsecond())
@@ -129,20 +102,20 @@ pub fn read(path: &Path) -> Result<Vec<Request>> {
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut requests = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let line: Line = serde_json::from_str(line)
+        let event: serde_json::Value = serde_json::from_str(line)
             .with_context(|| format!("{}: not an audit event: {line}", path.display()))?;
-        if line.stage != "ResponseComplete" || line.verb == "watch" {
+        let field = |at: &str| event.pointer(at).and_then(|v| v.as_str()).unwrap_or_default();
+        if field("/stage") != "ResponseComplete" || field("/verb") == "watch" {
             continue;
         }
-        let object = line.object_ref.unwrap_or_default();
         requests.push(Request {
-            verb: line.verb,
-            user: line.user.username,
-            resource: object.resource,
-            namespace: object.namespace,
-            name: object.name,
-            received: micros(&line.request_received_timestamp)?,
-            answered: micros(&line.stage_timestamp)?,
+            verb: field("/verb").into(),
+            user: field("/user/username").into(),
+            resource: field("/objectRef/resource").into(),
+            namespace: field("/objectRef/namespace").into(),
+            name: field("/objectRef/name").into(),
+            received: micros(field("/requestReceivedTimestamp"))?,
+            answered: micros(field("/stageTimestamp"))?,
         });
     }
     requests.sort_by_key(|r| r.received);

@@ -83,21 +83,6 @@ pub struct Subject {
     pub cost: Cost,
 }
 
-/// What one subject measured, before the ratios: [`Report::new`] adds them.
-pub struct Measured {
-    pub label: String,
-    pub ours: bool,
-    pub command: String,
-    pub metrics: bool,
-    pub self_heal: Vec<f64>,
-    pub correction: Vec<f64>,
-    pub self_heal_with_unrelated: Vec<f64>,
-    pub startup: Vec<f64>,
-    pub steady: Steady,
-    pub burst: Burst,
-    pub cost: Cost,
-}
-
 /// A series with its ratios to the floor and to my-controller (p50, p99).
 #[derive(Clone, Debug, Serialize)]
 pub struct Versus {
@@ -105,6 +90,14 @@ pub struct Versus {
     pub series: Series,
     pub to_floor: Ratios,
     pub to_ours: Ratios,
+}
+
+impl Versus {
+    /// A series, its ratios still to come ([`Report::new`] adds them).
+    pub fn new(samples_ms: Vec<f64>) -> Versus {
+        let series = Series::new(samples_ms);
+        Versus { series, to_floor: Ratios::default(), to_ours: Ratios::default() }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -194,48 +187,27 @@ impl Bar {
 }
 
 impl Report {
-    /// The report of a run: `measured[0]` is my-controller.
+    /// The report of a run, each subject's ratios to the floor and to my-controller added.
     pub fn new(
         meta: (u64, (String, String), String, usize),
         settings: Settings,
         floor: Floor,
-        measured: Vec<Measured>,
+        mut subjects: Vec<Subject>,
     ) -> Report {
         let (unix_time, (lab, provider), kubernetes_version, cpus) = meta;
-        let ours = measured.iter().find(|m| m.ours).map(|m| {
-            (
-                Series::new(m.self_heal.clone()),
-                Series::new(m.correction.clone()),
-                Series::new(m.startup.clone()),
-            )
-        });
-        let subjects: Vec<Subject> = measured
-            .into_iter()
-            .map(|m| {
-                let versus = |samples: Vec<f64>, floor: Option<&Series>, ours: Option<&Series>| {
-                    let series = Series::new(samples);
-                    Versus {
-                        to_floor: Ratios::of(&series, floor),
-                        to_ours: Ratios::of(&series, ours),
-                        series,
-                    }
-                };
-                let o = ours.as_ref();
-                Subject {
-                    self_heal: versus(m.self_heal, Some(&floor.self_heal), o.map(|o| &o.0)),
-                    correction: versus(m.correction, Some(&floor.correction), o.map(|o| &o.1)),
-                    startup: versus(m.startup, None, o.map(|o| &o.2)),
-                    self_heal_with_unrelated: Series::new(m.self_heal_with_unrelated),
-                    label: m.label,
-                    ours: m.ours,
-                    command: m.command,
-                    metrics: m.metrics,
-                    steady: m.steady,
-                    burst: m.burst,
-                    cost: m.cost,
-                }
-            })
-            .collect();
+        let ours = subjects
+            .iter()
+            .find(|s| s.ours)
+            .map(|o| [&o.self_heal, &o.correction, &o.startup].map(|v| v.series.clone()));
+        for s in &mut subjects {
+            let floors = [Some(&floor.self_heal), Some(&floor.correction), None];
+            for (i, v) in
+                [&mut s.self_heal, &mut s.correction, &mut s.startup].into_iter().enumerate()
+            {
+                v.to_floor = Ratios::of(&v.series, floors[i]);
+                v.to_ours = Ratios::of(&v.series, ours.as_ref().map(|o| &o[i]));
+            }
+        }
         let floor_beaten = floor_beaten(&subjects);
         let bars = bars(&subjects, !floor_beaten.is_empty());
         Report {
@@ -367,16 +339,16 @@ pub mod tests {
         Usage { rss_kib: mib * 1024, peak_rss_kib: mib * 1024, cpu_ms: 120.0, processes: 1 }
     }
 
-    fn measured(label: &str, ours: bool, heal: Vec<f64>, rss: u64, startup: f64) -> Measured {
-        Measured {
+    fn measured(label: &str, ours: bool, heal: Vec<f64>, rss: u64, startup: f64) -> Subject {
+        Subject {
             label: label.into(),
             ours,
             command: format!("/bin/{label}"),
             metrics: ours,
-            self_heal: heal,
-            correction: vec![4.0, 5.0],
-            self_heal_with_unrelated: vec![6.0],
-            startup: vec![startup],
+            self_heal: Versus::new(heal),
+            correction: Versus::new(vec![4.0, 5.0]),
+            self_heal_with_unrelated: Series::new(vec![6.0]),
+            startup: Versus::new(vec![startup]),
             steady: Steady {
                 seconds: 2.0,
                 reconciles: ours.then_some(2.0),

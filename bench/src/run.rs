@@ -16,7 +16,7 @@ use super::{
     phases::Span,
     places::{self, Place, Sharing},
     quiet::{self, Burst, Steady},
-    report::{Cost, Floor, Measured, Report, Series, Settings},
+    report::{self, Cost, Floor, Report, Series, Settings, Versus},
     rounds::{Disturbance, Rounds},
     stats::Summary,
     subject::{Spec, Subject},
@@ -49,18 +49,18 @@ struct Tally {
 
 impl Tally {
     /// What the report keeps of it; `n` rounds of each latency measure.
-    fn measured(self, spec: &Spec, n: usize) -> Measured {
+    fn measured(self, spec: &Spec, n: usize) -> report::Subject {
         let (steady, steady_cpu) = self.steady.expect("measured above");
         let idle = self.idle.expect("measured above");
-        Measured {
+        report::Subject {
             label: spec.label(),
             ours: spec.is_ours(),
             command: spec.command_line(),
-            metrics: spec.has_metrics(),
-            self_heal: self.heal,
-            correction: self.correct,
-            self_heal_with_unrelated: self.heal_unrelated,
-            startup: self.startup,
+            metrics: spec.is_ours(),
+            self_heal: Versus::new(self.heal),
+            correction: Versus::new(self.correct),
+            self_heal_with_unrelated: Series::new(self.heal_unrelated),
+            startup: Versus::new(self.startup),
             steady,
             burst: self.burst.expect("measured above"),
             cost: Cost {
@@ -247,7 +247,7 @@ impl Run<'_> {
     ) -> Result<Subject> {
         let subject = Subject::start(lab, spec, extra, self.log).await?;
         tally.startup.push(ms(subject.startup));
-        if spec.has_metrics() {
+        if spec.is_ours() {
             wait_idle(lab).await?;
         }
         Ok(subject)
@@ -281,7 +281,7 @@ impl Run<'_> {
         window: Duration,
         patches: usize,
     ) -> Result<(Steady, Duration, Burst)> {
-        let metrics = spec.has_metrics();
+        let metrics = spec.is_ours();
         let resync: &[&str] = if metrics { &["--resync", "1s"] } else { &[] };
         labkit::progress!(
             "\n== {}: steady state {window:?}{}, then a burst of {patches} patches ({BURST_IN_FLIGHT} in flight)",

@@ -48,11 +48,7 @@ pub enum Spec {
 }
 
 impl Spec {
-    /// Whether it serves our `/metrics` (reconciles, writes).
-    pub fn has_metrics(&self) -> bool {
-        self.is_ours()
-    }
-
+    /// Whether it is my-controller, the one that serves our `/metrics` (reconciles, writes).
     pub fn is_ours(&self) -> bool {
         matches!(self, Spec::Ours { .. })
     }
@@ -133,7 +129,7 @@ impl Subject {
         let url = lab.file().controller.url.clone();
         let api = lab.config_maps();
         let desired = lab.desired().clone();
-        let metrics = spec.has_metrics();
+        let metrics = spec.is_ours();
         let child = &mut self.child;
         let waited = eventually("the controller to create my-config", READY_WITHIN, || {
             let exited = child.try_wait().ok().flatten();
@@ -258,14 +254,14 @@ mod tests {
     fn labels_name_the_program_and_the_build() {
         let ours = Spec::Ours { binary: PathBuf::from("/w/target/release/my-controller") };
         assert_eq!(ours.label(), "my-controller (release)");
-        assert!(ours.has_metrics());
+        assert!(ours.is_ours());
         let theirs = Spec::Peer {
             label: None,
             command: "RUST_LOG=info /opt/bin/their-controller --fast".into(),
             pinned: false,
         };
         assert_eq!(theirs.label(), "their-controller (--peer)");
-        assert!(!theirs.has_metrics());
+        assert!(!theirs.is_ours());
         assert!(theirs.takes_a_namespace());
         let go = Spec::Peer {
             label: Some("course-go".into()),

@@ -1,11 +1,10 @@
 //! The bench's floor as a process of its own, like every subject: the
-//! harness's minimal watch → write loop (`bench::floor::StandIn`) keeping
+//! harness's minimal watch → write loop (`bench::floor::keep`) keeping
 //! my-config until SIGTERM. `cargo maint bench` builds and runs it; by hand:
 //!
 //!     bench-floor --kubeconfig PATH [--namespace default] [--name my-config]
 
 use anyhow::{Context, bail};
-use bench::floor::StandIn;
 use controller::desired::{Desired, default_data};
 
 #[tokio::main]
@@ -27,11 +26,10 @@ async fn main() -> anyhow::Result<()> {
     let desired = Desired::new(namespace, name, default_data())?;
     let client =
         controller::connect::client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
-    let stand_in = StandIn::start(client, desired).await?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = terminate.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        kept = bench::floor::keep(client, desired) => kept.context("the floor's loop failed"),
+        _ = terminate.recv() => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
     }
-    stand_in.stop().await
 }
