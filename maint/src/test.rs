@@ -112,7 +112,7 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
     // Built beside the envtest part instead, the Docker labs had to wait for it and came
     // after that part: 59 min cold, their half with idle CPU.
     let building = match docker_missing().is_none() && node_image_to_build() {
-        true => Some(NodeImageBuild::start("node-image-build.log")?),
+        true => Some(node_image_build("node-image-build.log")?),
         false => None,
     };
     section("unit tests");
@@ -136,7 +136,7 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
             release.run_long("building the static controller")?;
             let docker = Alongside::start(Part::Docker)?;
             // On an error the Docker part is interrupted (Alongside's drop).
-            build.wait().await?;
+            node_image_built(build).await?;
             docker
         }
         None => Alongside::start(Part::Docker)?,
@@ -168,7 +168,7 @@ async fn docker_part() -> Result<ExitCode> {
     // Built, or found built; when `cargo maint test` is building it already, this one
     // waits on the build's lock.
     if node_image.as_deref() == Some("built") {
-        NodeImageBuild::start("node-image-build-docker.log")?.wait().await?;
+        node_image_built(node_image_build("node-image-build-docker.log")?).await?;
     }
     // Before the room, which builds the same registry image: Docker Hub through a mirror
     // here, as a learner in mainland China has it (xtask/tests/kind_lab.rs pulls through it).
@@ -310,63 +310,30 @@ fn docker_usable() -> Result<(), String> {
 /// cold machine it is minutes of compiling Kubernetes, and what runs meanwhile
 /// (the unit tests, a lab's tests) comes first; CI's sandbox check, at the idle
 /// priority, comes after (`.ci/run`). Stopped if the run ends before the kind
-/// lab needs it.
-struct NodeImageBuild {
-    child: Option<std::process::Child>,
-    /// Its process group (its own: cargo, xtask and the builds they start).
-    group: i32,
-    /// Reaped: nothing is left to stop.
-    done: bool,
-    log: std::path::PathBuf,
+/// lab needs it. Its output goes to `log` in the target directory (one a part: two may
+/// run at once).
+fn node_image_build(log: &str) -> Result<Alongside> {
+    section("the kind node image, built in the background at a low CPU priority");
+    let cmd = Cmd::argv(["nice", "-n", "10", "cargo", "maint", "node-image"]);
+    Alongside::spawn("the kind node image", cmd, log)
 }
 
 /// The node image build's deadline, counted from when the kind lab needs it.
-const NODE_IMAGE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+const NODE_IMAGE_WITHIN: Duration = Duration::from_secs(30 * 60);
 
-impl NodeImageBuild {
-    /// Its output goes to `log` in the target directory (one a part: two may run at once).
-    fn start(log: &str) -> Result<NodeImageBuild> {
-        let log = labkit::project::target_dir().join(log);
-        let _ = std::fs::remove_file(&log);
-        section("the kind node image, built in the background at a low CPU priority");
-        let cmd = Cmd::argv(["nice", "-n", "10", "cargo", "maint", "node-image"]);
-        let child = cmd.spawn_to_log(&log)?;
-        Ok(NodeImageBuild { group: child.id() as i32, child: Some(child), done: false, log })
-    }
-
-    /// Waits for the build, its last line every 30 s; its log's tail when it fails.
-    async fn wait(mut self) -> Result<()> {
-        section(format!("waiting for the kind node image (log: {})", self.log.display()));
-        let started = std::time::Instant::now();
-        let child = self.child.take().expect("started");
-        let every = Duration::from_secs(30);
-        // Past the deadline, dropping `self` stops the build; the blocking thread reaps it.
-        let status =
-            alongside::exit_of(child, &self.log, every, Some(NODE_IMAGE_WITHIN), "still building:")
-                .await
-                .context("building the kind node image")?;
-        self.done = true;
-        ensure!(
-            status.success(),
-            "building the kind node image failed ({status}); its log ends:\n{}",
-            labkit::files::tail(&self.log, 20)
-        );
-        eprintln!("kind node image ready ({:.0} s of waiting)", started.elapsed().as_secs_f64());
-        Ok(())
-    }
-}
-
-impl Drop for NodeImageBuild {
-    fn drop(&mut self) {
-        if self.done || matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(Some(_)))) {
-            return;
-        }
-        eprintln!("stopping the node image build (pid group {})", self.group);
-        unsafe { libc::killpg(self.group, libc::SIGTERM) };
-        if let Some(mut child) = self.child.take() {
-            let _ = child.wait();
-        }
-    }
+/// Waits for the build, its last line every 30 s; its log's tail when it fails.
+async fn node_image_built(mut build: Alongside) -> Result<()> {
+    let started = std::time::Instant::now();
+    let every = Duration::from_secs(30);
+    let status =
+        build.exit(every, Some(NODE_IMAGE_WITHIN)).await.context("building the kind node image")?;
+    ensure!(
+        status.success(),
+        "building the kind node image failed ({status}); its log ends:\n{}",
+        labkit::files::tail(&build.log, 20)
+    );
+    eprintln!("kind node image ready ({:.0} s of waiting)", started.elapsed().as_secs_f64());
+    Ok(())
 }
 
 /// Takes the test lab down: [`LabDown::now`], or when dropped (an error or a

@@ -69,57 +69,28 @@ fn pause_binary(recipe: &Recipe) -> PathBuf {
 
 /// Every image, in kubeadm's order.
 pub fn component_images(recipe: &Recipe) -> Result<Vec<ComponentImage>> {
-    let k8s = &recipe.kubernetes;
-    let kubernetes = |program: &str| recipe.binary("kubernetes", program);
-    let scratch = |name: &'static str, tag: String, binary: PathBuf| ComponentImage {
+    // `entry`: the program at the root, as the image's entrypoint.
+    let image = |name: &'static str, tag: String, binary: PathBuf, entry: bool| ComponentImage {
         name,
         tag,
         base: None,
-        target: format!("/usr/local/bin/{name}"),
+        target: if entry { format!("/{name}") } else { format!("/usr/local/bin/{name}") },
         binary,
-        entrypoint: false,
+        entrypoint: entry,
     };
-    let coredns = recipe.component("coredns")?;
-    Ok(vec![
-        scratch(
-            "kube-apiserver",
-            format!("{REGISTRY}/kube-apiserver:{k8s}"),
-            kubernetes("kube-apiserver")?,
-        ),
-        scratch(
-            "kube-controller-manager",
-            format!("{REGISTRY}/kube-controller-manager:{k8s}"),
-            kubernetes("kube-controller-manager")?,
-        ),
-        scratch(
-            "kube-scheduler",
-            format!("{REGISTRY}/kube-scheduler:{k8s}"),
-            kubernetes("kube-scheduler")?,
-        ),
-        ComponentImage {
-            base: Some(recipe.rootfs.image()),
-            ..scratch(
-                "kube-proxy",
-                format!("{REGISTRY}/kube-proxy:{k8s}"),
-                kubernetes("kube-proxy")?,
-            )
-        },
-        ComponentImage {
-            target: "/coredns".into(),
-            entrypoint: true,
-            ..scratch(
-                "coredns",
-                format!("{REGISTRY}/coredns/coredns:{}", coredns.version),
-                recipe.binary("coredns", "coredns")?,
-            )
-        },
-        ComponentImage {
-            target: "/pause".into(),
-            entrypoint: true,
-            ..scratch("pause", format!("{REGISTRY}/pause:{PAUSE_TAG}"), pause_binary(recipe))
-        },
-        scratch("etcd", format!("{REGISTRY}/etcd:{ETCD_TAG}"), recipe.binary("etcd", "etcd")?),
-    ])
+    let mut images = Vec::new();
+    for name in ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"] {
+        let tag = format!("{REGISTRY}/{name}:{}", recipe.kubernetes);
+        images.push(image(name, tag, recipe.binary("kubernetes", name)?, false));
+    }
+    // kube-proxy needs iptables: the rootfs is its base.
+    images[3].base = Some(recipe.rootfs.image());
+    let coredns = format!("{REGISTRY}/coredns/coredns:{}", recipe.component("coredns")?.version);
+    images.push(image("coredns", coredns, recipe.binary("coredns", "coredns")?, true));
+    images.push(image("pause", pause_tag(), pause_binary(recipe), true));
+    let etcd = format!("{REGISTRY}/etcd:{ETCD_TAG}");
+    images.push(image("etcd", etcd, recipe.binary("etcd", "etcd")?, false));
+    Ok(images)
 }
 
 /// The sandbox image every pod starts with (containerd's `sandbox_image`).

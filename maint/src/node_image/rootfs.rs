@@ -129,23 +129,19 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
     let arch = format!("--arch={}", rootfs.arch.go);
     let multiarch = rootfs.arch.multiarch;
     let image = rootfs.image();
-    let mut steps = Vec::new();
+    let mut guarded = Vec::new();
     if rootfs.mirror.is_none() {
-        steps.push(
-            Step::own("find a Debian mirror in the apt sources", |_| {
-                Box::pin(async {
-                    bail!(
-                        "no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d/: \
-                         name one with `--mirror URL` (and `--suite NAME`, e.g. bookworm)"
-                    )
-                })
+        guarded.push(Step::own("find a Debian mirror in the apt sources", |_| {
+            Box::pin(async {
+                bail!(
+                    "no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d/: \
+                     name one with `--mirror URL` (and `--suite NAME`, e.g. bookworm)"
+                )
             })
-            .when(unless.clone(), missing.clone()),
-        );
+        }));
     }
-    steps.extend([
-        Step::run(as_root(&["rm", "-rf", &tree_s, &partial_s]))
-            .when(unless.clone(), missing.clone()),
+    guarded.extend([
+        Step::run(as_root(&["rm", "-rf", &tree_s, &partial_s])),
         Step::long(
             as_root(&[
                 "debootstrap",
@@ -157,18 +153,15 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
                 &mirror,
             ]),
             "making the Debian rootfs",
-        )
-        .when(unless.clone(), missing.clone()),
+        ),
         {
             let (tree, sysroot) = (tree.clone(), sysroot.clone());
             Step::own(
                 format!("copy libseccomp's headers and static library into {}", shown(&sysroot)),
                 move |_| Box::pin(async move { copy_sysroot(&tree, &sysroot, multiarch) }),
             )
-            .when(unless.clone(), missing.clone())
         },
-        Step::run(as_root(&["tar", "-C", &tree_s, "-cf", &partial_s, "."]))
-            .when(unless.clone(), missing.clone()),
+        Step::run(as_root(&["tar", "-C", &tree_s, "-cf", &partial_s, "."])),
         {
             let (partial, tarball) = (partial.clone(), tarball.clone());
             Step::own(format!("move it to {}", shown(&tarball)), move |_| {
@@ -177,9 +170,12 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
                         .with_context(|| format!("cannot move {}", partial.display()))
                 })
             })
-            .when(unless.clone(), missing.clone())
         },
-        Step::run(as_root(&["rm", "-rf", &tree_s])).when(unless, missing),
+        Step::run(as_root(&["rm", "-rf", &tree_s])),
+    ]);
+    let mut steps: Vec<_> =
+        guarded.into_iter().map(|step| step.when(unless.clone(), missing.clone())).collect();
+    steps.extend([
         Step::probe(image_present(&image), |build: &mut Build, out: Result<String>| {
             build.rootfs_image = out.is_ok();
             Ok(())

@@ -48,6 +48,12 @@ pub struct Timeline {
     pub spans: Vec<Span>,
 }
 
+impl Default for Timeline {
+    fn default() -> Timeline {
+        Timeline::new(Instant::now(), 0)
+    }
+}
+
 impl Timeline {
     pub fn new(origin: Instant, attendees: usize) -> Timeline {
         Timeline { origin, attendees, spans: Vec::new() }
@@ -73,18 +79,6 @@ impl Timeline {
     }
 }
 
-/// The room's folder and its attendees' labs from a run that was
-/// interrupted name a room that is gone (or will be made again): removed.
-pub fn forget_an_interrupted_run(room: &str, labs: &[String]) -> Result<()> {
-    let room = labkit::project::target_dir().join("room").join(room);
-    for dir in labs.iter().map(|l| labkit::project::lab_dir(l)).chain([room]) {
-        if labkit::files::remove_dir(&dir)? {
-            eprintln!("removed {}: left by an interrupted run", labkit::project::shown(&dir));
-        }
-    }
-    Ok(())
-}
-
 /// Each attendee's command at once, each span on the timeline as `phase`.
 fn on_timeline(phase: Phase, commands: Vec<(usize, Cmd)>, timeline: &mut Timeline) -> Vec<String> {
     let who: Vec<usize> = commands.iter().map(|(i, _)| *i).collect();
@@ -100,21 +94,12 @@ fn on_timeline(phase: Phase, commands: Vec<(usize, Cmd)>, timeline: &mut Timelin
 
 /// Every attendee's `lab up --provider existing` with their kubeconfig from
 /// `room up`, `wave` at a time.
-pub fn up(
-    labs: &[String],
-    wave: usize,
-    room_dir: &Path,
-    registry: &str,
-    timeline: &mut Timeline,
-) -> Vec<String> {
+pub fn up(labs: &[String], wave: usize, registry: &str, timeline: &mut Timeline) -> Vec<String> {
     let mut failed = Vec::new();
     for (w, chunk) in labs.chunks(wave).enumerate() {
         let commands = chunk.iter().enumerate().map(|(j, lab)| {
             let i = w * wave + j;
-            let kubeconfig = room_dir.join(format!("{PREFIX}-{:02}.kubeconfig", i + 1));
-            let up = ["xtask", "lab", "up", "--provider", "existing", "--name", lab];
-            let cmd = cargo(up).args(["--registry", registry, "--kubeconfig"]);
-            (i, cmd.arg(kubeconfig.display().to_string()))
+            (i, crate::test::existing::attendee_lab_up(ROOM, i, lab, registry))
         });
         failed.extend(on_timeline(Phase::Up, commands.collect(), timeline));
     }

@@ -22,11 +22,11 @@ use xtask::cargo::cargo;
 use xtask::room::{RoomCommand, RoomOptions, TokenSeconds};
 
 use crate::room_cluster::{self, REGISTRY_HOST};
+use crate::test::existing::PREFIX;
 use report::Report;
 
-/// The room's name and its namespaces' prefix.
+/// The room's name.
 const ROOM: &str = "room-bench";
-const PREFIX: &str = "attendee";
 
 #[derive(Args)]
 pub struct RoomBenchArgs {
@@ -126,7 +126,7 @@ async fn bench(args: &RoomBenchArgs, cluster: &Cluster) -> Result<Report> {
     let n = args.attendees as usize;
     let admin = cluster_metrics::client(&cluster.kubeconfig, cluster.context.as_deref()).await?;
     let labs: Vec<String> = (1..=n).map(|i| format!("{ROOM}-{i:02}")).collect();
-    attendees::forget_an_interrupted_run(ROOM, &labs)?;
+    crate::test::existing::forget_an_interrupted_run(ROOM, &labs)?;
     let before = labkit::cluster::snapshot(&admin).await?;
     let api_before = cluster_metrics::api_server(&admin).await?;
     let mut report =
@@ -180,8 +180,7 @@ async fn morning(
     let n = labs.len();
     let wave = args.wave.map_or(n, |w| w as usize);
     phase(format!("lab up --provider existing: {n} attendees, {wave} at once"))?;
-    let room_dir = labkit::project::target_dir().join("room").join(ROOM);
-    let failed = attendees::up(labs, wave, &room_dir, &cluster.registry, timeline);
+    let failed = attendees::up(labs, wave, &cluster.registry, timeline);
     ensure!(failed.is_empty(), "lab up failed for {failed:?}");
     report.controllers_idle = cluster_metrics::controllers_memory(admin, PREFIX).await?;
     phase(format!("the course's experiments in {n} namespaces at once"))?;

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::attendees::{Phase, Timeline};
 use super::cluster_metrics::{ApiFigures, ControllersMemory};
 
-#[derive(Serialize)]
+#[derive(Default, Serialize)]
 pub struct Report {
     pub attendees: usize,
     /// How many `lab up`s started together.
@@ -70,19 +70,7 @@ impl Report {
             graders,
             machine: format!("{cpus} CPUs, {:.0} GiB", kib / (1 << 20) as f64),
             cluster: format!("Kubernetes {version}, {nodes} nodes"),
-            room_up: Duration::ZERO,
-            room_down: Duration::ZERO,
-            heal_all: Vec::new(),
-            heal_lockstep: Vec::new(),
-            heal_alone: Vec::new(),
-            api_server: ApiFigures::default(),
-            controllers_idle: ControllersMemory::default(),
-            controllers_busy: ControllersMemory::default(),
-            grading: Duration::ZERO,
-            room_table: String::new(),
-            timeline: Timeline::new(std::time::Instant::now(), attendees),
-            objects: 0,
-            failures: Vec::new(),
+            ..Report::default()
         })
     }
 
@@ -128,86 +116,53 @@ impl Report {
         let (ex50, _, exmax, ex_whole) = seconds(Phase::Experiments);
         let (gr50, _, grmax, _) = seconds(Phase::Graded);
         let (dn50, _, dnmax, _) = seconds(Phase::Down);
-        let mut out = String::new();
-        let _ = writeln!(out, "| figure | measured | goal (a room of 30) |\n|---|---|---|");
-        let room_up = self.room_up.as_secs_f64();
-        let _ = writeln!(
-            out,
-            "| `room up` | {room_up:.1} s | within {ROOM_UP_WITHIN} s: {} |",
-            goal(room_up <= ROOM_UP_WITHIN)
-        );
-        let _ = writeln!(
-            out,
-            "| each `lab up` | p50 {up50:.1} s, p90 {up90:.1} s, max {upmax:.1} s | |"
-        );
-        let _ = writeln!(
-            out,
-            "| every lab ready, from the first `lab up` | {up_whole:.1} s | within {LABS_READY_WITHIN} s: {} |",
-            goal(up_whole <= LABS_READY_WITHIN)
-        );
-        let _ = writeln!(
-            out,
-            "| the four experiments, per namespace | p50 {ex50:.1} s, max {exmax:.1} s; all namespaces {ex_whole:.1} s | |"
-        );
-        out += &self.heal_rows();
+        let (room_up, grading) = (self.room_up.as_secs_f64(), self.grading.as_secs_f64());
         let api = &self.api_server;
-        let _ = writeln!(
-            out,
-            "| API server, whole run | {} requests (watches apart), p99 ≤ {} s; {:.0} MiB resident at the end | |",
-            api.requests, api.p99_at_most, api.memory_mib
-        );
-        for (when, memory) in
-            [("after lab up", &self.controllers_idle), ("after self-heal", &self.controllers_busy)]
-        {
-            let _ = writeln!(
-                out,
-                "| controllers' memory, {when} | {:.0} MiB in {} pods | |",
-                memory.total_mib, memory.pods
-            );
-        }
-        let grading = self.grading.as_secs_f64();
-        let _ = writeln!(
-            out,
-            "| grading the room | {grading:.0} s; per attendee p50 {gr50:.0} s, max {grmax:.0} s | within {GRADED_WITHIN} s: {} |",
-            goal(grading <= GRADED_WITHIN)
-        );
-        let _ = writeln!(out, "| each `lab down` | p50 {dn50:.1} s, max {dnmax:.1} s | |");
-        let _ = writeln!(out, "| `room down` | {:.1} s | |", self.room_down.as_secs_f64());
-        out
+        let memory = |m: &ControllersMemory| format!("{:.0} MiB in {} pods", m.total_mib, m.pods);
+        format!(
+            "| figure | measured | goal (a room of 30) |\n|---|---|---|\n\
+             | `room up` | {room_up:.1} s | within {ROOM_UP_WITHIN} s: {} |\n\
+             | each `lab up` | p50 {up50:.1} s, p90 {up90:.1} s, max {upmax:.1} s | |\n\
+             | every lab ready, from the first `lab up` | {up_whole:.1} s | within {LABS_READY_WITHIN} s: {} |\n\
+             | the four experiments, per namespace | p50 {ex50:.1} s, max {exmax:.1} s; all namespaces {ex_whole:.1} s | |\n\
+             {}\
+             | API server, whole run | {} requests (watches apart), p99 ≤ {} s; {:.0} MiB resident at the end | |\n\
+             | controllers' memory, after lab up | {} | |\n\
+             | controllers' memory, after self-heal | {} | |\n\
+             | grading the room | {grading:.0} s; per attendee p50 {gr50:.0} s, max {grmax:.0} s | within {GRADED_WITHIN} s: {} |\n\
+             | each `lab down` | p50 {dn50:.1} s, max {dnmax:.1} s | |\n\
+             | `room down` | {:.1} s | |\n",
+            goal(room_up <= ROOM_UP_WITHIN),
+            goal(up_whole <= LABS_READY_WITHIN),
+            self.heal_rows(),
+            api.requests,
+            api.p99_at_most,
+            api.memory_mib,
+            memory(&self.controllers_idle),
+            memory(&self.controllers_busy),
+            goal(grading <= GRADED_WITHIN),
+            self.room_down.as_secs_f64()
+        )
     }
 
     /// Self-heal alone, with all running one at a time (the goal), in lockstep.
     fn heal_rows(&self) -> String {
-        let (all99, alone99) = (ms(&self.heal_all, 99.0), ms(&self.heal_alone, 99.0));
-        let mut out = String::new();
-        let ratio = |p99: f64| {
+        let alone99 = ms(&self.heal_alone, 99.0);
+        // The figures of `samples`, and their p99's ratio to one alone's.
+        let heal = |samples: &[Duration]| {
+            let (p50, p99) = (ms(samples, 50.0), ms(samples, 99.0));
             let ratio = p99 / alone99;
-            format!("{ratio:.2}× {}", goal(ratio <= HEAL_P99_RATIO))
+            let figures = format!("p50 {p50:.1} ms, p99 {p99:.1} ms ({} rounds)", samples.len());
+            (figures, format!("{ratio:.2}× {}", goal(ratio <= HEAL_P99_RATIO)))
         };
-        let _ = writeln!(
-            out,
-            "| self-heal, one alone | p50 {:.1} ms, p99 {alone99:.1} ms ({} rounds) | |",
-            ms(&self.heal_alone, 50.0),
-            self.heal_alone.len(),
-        );
-        let _ = writeln!(
-            out,
-            "| self-heal, all {} running, one namespace at a time | p50 {:.1} ms, p99 {all99:.1} ms ({} rounds) | p99 within {HEAL_P99_RATIO}× one alone's: {} |",
-            self.attendees,
-            ms(&self.heal_all, 50.0),
-            self.heal_all.len(),
-            ratio(all99)
-        );
-        let lockstep99 = ms(&self.heal_lockstep, 99.0);
-        let _ = writeln!(
-            out,
-            "| self-heal, all {} running, every namespace at the same moment | p50 {:.1} ms, p99 {lockstep99:.1} ms ({} rounds) | (the worst case; the same ratio: {}) |",
-            self.attendees,
-            ms(&self.heal_lockstep, 50.0),
-            self.heal_lockstep.len(),
-            ratio(lockstep99)
-        );
-        out
+        let n = self.attendees;
+        let ((alone, _), (all, all_ratio)) = (heal(&self.heal_alone), heal(&self.heal_all));
+        let (lockstep, lockstep_ratio) = heal(&self.heal_lockstep);
+        format!(
+            "| self-heal, one alone | {alone} | |\n\
+             | self-heal, all {n} running, one namespace at a time | {all} | p99 within {HEAL_P99_RATIO}× one alone's: {all_ratio} |\n\
+             | self-heal, all {n} running, every namespace at the same moment | {lockstep} | (the worst case; the same ratio: {lockstep_ratio}) |\n"
+        )
     }
 
     /// Per attendee a row, per phase a bar: up → experiments → graded → down; drawn

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, ensure};
 use base64::Engine as _;
+use labkit::command::Cmd;
 
 use super::section;
 use crate::room_cluster::{self, REGISTRY_HOST};
@@ -21,6 +22,8 @@ use xtask::room::{RoomCommand, RoomOptions};
 /// The room's name, and its attendees' labs.
 pub const ROOM: &str = "test-room";
 pub const LABS: [&str; 3] = ["room-attendee-01", "room-attendee-02", "room-attendee-03"];
+/// The attendees' namespaces' prefix (`attendee-01`, …), here and in the room bench.
+pub const PREFIX: &str = "attendee";
 /// Tells `xtask/tests/existing_cluster.rs` where the room's kubeconfigs are.
 pub const ROOM_DIR_ENV: &str = "LAB_ROOM_DIR";
 /// Tells it the image its probe pods run (Debian with curl, in the room's registry).
@@ -33,7 +36,7 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     let node =
         NodeImage::parse(node_image).reference(xtask::lab::kind::kind_version().as_deref())?;
     let mut cluster = room_cluster::make(&node).await?;
-    forget_an_interrupted_run()?;
+    forget_an_interrupted_run(ROOM, &LABS)?;
     let admin = xtask::lab::kubeconfig::client(&cluster.kubeconfig).await?;
     let before = labkit::cluster::snapshot(&admin).await?;
     let instructor = with_ca_file(&cluster.kubeconfig)?;
@@ -47,7 +50,7 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
         attendees: 3,
         duration: xtask::room::TokenSeconds::hours(2),
         _token_hours: None,
-        prefix: "attendee".into(),
+        prefix: PREFIX.into(),
         room: room(),
     };
     xtask::room::run(up).await?;
@@ -64,21 +67,25 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     result
 }
 
-/// The room's cluster is new: a room or attendee lab recorded by an
-/// interrupted run names one that is gone, and would stop `room up`.
-fn forget_an_interrupted_run() -> Result<()> {
-    let labs = LABS.map(labkit::project::lab_dir);
-    for dir in labs.iter().chain([&room_dir()]) {
-        if labkit::files::remove_dir(dir)? {
-            eprintln!("removed {}: left by an interrupted run", labkit::project::shown(dir));
+/// The room's cluster is new (or made again): its folder and its attendees' labs recorded
+/// by an interrupted run name one that is gone, and would stop `room up`: removed.
+pub(crate) fn forget_an_interrupted_run(room: &str, labs: &[impl AsRef<str>]) -> Result<()> {
+    let labs = labs.iter().map(|l| labkit::project::lab_dir(l.as_ref()));
+    for dir in labs.chain([xtask::room::room_dir(room)]) {
+        if labkit::files::remove_dir(&dir)? {
+            eprintln!("removed {}: left by an interrupted run", labkit::project::shown(&dir));
         }
     }
     Ok(())
 }
 
-/// The room's kubeconfigs.
-pub fn room_dir() -> PathBuf {
-    labkit::project::target_dir().join("room").join(ROOM)
+/// `lab up --provider existing` for the `i`th attendee of `room` (from 0), as they type it
+/// with the kubeconfig `room up` wrote them: `cargo xtask`, as this process's own binary may
+/// have been rebuilt by the tests before (its path then names a deleted file).
+pub(crate) fn attendee_lab_up(room: &str, i: usize, lab: &str, registry: &str) -> Cmd {
+    let kubeconfig = xtask::room::room_dir(room).join(format!("{PREFIX}-{:02}.kubeconfig", i + 1));
+    let up = ["xtask", "lab", "up", "--provider", "existing", "--name", lab, "--registry"];
+    xtask::cargo::cargo(up).args([registry, "--kubeconfig"]).path(&kubeconfig)
 }
 
 /// kind's kubeconfig with its CA moved into a file beside it, named by a
@@ -103,15 +110,9 @@ pub(crate) fn with_ca_file(kind: &Path) -> Result<PathBuf> {
 /// Each attendee's lab up at once, the e2e suite in each, then the tests.
 async fn attendees(debian: &str) -> Result<ExitCode> {
     section("lab up --provider existing, three attendees at once");
-    // `cargo xtask`, as a person types it: this process's own binary may have been
-    // rebuilt by the tests before (its path then names a deleted file).
-    let lab_up = |i: usize| {
-        let kubeconfig = room_dir().join(format!("attendee-{:02}.kubeconfig", i + 1));
-        xtask::cargo::cargo(["xtask", "lab", "up", "--provider", "existing", "--name", LABS[i]])
-            .args(["--registry", REGISTRY_HOST, "--kubeconfig"])
-            .arg(kubeconfig.display().to_string())
+    let up = |i: usize| {
+        (format!("lab up for {}", LABS[i]), attendee_lab_up(ROOM, i, LABS[i], REGISTRY_HOST))
     };
-    let up = |i: usize| (format!("lab up for {}", LABS[i]), lab_up(i));
     crate::side_by_side::shown(&crate::side_by_side::run("room-logs", vec![up(0), up(1), up(2)]))?;
     // The whole suite in one attendee's namespace; in the others, the course's four
     // experiments at once: each lab works, and the suite is not run three times over
@@ -146,7 +147,7 @@ async fn attendees(debian: &str) -> Result<ExitCode> {
         "--nocapture",
     ])
     .env(labkit::lab::NAME_ENV, LABS[0])
-    .env(ROOM_DIR_ENV, room_dir().display().to_string())
+    .env(ROOM_DIR_ENV, xtask::room::room_dir(ROOM).display().to_string())
     .env(DEBIAN_ENV, debian)
     .run();
     ensure!(failed.is_empty(), "the suite or the experiments failed: {failed:?}");

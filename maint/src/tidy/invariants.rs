@@ -47,7 +47,7 @@ const TIMED_LOOP_ALLOWED: &[(&str, &str)] = &[
     // `lab logs -f` follows a growing file, as `tail -f` does.
     ("xtask/src/lab/envtest/logs.rs", "show"),
     // A line every so often while a process's exit is awaited (not polled).
-    ("maint/src/test/alongside.rs", "exit_of"),
+    ("maint/src/test/alongside.rs", "exit"),
 ];
 
 /// `file:line: what` for each finding of `check` in a tracked Rust file

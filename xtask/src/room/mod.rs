@@ -150,7 +150,8 @@ fn parse_token_duration(text: &str) -> Result<TokenSeconds, String> {
     Ok(TokenSeconds(seconds as i64))
 }
 
-fn room_dir(name: &str) -> PathBuf {
+/// Where room `name`'s kubeconfigs are written (`<namespace>.kubeconfig` each).
+pub fn room_dir(name: &str) -> PathBuf {
     labkit::project::target_dir().join("room").join(name)
 }
 
