@@ -25,9 +25,10 @@ use labkit::project;
 use labkit::tr;
 
 /// `--image-builder`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Builder {
     /// host on Linux (in the Nix dev shell too), else dockerfile.
+    #[default]
     Auto,
     Nix,
     Host,

@@ -10,7 +10,7 @@ use labkit::lab_file::ProviderKind;
 use labkit::tr;
 
 /// How `lab up` builds the lab.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Default)]
 pub struct UpOptions {
     #[arg(long, value_enum, default_value_t = ProviderChoice::Auto)]
     pub provider: ProviderChoice,
@@ -63,16 +63,7 @@ pub struct ExistingOptions {
 
 impl UpOptions {
     pub fn envtest() -> Self {
-        UpOptions {
-            provider: ProviderChoice::Envtest,
-            image_builder: crate::image::Builder::Auto,
-            dry_run: false,
-            bundle: None,
-            node_image: None,
-            mirror: Default::default(),
-            target: labkit::lab_file::Target::default(),
-            existing: ExistingOptions::default(),
-        }
+        UpOptions { provider: ProviderChoice::Envtest, ..Default::default() }
     }
 
     /// Flags that belong to another provider are refused in one line.
@@ -117,7 +108,7 @@ impl UpOptions {
 }
 
 /// `--provider`: what a person may ask for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum ProviderChoice {
     /// kube-apiserver + etcd + the controller as local processes; no Docker needed.
     Envtest,
@@ -126,6 +117,7 @@ pub enum ProviderChoice {
     /// A cluster that is there already (`--context`, `--registry`): the controller in one namespace.
     Existing,
     /// kind when Docker is usable, else envtest.
+    #[default]
     Auto,
 }
 

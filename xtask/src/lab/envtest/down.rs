@@ -6,13 +6,13 @@ use super::*;
 /// What `lab down` does for an envtest lab: every process the pid files name, newest first
 /// (SIGTERM, then SIGKILL after a grace period), then the state.
 /// Works without lab.json (a failed `up` leaves none).
-pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
+pub fn down_plan(state_dir: &Path) -> Vec<Step<bool>> {
     let mut steps: Vec<Step<bool>> = ROLES
         .iter()
         .rev()
         .filter_map(|role| {
-            let pid = labkit::files::read_number::<u32>(layout.pid_file(role))?;
-            let dir = layout.state_dir.clone();
+            let pid = labkit::files::read_number::<u32>(pid_file(state_dir, role))?;
+            let dir = state_dir.to_path_buf();
             Some(Step::own(
                 tr!("stop {role} (pid {pid}): SIGTERM to its process group, SIGKILL after a grace period", role, pid),
                 move |_| {
@@ -24,9 +24,9 @@ pub fn down_plan(layout: &Layout) -> Vec<Step<bool>> {
             ))
         })
         .collect();
-    let dir = layout.state_dir.clone();
+    let dir = state_dir.to_path_buf();
     steps.push(Step::own(
-        tr!("remove {path}", path = shown(&layout.state_dir)),
+        tr!("remove {path}", path = shown(state_dir)),
         move |removed: &mut bool| {
             Box::pin(async move {
                 *removed = labkit::files::remove_dir(&dir)?;

@@ -7,15 +7,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::Layout;
 use labkit::tr;
 
 /// How often `-f` looks for new output: a person reading along, not a state being awaited.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 pub fn show(name: &str, follow: bool) -> Result<()> {
-    let layout = Layout::new(&labkit::project::lab_dir(name));
-    let log = layout.log("controller");
+    let log = super::log(&labkit::project::lab_dir(name), "controller");
     if !log.exists() {
         bail!(tr!(
             "no controller log at {path} (is lab {name} up? `cargo xtask lab up --name {name}`)",

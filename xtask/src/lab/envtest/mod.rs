@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow};
 
-use crate::lab::binaries::{self, EnvtestBinaries};
+use crate::lab::binaries::{self, Binary, EnvtestBinaries};
 use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, TOKEN_SECONDS};
 use crate::lab::kubeconfig::{self, Credentials};
 use crate::lab::options::UpOptions;
@@ -53,41 +53,21 @@ const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.loc
 /// The processes in start order; `down` stops them in reverse.
 const ROLES: [&str; 3] = [handle::ETCD, handle::API_SERVER, handle::CONTROLLER];
 
-/// The files of one lab, by purpose.
-#[derive(Clone, Debug, Default)]
-pub struct Layout {
-    pub state_dir: PathBuf,
-    pki: PathBuf,
-    etcd_data: PathBuf,
-    admin_kubeconfig: PathBuf,
-    controller_kubeconfig: PathBuf,
+/// `<dir>/<role>.log`: a process's output.
+pub fn log(dir: &Path, role: &str) -> PathBuf {
+    dir.join(format!("{role}.log"))
 }
 
-impl Layout {
-    pub fn new(state_dir: &Path) -> Layout {
-        Layout {
-            state_dir: state_dir.to_path_buf(),
-            pki: state_dir.join("pki"),
-            etcd_data: state_dir.join("etcd"),
-            admin_kubeconfig: state_dir.join("kubeconfig"),
-            controller_kubeconfig: state_dir.join("controller.kubeconfig"),
-        }
-    }
-
-    pub fn log(&self, role: &str) -> PathBuf {
-        self.state_dir.join(format!("{role}.log"))
-    }
-
-    fn pid_file(&self, role: &str) -> PathBuf {
-        self.state_dir.join(format!("{role}.pid"))
-    }
+fn pid_file(dir: &Path, role: &str) -> PathBuf {
+    dir.join(format!("{role}.pid"))
 }
 
 /// What `lab up` learns on the way.
 #[derive(Default)]
 pub struct Up {
     name: String,
-    layout: Layout,
+    /// The lab's state directory.
+    dir: PathBuf,
     target: Target,
     binaries: Option<EnvtestBinaries>,
     pki: Option<certs::Pki>,
@@ -113,15 +93,16 @@ impl Up {
         format!("http://127.0.0.1:{}", self.ports[port])
     }
 
-    /// Starts `cmd` as `role`, in its own process group, its output in its log.
+    /// Starts `cmd` as `role`, in its own process group, its output in its log;
+    /// `binary`: what it runs, when it is not the controller `cargo build` made.
     fn spawn(
         &mut self,
         role: &'static str,
         cmd: Cmd,
-        source: String,
+        binary: Option<Binary>,
         ports: &[(&str, u16)],
-    ) -> Result<()> {
-        let (log, pid_file) = (self.layout.log(role), self.layout.pid_file(role));
+    ) -> Result<&mut Spawned> {
+        let (log, pid_file) = (log(&self.dir, role), pid_file(&self.dir, role));
         let spawned = process::spawn_detached(role, &cmd, &log, &pid_file)?;
         let entry = lab_file::Process {
             role: role.into(),
@@ -129,24 +110,19 @@ impl Up {
             pid_file,
             binary: PathBuf::from(cmd.program()),
             args: cmd.arguments().to_vec(),
-            version: None,
-            source,
+            source: binary.as_ref().map_or_else(|| "cargo build".into(), |b| b.source.clone()),
+            version: binary.map(|b| b.version),
             log,
             ports: ports.iter().map(|(purpose, port)| (purpose.to_string(), *port)).collect(),
         };
         self.started.push((spawned, entry));
-        Ok(())
-    }
-
-    /// The process just started, for waiting on it.
-    fn last(&mut self) -> Result<&mut Spawned> {
-        self.started.last_mut().map(|(s, _)| s).with_context(|| tr!("nothing started"))
+        Ok(&mut self.started.last_mut().with_context(|| tr!("nothing started"))?.0)
     }
 }
 
 /// What `lab up --provider envtest` does, in order.
-pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
-    let dir = shown(&layout.state_dir);
+pub fn up_plan(state_dir: &Path) -> Vec<Step<Up>> {
+    let dir = shown(state_dir);
     let mut steps = vec![Step::own(
         tr!("find kube-apiserver and etcd: $KUBE_APISERVER/$ETCD, $KUBEBUILDER_ASSETS, PATH, \
              target/envtest, else go build (`cargo xtask envtest-bins`)"),
@@ -169,9 +145,9 @@ pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
             tr!("generate a CA, serving, admin and ServiceAccount keys into {dir}/pki (rcgen); choose free loopback ports", dir),
             |up: &mut Up| {
                 Box::pin(async move {
-                    std::fs::create_dir_all(&up.layout.state_dir)
-                        .with_context(|| tr!("cannot create {path}", path = up.layout.state_dir.display()))?;
-                    up.pki = Some(certs::generate(&up.layout.pki)?);
+                    std::fs::create_dir_all(&up.dir)
+                        .with_context(|| tr!("cannot create {path}", path = up.dir.display()))?;
+                    up.pki = Some(certs::generate(&up.dir.join("pki"))?);
                     up.ports = free_ports()?;
                     Ok(())
                 })
@@ -192,8 +168,7 @@ pub fn up_plan(layout: &Layout) -> Vec<Step<Up>> {
             |up: &mut Up| {
                 Box::pin(async move {
                     let admin = up.admin.clone().with_context(|| tr!("no admin client"))?;
-                    let dir = &up.layout.state_dir;
-                    let mut record = Record::open(dir, &up.name, Some(ProviderKind::Envtest))?;
+                    let mut record = Record::open(&up.dir, &up.name, Some(ProviderKind::Envtest))?;
                     for document in manifests::rbac(&up.target)? {
                         labkit::owned::apply(&admin, &mut record, "lab up", manifests::FIELD_MANAGER, document).await?;
                     }
@@ -226,15 +201,15 @@ pub struct Envtest;
 impl Provider for Envtest {
     fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
         Box::pin(async move {
-            let layout = Layout::new(&project::lab_dir(name));
+            let dir = project::lab_dir(name);
             if !options.dry_run
-                && let Some(lab) = reuse_or_clean(name, &layout, &options.target).await?
+                && let Some(lab) = reuse_or_clean(name, &dir, &options.target).await?
             {
                 return Ok(Some(lab));
             }
-            let steps = up_plan(&layout);
+            let steps = up_plan(&dir);
             let target = options.target.clone();
-            let mut up = Up { name: name.into(), layout, target, ..Up::default() };
+            let mut up = Up { name: name.into(), dir, target, ..Up::default() };
             let cold_start = Instant::now();
             plan::print_or_execute(steps, &mut up, options.dry_run).await?;
             if !options.dry_run {
@@ -248,7 +223,7 @@ impl Provider for Envtest {
     fn down<'a>(&'a self, name: &'a str, dry_run: bool) -> Answer<'a, bool> {
         Box::pin(async move {
             let mut removed = false;
-            let steps = down_plan(&Layout::new(&project::lab_dir(name)));
+            let steps = down_plan(&project::lab_dir(name));
             plan::print_or_execute(steps, &mut removed, dry_run).await?;
             Ok(removed)
         })
@@ -276,8 +251,8 @@ impl Provider for Envtest {
 
 /// An envtest lab that is up and healthy is reused; anything else under its
 /// name is taken down so a fresh one can start.
-async fn reuse_or_clean(name: &str, layout: &Layout, target: &Target) -> Result<Option<LabFile>> {
-    let why = match LabFile::read(&layout.state_dir) {
+async fn reuse_or_clean(name: &str, dir: &Path, target: &Target) -> Result<Option<LabFile>> {
+    let why = match LabFile::read(dir) {
         Ok(Some(lab)) if lab.target != *target => tr!(
             "lab {name} keeps {kept}, not {target}: starting it anew for {target}",
             name,
@@ -300,10 +275,12 @@ async fn reuse_or_clean(name: &str, layout: &Layout, target: &Target) -> Result<
             }
             tr!("cleaning it up and starting anew")
         }
-        Ok(None) if layout.state_dir.exists() => tr!(
-            "{path} holds an incomplete lab (no lab.json): cleaning it up",
-            path = layout.state_dir.display()
-        ),
+        Ok(None) if dir.exists() => {
+            tr!(
+                "{path} holds an incomplete lab (no lab.json): cleaning it up",
+                path = dir.display()
+            )
+        }
         Ok(None) => return Ok(None),
         Err(error) => tr!("warning: {error}; cleaning up", error = format!("{error:#}")),
     };
@@ -317,7 +294,7 @@ async fn start_etcd(up: &mut Up) -> Result<()> {
     let (client, peer) = (up.url(0), up.url(1));
     let cmd = Cmd::new(binary.path.display().to_string()).args([
         "--name=lab".to_string(),
-        format!("--data-dir={}", up.layout.etcd_data.display()),
+        format!("--data-dir={}", up.dir.join("etcd").display()),
         format!("--listen-client-urls={client}"),
         format!("--advertise-client-urls={client}"),
         format!("--listen-peer-urls={peer}"),
@@ -327,10 +304,9 @@ async fn start_etcd(up: &mut Up) -> Result<()> {
         "--unsafe-no-fsync=true".to_string(),
     ]);
     let ports = [("client", up.ports[0]), ("peer", up.ports[1])];
-    up.spawn(handle::ETCD, cmd, binary.source, &ports)?;
-    up.started.last_mut().with_context(|| tr!("nothing started"))?.1.version = Some(binary.version);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[0]));
-    wait_ready("etcd /health", up.last()?, true, || probes::etcd_ready(addr)).await
+    let etcd = up.spawn(handle::ETCD, cmd, Some(binary), &ports)?;
+    wait_ready("etcd /health", etcd, true, || probes::etcd_ready(addr)).await
 }
 
 async fn start_api_server(up: &mut Up) -> Result<()> {
@@ -340,7 +316,7 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
     // controller-runtime envtest's flags, plus our own PKI.
     let cmd = Cmd::new(binary.path.display().to_string()).args([
         format!("--etcd-servers={}", up.url(0)),
-        format!("--cert-dir={}", up.layout.pki.display()),
+        format!("--cert-dir={}", up.dir.join("pki").display()),
         format!("--tls-cert-file={}", pki.serving_cert.display()),
         format!("--tls-private-key-file={}", pki.serving_key.display()),
         format!("--client-ca-file={}", pki.ca_cert.display()),
@@ -360,17 +336,16 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
         // Lets the controller's TokenRequest get the whole 48 h it asks for.
         format!("--service-account-max-token-expiration={}h", controller::TOKEN_SECONDS / 3600),
     ]);
-    up.spawn(handle::API_SERVER, cmd, binary.source, &[("https", port)])?;
-    up.started.last_mut().with_context(|| tr!("nothing started"))?.1.version = Some(binary.version);
     let credentials = Credentials::ClientCertificate {
         cert_pem: &pki.admin_cert_pem,
         key_pem: &pki.admin_key_pem,
     };
     let url = format!("https://127.0.0.1:{port}");
-    let kubeconfig = &up.layout.admin_kubeconfig.clone();
+    let kubeconfig = &up.dir.join("kubeconfig");
     kubeconfig::write(kubeconfig, &up.name, &url, &pki.ca_pem, certs::ADMIN_USER, credentials)?;
     let probe = kubeconfig::probe_client(kubeconfig).await?;
-    wait_ready("kube-apiserver /readyz", up.last()?, true, || {
+    let api_server = up.spawn(handle::API_SERVER, cmd, Some(binary), &[("https", port)])?;
+    wait_ready("kube-apiserver /readyz", api_server, true, || {
         probes::api_server_ready(probe.clone())
     })
     .await?;
@@ -388,7 +363,7 @@ async fn write_controller_kubeconfig(up: &mut Up) -> Result<()> {
     let url = format!("https://127.0.0.1:{}", up.ports[2]);
     let ca = &up.pki()?.ca_pem;
     kubeconfig::write(
-        &up.layout.controller_kubeconfig,
+        &up.dir.join("controller.kubeconfig"),
         &up.name,
         &url,
         ca,
@@ -403,11 +378,11 @@ async fn start_controller(up: &mut Up) -> Result<()> {
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[3]));
     let binary = project::target_dir().join("debug").join(crate::cargo::BINARY);
     let cmd = Cmd::new(binary.display().to_string())
-        .args(controller::args(&up.layout.controller_kubeconfig, listen))
+        .args(controller::args(&up.dir.join("controller.kubeconfig"), listen))
         .args(up.target.flags());
-    up.spawn(handle::CONTROLLER, cmd, "cargo build".into(), &[("http", up.ports[3])])?;
+    let controller = up.spawn(handle::CONTROLLER, cmd, None, &[("http", up.ports[3])])?;
     let url = format!("http://{listen}");
-    wait_ready("controller /readyz", up.last()?, true, || probes::controller_ready(url.clone()))
+    wait_ready("controller /readyz", controller, true, || probes::controller_ready(url.clone()))
         .await
 }
 
@@ -417,22 +392,16 @@ async fn write_lab(up: &mut Up) -> Result<()> {
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[3]));
     let controller = lab_file::Controller {
         url: format!("http://{listen}"),
-        kubeconfig: up.layout.controller_kubeconfig.clone(),
+        kubeconfig: up.dir.join("controller.kubeconfig"),
         service_account: format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}"),
         token_expires: up.token_expires.clone(),
-        log: up.layout.log(handle::CONTROLLER),
+        log: log(&up.dir, handle::CONTROLLER),
     };
     let lab = LabFile {
         kubernetes_version: version,
         api_server_url: format!("https://127.0.0.1:{}", up.ports[2]),
         processes: up.started.iter().map(|(_, entry)| entry.clone()).collect(),
-        ..LabFile::ready(
-            &up.name,
-            &up.layout.state_dir,
-            Section::Envtest,
-            up.target.clone(),
-            controller,
-        )
+        ..LabFile::ready(&up.name, &up.dir, Section::Envtest, up.target.clone(), controller)
     };
     labkit::test_hook::at("lab up:lab.json")?;
     lab.write()?;

@@ -110,26 +110,6 @@ impl NodeImage {
     }
 }
 
-/// Where a lab's files are, as the plan names them.
-#[derive(Clone, Debug, Default)]
-pub struct Paths {
-    pub state_dir: PathBuf,
-    pub kubeconfig: PathBuf,
-    pub cluster_config: PathBuf,
-    pub image_archive: PathBuf,
-}
-
-impl Paths {
-    pub fn new(state_dir: &Path) -> Paths {
-        Paths {
-            state_dir: state_dir.to_path_buf(),
-            kubeconfig: state_dir.join("kubeconfig"),
-            cluster_config: state_dir.join("cluster.yaml"),
-            image_archive: state_dir.join("controller-image.tar"),
-        }
-    }
-}
-
 /// Where the images come from.
 #[derive(Clone, Debug)]
 pub enum Images {
@@ -161,7 +141,7 @@ pub fn docker_arch() -> &'static str {
 /// cluster deleted when this lab's record names it and its node is the one
 /// recorded; a cluster of the name that is not this lab's is left and named.
 pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
-    let kubeconfig = shown(&Paths::new(state_dir).kubeconfig);
+    let kubeconfig = shown(&state_dir.join("kubeconfig"));
     let dir = state_dir.to_path_buf();
     let container = node_container(name);
     vec![

@@ -5,7 +5,7 @@
 //! [`up_plan`] is the phases in order, printed by `--dry-run` or carried out
 //! ([`crate::plan`]); its snapshot pins it (`the_kind_plan_matches_its_snapshot`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use kube::api::{Patch, PatchParams};
@@ -16,8 +16,8 @@ use super::steps::{
     write_lab_file,
 };
 use super::{
-    CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, Paths, WAIT, build_node_image, bundle,
-    cluster_entry, docker_arch, image_present, kind_version, node_container, save_platform, shown,
+    CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, WAIT, build_node_image, bundle, cluster_entry,
+    docker_arch, image_present, kind_version, node_container, save_platform, shown,
 };
 use crate::image;
 use crate::lab::manifests;
@@ -31,7 +31,8 @@ use labkit::tr;
 /// What every phase names, fixed before the plan is made.
 struct Names {
     name: String,
-    paths: Paths,
+    /// The lab's state directory.
+    dir: PathBuf,
     /// The kubeconfig, as a person types its path.
     kubeconfig: String,
     /// The node's container.
@@ -50,11 +51,10 @@ pub fn up_plan(
     node: &str,
     target: &labkit::lab_file::Target,
 ) -> Result<Vec<Step<Up>>> {
-    let paths = Paths::new(state_dir);
     let names = Names {
         name: name.to_string(),
-        kubeconfig: shown(&paths.kubeconfig),
-        paths,
+        kubeconfig: shown(&state_dir.join("kubeconfig")),
+        dir: state_dir.to_path_buf(),
         container: node_container(name),
         reference: image::reference()?,
         node: node.to_string(),
@@ -87,16 +87,10 @@ fn checks(names: &Names) -> Vec<Step<Up>> {
                 "{{.Server.Version}} {{.Server.APIVersion}}",
             ]),
             |up: &mut Up, out: Result<String>| {
-                up.docker = Some(match out {
-                    Ok(line) => {
-                        let (version, api) = line.split_once(' ').unwrap_or((&line, ""));
-                        Ok((version.to_string(), api.to_string()))
-                    }
-                    Err(e) if labkit::command::is_not_found(&e) => {
-                        Err("docker: command not found".into())
-                    }
-                    Err(e) => Err(format!("{e:#}")),
-                });
+                up.docker = Some(out.map_err(|e| match labkit::command::is_not_found(&e) {
+                    true => "docker: command not found".into(),
+                    false => format!("{e:#}"),
+                }));
                 Ok(())
             },
         ),
@@ -226,10 +220,10 @@ fn node_facts(node: &str) -> Step<Up> {
 /// The cluster: its config for this host, created unless it exists (then
 /// checked), and a client for it.
 fn cluster(names: &Names) -> Vec<Step<Up>> {
-    let Names { name, paths, kubeconfig, container, node, .. } = names;
-    let cluster_config = shown(&paths.cluster_config);
-    let (dir, file) = (paths.state_dir.clone(), paths.cluster_config.clone());
-    let kubeconfig_path = paths.kubeconfig.clone();
+    let Names { name, dir, kubeconfig, container, node, .. } = names;
+    let file = dir.join("cluster.yaml");
+    let cluster_config = shown(&file);
+    let kubeconfig_path = dir.join("kubeconfig");
     vec![
         Step::own(
             tr!(
@@ -237,9 +231,9 @@ fn cluster(names: &Names) -> Vec<Step<Up>> {
                 config = cluster_config,
                 file = CLUSTER_FILE
             ),
-            move |up: &mut Up| Box::pin(async move { write_cluster_config(up, &dir, &file) }),
+            move |up: &mut Up| Box::pin(async move { write_cluster_config(up, &file) }),
         ),
-        Step::own(tr!("record the cluster {name} in {path} before kind makes it", name, path = shown(&Record::path(&paths.state_dir))), |up: &mut Up| {
+        Step::own(tr!("record the cluster {name} in {path} before kind makes it", name, path = shown(&Record::path(dir))), |up: &mut Up| {
             Box::pin(async move {
                 let entry = cluster_entry(&up.name);
                 up.record()?.intend(&entry, BY, How::Created)
@@ -289,7 +283,7 @@ fn course_images(names: &Names, images: &Images) -> Vec<Step<Up>> {
     if course.is_empty() {
         return Vec::new();
     }
-    let archive = shown(&names.paths.state_dir.join("course-images.tar"));
+    let archive = shown(&names.dir.join("course-images.tar"));
     vec![
         Step::run(Cmd::argv(["docker", "save", "-o", &archive]).args(&course)),
         Step::run(Cmd::argv(["kind", "load", "image-archive", &archive, "--name", &names.name])),
@@ -299,8 +293,8 @@ fn course_images(names: &Names, images: &Images) -> Vec<Step<Up>> {
 /// The controller image: built (unless loading a bundle), then loaded into
 /// the node unless its containerd has this very image.
 fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
-    let Names { name, paths, container, reference, .. } = names;
-    let archive = shown(&paths.image_archive);
+    let Names { name, dir, container, reference, .. } = names;
+    let archive = shown(&dir.join("controller-image.tar"));
     let mut steps = Vec::new();
     if let Images::Build(builder, _, _) = images {
         steps.extend(image::steps::<Up>(*builder)?);
@@ -335,9 +329,12 @@ fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
             },
         ),
         // Older Dockers have no --platform: it is dropped there.
-        Step::adjusted(save, |up: &Up, save: &Cmd| match up.docker.as_ref() {
-            Some(Ok((_, api))) if save_platform(Some(api), docker_arch()).is_some() => save.clone(),
-            _ => strip_platform(save),
+        Step::adjusted(save, |up: &Up, save: &Cmd| {
+            let api = up.docker.as_ref().and_then(|d| d.as_ref().ok()?.split_once(' '));
+            match save_platform(api.map(|(_, api)| api), docker_arch()) {
+                Some(_) => save.clone(),
+                None => strip_platform(save),
+            }
         })
         .when(tr!("if the node does not have this image"), Up::needs_load),
         Step::run(Cmd::argv(["kind", "load", "image-archive", &archive, "--name", name]))
@@ -409,10 +406,9 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
 
 /// The record: lab.json, which the suites read.
 fn record(names: &Names) -> Vec<Step<Up>> {
-    vec![Step::own(
-        tr!("write {path}", path = shown(&names.paths.state_dir.join(lab_file::FILE_NAME))),
-        |up| Box::pin(async move { write_lab_file(up).await }),
-    )]
+    vec![Step::own(tr!("write {path}", path = shown(&names.dir.join(lab_file::FILE_NAME))), |up| {
+        Box::pin(async move { write_lab_file(up).await })
+    })]
 }
 
 /// `lab up --provider kind`: carries out [`up_plan`], the cluster recorded
@@ -448,7 +444,7 @@ pub async fn up(
     }
     let mut up = Up {
         name: name.to_string(),
-        paths: Paths::new(&state_dir),
+        dir: state_dir.clone(),
         node_image: node,
         kind_version,
         target: target.clone(),

@@ -2,13 +2,13 @@
 //! what every step learns on the way ([`Up`]); [`super::phases`] puts them in
 //! order.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 
-use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, Paths, cluster_entry, config, node_container};
+use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, cluster_entry, config, node_container};
 use crate::image;
 use crate::lab::controller::{SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE};
 use crate::lab::{kubeconfig, manifests};
@@ -27,13 +27,14 @@ pub(super) const BY: &str = "lab up";
 #[derive(Default)]
 pub struct Up {
     pub name: String,
-    pub paths: Paths,
+    /// The lab's state directory.
+    pub dir: PathBuf,
     /// The ConfigMap the controller keeps (`--target`).
     pub target: labkit::lab_file::Target,
     /// The node image the cluster runs (a reference Docker has).
     pub node_image: String,
     /// `docker version`: the engine's version and API version, or why it did not answer.
-    pub(super) docker: Option<std::result::Result<(String, String), String>>,
+    pub(super) docker: Option<std::result::Result<String, String>>,
     pub(super) cgroup_version: Option<String>,
     pub(super) kind_version: Option<String>,
     pub(super) cluster_exists: bool,
@@ -136,13 +137,13 @@ pub(super) fn strip_platform(save: &Cmd) -> Cmd {
 pub(super) fn machine_checks(up: &mut Up) -> Result<()> {
     let table = kind_releases::table()?;
     let docker = match &up.docker {
-        Some(Ok((version, _))) => Ok(version.clone()),
-        Some(Err(error)) => Err(error.clone()),
-        None => Err("docker: command not found".to_string()),
+        Some(Ok(line)) => Ok(line.split(' ').next().unwrap_or_default()),
+        Some(Err(error)) => Err(error.as_str()),
+        None => Err("docker: command not found"),
     };
     let cgroup = up.cgroup_version.as_deref().map(str::trim);
     let checks: Vec<Check> = vec![
-        preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
+        preflight::docker_daemon(docker),
         preflight::kind_version(up.kind_version.as_deref(), &table),
         preflight::cgroups(cgroup),
         preflight::inotify(
@@ -175,7 +176,7 @@ pub(super) fn machine_checks(up: &mut Up) -> Result<()> {
 
 /// The node image's minor must be the kit's; the host's adaptations go into
 /// the cluster config the lab uses.
-pub(super) fn write_cluster_config(up: &mut Up, dir: &Path, file: &Path) -> Result<()> {
+pub(super) fn write_cluster_config(up: &mut Up, file: &Path) -> Result<()> {
     let facts = up.node_facts.clone().unwrap_or_default();
     let version = facts.lines().next().unwrap_or_default().trim().to_string();
     let minor = ::controller::version::parse_minor(
@@ -198,8 +199,8 @@ pub(super) fn write_cluster_config(up: &mut Up, dir: &Path, file: &Path) -> Resu
     }
     let cluster = std::fs::read_to_string(project::root().join(CLUSTER_FILE))
         .with_context(|| tr!("cannot read {path}", path = CLUSTER_FILE))?;
-    std::fs::create_dir_all(dir)
-        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
+    std::fs::create_dir_all(&up.dir)
+        .with_context(|| tr!("cannot create {path}", path = up.dir.display()))?;
     labkit::files::write_public(file, config::for_host(&cluster, up.host)?)
 }
 
@@ -258,7 +259,7 @@ pub(super) async fn look_at_deployment(up: &mut Up) -> Result<()> {
 pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
     let client = up.client()?;
     let version = client.apiserver_version().await.context("GET /version")?.git_version;
-    let kubeconfig = kube::config::Kubeconfig::read_from(&up.paths.kubeconfig)?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(up.dir.join("kubeconfig"))?;
     let api_server_url = kubeconfig
         .clusters
         .first()
@@ -272,8 +273,7 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
         controller_image_id: up.built_id.clone().unwrap_or_default(),
     };
     let service_account = format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}");
-    let (dir, controller) =
-        (&up.paths.state_dir, lab_file::Controller::deployment(service_account));
+    let (dir, controller) = (&up.dir, lab_file::Controller::deployment(service_account));
     let lab = LabFile {
         kubernetes_version: version,
         api_server_url,
