@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use super::subject::Spec;
 use labkit::command::Cmd;
 use labkit::lab::Lab;
-use labkit::{fingerprint::sha256_hex, project};
+use labkit::{fingerprint::sha256_hex, go_build, project};
 
 /// The course's program as it prints it: a Go module, relative to the repository.
 pub const COURSE_VERBATIM: &str = "bench/peers/course-verbatim";
@@ -30,14 +30,23 @@ pub const COURSE_LABEL: &str = "course-go";
 /// The Go peer, built if its sources changed since the last build.
 pub fn course_go() -> Result<Spec> {
     let patch = project::root().join(COURSE_GO_PATCH);
-    let binary = go_program("course-go", COURSE_VERBATIM, Some(&patch))?;
-    let go_mod = project::root().join(COURSE_VERBATIM).join("go.mod");
-    let version = client_go_version(
-        &std::fs::read_to_string(&go_mod)
-            .with_context(|| format!("cannot read {}", go_mod.display()))?,
-    );
+    let label = |version| format!("{COURSE_LABEL} (client-go {version})");
+    go_peer("course-go", COURSE_VERBATIM, Some(&patch), "k8s.io/client-go", label)
+}
+
+/// A Go peer: the program of the module in `dir` ([`go_program`]), named by `label` given
+/// the version its go.mod requires of `module`.
+fn go_peer(
+    name: &str,
+    dir: &str,
+    patch: Option<&Path>,
+    module: &str,
+    label: impl FnOnce(String) -> String,
+) -> Result<Spec> {
+    let binary = go_program(name, dir, patch)?;
+    let version = go_build::required_version(&go_build::read_go_mod(dir)?, module)?;
     Ok(Spec::Peer {
-        label: Some(format!("{COURSE_LABEL} (client-go {version})")),
+        label: Some(label(version)),
         command: binary.display().to_string(),
         pinned: false,
     })
@@ -99,17 +108,9 @@ pub const CONTROLLER_RUNTIME: &str = "bench/peers/controller-runtime";
 
 /// The controller-runtime peer, built if its sources changed.
 pub fn controller_runtime() -> Result<Spec> {
-    let binary = go_program("controller-runtime", CONTROLLER_RUNTIME, None)?;
-    let go_mod = std::fs::read_to_string(project::root().join(CONTROLLER_RUNTIME).join("go.mod"))?;
-    let version = go_mod
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("sigs.k8s.io/controller-runtime "))
-        .map_or("?".into(), |v| v.trim().to_string());
-    Ok(Spec::Peer {
-        label: Some(format!("controller-runtime {version}")),
-        command: binary.display().to_string(),
-        pinned: false,
-    })
+    let module = "sigs.k8s.io/controller-runtime";
+    let label = |version| format!("controller-runtime {version}");
+    go_peer("controller-runtime", CONTROLLER_RUNTIME, None, module, label)
 }
 
 /// The kube-runtime peer: stage 2 (`controller/examples/stage2_crd.rs`,
@@ -139,23 +140,12 @@ pub async fn kube_runtime_install(lab: &Lab) -> Result<()> {
     labkit::stage2::keep_with_template(lab, desired.name(), desired.data().clone()).await
 }
 
-/// `k8s.io/client-go v0.36.3` in go.mod → `v0.36.3`.
-fn client_go_version(go_mod: &str) -> String {
-    go_mod
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("k8s.io/client-go "))
-        .map_or("?".into(), |v| v.trim().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_peer_pins_the_kits_client_go_minor() {
-        let go_mod = std::fs::read_to_string(
-            labkit::project::root().join(super::COURSE_VERBATIM).join("go.mod"),
-        )
-        .unwrap();
-        let version = super::client_go_version(&go_mod);
+        let go_mod = labkit::go_build::read_go_mod(super::COURSE_VERBATIM).unwrap();
+        let version = labkit::go_build::required_version(&go_mod, "k8s.io/client-go").unwrap();
         let minor = controller::version::target_minor();
         assert!(version.starts_with(&format!("v0.{minor}.")), "client-go {version}, kit 1.{minor}");
     }

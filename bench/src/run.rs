@@ -263,15 +263,6 @@ impl Run<'_> {
         Ok(took)
     }
 
-    /// `count` rounds of `what` on the lab's own my-config; their times in ms.
-    async fn rounds(&mut self, what: Disturbance, count: usize) -> Result<Vec<f64>> {
-        let mut took = Vec::with_capacity(count);
-        for _ in 0..count {
-            took.push(ms(self.rounds.once(self.lab, what).await?));
-        }
-        Ok(took)
-    }
-
     /// The steady window — ours restarted with `--resync 1s`, another with
     /// its own settings — then a burst; the subject is stopped afterwards.
     async fn steady_and_burst(
@@ -309,7 +300,9 @@ impl Run<'_> {
     ) -> Result<()> {
         let subject = self.start(self.lab, spec, tally, &[]).await?;
         self.rounds.warm_up(self.lab).await?;
-        tally.heal_unrelated = self.rounds(Disturbance::Delete, heal_rounds).await?;
+        for _ in 0..heal_rounds {
+            tally.heal_unrelated.push(ms(self.rounds.once(self.lab, Disturbance::Delete).await?));
+        }
         tally.with_unrelated = Some(subject.usage()?);
         subject.stop().await?;
         let p50 = Summary::of(&tally.heal_unrelated).map_or(0.0, |s| s.p50);
