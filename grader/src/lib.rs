@@ -230,42 +230,17 @@ impl Report {
 }
 
 /// The program could not be graded at all: it did not start, exited before
-/// it asked the API server anything, or never asked. `detail` holds the last
-/// lines it printed.
+/// it asked the API server anything, or never asked. `reason` names its text
+/// (`cannot_start`, `exited_at_once`, `never_connected`), `value` fills it
+/// (why, the exit status, the time waited); `detail` holds the last lines it
+/// printed.
 #[derive(Debug, thiserror::Error)]
-#[error("`{command}` cannot be graded: {reason}\n{detail}")]
+#[error("`{command}` cannot be graded: {reason} ({value})\n{detail}")]
 pub struct Refused {
     pub command: String,
-    pub reason: Reason,
+    pub reason: &'static str,
+    pub value: String,
     pub detail: String,
-}
-
-/// Why a program cannot be graded; `key` names its text, `value` fills it.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum Reason {
-    #[error("it does not start: {0}")]
-    CannotStart(String),
-    #[error("it exited at once ({0}), before it asked the API server anything")]
-    ExitedAtOnce(String),
-    #[error("it asked the API server nothing within {0}")]
-    NeverConnected(String),
-}
-
-impl Reason {
-    pub fn key(&self) -> &'static str {
-        match self {
-            Reason::CannotStart(_) => "cannot_start",
-            Reason::ExitedAtOnce(_) => "exited_at_once",
-            Reason::NeverConnected(_) => "never_connected",
-        }
-    }
-
-    /// The one value its text takes: why, the exit status, the time waited.
-    pub fn value(&self) -> &str {
-        match self {
-            Reason::CannotStart(v) | Reason::ExitedAtOnce(v) | Reason::NeverConnected(v) => v,
-        }
-    }
 }
 
 /// Grades `options.command` against `lab`'s target ConfigMap. The lab's

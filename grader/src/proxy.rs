@@ -52,7 +52,7 @@ use tokio::sync::{oneshot, watch};
 
 use labkit::tr;
 pub use request::{Counts, Target};
-use request::{Kind, classify};
+use request::{Kind, classify, query_value};
 
 /// The program's kubeconfig, in the borrow's folder `dir` (removed whole when the lab is put back).
 pub fn kubeconfig_in(dir: &Path) -> PathBuf {
@@ -256,11 +256,8 @@ impl Shared {
         if kind == Kind::ResumedWatch && take_one(&self.gone_owed) {
             return gone(request.uri());
         }
-        let contested = match kind {
-            Kind::UpdateOfTarget => self.conflict.lock().expect("not poisoned").take(),
-            _ => None,
-        };
-        let Some(tell) = contested else {
+        let armed = || self.conflict.lock().expect("not poisoned").take();
+        let Some(tell) = (kind == Kind::UpdateOfTarget).then(armed).flatten() else {
             return self.pass(request, kind).await;
         };
         if let Err(e) = self.rival_write().await {
@@ -345,36 +342,25 @@ fn take_one(owed: &AtomicUsize) -> bool {
 /// resourceVersion: 200, one ERROR event holding a 410 Expired Status, the end.
 /// JSON whatever the program asked for: clients decode by the response's type.
 fn gone(uri: &Uri) -> Response<Body> {
-    let version = uri
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("resourceVersion="))
-        .unwrap_or_default();
+    let version = query_value(uri.query().unwrap_or_default(), "resourceVersion");
     let event = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
         "metadata": {}, "status": "Failure", "reason": "Expired", "code": 410,
-        "message": format!("too old resource version: {version}")}});
-    let mut line = event.to_string();
-    line.push('\n');
-    Response::builder()
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(full(line))
-        .expect("a valid response")
+        "message": format!("too old resource version: {}", version.unwrap_or_default())}});
+    json_response(StatusCode::OK, format!("{event}\n"))
 }
 
 /// An error of the proxy's own, as the API server words errors (a Status).
 fn status(code: StatusCode, message: &str) -> Response<Body> {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "code": code.as_u16()});
-    Response::builder()
-        .status(code)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(full(body.to_string()))
-        .expect("a valid response")
+    json_response(code, body.to_string())
 }
 
-fn full(text: String) -> Body {
-    Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed_unsync()
+fn json_response(code: StatusCode, text: String) -> Response<Body> {
+    let body = Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed_unsync();
+    let response =
+        Response::builder().status(code).header(header::CONTENT_TYPE, "application/json");
+    response.body(body).expect("a valid response")
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
-    Hint, Options, Reason, Refused, Row, RowId, Step,
+    Hint, Options, Refused, Row, RowId, Step,
     identity::Identity,
     program::{Program, Stopped},
     proxy::{Counts, Proxy},

@@ -380,8 +380,8 @@ impl GradedRow {
 
 fn refused_text(refused: &Refused, texts: &Texts) -> String {
     let reason = locale::fill(
-        Texts::get(&texts.refused, refused.reason.key()),
-        &[("why", refused.reason.value()), ("kubeconfig", grade::KUBECONFIG_WORD)],
+        Texts::get(&texts.refused, refused.reason),
+        &[("why", refused.value.as_str()), ("kubeconfig", grade::KUBECONFIG_WORD)],
     );
     format!("{}\n{}", texts.text("refused", &[("reason", &reason)]), program_lines(&refused.detail))
 }

@@ -137,7 +137,7 @@ impl Counts {
 }
 
 /// The first value of `key` in a query string (`a=1&b=2`), as sent.
-fn query_value(query: &str, key: &str) -> Option<String> {
+pub fn query_value(query: &str, key: &str) -> Option<String> {
     query.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (k == key).then(|| v.to_string())

@@ -14,20 +14,21 @@ impl Grading<'_> {
         let (program, options) = (&mut self.program, self.options);
         let proxy = self.proxy.as_ref().expect("alive");
         let start = || async move {
-            let refused = |program: &Program, reason| Refused {
+            let refused = |program: &Program, reason, value| Refused {
                 command: program.cmd.to_string(),
                 reason,
+                value,
                 detail: labkit::files::tail(&program.log, 10),
             };
             let started = program.start().await;
-            started.map_err(|e| refused(program, Reason::CannotStart(format!("{e:#}"))))?;
+            started.map_err(|e| refused(program, "cannot_start", format!("{e:#}")))?;
             let reason = match connect(program, proxy, before, options).await {
                 Ok(_) => None,
-                Err(Some(status)) => Some(Reason::ExitedAtOnce(exit_status(status))),
-                Err(None) => Some(Reason::NeverConnected(secs(options.connect_within))),
+                Err(Some(status)) => Some(("exited_at_once", exit_status(status))),
+                Err(None) => Some(("never_connected", secs(options.connect_within))),
             };
-            if let Some(reason) = reason {
-                return Err(refused(program, reason).into());
+            if let Some((reason, value)) = reason {
+                return Err(refused(program, reason, value).into());
             }
             labkit::test_hook::at(&format!("grade:row:{}", RowId::Starts.key()))?;
             Ok(exit_of(program))
