@@ -206,12 +206,7 @@ impl Lab {
     /// `--shutdown-watch-termination-grace-period`. For the controller a
     /// crashed API server is the harsher fault anyway (no goodbye on the watch).
     pub async fn stop_process(&mut self, role: &str) -> anyhow::Result<()> {
-        let (pid, state_dir) = (self.pid(role)?, self.file.state_dir.clone());
-        if role == API_SERVER {
-            process::kill(pid, &state_dir).await?;
-        } else {
-            process::stop(pid, &state_dir).await?;
-        }
+        process::stop(self.pid(role)?, &self.file.state_dir, role != API_SERVER).await?;
         Ok(())
     }
 

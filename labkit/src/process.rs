@@ -201,19 +201,11 @@ pub enum StopOutcome {
     Stopped { killed: bool, after: Duration },
 }
 
-/// SIGTERM to the process group, wait, then SIGKILL; polls, with deadlines, never sleeps blind.
-pub async fn stop(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
-    end(pid, state_dir, true).await
-}
-
-/// SIGKILL to the process group at once — a crash, not a shutdown — then wait until it is
-/// gone. For a process whose graceful stop would wait on its clients (kube-apiserver drains
-/// open watches for up to its request timeout).
-pub async fn kill(pid: u32, state_dir: &Path) -> Result<StopOutcome> {
-    end(pid, state_dir, false).await
-}
-
-async fn end(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> {
+/// `graceful`: SIGTERM to the process group, wait, then SIGKILL; polls, with deadlines, never
+/// sleeps blind. Else SIGKILL at once — a crash, not a shutdown — then wait until it is gone:
+/// for a process whose graceful stop would wait on its clients (kube-apiserver drains open
+/// watches for up to its request timeout).
+pub async fn stop(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutcome> {
     if !is_alive(pid) {
         return Ok(StopOutcome::NotRunning);
     }

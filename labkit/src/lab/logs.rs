@@ -61,30 +61,23 @@ impl Lab {
             None => out.push_str(&crate::files::tail(&self.file.controller.log, 40)),
         }
         out.push_str("\n\n");
-        match self.config_maps().get_opt(self.desired.name()).await {
+        let desired = &self.desired;
+        let stored = match self.config_maps().get_opt(desired.name()).await {
             Ok(Some(mut cm)) => {
                 cm.managed_fields_mut().clear();
                 let yaml = serde_saphyr::to_string(&cm).unwrap_or_else(|e| format!("({e})"));
-                out.push_str(&tr!("{desired} as stored:\n{yaml}", desired = self.desired, yaml));
-                out.push('\n');
+                tr!("{desired} as stored:\n{yaml}", desired, yaml)
             }
-            Ok(None) => {
-                out.push_str(&tr!("{desired} does not exist", desired = self.desired));
-                out.push('\n');
-            }
-            Err(e) => {
-                let desired = &self.desired;
-                out.push_str(&tr!("cannot read {desired}: {error}", desired, error = e));
-                out.push('\n');
-            }
-        }
+            Ok(None) => tr!("{desired} does not exist", desired),
+            Err(e) => tr!("cannot read {desired}: {error}", desired, error = e),
+        };
+        out.push_str(&(stored + "\n"));
         let events: Api<Event> = Api::namespaced(self.client(), self.desired.namespace());
         match events.list(&ListParams::default()).await {
             Ok(list) => {
                 let mut items = list.items;
                 items.sort_by_key(|e| e.metadata.creation_timestamp.clone());
-                out.push_str(&tr!("recent Events:"));
-                out.push('\n');
+                out.push_str(&(tr!("recent Events:") + "\n"));
                 for e in items.iter().rev().take(10).rev() {
                     out.push_str(&format!(
                         "  {} {} {}: {}\n",
@@ -95,10 +88,7 @@ impl Lab {
                     ));
                 }
             }
-            Err(e) => {
-                out.push_str(&tr!("cannot list Events: {error}", error = e));
-                out.push('\n');
-            }
+            Err(e) => out.push_str(&(tr!("cannot list Events: {error}", error = e) + "\n")),
         }
         out
     }

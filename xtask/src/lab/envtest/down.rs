@@ -38,7 +38,7 @@ pub fn down_plan(state_dir: &Path) -> Vec<Step<bool>> {
 }
 
 async fn report_stop(role: &str, pid: u32, state_dir: &Path) {
-    match process::stop(pid, state_dir).await {
+    match process::stop(pid, state_dir, true).await {
         Ok(StopOutcome::NotRunning) => {
             labkit::progress!("{}", tr!("  {role} (pid {pid}) was not running", role, pid))
         }
