@@ -114,27 +114,28 @@ impl DeploymentHost {
     /// image's entrypoint), a fresh pod, and the rollout awaited. Returns the
     /// new pod's name.
     pub async fn start(&self, extra: &[&str]) -> anyhow::Result<String> {
-        self.ensure_no_restarts().await?;
         // Strategic merge: the containers list is merged by name.
-        let patch = json!({"spec": {
-            "replicas": 1,
-            "template": {
-                "metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": restarted_at()}},
-                "spec": {"containers": [{"name": CONTAINER, "args": extra}]},
-            },
-        }});
-        self.deployments().patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
-        wait_rollout(&self.deployments()).await?;
+        let containers = json!([{"name": CONTAINER, "args": extra}]);
+        self.roll(
+            json!({"spec": {"replicas": 1, "template": {"spec": {"containers": containers}}}}),
+        )
+        .await?;
         self.ready_pod().await?.with_context(|| tr!("the rollout finished without a ready pod"))
     }
 
     /// `kubectl rollout restart`: a new pod on the same spec (a new image
     /// under the same tag), the rollout awaited.
     pub async fn restart(&self) -> anyhow::Result<()> {
+        self.roll(json!({})).await
+    }
+
+    /// `patch` (strategic merge) with a fresh value of the annotation `kubectl rollout
+    /// restart` sets, so a new pod starts; the rollout awaited.
+    async fn roll(&self, mut patch: serde_json::Value) -> anyhow::Result<()> {
         self.ensure_no_restarts().await?;
-        let patch = json!({"spec": {"template": {"metadata": {"annotations": {
-            "kubectl.kubernetes.io/restartedAt": restarted_at(),
-        }}}}});
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let annotations = &mut patch["spec"]["template"]["metadata"]["annotations"];
+        annotations["kubectl.kubernetes.io/restartedAt"] = json!(now.as_nanos().to_string());
         self.deployments().patch(NAME, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
         wait_rollout(&self.deployments()).await
     }
@@ -215,15 +216,6 @@ impl DeploymentHost {
 /// The start of the second `at` falls in.
 fn whole_second(at: k8s_openapi::jiff::Timestamp) -> k8s_openapi::jiff::Timestamp {
     k8s_openapi::jiff::Timestamp::from_second(at.as_second()).unwrap_or(at)
-}
-
-/// A fresh value for the annotation `kubectl rollout restart` sets.
-fn restarted_at() -> String {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default()
-        .to_string()
 }
 
 fn is_ready(pod: &Pod) -> bool {
