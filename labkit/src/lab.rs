@@ -6,7 +6,6 @@ use std::{
     collections::BTreeMap,
     future::Future,
     net::{Ipv4Addr, SocketAddr},
-    path::Path,
     time::Duration,
 };
 
@@ -76,13 +75,6 @@ pub fn file_of(name: &str) -> anyhow::Result<LabFile> {
         .ok_or_else(|| anyhow!("{}", said::not_up(name, &LabFile::path(&state_dir))))
 }
 
-/// The admin client, and the same without kube's retries (see [`Lab`]).
-async fn clients(kubeconfig: &Path) -> anyhow::Result<(Client, Client)> {
-    let client = connect::client(Some(kubeconfig)).await.map_err(anyhow::Error::msg)?;
-    let probe = client_of(Kubeconfig::read_from(kubeconfig)?, |c| c.default_retry = false).await?;
-    Ok((client, probe))
-}
-
 /// A client of `kubeconfig` (its current context), `adjust`ed first: the kit's one client
 /// stack, the controller's (`controller::connect::build`: TCP_NODELAY on its connections).
 pub async fn client_of(
@@ -123,7 +115,10 @@ impl Lab {
     /// environment.
     pub async fn find_named(name: &str) -> anyhow::Result<Lab> {
         let file = file_of(name)?;
-        let (client, probe) = clients(&file.admin_kubeconfig).await?;
+        let admin = &file.admin_kubeconfig;
+        let client = connect::client(Some(admin)).await.map_err(anyhow::Error::msg)?;
+        // The same admin without kube's retries (see [`Lab`]).
+        let probe = client_of(Kubeconfig::read_from(admin)?, |c| c.default_retry = false).await?;
         let answered = client.apiserver_version().await;
         answered.with_context(|| said::silent(name, &file.api_server_url))?;
         let desired = Desired::new(
