@@ -55,17 +55,13 @@ pub async fn version_matching(lab: &mut Lab) -> anyhow::Result<Measured> {
         }
     }
     let node = node_images(lab, client_minor).await?;
-    Ok(Measured {
-        latency: None,
-        detail: tr!(
-            "server {server} ↔ built for {built_for} ↔ {node}",
-            server = info.git_version,
-            built_for = version::target(),
-            node
-        ),
-        warnings,
-        values: Vec::new(),
-    })
+    let detail = tr!(
+        "server {server} ↔ built for {built_for} ↔ {node}",
+        server = info.git_version,
+        built_for = version::target(),
+        node
+    );
+    Ok(Measured { warnings, ..Measured::said(detail) })
 }
 
 /// The kind node images (on a kind lab, the kubelets too) against `client_minor`: the node part.

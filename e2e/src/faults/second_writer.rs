@@ -14,7 +14,7 @@ use controller::{
     pace,
     reconcile::{LOG_PACED, REASON_CONTENDED},
 };
-use futures::TryStreamExt;
+use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::{
     api::events::v1::Event,
     jiff::{SignedDuration, Timestamp},
@@ -236,20 +236,10 @@ async fn count_changes(lab: &Lab, window: Duration) -> anyhow::Result<usize> {
     let from = api.list(&ListParams::default().fields(&fields)).await?;
     let version = from.metadata.resource_version.unwrap_or_default();
     let params = WatchParams::default().fields(&fields).timeout(window.as_secs() as u32 + 5);
-    let stream = api.watch(&params, &version).await?;
-    futures::pin_mut!(stream);
-    let mut changes = 0;
-    let end = Instant::now() + window;
-    loop {
-        let next = match tokio::time::timeout_at(end, stream.try_next()).await {
-            Err(_elapsed) => break,
-            Ok(next) => next?,
-        };
-        match next {
-            Some(WatchEvent::Modified(_) | WatchEvent::Added(_)) => changes += 1,
-            Some(_) => {}
-            None => break,
-        }
-    }
-    Ok(changes)
+    // Until the window is over, or the watch.
+    let events = api.watch(&params, &version).await?.take_until(tokio::time::sleep(window));
+    let changes = events.try_fold(0, |n, event| async move {
+        Ok(n + usize::from(matches!(event, WatchEvent::Modified(_) | WatchEvent::Added(_))))
+    });
+    Ok(changes.await?)
 }

@@ -196,16 +196,13 @@ pub async fn idempotent_rerun(lab: &mut Lab) -> anyhow::Result<Measured> {
         )
     );
     let version = after.metadata.resource_version.unwrap_or_default();
-    Ok(Measured {
-        latency: None,
-        detail: tr!(
-            "2 restarts, {reconciles} reconciles, 0 writes, resourceVersion {version} unchanged",
-            reconciles,
-            version
-        ),
-        values: vec![("reconciles", reconciles.to_string()), ("version", version)],
-        ..Measured::default()
-    })
+    let detail = tr!(
+        "2 restarts, {reconciles} reconciles, 0 writes, resourceVersion {version} unchanged",
+        reconciles,
+        version
+    );
+    let values = vec![("reconciles", reconciles.to_string()), ("version", version)];
+    Ok(Measured { values, ..Measured::said(detail) })
 }
 
 /// The flags [`dedup`] restarts the controller with: each reconcile sleeps first.
@@ -255,10 +252,9 @@ async fn dedup_with_slow_controller(lab: &mut Lab) -> anyhow::Result<Measured> {
         metrics.get(RECONCILES, &[("result", "updated")]) >= 1.0,
         tr!("the data was put back, but not by a counted update")
     );
+    let values = vec![("reconciles", reconciles.to_string())];
     Ok(Measured {
-        latency: None,
-        detail: tr!("5 changes → {reconciles} reconciles", reconciles),
-        values: vec![("reconciles", reconciles.to_string())],
-        ..Measured::default()
+        values,
+        ..Measured::said(tr!("5 changes → {reconciles} reconciles", reconciles))
     })
 }
