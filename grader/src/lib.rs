@@ -247,8 +247,8 @@ pub struct Refused {
 /// controller must be stopped by the caller, which restores it afterwards;
 /// the program's identity and the program itself are gone when this
 /// returns, whether it returns a report, an error, or `cancel` fires first
-/// (then the error says so). What it makes — the identity, the schemas,
-/// the program's process group, its kubeconfig — is in `record` (the lab's)
+/// (then the error says so). What it makes — the identity, the ConfigMap
+/// the hot-loop row makes, the program's process group — is in `record` (the lab's)
 /// before it exists, as made by [`BY`], so that whoever puts the lab back
 /// after a grade that was killed finds it.
 pub async fn run(
