@@ -184,35 +184,6 @@ pub struct Row {
     pub hint: Option<Hint>,
 }
 
-/// Every `seen` key [`run`] can report, with the values each carries: the
-/// texts of every language have exactly these (a test of xtask checks).
-pub const SEEN: &[(&str, &[&str])] = &[
-    ("starts.pass", &["after", "creates"]),
-    ("starts.absent", &["within", "creates"]),
-    ("starts.wrong_data", &["creates", "last"]),
-    ("self_heal.pass", &["after", "creates"]),
-    ("self_heal.absent", &["within", "creates"]),
-    ("self_heal.wrong_data", &["creates", "last"]),
-    ("correction.pass", &["key", "after", "updates"]),
-    ("correction.not_back", &["key", "within", "updates", "last"]),
-    ("failed_write.pass", &["updates", "after"]),
-    ("failed_write.not_recreated", &["updates", "within", "last"]),
-    ("conflict.pass", &["conflicts", "after"]),
-    ("conflict.cannot_conflict", &["method", "status"]),
-    ("conflict.not_back", &["conflicts", "within", "last"]),
-    ("rerun.pass", &["stopped", "connected", "quiet", "version"]),
-    ("rerun.wrote", &["quiet", "creates", "updates", "deletes", "before", "now"]),
-    ("rerun.never_connected", &["within"]),
-    ("hot_loop.pass", &["window", "resync", "relists"]),
-    ("hot_loop.wrote", &["window", "resync", "relists", "writes", "before", "now"]),
-    ("watches.pass", &["window", "reads", "most"]),
-    ("watches.polled", &["window", "reads", "most"]),
-    ("clean_exit.pass", &["sigint", "sigterm"]),
-    ("clean_exit.fail", &["sigint", "sigterm"]),
-    ("exited", &["status", "last_line"]),
-    ("not_run", &[]),
-];
-
 /// What a grade found.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
@@ -261,8 +232,7 @@ pub async fn run(
         Desired::new(lab.desired().namespace(), lab.desired().name(), options.data.clone())
             .map_err(|e| anyhow::anyhow!(tr!("the desired data: {e}", e)))?;
     let dir = lab.file().state_dir.join("grade");
-    std::fs::create_dir_all(&dir)
-        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
+    labkit::files::create_dir(&dir)?;
     let kubeconfig = proxy::kubeconfig_in(&lab.borrowed_dir());
     let argv: Vec<String> = options
         .command
