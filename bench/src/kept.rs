@@ -106,7 +106,7 @@ impl Run {
 /// draws, [`Run`]) into `dir`, and the same as `latest.json`,
 /// `latest.svg`, `latest.chart.json`. Returns the paths written.
 pub fn write(dir: &Path, report: &Report, svg: &str) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    labkit::files::create_dir(dir)?;
     let json = serde_json::to_string_pretty(report)? + "\n";
     let kept = Run::of(report).text();
     let stamp = report.unix_time;

@@ -61,7 +61,7 @@ const SOURCES: [&str; 3] = ["go.mod", "go.sum", "main.go"];
 pub fn module_copy(name: &str, dir: &str) -> Result<PathBuf> {
     let dir = project::root().join(dir);
     let copy = project::target_dir().join("go").join(format!("{name}.module"));
-    std::fs::create_dir_all(&copy).with_context(|| format!("cannot create {}", copy.display()))?;
+    labkit::files::create_dir(&copy)?;
     for file in SOURCES {
         std::fs::copy(dir.join(file), copy.join(file))
             .with_context(|| format!("cannot copy {file} of {}", dir.display()))?;

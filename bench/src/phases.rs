@@ -98,8 +98,7 @@ fn micros(text: &str) -> Result<i64> {
 /// The completed requests of an audit log (a watch's `ResponseStarted` and
 /// its end are left out: a watch is not a step of a round).
 pub fn read(path: &Path) -> Result<Vec<Request>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = labkit::files::read(path)?;
     let mut requests = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let event: serde_json::Value = serde_json::from_str(line)

@@ -7,8 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-
 use labkit::project;
 
 /// The languages of the pages, by folder under docs/.
@@ -36,7 +34,7 @@ pub fn example(example: &str) -> PathBuf {
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    labkit::files::read(path)
 }
 
 /// The page's fenced blocks of `language` (the word after the fence), in order.

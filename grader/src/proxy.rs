@@ -150,8 +150,7 @@ impl Proxy {
         });
         let server = tokio::spawn(serve(listener, shared.clone()));
         let path = kubeconfig_in(dir);
-        std::fs::create_dir_all(dir)
-            .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
+        labkit::files::create_dir(dir)?;
         let text = serde_saphyr::to_string(&through(kubeconfig, addr))?;
         labkit::files::write_private(&path, text)?;
         Ok(Proxy { shared, server, kubeconfig: path })

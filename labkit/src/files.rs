@@ -25,6 +25,11 @@ pub fn read_if_there(path: &Path) -> Result<Option<String>> {
     }
 }
 
+/// Creates folder `dir` and its parents, if they are not there.
+pub fn create_dir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| tr!("cannot create {path}", path = dir.display()))
+}
+
 /// Private keys, tokens and kubeconfigs: readable by the owner only (0600).
 pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
     write_with_mode(path, contents.as_ref(), 0o600)

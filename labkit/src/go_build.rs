@@ -55,7 +55,7 @@ pub fn read_go_mod(dir: &str) -> Result<String> {
 /// A file of the repository, `path` relative to its root.
 fn read(path: &str) -> Result<String> {
     let path = project::root().join(path);
-    std::fs::read_to_string(&path).with_context(|| tr!("cannot read {path}", path = path.display()))
+    crate::files::read(&path)
 }
 
 /// The version `go_mod` requires of `module`.
@@ -201,8 +201,7 @@ pub fn build_once(name: &str, out: &Path, build: impl FnOnce(&Path) -> Cmd) -> R
         return Ok(());
     }
     let dir = out.parent().with_context(|| tr!("cache path has no parent"))?;
-    std::fs::create_dir_all(dir)
-        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
+    crate::files::create_dir(dir)?;
     let file = out.file_name().unwrap_or_default().to_string_lossy();
     let partial = dir.join(format!(".{file}.partial-{}", std::process::id()));
     build(&partial)

@@ -234,8 +234,7 @@ impl Record {
     /// Written whole (a partial file renamed in): a crash never leaves half a record.
     pub fn save(&self) -> Result<()> {
         let parent = self.path.parent().with_context(|| tr!("the record has no folder"))?;
-        std::fs::create_dir_all(parent)
-            .with_context(|| tr!("cannot create {path}", path = parent.display()))?;
+        crate::files::create_dir(parent)?;
         let partial = self.path.with_extension("json.partial");
         files::write_private(&partial, serde_json::to_string_pretty(self)? + "\n")?;
         std::fs::rename(&partial, &self.path)

@@ -175,7 +175,7 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
     let (token, expires) =
         labkit::accounts::token_bound(&client, namespace, account, seconds, Some(bound)).await?;
     let dir = lab.borrowed_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    labkit::files::create_dir(&dir)?;
     let kubeconfig = dir.join("bench-controller.kubeconfig");
     let config = labkit::accounts::kubeconfig_with_token(lab.file(), &token)?;
     labkit::files::write_private(&kubeconfig, &serde_saphyr::to_string(&config)?)?;
@@ -209,7 +209,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
         });
     }
     let dir = args.out.clone().unwrap_or_else(|| project::target_dir().join("bench"));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    labkit::files::create_dir(&dir)?;
     let log = dir.join("controller.log");
     let labels = specs.iter().map(Spec::label).collect::<Vec<_>>().join(", ");
     labkit::progress!(

@@ -193,8 +193,7 @@ fn report(format: Format, summary: &Summary, out: &mut dyn std::io::Write) -> Re
 /// `target/e2e/<lab>.jsonl`, emptied for this run (one a lab: suites on two labs can run at once).
 fn results_file(lab: &str) -> Result<PathBuf> {
     let dir = labkit::project::target_dir().join("e2e");
-    std::fs::create_dir_all(&dir)
-        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
+    labkit::files::create_dir(&dir)?;
     let path = dir.join(format!("{lab}.jsonl"));
     std::fs::write(&path, "").with_context(|| tr!("cannot write {path}", path = path.display()))?;
     Ok(path)

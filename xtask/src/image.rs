@@ -38,8 +38,7 @@ pub enum Builder {
 /// The image reference the Deployment runs (`image:` in manifests/deployment.yaml).
 pub fn reference() -> Result<String> {
     let path = project::manifests_dir().join("deployment.yaml");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
+    let text = labkit::files::read(&path)?;
     reference_in(&text).with_context(|| tr!("{path} has no `image:` line", path = path.display()))
 }
 
@@ -222,8 +221,7 @@ fn host_steps<C: 'static>(target: &StaticTarget, reference: &str) -> Result<Vec<
 /// up` building at the same time (two labs, a room's test) reads a whole
 /// old file or a whole new one, never one being written.
 fn write_scratch_context(binary: &Path, context: &Path) -> Result<()> {
-    std::fs::create_dir_all(context)
-        .with_context(|| tr!("cannot create {path}", path = context.display()))?;
+    labkit::files::create_dir(context)?;
     // Beside the context, not in it: `docker build` sends the whole folder.
     let partial =
         |name: &str| context.with_file_name(format!(".image-{name}.{}", std::process::id()));

@@ -26,8 +26,7 @@ const WARN: &str = "pod-security.kubernetes.io/warn";
 /// labels are put back afterwards.
 pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
     let path = project::manifests_dir().join("deployment.yaml");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| tr!("cannot read {path}", path = path.display()))?;
+    let text = labkit::files::read(&path)?;
     let deployment: Deployment = serde_saphyr::from_str(&text)
         .with_context(|| tr!("{path} is not a Deployment", path = path.display()))?;
     let namespace = lab.deployment_namespace().to_string();

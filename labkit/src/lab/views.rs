@@ -7,7 +7,6 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::Context as _;
 use controller::desired::Desired;
 use kube::config::Kubeconfig;
 
@@ -50,8 +49,7 @@ impl Lab {
             }
         }
         let dir = self.borrowed_dir();
-        std::fs::create_dir_all(&dir)
-            .with_context(|| crate::tr!("cannot create {path}", path = dir.display()))?;
+        crate::files::create_dir(&dir)?;
         let copy = dir.join(format!("controller-{namespace}.kubeconfig"));
         crate::files::write_private(&copy, &serde_saphyr::to_string(&config)?)?;
         Ok(copy)

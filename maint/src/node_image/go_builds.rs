@@ -172,8 +172,7 @@ pub fn runc_steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
 /// kind's base image Dockerfile says which versions its node images ship
 /// (`ARG RUNC_VERSION="v1.4.3"`); the repository's modules must pin the same.
 fn check_kind_pins(dockerfile: &Path, components: &[GoComponent]) -> Result<()> {
-    let text = std::fs::read_to_string(dockerfile)
-        .with_context(|| format!("cannot read {}", dockerfile.display()))?;
+    let text = labkit::files::read(dockerfile)?;
     for (name, arg) in KIND_BASE_PINS {
         let pinned = dockerfile_arg(&text, arg)
             .with_context(|| format!("{} has no ARG {arg}", dockerfile.display()))?;

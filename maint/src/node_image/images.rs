@@ -134,10 +134,7 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
         {
             let dir = pause.parent().map(Path::to_path_buf).unwrap_or_default();
             Step::own(format!("create {}", shown(&dir)), move |_| {
-                Box::pin(async move {
-                    std::fs::create_dir_all(&dir)
-                        .with_context(|| format!("cannot create {}", dir.display()))
-                })
+                Box::pin(async move { labkit::files::create_dir(&dir) })
             })
         },
         Step::run(
@@ -192,12 +189,10 @@ fn same_images(listed: &[String], built: &[String]) -> Result<()> {
 }
 
 fn write_contexts(images: &[ComponentImage], work: &Path, archives: &Path) -> Result<()> {
-    std::fs::create_dir_all(archives)
-        .with_context(|| format!("cannot create {}", archives.display()))?;
+    labkit::files::create_dir(archives)?;
     for image in images {
         let dir = image.context(work);
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        labkit::files::create_dir(&dir)?;
         std::fs::copy(&image.binary, dir.join(image.file_name()))
             .with_context(|| format!("cannot copy {}", image.binary.display()))?;
         std::fs::write(dir.join("Dockerfile"), image.dockerfile())?;

@@ -233,8 +233,7 @@ pub async fn ensure(recipe: &Recipe) -> Result<String> {
 /// `lab up`, `cargo maint test`'s Docker part while its first part builds) waits for
 /// the first and then finds the image built, instead of compiling it again beside it.
 async fn build_lock(recipe: &Recipe) -> Result<std::fs::File> {
-    std::fs::create_dir_all(&recipe.cache)
-        .with_context(|| format!("cannot create {}", recipe.cache.display()))?;
+    labkit::files::create_dir(&recipe.cache)?;
     let path = recipe.cache.join("build.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)

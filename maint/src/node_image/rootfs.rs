@@ -198,8 +198,7 @@ fn copy_sysroot(tree: &Path, sysroot: &Path, multiarch: &str) -> Result<()> {
     for file in &files {
         let (from, to) = (tree.join(file), sysroot.join(file));
         if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
+            labkit::files::create_dir(parent)?;
         }
         std::fs::copy(&from, &to).with_context(|| {
             format!("cannot copy {} (is libseccomp-dev in the rootfs?)", from.display())

@@ -254,8 +254,7 @@ impl Stage {
             set_mode(&to, 0o755)?;
         }
         let config = self.dir.join("etc/containerd/config.toml");
-        let text = std::fs::read_to_string(&config)
-            .with_context(|| format!("cannot read {}", config.display()))?;
+        let text = labkit::files::read(&config)?;
         write(&config, &with_sandbox_image(&text, &images::pause_tag()), 0o644)?;
         write(&self.dir.join("etc/containerd/cri-base.json"), &cri_base(oci_spec)?, 0o644)?;
         write(&self.dir.join("kind/version"), &self.kubernetes, 0o644)?;
@@ -312,8 +311,7 @@ fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
 
 fn create_parent(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
+        labkit::files::create_dir(parent)?;
     }
     Ok(())
 }

@@ -34,7 +34,7 @@ const STEP3: [&str; 2] = ["docs/pictures/workqueue.en.svg", "docs/pictures/workq
 
 fn read(relative: &str) -> Result<String> {
     let path = project::root().join(relative);
-    std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+    labkit::files::read(&path)
 }
 
 /// The chart the run kept in `source` draws today.
@@ -64,8 +64,7 @@ pub fn run(args: PicturesArgs) -> Result<ExitCode> {
         failed |= !laid_out(picture, &drawn);
     }
     for file in STEP3.map(|p| root.join(p)).into_iter().chain(args.look) {
-        let svg = std::fs::read_to_string(&file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
+        let svg = labkit::files::read(&file)?;
         failed |= !laid_out(&project::shown(&file), &svg);
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })

@@ -15,8 +15,7 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| tr!("cannot read {path}", path = path.display()))?;
+        let text = labkit::files::read(&path)?;
         let graded: GradeFile = serde_json::from_str(&text).with_context(|| {
             tr!("{path} is not a result of `cargo xtask grade --json`", path = path.display())
         })?;

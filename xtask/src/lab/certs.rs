@@ -48,8 +48,7 @@ pub struct Pki {
 
 /// Generate everything into `dir` (private keys 0600).
 pub fn generate(dir: &Path) -> Result<Pki> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
+    labkit::files::create_dir(dir)?;
 
     let ca_key = KeyPair::generate().with_context(|| tr!("CA key"))?;
     let ca_params = pki::ca_params();

@@ -68,8 +68,7 @@ impl Release {
             return Ok(dir);
         }
         let parent = dir.parent().context("target/envtest")?;
-        std::fs::create_dir_all(parent)
-            .with_context(|| tr!("cannot create {path}", path = parent.display()))?;
+        labkit::files::create_dir(parent)?;
         let partial = parent.join(format!(".release-{}.partial", std::process::id()));
         let _ = std::fs::remove_dir_all(&partial);
         let unpacked = self.unpack(&partial);

@@ -185,8 +185,7 @@ async fn up(
     let namespaces: Vec<String> = (1..=attendees).map(|i| format!("{prefix}-{i:02}")).collect();
     nothing_in_the_way(&client, &room.name, &namespaces).await?;
     let sources = network::sources(&client).await?;
-    std::fs::create_dir_all(&dir)
-        .with_context(|| tr!("cannot create {path}", path = dir.display()))?;
+    labkit::files::create_dir(&dir)?;
     let mut record = Record::open(&dir, &format!("room-{}", room.name), None)?;
     let mut file = RoomFile { name: room.name.clone(), context, ..RoomFile::default() };
     let making = Making { client: &client, config: &config, token, sources: &sources, dir: &dir };

@@ -145,8 +145,7 @@ pub fn up_plan(state_dir: &Path) -> Vec<Step<Up>> {
             tr!("generate a CA, serving, admin and ServiceAccount keys into {dir}/pki (rcgen); choose free loopback ports", dir),
             |up: &mut Up| {
                 Box::pin(async move {
-                    std::fs::create_dir_all(&up.dir)
-                        .with_context(|| tr!("cannot create {path}", path = up.dir.display()))?;
+                    labkit::files::create_dir(&up.dir)?;
                     up.pki = Some(certs::generate(&up.dir.join("pki"))?);
                     up.ports = free_ports()?;
                     Ok(())

@@ -114,8 +114,7 @@ pub async fn connect(up: &mut Up) -> Result<()> {
     );
     (up.client, up.version) = (Some(client), info.git_version);
     // Written now: a `lab down` after an interrupted `up` reaches the cluster through it.
-    std::fs::create_dir_all(&up.state_dir)
-        .with_context(|| tr!("cannot create {path}", path = up.state_dir.display()))?;
+    labkit::files::create_dir(&up.state_dir)?;
     let kubeconfig = up.state_dir.join("kubeconfig");
     labkit::files::write_private(&kubeconfig, serde_saphyr::to_string(&up.given.config)?)?;
     Ok(())

@@ -199,8 +199,7 @@ pub(super) fn write_cluster_config(up: &mut Up, file: &Path) -> Result<()> {
     }
     let cluster = std::fs::read_to_string(project::root().join(CLUSTER_FILE))
         .with_context(|| tr!("cannot read {path}", path = CLUSTER_FILE))?;
-    std::fs::create_dir_all(&up.dir)
-        .with_context(|| tr!("cannot create {path}", path = up.dir.display()))?;
+    labkit::files::create_dir(&up.dir)?;
     labkit::files::write_public(file, config::for_host(&cluster, up.host)?)
 }
 
