@@ -34,8 +34,12 @@ pub async fn apply(
     mut document: Value,
 ) -> Result<Applied> {
     let (object, api) = identify(client, &document).await?;
+    let labels = &mut document["metadata"]["labels"];
+    if !(labels.is_null() || labels.is_object()) {
+        bail!(tr!("{object}: its metadata.labels is not a mapping; fix its manifest", object));
+    }
     for (key, value) in record.labels() {
-        document["metadata"]["labels"][key] = json!(value);
+        labels[key] = json!(value);
     }
     let live =
         api.get_opt(&object.name).await.with_context(|| tr!("cannot read {object}", object))?;
