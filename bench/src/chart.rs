@@ -103,7 +103,7 @@ pub struct Layout {
 
 /// The layout of `svg`, a picture with each `<text>` on a line of its own (as [`text`]
 /// writes them): every text's box estimated as [`text_width`] placed it.
-pub fn layout(svg: &str) -> Layout {
+pub fn layout(svg: &str) -> anyhow::Result<Layout> {
     let attr = |line: &str, name: &str| {
         let value = line.split(&format!(" {name}=\"")).nth(1).unwrap_or_default();
         value.split('"').next().unwrap_or_default().to_string()
@@ -111,6 +111,14 @@ pub fn layout(svg: &str) -> Layout {
     let number = |line: &str, name: &str| attr(line, name).parse::<f64>().unwrap_or(f64::NAN);
     let head = svg.lines().next().unwrap_or_default();
     let (width, height) = (number(head, "width"), number(head, "height"));
+    let texts_in = svg.matches("<text").count();
+    if !(width > 0.0 && height > 0.0)
+        || svg.lines().filter(|l| l.starts_with("<text ")).count() != texts_in
+    {
+        anyhow::bail!(
+            "not a picture this check reads: its first line must be <svg … width=… height=…>, each <text> at the start of a line of its own"
+        );
+    }
     let scale = SHOWN_AT / width;
     let mut texts = Vec::new();
     let mut smallest = f64::INFINITY;
@@ -143,7 +151,7 @@ pub fn layout(svg: &str) -> Layout {
             }
         }
     }
-    Layout { height: height * scale, texts, smallest, faults }
+    Ok(Layout { height: height * scale, texts, smallest, faults })
 }
 
 /// The chart, as an SVG document. Every panel shares one time axis, so
@@ -548,7 +556,7 @@ mod tests {
         }
         report.settings.unrelated = 10_000;
         let svg = of(&report);
-        let laid_out = layout(&svg);
+        let laid_out = layout(&svg).unwrap();
         assert_eq!(laid_out.faults, Vec::<String>::new(), "{svg}");
         let head =
             svg.matches(r#"font-size="18""#).count() + svg.matches(r#"font-size="13""#).count();
@@ -567,18 +575,18 @@ mod tests {
         let mut body = String::new();
         text(&mut body, (0.0, 14.0), 12.0, "", "a");
         text(&mut body, (0.0, 30.0), 12.0, "", "b <&>");
-        let fine = layout(&document(1024.0, 500.0, &body));
+        let fine = layout(&document(1024.0, 500.0, &body)).unwrap();
         assert_eq!((fine.faults.len(), fine.texts.len(), fine.smallest), (0, 2, 12.0));
         assert_eq!(fine.texts[1].2, text_width("b <&>", 12.0));
         text(&mut body, (5.0, 18.0), 12.0, "", "over");
         text(&mut body, (1010.0, 100.0), 12.0, "", "cut");
         text(&mut body, (500.0, 200.0), 9.0, r#" text-anchor="middle""#, "tiny");
-        let faults = layout(&document(1024.0, 500.0, &body)).faults.join("\n");
+        let faults = layout(&document(1024.0, 500.0, &body)).unwrap().faults.join("\n");
         assert!(faults.contains(r#""a" overlaps "over""#), "{faults}");
         assert!(faults.contains(r#""cut" leaves the picture"#), "{faults}");
         assert!(faults.contains(r#""tiny" is 9.0 px, below 11"#), "{faults}");
         // Shown at 1024 px, a picture 2048 wide halves its texts.
-        assert_eq!(layout(&document(2048.0, 500.0, &body)).smallest, 4.5);
+        assert_eq!(layout(&document(2048.0, 500.0, &body)).unwrap().smallest, 4.5);
     }
 
     #[test]
@@ -606,5 +614,12 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00 UTC");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00 UTC");
         assert_eq!(utc(1_795_967_966), "2026-11-29 15:59 UTC");
+    }
+
+    #[test]
+    fn an_svg_it_cannot_read_is_an_error_not_a_fine_picture() {
+        assert!(layout("<?xml version=\"1.0\"?>\n<svg width=\"9\" height=\"9\">\n</svg>").is_err());
+        let indented = "<svg width=\"9\" height=\"9\">\n  <text x=\"1\" y=\"5\">a</text>\n</svg>";
+        assert!(layout(indented).is_err());
     }
 }

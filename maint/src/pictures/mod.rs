@@ -8,6 +8,7 @@ use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use labkit::files::read_in_repo as read;
 use labkit::project;
 
 #[derive(Args)]
@@ -31,11 +32,6 @@ pub const CHARTS: [(&str, &str); 2] = [
 
 /// Step 3's picture in each language: committed files, checked with the charts.
 const STEP3: [&str; 2] = ["docs/pictures/workqueue.en.svg", "docs/pictures/workqueue.zh-CN.svg"];
-
-fn read(relative: &str) -> Result<String> {
-    let path = project::root().join(relative);
-    labkit::files::read(&path)
-}
 
 /// The chart the run kept in `source` draws today.
 fn drawn(source: &str) -> Result<String> {
@@ -72,7 +68,13 @@ pub fn run(args: PicturesArgs) -> Result<ExitCode> {
 
 /// Prints the layout of `svg` and its faults; whether it has none.
 fn laid_out(shown_as: &str, svg: &str) -> bool {
-    let layout = bench::chart::layout(svg);
+    let layout = match bench::chart::layout(svg) {
+        Ok(layout) => layout,
+        Err(e) => {
+            println!("{shown_as}: {e}");
+            return false;
+        }
+    };
     println!(
         "{shown_as}: {} {} × {:.0} px, {} texts, smallest {:.1} px",
         if layout.faults.is_empty() { "fine at" } else { "FAULTY at" },
@@ -141,7 +143,7 @@ mod tests {
             );
         }
         for picture in CHARTS.map(|(p, _)| p).into_iter().chain(STEP3) {
-            let faults = bench::chart::layout(&read(picture).unwrap()).faults;
+            let faults = bench::chart::layout(&read(picture).unwrap()).unwrap().faults;
             assert_eq!(faults, Vec::<String>::new(), "{picture}");
         }
     }
