@@ -101,15 +101,21 @@ pub fn read(path: &Path) -> Result<Vec<Request>> {
     let text = labkit::files::read(path)?;
     let mut requests = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let event: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{}: not an audit event: {line}", path.display()))?;
-        let field = |at: &str| event.pointer(at).and_then(|v| v.as_str()).unwrap_or_default();
-        if field("/stage") != "ResponseComplete" || field("/verb") == "watch" {
+        let not_audit = || format!("{}: not an audit event: {line}", path.display());
+        let event: serde_json::Value = serde_json::from_str(line).with_context(not_audit)?;
+        let text = |at: &str| event.pointer(at).and_then(|v| v.as_str());
+        let field = |at: &str| text(at).unwrap_or_default();
+        let (Some(stage), Some(verb), Some(user)) =
+            (text("/stage"), text("/verb"), text("/user/username"))
+        else {
+            anyhow::bail!(not_audit());
+        };
+        if stage != "ResponseComplete" || verb == "watch" {
             continue;
         }
         requests.push(Request {
-            verb: field("/verb").into(),
-            user: field("/user/username").into(),
+            verb: verb.into(),
+            user: user.into(),
             resource: field("/objectRef/resource").into(),
             namespace: field("/objectRef/namespace").into(),
             name: field("/objectRef/name").into(),
@@ -385,6 +391,9 @@ mod tests {
         assert_eq!(requests[0].verb, "update");
         assert_eq!(requests[0].namespace, "default");
         assert_eq!(requests[0].answered - requests[0].received, 2_250);
+        let no_user = line("ResponseComplete", "update").replace(r#""user""#, r#""impersonated""#);
+        std::fs::write(&path, no_user).unwrap();
+        assert!(read(&path).unwrap_err().to_string().contains("not an audit event"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
