@@ -331,13 +331,11 @@ async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<(
 
 async fn down(room: &RoomOptions) -> Result<ExitCode> {
     let dir = room_dir(&room.name);
-    if !dir.join("room.json").exists() {
+    let Some(text) = labkit::files::read_if_there(&dir.join("room.json"))? else {
         let (name, path) = (&room.name, shown(&dir));
         println!("{}", tr!("room {name} is not up (nothing at {path})", name, path));
         return Ok(ExitCode::SUCCESS);
-    }
-    let text = std::fs::read_to_string(dir.join("room.json"))
-        .with_context(|| tr!("cannot read {path}", path = "room.json"))?;
+    };
     let file: RoomFile =
         serde_json::from_str(&text).with_context(|| tr!("room.json is not a room file"))?;
     let (_, context, client) = connect(room).await?;
