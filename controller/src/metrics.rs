@@ -242,34 +242,33 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// What the counters read, for the unit tests of the runner and the reconcile.
-#[cfg(test)]
-impl Metrics {
-    pub fn panics(&self) -> u64 {
-        self.panics.get()
-    }
-
-    /// Reconciles running now.
-    pub fn running(&self) -> i64 {
-        self.in_flight.get()
-    }
-
-    pub fn reconciles(&self, result: ReconcileResult) -> u64 {
-        self.reconciles.get_or_create(&ResultLabels { result }).get()
-    }
-
-    pub fn writes(&self, verb: WriteVerb) -> u64 {
-        self.writes.get_or_create(&VerbLabels { verb }).get()
-    }
-
-    pub fn give_ups(&self) -> u64 {
-        self.give_ups.get()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the counters read, for the unit tests of the runner and the reconcile.
+    impl Metrics {
+        pub fn panics(&self) -> u64 {
+            self.panics.get()
+        }
+
+        /// Reconciles running now.
+        pub fn running(&self) -> i64 {
+            self.in_flight.get()
+        }
+
+        pub fn reconciles(&self, result: ReconcileResult) -> u64 {
+            self.reconciles.get_or_create(&ResultLabels { result }).get()
+        }
+
+        pub fn writes(&self, verb: WriteVerb) -> u64 {
+            self.writes.get_or_create(&VerbLabels { verb }).get()
+        }
+
+        pub fn give_ups(&self) -> u64 {
+            self.give_ups.get()
+        }
+    }
 
     #[test]
     fn the_exposition_has_the_documented_names() {

@@ -24,8 +24,8 @@
 //! | [`go_build`]      | the one `go build`: the repository's Go modules, cached by fingerprint |
 //!
 //! Test support, for tests only (the `test-support` feature of a dev-dependency):
-//! `json_doc` holds the `-o json` documents against docs/output.md, `english` finds
-//! English left in a Chinese output, `cluster` a cluster's objects to compare before and after,
+//! `json_doc` holds the `-o json` documents against docs/output.md, `english` finds English
+//! left in a Chinese output (both in `tests/support/`: only tests call them), `cluster` a cluster's objects to compare before and after,
 //! `node` a kind node's crictl; and what only the faults do to a lab (`lab/controls.rs`,
 //! `deployment/controls.rs`).
 
@@ -37,6 +37,7 @@ pub mod command;
 pub mod converge;
 pub mod deployment;
 #[cfg(any(test, feature = "test-support"))]
+#[path = "../tests/support/english.rs"]
 pub mod english;
 pub mod eventually;
 pub mod files;
@@ -44,6 +45,7 @@ pub mod fingerprint;
 pub mod go_build;
 pub mod http_probe;
 #[cfg(any(test, feature = "test-support"))]
+#[path = "../tests/support/json_doc.rs"]
 pub mod json_doc;
 pub mod kind_releases;
 pub mod lab;
