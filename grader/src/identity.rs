@@ -1,5 +1,5 @@
 //! Who the graded program is: a ServiceAccount of its own bound to the
-//! course's Role, and a kubeconfig with its token, in the lab; the proxy
+//! course's Role, and a kubeconfig with its token, in memory only; the proxy
 //! ([`super::proxy`]) passes the program's requests on with that token.
 
 use k8s_openapi::api::core::v1::ConfigMap;

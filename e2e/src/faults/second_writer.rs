@@ -236,7 +236,8 @@ async fn count_changes(lab: &Lab, window: Duration) -> anyhow::Result<usize> {
     let from = api.list(&ListParams::default().fields(&fields)).await?;
     let version = from.metadata.resource_version.unwrap_or_default();
     let params = WatchParams::default().fields(&fields).timeout(window.as_secs() as u32 + 5);
-    // Until the window is over, or the watch.
+    // A window to count in, not a wait for a state: the verdict is a ceiling on the writes
+    // in it, and a slower machine only makes fewer. It ends with the window or the watch.
     let events = api.watch(&params, &version).await?.take_until(tokio::time::sleep(window));
     let changes = events.try_fold(0, |n, event| async move {
         Ok(n + usize::from(matches!(event, WatchEvent::Modified(_) | WatchEvent::Added(_))))
