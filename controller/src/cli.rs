@@ -11,7 +11,7 @@ use crate::{
     version,
 };
 
-#[derive(Clone, Debug, Parser)]
+#[derive(Debug, Parser)]
 #[command(
     name = "my-controller",
     // A flag given twice takes its last value, so a harness can append overrides.

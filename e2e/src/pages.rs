@@ -5,7 +5,7 @@
 //! English pages as they are, the Chinese ones with Chinese comments), and
 //! xtask/tests/grade.rs builds them from the pages and grades step 4.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use labkit::project;
 
@@ -31,10 +31,6 @@ pub fn page(language: &str, page: &str) -> PathBuf {
 /// `controller/examples/<example>.rs`.
 pub fn example(example: &str) -> PathBuf {
     project::root().join("controller/examples").join(format!("{example}.rs"))
-}
-
-fn read(path: &Path) -> anyhow::Result<String> {
-    labkit::files::read(path)
 }
 
 /// The page's fenced blocks of `language` (the word after the fence), in order.
@@ -65,7 +61,7 @@ pub fn blocks(text: &str, language: &str) -> Vec<String> {
 /// A step's `src/main.rs`: its page's ```rust blocks, one after the other
 /// with a blank line between.
 pub fn main_rs(language: &str, step_page: &str) -> anyhow::Result<String> {
-    let blocks = blocks(&read(&page(language, step_page))?, "rust");
+    let blocks = blocks(&labkit::files::read(&page(language, step_page))?, "rust");
     anyhow::ensure!(!blocks.is_empty(), "docs/{language}/{step_page} has no ```rust block");
     Ok(blocks.join("\n"))
 }
@@ -73,7 +69,7 @@ pub fn main_rs(language: &str, step_page: &str) -> anyhow::Result<String> {
 /// Page 00's lines that make the project, as a learner types them:
 /// `cargo new …` and `cargo add …` (from its ```sh blocks, split at `&&`).
 pub fn project_commands(language: &str) -> anyhow::Result<Vec<String>> {
-    let text = read(&page(language, PREPARE))?;
+    let text = labkit::files::read(&page(language, PREPARE))?;
     let commands: Vec<String> = blocks(&text, "sh")
         .iter()
         .flat_map(|block| block.lines().map(str::to_string).collect::<Vec<_>>())

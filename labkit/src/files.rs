@@ -15,6 +15,11 @@ pub fn read(path: &Path) -> Result<String> {
     fs::read_to_string(path).with_context(|| tr!("cannot read {path}", path = path.display()))
 }
 
+/// The text of a file of the repository, `relative` to its root.
+pub fn read_in_repo(relative: &str) -> Result<String> {
+    read(&crate::project::root().join(relative))
+}
+
 /// The text of `path`; `None` when there is no such file.
 pub fn read_if_there(path: &Path) -> Result<Option<String>> {
     match read(path) {

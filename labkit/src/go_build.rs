@@ -1,18 +1,20 @@
-//! The kit's one `go build`: the Go modules of the repository (each go.mod pins
+//! The kit's Go builds: the Go modules of the repository (each go.mod pins
 //! one upstream module and names the packages to build as `tool` lines, so
 //! versions and package lists are written once), the fingerprint of what a
 //! build depends on, and a build into a cache entry that only a complete
 //! build ever fills ([`build_once`]). The envtest lab's kube-apiserver and etcd
-//! (`xtask/src/lab/binaries.rs`), the node image's programs, the room
-//! cluster's registry and kube-router (`maint/`) and the bench's Go peers
-//! (`bench/src/peers.rs`) are built with it. Most modules are built in one Go
-//! workspace ([`WORKSPACE`]), so what they share compiles once.
+//! (`xtask/src/lab/binaries.rs`) and the bench's Go peers (`bench/src/peers.rs`)
+//! build through `build_once`; the node image's programs and the room cluster's
+//! registry and kube-router (`maint/`) through [`GoComponent::build`], as printed
+//! plan steps. Most modules are built in one Go workspace ([`WORKSPACE`]), so
+//! what they share compiles once.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
 use crate::command::Cmd;
+use crate::files::read_in_repo as read;
 use crate::{project, tr};
 
 /// One Go module of the repository and how its programs are built.
@@ -30,8 +32,6 @@ pub struct GoComponent {
     pub env: Vec<(&'static str, String)>,
     pub tags: &'static str,
     pub ldflags: String,
-    /// Whether its programs go into the image (kind's module only lends its files).
-    pub in_image: bool,
     /// Of what it is built from ([`build_inputs`]) and the flags: the output directory's name.
     pub fingerprint: String,
 }
@@ -45,17 +45,10 @@ pub struct Definition {
     pub tags: &'static str,
     /// Extra `-X` stamps, given the pinned version.
     pub stamps: fn(&str) -> Vec<String>,
-    pub in_image: bool,
 }
 
 pub fn read_go_mod(dir: &str) -> Result<String> {
     read(&format!("{dir}/go.mod"))
-}
-
-/// A file of the repository, `path` relative to its root.
-fn read(path: &str) -> Result<String> {
-    let path = project::root().join(path);
-    crate::files::read(&path)
 }
 
 /// The version `go_mod` requires of `module`.
@@ -158,7 +151,6 @@ pub fn components<'a>(
                 env,
                 tags: d.tags,
                 ldflags,
-                in_image: d.in_image,
                 fingerprint,
             })
         })

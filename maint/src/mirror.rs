@@ -7,7 +7,6 @@
 use anyhow::Result;
 use labkit::command::Cmd;
 use labkit::eventually::Check;
-use labkit::project::{self, shown};
 
 /// The mirror's container, and its address as the kind nodes reach it.
 pub const CONTAINER: &str = "lab-kit-mirror";
@@ -70,14 +69,7 @@ fn nginx_image() -> Result<String> {
     );
     let tag =
         format!("lab-kit/nginx:{}", &labkit::fingerprint::sha256_hex(dockerfile.as_bytes())[..12]);
-    if xtask::lab::kind::image_present(&tag).succeeds() {
-        return Ok(tag);
-    }
-    let dir = project::target_dir().join("nginx-image");
-    std::fs::create_dir_all(&dir)?;
-    labkit::files::write_public(&dir.join("Dockerfile"), dockerfile)?;
-    Cmd::argv(["docker", "build", "-q", "-t", &tag, &shown(&dir)])
-        .env("DOCKER_BUILDKIT", "0")
-        .run_long("building nginx from Debian's package")?;
-    Ok(tag)
+    crate::room_cluster::docker_image(tag, "nginx-image", |dir| {
+        labkit::files::write_public(&dir.join("Dockerfile"), dockerfile)
+    })
 }

@@ -178,7 +178,7 @@ pub fn go_required() -> Result<(u32, u32)> {
 
 /// The channel `rust-toolchain.toml` pins.
 fn pinned_toolchain() -> Result<String> {
-    let text = std::fs::read_to_string(project::root().join("rust-toolchain.toml"))?;
+    let text = labkit::files::read_in_repo("rust-toolchain.toml")?;
     Ok(text
         .lines()
         .find_map(|l| l.trim().strip_prefix("channel"))

@@ -4,25 +4,24 @@
 //!
 //!     bench-floor --kubeconfig PATH [--namespace default] [--name my-config]
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+use clap::Parser;
 use controller::desired::{Desired, default_data};
+
+/// The bench's floor: keeps my-config until SIGTERM.
+#[derive(Parser)]
+struct Args {
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    #[arg(long, default_value = "my-config")]
+    name: String,
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let (mut kubeconfig, mut namespace, mut name) =
-        (None, "default".to_string(), "my-config".to_string());
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().with_context(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--kubeconfig" => kubeconfig = Some(std::path::PathBuf::from(value)),
-            "--namespace" => namespace = value,
-            "--name" => name = value,
-            other => bail!(
-                "unknown flag {other}: bench-floor --kubeconfig PATH [--namespace NS] [--name NAME]"
-            ),
-        }
-    }
+    let Args { kubeconfig, namespace, name } = Args::parse();
     let desired = Desired::new(namespace, name, default_data())?;
     let client =
         controller::connect::client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;

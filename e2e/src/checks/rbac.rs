@@ -80,20 +80,28 @@ pub(crate) async fn wrong_answers(
     Ok(wrong)
 }
 
+/// What a review asks: `verb` on `resource` of API `group`, in `namespace` (all without one).
+pub(crate) fn attrs(
+    group: &str,
+    resource: &str,
+    verb: &str,
+    namespace: Option<&str>,
+) -> ResourceAttributes {
+    ResourceAttributes {
+        group: Some(group.into()),
+        resource: Some(resource.into()),
+        verb: Some(verb.into()),
+        namespace: namespace.map(Into::into),
+        ..ResourceAttributes::default()
+    }
+}
+
 /// Every review asked, and whether the Role should allow it: my-config
 /// read and updated by name, ConfigMaps and Events created, nothing else.
 fn expected_answers(ns: &str, target: &str) -> Vec<(ResourceAttributes, bool)> {
     const ALL_VERBS: &[&str] =
         &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
     let mut checks: Vec<(ResourceAttributes, bool)> = Vec::new();
-    let attrs =
-        |group: &str, resource: &str, verb: &str, namespace: Option<&str>| ResourceAttributes {
-            group: Some(group.into()),
-            resource: Some(resource.into()),
-            verb: Some(verb.into()),
-            namespace: namespace.map(Into::into),
-            ..ResourceAttributes::default()
-        };
     let named = |name: &str, verb: &str| ResourceAttributes {
         name: Some(name.into()),
         ..attrs("", "configmaps", verb, Some(ns))

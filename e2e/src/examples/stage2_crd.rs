@@ -355,12 +355,8 @@ async fn garbage_collected(
 /// and nothing around it.
 async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
     let attrs = |group: &str, resource: &str, sub: &str, verb: &str| ResourceAttributes {
-        group: Some(group.to_string()),
-        resource: Some(resource.to_string()),
         subresource: Some(sub.to_string()).filter(|s| !s.is_empty()),
-        verb: Some(verb.to_string()),
-        namespace: Some(NAMESPACE.into()),
-        ..ResourceAttributes::default()
+        ..crate::checks::rbac::attrs(group, resource, verb, Some(NAMESPACE))
     };
     let (group, mut checks) = ("lab.my-controller.dev", Vec::new());
     for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {

@@ -28,7 +28,6 @@ pub const NODE: &[Definition] = &[
         stamps: |version| {
             vec![format!("github.com/containerd/containerd/v2/version.Version={version}")]
         },
-        in_image: true,
     },
     Definition {
         name: "runc",
@@ -38,7 +37,6 @@ pub const NODE: &[Definition] = &[
         // seccomp: pods run with the RuntimeDefault profile (the Deployment asks for it).
         tags: "seccomp netgo osusergo",
         stamps: |version| vec![format!("main.version={}", version.trim_start_matches('v'))],
-        in_image: true,
     },
     Definition {
         name: "cri-tools",
@@ -52,7 +50,6 @@ pub const NODE: &[Definition] = &[
                 version.trim_start_matches('v')
             )]
         },
-        in_image: true,
     },
     Definition {
         name: "cni-plugins",
@@ -61,7 +58,6 @@ pub const NODE: &[Definition] = &[
         cgo: false,
         tags: "",
         stamps: |_| Vec::new(),
-        in_image: true,
     },
     Definition {
         name: "coredns",
@@ -70,7 +66,6 @@ pub const NODE: &[Definition] = &[
         cgo: false,
         tags: "",
         stamps: |_| Vec::new(),
-        in_image: true,
     },
     Definition {
         name: "kind",
@@ -79,7 +74,6 @@ pub const NODE: &[Definition] = &[
         cgo: false,
         tags: "",
         stamps: |_| Vec::new(),
-        in_image: false,
     },
 ];
 
@@ -137,7 +131,8 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
         },
     ];
     for component in &recipe.components {
-        if component.in_image && component.name != "runc" {
+        // runc is built by [`runc_steps`]; kind's module only lends its files.
+        if !matches!(component.name, "runc" | "kind") {
             let out = component.out_dir(&recipe.cache);
             steps.extend(build_steps(recipe, component, component.build(&out)));
         }

@@ -81,10 +81,11 @@ pub fn component_images(recipe: &Recipe) -> Result<Vec<ComponentImage>> {
     let mut images = Vec::new();
     for name in ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"] {
         let tag = format!("{REGISTRY}/{name}:{}", recipe.kubernetes);
-        images.push(image(name, tag, recipe.binary("kubernetes", name)?, false));
+        let mut kube = image(name, tag, recipe.binary("kubernetes", name)?, false);
+        // kube-proxy needs iptables: the rootfs is its base.
+        kube.base = (name == "kube-proxy").then(|| recipe.rootfs.image());
+        images.push(kube);
     }
-    // kube-proxy needs iptables: the rootfs is its base.
-    images[3].base = Some(recipe.rootfs.image());
     let coredns = format!("{REGISTRY}/coredns/coredns:{}", recipe.component("coredns")?.version);
     images.push(image("coredns", coredns, recipe.binary("coredns", "coredns")?, true));
     images.push(image("pause", pause_tag(), pause_binary(recipe), true));

@@ -15,7 +15,7 @@ pub(crate) use network_policy::MODULE as KUBE_ROUTER_MODULE;
 
 use std::path::PathBuf;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use labkit::command::Cmd;
 use labkit::go_build::{self, Definition};
@@ -35,7 +35,6 @@ const REGISTRY_BUILD: Definition = Definition {
     cgo: false,
     tags: "",
     stamps: |_| Vec::new(),
-    in_image: true,
 };
 
 /// A running room cluster; dropped, it is deleted with its registry.
@@ -50,29 +49,41 @@ pub struct RoomCluster {
 
 /// The registry's image: built from `maint/registry` unless Docker has this very one.
 pub(crate) fn registry_image() -> Result<String> {
-    let dir = project::root().join(REGISTRY_MODULE);
-    let (_, mut inputs) = go_build::build_inputs(REGISTRY_MODULE)?;
-    inputs += &std::fs::read_to_string(dir.join("main.go"))
-        .with_context(|| format!("{REGISTRY_MODULE}/main.go"))?;
+    let component = go_build::components([&REGISTRY_BUILD])?.remove(0);
+    let main = labkit::files::read(&project::root().join(REGISTRY_MODULE).join("main.go"))?;
+    let inputs = format!("{}\n{main}", component.fingerprint);
     let tag =
         format!("lab-kit/registry:{}", &labkit::fingerprint::sha256_hex(inputs.as_bytes())[..12]);
+    docker_image(tag, "registry", |out| {
+        component
+            .build_cmd(&out.join("registry"), &["."])
+            .run_long("building the registry (distribution v3)")?;
+        let config = "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/registry\nhttp:\n  addr: :5000\n";
+        labkit::files::write_public(&out.join("config.yml"), config)?;
+        // distribution v3 exports traces unless told not to (as its own image does).
+        let dockerfile = "FROM scratch\nCOPY registry /bin/registry\nCOPY config.yml /etc/distribution/config.yml\n\
+            ENV OTEL_TRACES_EXPORTER=none\nENTRYPOINT [\"/bin/registry\"]\nCMD [\"serve\", \"/etc/distribution/config.yml\"]\n";
+        labkit::files::write_public(&out.join("Dockerfile"), dockerfile)
+    })
+}
+
+/// Image `tag`, unless Docker has this very one: `fill` writes its build context (a
+/// Dockerfile and what it copies) into `target/<folder>`, which the classic builder builds
+/// (BuildKit would pull its own image, and no registry can be reached here).
+pub(crate) fn docker_image(
+    tag: String,
+    folder: &str,
+    fill: impl FnOnce(&std::path::Path) -> Result<()>,
+) -> Result<String> {
     if xtask::lab::kind::image_present(&tag).succeeds() {
         return Ok(tag);
     }
-    let out = project::target_dir().join("registry");
-    std::fs::create_dir_all(&out)?;
-    go_build::components([&REGISTRY_BUILD])?[0]
-        .build_cmd(&out.join("registry"), &["."])
-        .run_long("building the registry (distribution v3)")?;
-    let config = "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/registry\nhttp:\n  addr: :5000\n";
-    labkit::files::write_public(&out.join("config.yml"), config)?;
-    // distribution v3 exports traces unless told not to (as its own image does).
-    let dockerfile = "FROM scratch\nCOPY registry /bin/registry\nCOPY config.yml /etc/distribution/config.yml\n\
-        ENV OTEL_TRACES_EXPORTER=none\nENTRYPOINT [\"/bin/registry\"]\nCMD [\"serve\", \"/etc/distribution/config.yml\"]\n";
-    labkit::files::write_public(&out.join("Dockerfile"), dockerfile)?;
-    Cmd::argv(["docker", "build", "-q", "-t", &tag, &shown(&out)])
+    let dir = project::target_dir().join(folder);
+    labkit::files::create_dir(&dir)?;
+    fill(&dir)?;
+    Cmd::argv(["docker", "build", "-q", "-t", &tag, &shown(&dir)])
         .env("DOCKER_BUILDKIT", "0")
-        .run()?;
+        .run_long(&format!("building {tag}"))?;
     Ok(tag)
 }
 

@@ -32,7 +32,6 @@ const BUILD: Definition = Definition {
     cgo: false,
     tags: "",
     stamps: |version| vec![format!("{KUBE_ROUTER}/pkg/version.Version={version}")],
-    in_image: true,
 };
 const READY_WITHIN: Duration = Duration::from_secs(180);
 
@@ -73,26 +72,18 @@ pub async fn install(client: &kube::Client) -> Result<String> {
 }
 
 /// `localhost:5001/lab-kit/kube-router:<version>-<fingerprint>`: the
-/// fingerprint covers what it is built from ([`go_build::build_inputs`]) and the base image.
+/// fingerprint covers the component's (what it is built from, and how) and the base image.
 fn image(base: &str) -> Result<String> {
     let component = go_build::components([&BUILD])?.remove(0);
-    let (_, inputs) = go_build::build_inputs(MODULE)?;
-    let inputs = format!("{inputs}\n{base}\n{}", dockerfile(base));
+    let inputs = format!("{}\n{base}\n{}", component.fingerprint, dockerfile(base));
     let fingerprint = &labkit::fingerprint::sha256_hex(inputs.as_bytes())[..12];
     let tag = format!("{REGISTRY_HOST}/lab-kit/kube-router:{}-{fingerprint}", component.version);
-    if image_present(&tag).succeeds() {
-        return Ok(tag);
-    }
-    let out = project::target_dir().join("kube-router");
-    std::fs::create_dir_all(&out)?;
-    component
-        .build_cmd(&out.join("kube-router"), &[&format!("{KUBE_ROUTER}/cmd/kube-router")])
-        .run_long("building kube-router")?;
-    labkit::files::write_public(&out.join("Dockerfile"), dockerfile(base))?;
-    Cmd::argv(["docker", "build", "-q", "-t", &tag, &shown(&out)])
-        .env("DOCKER_BUILDKIT", "0")
-        .run()?;
-    Ok(tag)
+    super::docker_image(tag, "kube-router", |out| {
+        component
+            .build_cmd(&out.join("kube-router"), &[&format!("{KUBE_ROUTER}/cmd/kube-router")])
+            .run_long("building kube-router")?;
+        labkit::files::write_public(&out.join("Dockerfile"), dockerfile(base))
+    })
 }
 
 fn dockerfile(base: &str) -> String {

@@ -39,7 +39,6 @@ pub const ENVTEST: &[Definition] = &[
                 "k8s.io/component-base/version.gitTreeState=clean".into(),
             ]
         },
-        in_image: true,
     },
     Definition {
         name: "etcd",
@@ -48,7 +47,6 @@ pub const ENVTEST: &[Definition] = &[
         cgo: false,
         tags: "",
         stamps: |_| Vec::new(),
-        in_image: true,
     },
 ];
 

@@ -16,7 +16,6 @@ use crate::preflight::{self, Check, Status};
 use labkit::command::Cmd;
 use labkit::kind_releases;
 use labkit::lab_file::{self, LabFile, Section};
-use labkit::project;
 use labkit::record::Record;
 use labkit::tr;
 
@@ -197,8 +196,7 @@ pub(super) fn write_cluster_config(up: &mut Up, file: &Path) -> Result<()> {
     for warning in up.host.warnings() {
         eprintln!("{}", tr!("warning: {warning}", warning));
     }
-    let cluster = std::fs::read_to_string(project::root().join(CLUSTER_FILE))
-        .with_context(|| tr!("cannot read {path}", path = CLUSTER_FILE))?;
+    let cluster = labkit::files::read_in_repo(CLUSTER_FILE)?;
     labkit::files::create_dir(&up.dir)?;
     labkit::files::write_public(file, config::for_host(&cluster, up.host)?)
 }
