@@ -5,6 +5,7 @@
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::{
     authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
+    authorization::v1::ResourceAttributes,
     core::v1::ServiceAccount,
 };
 use kube::{
@@ -85,4 +86,16 @@ pub fn with_token(mut kubeconfig: Kubeconfig, token: &str) -> Kubeconfig {
             Some(AuthInfo { token: Some(token.to_string().into()), ..Default::default() });
     }
     kubeconfig
+}
+
+/// What an access review asks: `verb` on `resource` of API `group`, in namespace `ns` (in all
+/// namespaces, or of a cluster-wide resource, without one).
+pub fn access(group: &str, resource: &str, verb: &str, ns: Option<&str>) -> ResourceAttributes {
+    ResourceAttributes {
+        group: Some(group.into()),
+        resource: Some(resource.into()),
+        verb: Some(verb.into()),
+        namespace: ns.map(Into::into),
+        ..ResourceAttributes::default()
+    }
 }

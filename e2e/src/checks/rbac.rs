@@ -5,7 +5,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::{Api, api::PostParams};
-use labkit::tr;
+use labkit::{accounts::access, tr};
 
 use super::*;
 
@@ -80,22 +80,6 @@ pub(crate) async fn wrong_answers(
     Ok(wrong)
 }
 
-/// What a review asks: `verb` on `resource` of API `group`, in `namespace` (all without one).
-pub(crate) fn attrs(
-    group: &str,
-    resource: &str,
-    verb: &str,
-    namespace: Option<&str>,
-) -> ResourceAttributes {
-    ResourceAttributes {
-        group: Some(group.into()),
-        resource: Some(resource.into()),
-        verb: Some(verb.into()),
-        namespace: namespace.map(Into::into),
-        ..ResourceAttributes::default()
-    }
-}
-
 /// Every review asked, and whether the Role should allow it: my-config
 /// read and updated by name, ConfigMaps and Events created, nothing else.
 fn expected_answers(ns: &str, target: &str) -> Vec<(ResourceAttributes, bool)> {
@@ -104,7 +88,7 @@ fn expected_answers(ns: &str, target: &str) -> Vec<(ResourceAttributes, bool)> {
     let mut checks: Vec<(ResourceAttributes, bool)> = Vec::new();
     let named = |name: &str, verb: &str| ResourceAttributes {
         name: Some(name.into()),
-        ..attrs("", "configmaps", verb, Some(ns))
+        ..access("", "configmaps", verb, Some(ns))
     };
     for verb in ALL_VERBS {
         // my-config itself: read (a list or watch by its name too), update; and
@@ -116,17 +100,17 @@ fn expected_answers(ns: &str, target: &str) -> Vec<(ResourceAttributes, bool)> {
         // Another ConfigMap of the same namespace: nothing but that create.
         checks.push((named("someone-elses-config", verb), *verb == "create"));
         // Unnamed: only create (it names no existing object); no list of the namespace.
-        checks.push((attrs("", "configmaps", verb, Some(ns)), *verb == "create"));
+        checks.push((access("", "configmaps", verb, Some(ns)), *verb == "create"));
         checks.push((
-            attrs("events.k8s.io", "events", verb, Some(ns)),
+            access("events.k8s.io", "events", verb, Some(ns)),
             ["create", "patch"].contains(verb),
         ));
-        checks.push((attrs("", "secrets", verb, Some(ns)), false));
-        checks.push((attrs("", "configmaps", verb, Some("kube-system")), false));
-        checks.push((attrs("", "configmaps", verb, None), false)); // all namespaces
-        checks.push((attrs("", "namespaces", verb, None), false));
-        checks.push((attrs("", "nodes", verb, None), false));
-        checks.push((attrs("rbac.authorization.k8s.io", "roles", verb, Some(ns)), false));
+        checks.push((access("", "secrets", verb, Some(ns)), false));
+        checks.push((access("", "configmaps", verb, Some("kube-system")), false));
+        checks.push((access("", "configmaps", verb, None), false)); // all namespaces
+        checks.push((access("", "namespaces", verb, None), false));
+        checks.push((access("", "nodes", verb, None), false));
+        checks.push((access("rbac.authorization.k8s.io", "roles", verb, Some(ns)), false));
     }
     checks
 }

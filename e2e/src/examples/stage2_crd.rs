@@ -356,7 +356,7 @@ async fn garbage_collected(
 async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
     let attrs = |group: &str, resource: &str, sub: &str, verb: &str| ResourceAttributes {
         subresource: Some(sub.to_string()).filter(|s| !s.is_empty()),
-        ..crate::checks::rbac::attrs(group, resource, verb, Some(NAMESPACE))
+        ..labkit::accounts::access(group, resource, verb, Some(NAMESPACE))
     };
     let (group, mut checks) = ("lab.my-controller.dev", Vec::new());
     for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {

@@ -16,6 +16,7 @@ use super::Given;
 use crate::lab::controller::SERVICE_ACCOUNT;
 use crate::lab::manifests::{self, FIELD_MANAGER};
 use controller::version::{Skew, parse_minor, target_minor};
+use labkit::accounts::access;
 use labkit::lab_file::{self, Applied, Existing, LabFile, Section};
 use labkit::record::{How, Record};
 use labkit::tr;
@@ -154,21 +155,6 @@ async fn may(client: &kube::Client, question: ResourceAttributes) -> Result<bool
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
-fn question(
-    verb: &str,
-    group: &str,
-    resource: &str,
-    namespace: Option<&str>,
-) -> ResourceAttributes {
-    ResourceAttributes {
-        verb: Some(verb.into()),
-        group: Some(group.into()),
-        resource: Some(resource.into()),
-        namespace: namespace.map(String::from),
-        ..Default::default()
-    }
-}
-
 /// The rights `up` and `down` use, asked of the API server as this user
 /// before anything is applied; and whether it has cluster-wide ones.
 pub async fn check_rights(up: &mut Up) -> Result<()> {
@@ -181,14 +167,14 @@ pub async fn check_rights(up: &mut Up) -> Result<()> {
         ("apps", "deployments"),
     ] {
         for verb in ["create", "patch", "delete"] {
-            wanted.push(question(verb, group, resource, Some(&namespace)));
+            wanted.push(access(group, resource, verb, Some(&namespace)));
         }
     }
-    wanted.push(question("list", "", "pods", Some(&namespace)));
+    wanted.push(access("", "pods", "list", Some(&namespace)));
     // To see whether someone's my-config is in the way.
-    wanted.push(question("get", "", "configmaps", Some(&namespace)));
+    wanted.push(access("", "configmaps", "get", Some(&namespace)));
     if up.namespace_exists == Some(false) {
-        wanted.push(question("create", "", "namespaces", None));
+        wanted.push(access("", "namespaces", "create", None));
     }
     let mut denied = Vec::new();
     for asked in wanted {
@@ -210,8 +196,8 @@ pub async fn check_rights(up: &mut Up) -> Result<()> {
             namespace
         ));
     }
-    let reviews = question("create", "authorization.k8s.io", "subjectaccessreviews", None);
-    let default_pods = question("create", "", "pods", Some("default"));
+    let reviews = access("authorization.k8s.io", "subjectaccessreviews", "create", None);
+    let default_pods = access("", "pods", "create", Some("default"));
     up.cluster_wide = may(&client, reviews).await? && may(&client, default_pods).await?;
     Ok(())
 }
