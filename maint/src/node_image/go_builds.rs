@@ -51,31 +51,15 @@ pub const NODE: &[Definition] = &[
             )]
         },
     },
-    Definition {
-        name: "cni-plugins",
-        dir: "maint/node-image/cni-plugins",
-        module: "github.com/containernetworking/plugins",
-        cgo: false,
-        tags: "",
-        stamps: |_| Vec::new(),
-    },
-    Definition {
-        name: "coredns",
-        dir: "maint/node-image/coredns",
-        module: "github.com/coredns/coredns",
-        cgo: false,
-        tags: "",
-        stamps: |_| Vec::new(),
-    },
-    Definition {
-        name: "kind",
-        dir: "maint/node-image/kind",
-        module: "sigs.k8s.io/kind",
-        cgo: false,
-        tags: "",
-        stamps: |_| Vec::new(),
-    },
+    plain("cni-plugins", "maint/node-image/cni-plugins", "github.com/containernetworking/plugins"),
+    plain("coredns", "maint/node-image/coredns", "github.com/coredns/coredns"),
+    plain("kind", "maint/node-image/kind", "sigs.k8s.io/kind"),
 ];
+
+/// A module built as it is: no cgo, no build tags, no version stamped in.
+pub const fn plain(name: &'static str, dir: &'static str, module: &'static str) -> Definition {
+    Definition { name, dir, module, cgo: false, tags: "", stamps: |_| Vec::new() }
+}
 
 /// Which of kind's base-image Dockerfile `ARG`s pins each component's version.
 const KIND_BASE_PINS: &[(&str, &str)] = &[

@@ -181,8 +181,6 @@ impl Recipe {
 /// What the build learns as it goes.
 #[derive(Default)]
 pub struct Build {
-    /// `kubeadm config images list` of the built kubeadm.
-    pub kubeadm_images: Vec<String>,
     /// `ctr oci spec` of the built ctr.
     pub oci_spec: String,
     /// Whether the rootfs image is in Docker already.

@@ -278,7 +278,8 @@ impl Stage {
 /// kind's `images/base/files` tree: directories and files as its Dockerfile
 /// copies them (0755 for `usr/local/bin` and `kind/bin`, 0644 otherwise).
 fn copy_kind_files(from: &Path, to: &Path) -> Result<()> {
-    for entry in walk(from)? {
+    for entry in walkdir::WalkDir::new(from).min_depth(1) {
+        let entry = entry.with_context(|| format!("cannot read {}", from.display()))?.into_path();
         let relative = entry.strip_prefix(from).unwrap_or(&entry);
         let target = to.join(relative);
         if entry.is_dir() {
@@ -293,20 +294,6 @@ fn copy_kind_files(from: &Path, to: &Path) -> Result<()> {
         set_mode(&target, if executable { 0o755 } else { 0o644 })?;
     }
     Ok(())
-}
-
-fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut found = Vec::new();
-    let entries =
-        std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
-    for entry in entries {
-        let path = entry?.path();
-        found.push(path.clone());
-        if path.is_dir() {
-            found.extend(walk(&path)?);
-        }
-    }
-    Ok(found)
 }
 
 fn create_parent(path: &Path) -> Result<()> {

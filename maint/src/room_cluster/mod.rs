@@ -28,14 +28,11 @@ const REGISTRY: &str = "lab-kit-registry";
 pub const REGISTRY_HOST: &str = "localhost:5001";
 pub(crate) const REGISTRY_MODULE: &str = "maint/registry";
 /// distribution's server, built from [`REGISTRY_MODULE`].
-const REGISTRY_BUILD: Definition = Definition {
-    name: "registry",
-    dir: REGISTRY_MODULE,
-    module: "github.com/distribution/distribution/v3",
-    cgo: false,
-    tags: "",
-    stamps: |_| Vec::new(),
-};
+const REGISTRY_BUILD: Definition = crate::node_image::go_builds::plain(
+    "registry",
+    REGISTRY_MODULE,
+    "github.com/distribution/distribution/v3",
+);
 
 /// A running room cluster; dropped, it is deleted with its registry.
 pub struct RoomCluster {
