@@ -3,8 +3,8 @@
 //! no hot loop, least privilege, the metrics' series, the pod's contract.
 //! Nothing to watch live in them, so `cargo xtask exp` narrates none.
 
+pub(crate) mod least_privilege;
 mod pod;
-pub(crate) mod rbac;
 mod security;
 mod version_check;
 
@@ -25,8 +25,8 @@ use labkit::{
     tr,
 };
 
+use least_privilege::least_privilege;
 use pod::pod_ready_non_root_read_only;
-use rbac::least_privilege;
 use version_check::version_matching;
 
 /// Every check, in the order the suite runs them (after the course's experiments).

@@ -367,5 +367,5 @@ async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
     ))
 }
 
-mod stage2_crd;
-pub use stage2_crd::stage2_crd;
+mod stage2;
+pub use stage2::stage2_crd;

@@ -9,7 +9,7 @@
 
 mod attendees;
 mod cluster_metrics;
-mod report;
+mod figures;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +23,7 @@ use xtask::room::{RoomCommand, RoomOptions, TokenSeconds};
 
 use crate::room_cluster::{self, REGISTRY_HOST};
 use crate::test::existing::PREFIX;
-use report::Report;
+use figures::Report;
 
 /// The room's name.
 const ROOM: &str = "room-bench";

@@ -9,11 +9,11 @@
 mod architecture;
 mod catalogue;
 mod claims;
+mod course_pages;
 mod deny;
 mod docs;
 mod invariants;
 mod modules;
-mod pages;
 mod sizes;
 mod support;
 mod tree;

@@ -370,7 +370,8 @@ async fn least_privilege(admin: &Client) -> anyhow::Result<String> {
         checks.push((attrs("", "secrets", "", verb), false));
     }
     let account = format!("{NAMESPACE}/{ACCOUNT}");
-    let wrong = crate::checks::rbac::wrong_answers(admin.clone(), &account, &checks).await?;
+    let wrong =
+        crate::checks::least_privilege::wrong_answers(admin.clone(), &account, &checks).await?;
     ensure!(
         wrong.is_empty(),
         tr!(
