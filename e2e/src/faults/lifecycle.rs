@@ -96,9 +96,19 @@ async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
         status.code() == Some(0),
         tr!("controller stopped mid-reconcile: {status} after SIGTERM", status)
     );
-    let log = lab.controller_log(&mark).await?;
+    corrected_after_shutdown(&lab.controller_log(&mark).await?)?;
+    let now = lab.config_maps().get(lab.desired().name()).await?;
     ensure!(
-        in_order(&log, LOG_SHUTTING_DOWN, LOG_CORRECTED),
+        lab.desired().is_satisfied_by(&now),
+        tr!("after the exit my-config holds {data}", data = format!("{:?}", now.data))
+    );
+    Ok(took)
+}
+
+/// The controller's `log` shows the drift corrected after its shutdown line.
+fn corrected_after_shutdown(log: &str) -> anyhow::Result<()> {
+    ensure!(
+        in_order(log, LOG_SHUTTING_DOWN, LOG_CORRECTED),
         tr!(
             "expected {corrected} after {shutdown} in the log:\n{log}",
             corrected = format!("{LOG_CORRECTED:?}"),
@@ -106,12 +116,7 @@ async fn sigterm_mid_reconcile(lab: &Lab) -> anyhow::Result<Duration> {
             log
         )
     );
-    let now = lab.config_maps().get(lab.desired().name()).await?;
-    ensure!(
-        lab.desired().is_satisfied_by(&now),
-        tr!("after the exit my-config holds {data}", data = format!("{:?}", now.data))
-    );
-    Ok(took)
+    Ok(())
 }
 
 /// What an idle pod's exit may take on kind, from the delete request: the
@@ -152,16 +157,7 @@ async fn sigterm_by_pod_deletion(lab: &mut Lab) -> anyhow::Result<Measured> {
         tr!("pod {pod} stopped mid-reconcile: exit {code} after SIGTERM", pod = slow, code)
     );
     let log = log.await.with_context(|| tr!("reading the pod's log"))??;
-    ensure!(
-        in_order(&log, LOG_SHUTTING_DOWN, LOG_CORRECTED),
-        tr!(
-            "expected {corrected} after {shutdown} in pod {pod}'s log:\n{log}",
-            corrected = format!("{LOG_CORRECTED:?}"),
-            shutdown = format!("{LOG_SHUTTING_DOWN:?}"),
-            pod = slow,
-            log
-        )
-    );
+    corrected_after_shutdown(&log).with_context(|| slow.clone())?;
     Ok(Measured::took(
         idle,
         tr!(

@@ -34,16 +34,10 @@ pub async fn create_denied_gives_up_then_heals(lab: &mut Lab) -> anyhow::Result<
     const RESYNC: Duration = Duration::from_secs(3);
     lab.restart_controller(&["--resync", "3s"]).await?;
     wait_desired(lab).await?;
-    let (roles, role_name) = controller_role(lab)?;
-    let original = roles.get(&role_name).await?;
-    set_config_map_create(lab, false).await?;
+    let original = set_config_map_create(lab, false).await?;
     let outcome = give_up_then_heal(lab, RESYNC).await;
     // Put the Role back whatever happened (the happy path already did).
-    let mut current = roles.get(&role_name).await?;
-    if current.rules != original.rules {
-        current.rules = original.rules;
-        roles.replace(&role_name, &PostParams::default(), &current).await?;
-    }
+    edit_rules(lab, |rules| *rules = original).await?;
     outcome
 }
 
@@ -53,34 +47,46 @@ pub(super) fn service_account(lab: &Lab) -> anyhow::Result<(&str, &str)> {
     account.with_context(|| tr!("the service account is namespace/name"))
 }
 
-/// The controller's Role: named like its ServiceAccount (see manifests/rbac.yaml).
-pub(super) fn controller_role(lab: &Lab) -> anyhow::Result<(Api<Role>, String)> {
+/// Edits the rules of the controller's Role (replaced only when they change); the rules as
+/// they were, to put back with another edit.
+pub(super) async fn edit_rules(
+    lab: &Lab,
+    edit: impl FnOnce(&mut Vec<PolicyRule>),
+) -> anyhow::Result<Vec<PolicyRule>> {
+    // The controller's Role is named like its ServiceAccount (see manifests/rbac.yaml).
     let (namespace, name) = service_account(lab)?;
-    Ok((Api::namespaced(lab.client(), namespace), name.to_string()))
+    let roles: Api<Role> = Api::namespaced(lab.client(), namespace);
+    let mut role = roles.get(name).await?;
+    let original = role.rules.clone().unwrap_or_default();
+    edit(role.rules.get_or_insert_with(Vec::new));
+    if role.rules.as_ref() != Some(&original) {
+        roles.replace(name, &PostParams::default(), &role).await?;
+    }
+    Ok(original)
 }
 
-/// Grants or takes away `create` on ConfigMaps in the controller's Role.
-async fn set_config_map_create(lab: &Lab, granted: bool) -> anyhow::Result<()> {
-    let (roles, name) = controller_role(lab)?;
-    let mut role = roles.get(&name).await?;
-    // Create has a rule of its own (it cannot be narrowed to a name): taken
-    // away, then given back.
-    let rules = role.rules.get_or_insert_with(Vec::new);
-    rules.retain(|rule| {
-        !rule.verbs.iter().any(|v| v == "create")
-            || rule.resource_names.is_some()
-            || !rule.resources.iter().flatten().any(|r| r == "configmaps")
-    });
-    if granted {
-        rules.push(PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["configmaps".into()]),
-            verbs: vec!["create".into()],
-            ..PolicyRule::default()
+/// Grants or takes away `create` on ConfigMaps in the controller's Role; the rules as they were.
+async fn set_config_map_create(lab: &Lab, granted: bool) -> anyhow::Result<Vec<PolicyRule>> {
+    let original = edit_rules(lab, |rules| {
+        // Create has a rule of its own (it cannot be narrowed to a name): taken
+        // away, then given back.
+        rules.retain(|rule| {
+            !rule.verbs.iter().any(|v| v == "create")
+                || rule.resource_names.is_some()
+                || !rule.resources.iter().flatten().any(|r| r == "configmaps")
         });
-    }
-    roles.replace(&name, &PostParams::default(), &role).await?;
-    wait_until_allowed(lab, "create", None, granted).await
+        if granted {
+            rules.push(PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["configmaps".into()]),
+                verbs: vec!["create".into()],
+                ..PolicyRule::default()
+            });
+        }
+    })
+    .await?;
+    wait_until_allowed(lab, "create", None, granted).await?;
+    Ok(original)
 }
 
 async fn give_up_then_heal(lab: &Lab, resync: Duration) -> anyhow::Result<Measured> {
@@ -207,19 +213,14 @@ pub(super) async fn wait_until_allowed(
         Api::namespaced(lab.client(), lab.desired().namespace());
     let user =
         format!("system:serviceaccount:{}", lab.controller_service_account().replace('/', ":"));
+    let namespace = lab.desired().namespace();
     let review = LocalSubjectAccessReview {
-        metadata: kube::api::ObjectMeta {
-            namespace: Some(lab.desired().namespace().into()),
-            ..Default::default()
-        },
+        metadata: kube::api::ObjectMeta { namespace: Some(namespace.into()), ..Default::default() },
         spec: SubjectAccessReviewSpec {
             user: Some(user),
             resource_attributes: Some(ResourceAttributes {
-                resource: Some("configmaps".into()),
-                verb: Some(verb.into()),
                 name: name.map(Into::into),
-                namespace: Some(lab.desired().namespace().into()),
-                ..ResourceAttributes::default()
+                ..labkit::accounts::access("", "configmaps", verb, Some(namespace))
             }),
             ..SubjectAccessReviewSpec::default()
         },

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::ensure;
 use controller::runner::{LOG_RELISTED, LOG_WATCH_FAILED};
-use kube::api::PostParams;
 use tokio::time::Instant;
 
 use super::{
@@ -52,19 +51,16 @@ async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<M
     lab.restart_controller(&[]).await?;
     wait_desired(lab).await?;
     let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
-    let (roles, name) = rbac::controller_role(lab)?;
-    let original = roles.get(&name).await?;
-    let mut narrowed = original.clone();
-    for rule in narrowed.rules.iter_mut().flatten().filter(|r| r.resource_names.is_some()) {
-        rule.verbs.retain(|v| v != verb);
-    }
-    roles.replace(&name, &PostParams::default(), &narrowed).await?;
+    let original = rbac::edit_rules(lab, |rules| {
+        for rule in rules.iter_mut().filter(|r| r.resource_names.is_some()) {
+            rule.verbs.retain(|v| v != verb);
+        }
+    })
+    .await?;
     let target = lab.desired().name().to_string();
     rbac::wait_until_allowed(lab, verb, Some(&target), false).await?;
     let result = observe(lab, verb, failures, &mark).await;
-    let mut current = roles.get(&name).await?;
-    current.rules = original.rules;
-    roles.replace(&name, &PostParams::default(), &current).await?;
+    rbac::edit_rules(lab, |rules| *rules = original).await?;
     rbac::wait_until_allowed(lab, verb, Some(&target), true).await?;
     let (gaps, not_ready_after, relists) = result?;
     let back = Instant::now();
