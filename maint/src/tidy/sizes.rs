@@ -16,7 +16,7 @@ const MAX_FILE_LINES: usize = 500;
 const MAX_FN_LINES: usize = 80;
 
 /// A file that is tests only: under a `tests/` folder, a `tests.rs`, a
-/// module that is `#![cfg(test)]` (itself, or the folder's `mod.rs`), or one
+/// module that is `#![cfg(test)]` (itself, or a module it is inside), or one
 /// its parent declares `#[cfg(test)]` (a mock API server). Test support
 /// (`cfg(any(test, feature = "test-support"))`) is code when code calls it ([`super::support`]).
 fn tests_only(file: &str) -> bool {
@@ -41,7 +41,11 @@ fn tests_only(file: &str) -> bool {
     file.contains("/tests/")
         || file.ends_with("/tests.rs")
         || test_module(file)
-        || tracked(Path::new(file).with_file_name("mod.rs")).is_some_and(|m| test_module(&m))
+        // A module inside a `#![cfg(test)]` one, however deep (the tidy checks' own modules).
+        || Path::new(file).ancestors().skip(1).any(|dir| {
+            let modules = [dir.join("mod.rs"), dir.with_extension("rs")].into_iter();
+            modules.filter_map(tracked).any(|m| m != file && test_module(&m))
+        })
         || parents.filter(|p| p != file).any(|p| declared_for_tests(&p))
 }
 
@@ -275,6 +279,7 @@ fn code_lines_stop_at_the_test_module() {
     assert_eq!(code_lines("a\nb\n"), 2);
     assert!(tests_only("e2e/tests/suite.rs"));
     assert!(tests_only("maint/src/tidy/sizes.rs"));
+    assert!(tests_only("maint/src/tidy/course_pages/comments.rs"));
     assert!(tests_only("controller/src/fixtures.rs"));
     assert!(!tests_only("labkit/src/command.rs"));
 }
