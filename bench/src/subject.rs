@@ -27,8 +27,6 @@ use tokio::time::Instant;
 pub const NAME_ENV: &str = "MY_CONTROLLER_NAME";
 /// How long a controller gets from its start to my-config created.
 const READY_WITHIN: Duration = Duration::from_secs(60);
-/// SIGTERM, then SIGKILL after this.
-const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// A controller the bench measures.
 #[derive(Clone, Debug)]
@@ -163,48 +161,17 @@ impl Subject {
 
     /// SIGTERM to the group, then SIGKILL after a grace period; waits
     /// (polling with a deadline) until the leader has exited.
-    pub async fn stop(mut self) -> Result<()> {
-        self.signal(libc::SIGTERM);
-        if self.wait_exit(STOP_GRACE).await {
-            return Ok(());
-        }
-        labkit::progress!("  pid {} still running after {STOP_GRACE:?}: SIGKILL", self.pid);
-        self.signal(libc::SIGKILL);
-        if self.wait_exit(STOP_GRACE).await {
-            return Ok(());
-        }
-        bail!("the controller (pid {}) survived SIGKILL", self.pid)
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        let Ok(pgid) = libc::pid_t::try_from(self.pid) else {
-            return;
-        };
-        // SAFETY: kill takes plain integers; a group that is gone is ESRCH, harmless.
-        unsafe { libc::kill(-pgid, signal) };
-    }
-
-    async fn wait_exit(&mut self, within: Duration) -> bool {
-        let child = &mut self.child;
-        let exited = eventually("the controller to exit", within, || {
-            let exited = child.try_wait();
-            async move {
-                Ok(match exited? {
-                    Some(_) => Check::Done(()),
-                    None => Check::NotYet("running".into()),
-                })
-            }
-        })
-        .await;
-        exited.is_ok()
+    pub async fn stop(self) -> Result<()> {
+        labkit::process::stop_group(self.pid, true).await.map(drop)
     }
 }
 
 impl Drop for Subject {
     /// A bench that fails half-way leaves no controller behind.
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.signal(libc::SIGKILL);
+        if let (Ok(None), Ok(pgid)) = (self.child.try_wait(), libc::pid_t::try_from(self.pid)) {
+            // SAFETY: kill takes plain integers; a group that is gone is ESRCH, harmless.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
             let _ = self.child.wait();
         }
     }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use serde::Serialize;
 
 /// Memory and CPU of a process group at one moment.
@@ -38,26 +38,13 @@ impl Usage {
 pub fn of_group(pgid: u32) -> anyhow::Result<Usage> {
     let ticks_per_second = clock_ticks()?;
     let mut usage = Usage::default();
-    for entry in std::fs::read_dir("/proc").context("cannot read /proc")? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
+    for member in labkit::process::group_members(pgid) {
         // A process may exit between the listing and the reading: skip it.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(fields) = Stat::parse(&stat) else {
-            continue;
-        };
-        if fields.pgrp != pgid {
-            continue;
-        }
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", member.pid)) else {
             continue;
         };
         usage.processes += 1;
-        usage.cpu_ms += fields.cpu_ticks as f64 * 1000.0 / ticks_per_second;
+        usage.cpu_ms += member.cpu_ticks as f64 * 1000.0 / ticks_per_second;
         usage.rss_kib += status_kib(&status, "VmRSS").unwrap_or(0);
         usage.peak_rss_kib += status_kib(&status, "VmHWM").unwrap_or(0);
     }
@@ -65,26 +52,6 @@ pub fn of_group(pgid: u32) -> anyhow::Result<Usage> {
         bail!("no process in group {pgid}: it is not running");
     }
     Ok(usage)
-}
-
-/// The fields of `/proc/<pid>/stat` the bench reads.
-#[derive(Debug, PartialEq)]
-struct Stat {
-    pgrp: u32,
-    /// utime + stime, in clock ticks.
-    cpu_ticks: u64,
-}
-
-impl Stat {
-    /// `pid (comm) state ppid pgrp … utime stime …`: `comm` may hold spaces
-    /// and parentheses, so the fields are counted from after the last `)`.
-    fn parse(stat: &str) -> Option<Stat> {
-        let (_, rest) = stat.rsplit_once(')')?;
-        // rest[0] is field 3 (state): field n is rest[n - 3].
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-        Some(Stat { pgrp: u32::try_from(field(5)?).ok()?, cpu_ticks: field(14)? + field(15)? })
-    }
 }
 
 /// A `Name:   123 kB` line of `/proc/<pid>/status`, in KiB.
@@ -107,14 +74,6 @@ fn clock_ticks() -> anyhow::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_stat_after_the_last_parenthesis() {
-        let stat = "4242 (my (odd) ctl) S 1 4242 4242 0 -1 4194560 900 0 0 0 \
-                    37 12 0 0 20 0 5 0 1234 10000000 2500 18446744073709551615";
-        assert_eq!(Stat::parse(stat), Some(Stat { pgrp: 4242, cpu_ticks: 49 }));
-        assert_eq!(Stat::parse("garbage"), None);
-    }
 
     #[test]
     fn reads_kib_lines_of_status() {

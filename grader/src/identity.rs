@@ -42,7 +42,8 @@ impl Identity {
             let mut record = record.lock().await;
             labkit::owned::apply(&admin, &mut record, BY, MANAGER, document).await?;
         }
-        let (token, _expires) = accounts::token(&admin, namespace, IDENTITY, TOKEN_SECONDS).await?;
+        let (token, _expires) =
+            accounts::token(&admin, namespace, IDENTITY, TOKEN_SECONDS, None).await?;
         let kubeconfig = accounts::kubeconfig_with_token(lab.file(), &token)?;
         let namespace = namespace.to_string();
         let identity = Identity { admin, namespace, record, kubeconfig, token };

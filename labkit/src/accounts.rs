@@ -17,45 +17,26 @@ use kube::{
 use crate::{lab_file::LabFile, tr};
 
 /// A token of ServiceAccount `namespace/name`, valid `seconds`, for the API
-/// server's own audience; with when it expires (RFC 3339).
+/// server's own audience; with when it expires (RFC 3339). Bound to the Secret
+/// `secret` (its name and uid) when given: the API server refuses the token
+/// once that Secret is deleted (or made again with another uid).
 pub async fn token(
     admin: &Client,
     namespace: &str,
     name: &str,
     seconds: i64,
-) -> Result<(String, String)> {
-    token_bound(admin, namespace, name, seconds, None).await
-}
-
-/// An object a token is bound to: the API server refuses the token once
-/// the object is deleted (or made again with another uid).
-pub struct BoundTo(BoundObjectReference);
-
-impl BoundTo {
-    /// The Secret `name` with `uid`, in the ServiceAccount's namespace.
-    pub fn secret(name: &str, uid: &str) -> BoundTo {
-        BoundTo(BoundObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Secret".into()),
-            name: Some(name.into()),
-            uid: Some(uid.into()),
-        })
-    }
-}
-
-/// [`token`], bound to `bound` when given: it dies with that object.
-pub async fn token_bound(
-    admin: &Client,
-    namespace: &str,
-    name: &str,
-    seconds: i64,
-    bound: Option<BoundTo>,
+    secret: Option<(&str, &str)>,
 ) -> Result<(String, String)> {
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(seconds),
-            bound_object_ref: bound.map(|b| b.0),
+            bound_object_ref: secret.map(|(secret, uid)| BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Secret".into()),
+                name: Some(secret.into()),
+                uid: Some(uid.into()),
+            }),
             ..Default::default()
         }),
         ..Default::default()

@@ -26,11 +26,6 @@ pub async fn get_url(base: &str, path: &str, timeout: Duration) -> Result<Reply>
     let addr: SocketAddr = authority.parse().with_context(|| {
         tr!("{base} does not name an IP address and port", base = format!("{base:?}"))
     })?;
-    get(addr, path, timeout).await
-}
-
-/// GET `path` from `addr`, giving up after `timeout` in total.
-pub async fn get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<Reply> {
     exchange(Method::GET, addr, path, Vec::new(), timeout).await
 }
 

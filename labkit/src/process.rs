@@ -70,15 +70,10 @@ pub fn spawn_detached(
     Ok(Spawned { name, pid, log: log.to_path_buf(), pid_file: pid_file.to_path_buf(), child })
 }
 
-/// Running: it exists and is not a zombie (a dead child nobody has reaped yet).
+/// Running: it exists (`/proc/PID/stat` is there) and is neither a zombie (a dead child
+/// nobody has reaped yet) nor dead.
 pub fn is_alive(pid: u32) -> bool {
-    let Ok(pid_t) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill with signal 0 only checks that the process exists and may be signalled.
-    let exists = unsafe { libc::kill(pid_t, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    exists && !is_zombie(pid)
+    state(pid).is_some_and(|state| !matches!(state.as_str(), "Z" | "X"))
 }
 
 /// The fields of `/proc/PID/stat` after its command name (which may hold spaces).
@@ -134,13 +129,6 @@ pub fn kill_group(group: Group) -> bool {
     unsafe { libc::kill(-pgid, libc::SIGKILL) == 0 }
 }
 
-/// Whether a process of `group` still runs (a zombie does not): its leader,
-/// the one recorded, or a member left after the leader.
-pub fn group_runs(group: Group) -> bool {
-    let leader = start_time(group.pgid) == Some(group.started) && is_alive(group.pgid);
-    leader || members(group.pgid).any(is_alive)
-}
-
 /// A process of a group, as `/proc/PID/stat` shows it.
 #[derive(Clone, Copy, Debug)]
 pub struct Member {
@@ -150,6 +138,8 @@ pub struct Member {
     pub zombie: bool,
     /// A zombie's wait status, as waitpid(2) will report it to its parent (field 52).
     pub exit_code: i32,
+    /// CPU time used so far, user and system (fields 14 and 15), in clock ticks.
+    pub cpu_ticks: u64,
 }
 
 /// The processes of process group `pgid`, zombies among them.
@@ -162,6 +152,8 @@ pub fn group_members(pgid: u32) -> Vec<Member> {
                 ppid: fields.get(1)?.parse().ok()?,
                 zombie: fields.first()? == "Z",
                 exit_code: fields.get(49)?.parse().ok()?,
+                cpu_ticks: fields.get(11)?.parse::<u64>().ok()?
+                    + fields.get(12)?.parse::<u64>().ok()?,
             })
         })
         .collect()
@@ -176,10 +168,6 @@ fn members(pgid: u32) -> impl Iterator<Item = u32> {
         .filter(move |pid| {
             stat_fields(*pid).and_then(|f| f.get(2)?.parse::<u32>().ok()) == Some(pgid)
         })
-}
-
-fn is_zombie(pid: u32) -> bool {
-    state(pid).is_some_and(|state| state == "Z")
 }
 
 /// Guards against pid reuse: every process the lab starts has its state directory in its
@@ -212,6 +200,11 @@ pub async fn stop(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutc
     if !belongs_to(pid, state_dir) {
         return Ok(StopOutcome::NotOurs);
     }
+    stop_group(pid, graceful).await
+}
+
+/// [`stop`] of a process this one started itself (its pid cannot be another's yet).
+pub async fn stop_group(pid: u32, graceful: bool) -> Result<StopOutcome> {
     let start = Instant::now();
     if graceful {
         signal_group(pid, libc::SIGTERM)?;
@@ -250,4 +243,17 @@ async fn gone(pid: u32, within: Duration) -> Result<()> {
         Ok(if is_alive(pid) { Check::NotYet(tr!("running")) } else { Check::Done(()) })
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn this_process_is_a_member_of_its_group() {
+        // SAFETY: getpgrp has no preconditions.
+        let pgid = unsafe { libc::getpgrp() } as u32;
+        let members = super::group_members(pgid);
+        let me = members.iter().find(|m| m.pid == std::process::id());
+        assert!(me.is_some_and(|m| !m.zombie), "{members:?}");
+        assert!(super::is_alive(std::process::id()));
+    }
 }

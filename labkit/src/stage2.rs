@@ -85,7 +85,7 @@ pub fn kubeconfig(lab: &Lab) -> std::path::PathBuf {
 /// A kubeconfig for the stage-2 ServiceAccount: the admin kubeconfig's
 /// cluster, a TokenRequest token as the user.
 async fn account_kubeconfig(lab: &Lab, admin: &Client) -> anyhow::Result<std::path::PathBuf> {
-    let (token, _) = crate::accounts::token(admin, NAMESPACE, ACCOUNT, 3600).await?;
+    let (token, _) = crate::accounts::token(admin, NAMESPACE, ACCOUNT, 3600, None).await?;
     let config = crate::accounts::kubeconfig_with_token(lab.file(), &token)?;
     let path = kubeconfig(lab);
     let text = serde_saphyr::to_string(&config)?;

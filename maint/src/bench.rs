@@ -168,12 +168,13 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
         labkit::owned::apply(&client, &mut record, BY, places::MANAGER, secret).await?;
         record.find_named("Secret", namespace, TOKEN_SECRET).and_then(|e| e.uid.clone())
     };
-    let bound = labkit::accounts::BoundTo::secret(TOKEN_SECRET, &made.context("no uid")?);
+    let uid = made.context("no uid")?;
     // No longer than the lab's own credential: a room's attendee may mint no longer token.
     let seconds =
         xtask::room::token_seconds_within(&lab.file().admin_kubeconfig, SIDES_TOKEN_SECONDS);
     let (token, expires) =
-        labkit::accounts::token_bound(&client, namespace, account, seconds, Some(bound)).await?;
+        labkit::accounts::token(&client, namespace, account, seconds, Some((TOKEN_SECRET, &uid)))
+            .await?;
     let dir = lab.borrowed_dir();
     labkit::files::create_dir(&dir)?;
     let kubeconfig = dir.join("bench-controller.kubeconfig");

@@ -359,7 +359,10 @@ async fn a_bench_killed_outright_is_put_back_by_the_next_command() {
     let record = Record::load(&lab.file().state_dir).unwrap().unwrap();
     assert_eq!(record.borrow.as_ref().map(|b| b.by.as_str()), Some("bench"));
     let sides = record.borrow.as_ref().map(|b| b.groups.clone()).unwrap_or_default();
-    let alive = |g: &labkit::process::Group| labkit::process::group_runs(*g);
+    // A process of the group still runs (a zombie does not).
+    let alive = |g: &labkit::process::Group| {
+        labkit::process::group_members(g.pgid).iter().any(|m| !m.zombie)
+    };
     assert!(sides.iter().any(alive), "the scene: the sides run on ({sides:?})");
     // `grade` finds it too, before it stops the controller; a program that
     // exits at once is then refused, and the lab put back again.

@@ -298,7 +298,7 @@ async fn controller_client(lab: &Lab) -> anyhow::Result<kube::Client> {
             .map_err(anyhow::Error::msg);
     }
     let (namespace, name) = service_account(lab)?;
-    let (token, _) = labkit::accounts::token(&lab.client(), namespace, name, 600).await?;
+    let (token, _) = labkit::accounts::token(&lab.client(), namespace, name, 600, None).await?;
     let kubeconfig = labkit::accounts::kubeconfig_with_token(lab.file(), &token)?;
     labkit::lab::client_of(kubeconfig, |_| ()).await
 }

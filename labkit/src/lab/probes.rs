@@ -98,7 +98,7 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// etcd's `/health` says `"health":"true"`.
 pub async fn etcd_ready(addr: SocketAddr) -> anyhow::Result<Check<()>> {
-    let reply = http_probe::get(addr, "/health", HTTP_TIMEOUT).await?;
+    let reply = http_probe::get_url(&format!("http://{addr}"), "/health", HTTP_TIMEOUT).await?;
     Ok(Check::done_if(
         reply.status == 200 && reply.body.contains("\"true\""),
         (),

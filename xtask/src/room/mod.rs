@@ -306,7 +306,7 @@ impl Making<'_> {
             self.token
         );
         let (token, expires) =
-            labkit::accounts::token(self.client, namespace, ATTENDEE, self.token.0).await?;
+            labkit::accounts::token(self.client, namespace, ATTENDEE, self.token.0, None).await?;
         let path = self.dir.join(format!("{namespace}.kubeconfig"));
         let config = kubeconfig::for_attendee(self.config, namespace, &token)?;
         labkit::files::write_private(&path, serde_saphyr::to_string(&config)?)?;

@@ -355,9 +355,14 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
 async fn write_controller_kubeconfig(up: &mut Up) -> Result<()> {
     let admin = up.admin.clone().with_context(|| tr!("no admin client"))?;
     // TokenRequest: with no kube-controller-manager there are no legacy token Secrets.
-    let (token, expires) =
-        labkit::accounts::token(&admin, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT, TOKEN_SECONDS)
-            .await?;
+    let (token, expires) = labkit::accounts::token(
+        &admin,
+        SERVICE_ACCOUNT_NAMESPACE,
+        SERVICE_ACCOUNT,
+        TOKEN_SECONDS,
+        None,
+    )
+    .await?;
     let user = format!("system:serviceaccount:{SERVICE_ACCOUNT_NAMESPACE}:{SERVICE_ACCOUNT}");
     let url = format!("https://127.0.0.1:{}", up.ports[2]);
     let ca = &up.pki()?.ca_pem;
