@@ -164,20 +164,12 @@ fn wall_line(wall: f64, whole: bool, provider: &str, bar: Option<f64>) -> String
     let Some(bar) = bar else {
         return tr!("suite wall time {wall} s on {provider}", wall = wall_s, provider);
     };
-    let bar_s = format!("{bar:.0}");
-    if whole && wall > bar {
-        tr!(
-            "suite wall time {wall} s (bar for the whole suite on envtest: {bar} s) — over the bar",
-            wall = wall_s,
-            bar = bar_s
-        )
-    } else {
-        tr!(
-            "suite wall time {wall} s (bar for the whole suite on envtest: {bar} s)",
-            wall = wall_s,
-            bar = bar_s
-        )
-    }
+    let line = tr!(
+        "suite wall time {wall} s (bar for the whole suite on envtest: {bar} s)",
+        wall = wall_s,
+        bar = format!("{bar:.0}")
+    );
+    if whole && wall > bar { line + &tr!(" — over the bar") } else { line }
 }
 
 /// The result, on `out` (stdout: progress and the suite's own output are on stderr).

@@ -9,10 +9,8 @@
 //! outright is put back by the next command.
 
 mod collect;
-mod said;
 
 use collect::{collect, host_name};
-use said::{cluster_wide, not_back, not_put_back};
 
 use std::{
     collections::BTreeMap,
@@ -173,15 +171,14 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let interrupted = signals.seen.is_some();
     let restored = borrow.put_back(&mut lab, signals).await;
 
-    let outcome = match result {
-        Ok(report) => Outcome::Graded(report),
-        Err(error) => match error.downcast::<Refused>() {
-            Ok(refused) => Outcome::Refused(refused),
-            Err(error) => {
-                restored.context(not_back())?;
-                return Err(error);
-            }
-        },
+    // Graded, or refused: anything else is an error.
+    let outcome = match result.map_err(|error| error.downcast::<Refused>()) {
+        Ok(report) => Ok(report),
+        Err(Ok(refused)) => Err(refused),
+        Err(Err(error)) => {
+            restored.context(tr!("could not put the lab's controller back"))?;
+            return Err(error);
+        }
     };
     if let Err(e) = restored {
         eprintln!("{}", not_put_back(&file.name, &e));
@@ -190,12 +187,12 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     if interrupted {
         bail!(tr!("interrupted: the program was stopped and the lab put back as it was"));
     }
-    let graded = GradeFile::new(&args, &outcome, texts, lang, &file, &command, &target)?;
+    let graded = GradeFile::new(&args, &outcome, texts, lang, &file, &command, &target);
     show(&args, &outcome, &graded, texts)?;
     Ok(match &outcome {
-        Outcome::Graded(report) if report.passed() => ExitCode::SUCCESS,
-        Outcome::Graded(_) => ExitCode::FAILURE,
-        Outcome::Refused(_) => ExitCode::from(2),
+        Ok(report) if report.passed() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(_) => ExitCode::from(2),
     })
 }
 
@@ -251,14 +248,14 @@ fn announce(
 /// The table (or the refusal), and the JSON when asked for.
 fn show(args: &GradeArgs, outcome: &Outcome, graded: &GradeFile, texts: &Texts) -> Result<()> {
     match outcome {
-        Outcome::Graded(report) => {
+        Ok(report) => {
             print!("{}", table(graded, texts));
             eprintln!(
                 "{}",
                 texts.text("program_log", &[("log", &labkit::project::shown(&report.log))])
             );
         }
-        Outcome::Refused(_) => {
+        Err(_) => {
             eprintln!("{}", graded.refused.as_deref().unwrap_or_default());
         }
     }
@@ -269,10 +266,8 @@ fn show(args: &GradeArgs, outcome: &Outcome, graded: &GradeFile, texts: &Texts) 
     Ok(())
 }
 
-enum Outcome {
-    Graded(Report),
-    Refused(Refused),
-}
+/// A grade's outcome: its report, or why the program could not be graded.
+type Outcome = Result<Report, Refused>;
 
 /// A line per finished row, and one before the long watch for writes.
 fn progress(texts: &'static Texts) -> grade::Progress {
@@ -311,15 +306,13 @@ impl GradeFile {
         lab: &labkit::lab_file::LabFile,
         command: &str,
         target: &str,
-    ) -> Result<GradeFile> {
+    ) -> GradeFile {
         let (rows, refused) = match outcome {
-            Outcome::Graded(report) => {
-                (report.rows.iter().map(|r| GradedRow::new(r, texts)).collect(), None)
-            }
-            Outcome::Refused(refused) => (Vec::new(), Some(refused_text(refused, texts))),
+            Ok(report) => (report.rows.iter().map(|r| GradedRow::new(r, texts)).collect(), None),
+            Err(refused) => (Vec::new(), Some(refused_text(refused, texts))),
         };
-        let passed = matches!(outcome, Outcome::Graded(r) if r.passed());
-        Ok(GradeFile {
+        let passed = matches!(outcome, Ok(r) if r.passed());
+        GradeFile {
             format: FORMAT,
             attendee: args
                 .attendee
@@ -337,7 +330,7 @@ impl GradeFile {
             refused,
             lang: lang.file_stem().to_string(),
             rows,
-        })
+        }
     }
 }
 
@@ -418,10 +411,7 @@ fn table(graded: &GradeFile, texts: &Texts) -> String {
         })
         .collect();
     if !rereads.is_empty() {
-        let _ = writeln!(out, "\n{}", t("reread"));
-        for line in rereads {
-            let _ = writeln!(out, "{line}");
-        }
+        let _ = writeln!(out, "\n{}\n{}", t("reread"), rereads.join("\n"));
     }
     let passed = graded.rows.iter().filter(|r| r.passed).count().to_string();
     let total = RowId::ALL.len().to_string();
@@ -442,6 +432,32 @@ fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
     std::fs::rename(&partial, path)
         .with_context(|| tr!("cannot write {path}", path = path.display()))?;
     Ok(())
+}
+
+/// The error of a lab whose controller did not come back, and what to do.
+pub(super) fn not_put_back(name: &str, error: &anyhow::Error) -> String {
+    tr!(
+        "error: could not put the lab's controller back: {error}\n\
+         `cargo xtask lab reset --name {name}` starts it anew",
+        error = format!("{error:#}"),
+        name
+    )
+}
+
+/// Refused on a lab whose user lacks cluster-wide rights (a room attendee's).
+pub(super) fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
+    let Some(existing) = file.existing().filter(|e| !e.cluster_wide) else {
+        return Ok(());
+    };
+    let namespace = &existing.namespace;
+    bail!(tr!(
+        "grading runs the program as a ServiceAccount of its own ({identity}) with a token \
+         the grade makes for it, which {namespace}'s user may not make (a room's attendee gets \
+         tokens for the lab's my-controller only): the instructor grades, from a lab of their \
+         own context (`cargo xtask lab up --provider existing --context …`)",
+        identity = grader::IDENTITY,
+        namespace
+    ));
 }
 
 #[cfg(test)]

@@ -8,107 +8,109 @@ use std::path::{Path, PathBuf};
 
 use labkit::tr;
 
-/// Each place the kit, or the tools it runs, fetch from.
+/// A place the kit, or the tools it runs, fetch from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// crates.io's index (cargo: the kit, a learner's project).
-    Crates,
-    /// The Rust toolchain server (rustup installs the pinned toolchain).
-    Toolchain,
-    /// The Go module proxy (kube-apiserver and etcd, the node image, the course's Go program).
-    GoModules,
-    /// The envtest release binaries (kube-apiserver and etcd, downloaded instead of built).
-    EnvtestReleases,
-    /// Docker Hub, for the kind node image.
-    NodeImage,
-    /// Docker Hub, for the pods' images (step 2's `nginx`), pulled by the nodes' containerd.
-    PodImages,
-    /// Debian's packages, for a node image built here.
-    Debian,
-    /// Nix's binary cache (`nix develop`).
-    Nix,
+pub struct Source {
+    /// Its name in doctor's table (the JSON's `name`: English, a stable word for scripts).
+    pub name: &'static str,
+    /// The setting that uses a mirror, as a person types or writes it, each line as is.
+    pub setting: &'static [&'static str],
+    /// Whose mirror the setting names, and where else one is found ([`Source::whose`]).
+    whose: &'static str,
+    /// The way without this source, if there is one ([`Source::offline`]).
+    offline: Option<&'static str>,
 }
 
 impl Source {
-    /// Its name in doctor's table (the JSON's `name`: English, a stable word for scripts).
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::Crates => "crates",
-            Source::Toolchain => "Rust toolchain server",
-            Source::GoModules => "Go modules",
-            Source::EnvtestReleases => "envtest releases",
-            Source::NodeImage => "kind node image",
-            Source::PodImages => "pods' images",
-            Source::Debian => "Debian packages",
-            Source::Nix => "Nix cache",
-        }
+    /// [`Source::whose`] field, in the reader's language.
+    pub fn whose(&self) -> String {
+        labkit::say::translate(self.whose, &[])
     }
 
-    /// The setting that uses a mirror, as a person types or writes it, each line as is.
-    pub fn setting(self) -> &'static [&'static str] {
-        match self {
-            Source::Crates => &[
-                "# ~/.cargo/config.toml",
-                "[source.crates-io]",
-                "replace-with = \"mirror\"",
-                "[source.mirror]",
-                "registry = \"sparse+https://rsproxy.cn/index/\"",
-            ],
-            Source::Toolchain => &[
-                "export RUSTUP_DIST_SERVER=https://rsproxy.cn",
-                "export RUSTUP_UPDATE_ROOT=https://rsproxy.cn/rustup",
-            ],
-            Source::GoModules => &["go env -w GOPROXY=https://goproxy.cn,direct"],
-            Source::EnvtestReleases => &["export LAB_ENVTEST_MIRROR=http://INSTRUCTOR-HOST:8000"],
-            Source::NodeImage | Source::PodImages => &[
-                "cargo xtask lab up --provider kind --registry-mirror https://docker.m.daocloud.io",
-            ],
-            Source::Debian => {
-                &["export LAB_DEBIAN_MIRROR=https://mirrors.tuna.tsinghua.edu.cn/debian"]
-            }
-            Source::Nix => &[
-                "# /etc/nix/nix.conf",
-                "substituters = https://mirrors.tuna.tsinghua.edu.cn/nix-channels/store https://cache.nixos.org/",
-            ],
-        }
-    }
-
-    /// Whose mirror the setting names, and where else one is found.
-    pub fn whose(self) -> String {
-        match self {
-            Source::Crates => tr!("rsproxy.cn's (ByteDance); USTC, TUNA and Aliyun run others"),
-            Source::Toolchain => tr!("rsproxy.cn's; TUNA and USTC run others"),
-            Source::GoModules => tr!("goproxy.cn's; Aliyun runs another"),
-            Source::EnvtestReleases => tr!(
-                "a server with the release's archive, such as the instructor's `python3 -m http.server`; checked against the pinned sha512"
-            ),
-            Source::NodeImage => {
-                tr!(
-                    "DaoCloud's; Docker's own `registry-mirrors` in /etc/docker/daemon.json works too"
-                )
-            }
-            Source::PodImages => tr!("DaoCloud's, written into the nodes' containerd"),
-            Source::Debian => tr!("TUNA's; USTC and Aliyun run others"),
-            Source::Nix => tr!("TUNA's; USTC runs another"),
-        }
-    }
-
-    /// The way without this source, if there is one.
-    pub fn offline(self) -> Option<String> {
-        match self {
-            Source::NodeImage | Source::PodImages => Some(tr!(
-                "or, without a network: `cargo xtask lab bundle` where Docker Hub is reachable, then `cargo xtask lab up --bundle FILE` here"
-            )),
-            Source::EnvtestReleases => Some(tr!(
-                "or nothing: kube-apiserver and etcd are then built from Go source (minutes)"
-            )),
-            Source::Nix => Some(tr!(
-                "or without Nix: rustup, Go, kubectl and kind installed by hand (the README's prerequisites)"
-            )),
-            Source::Crates | Source::Toolchain | Source::GoModules | Source::Debian => None,
-        }
+    /// [`Source::offline`] field, in the reader's language.
+    pub fn offline(&self) -> Option<String> {
+        self.offline.map(|way| labkit::say::translate(way, &[]))
     }
 }
+
+/// crates.io's index (cargo: the kit, a learner's project).
+pub const CRATES: Source = Source {
+    name: "crates",
+    setting: &[
+        "# ~/.cargo/config.toml",
+        "[source.crates-io]",
+        "replace-with = \"mirror\"",
+        "[source.mirror]",
+        "registry = \"sparse+https://rsproxy.cn/index/\"",
+    ],
+    whose: "rsproxy.cn's (ByteDance); USTC, TUNA and Aliyun run others",
+    offline: None,
+};
+
+/// The Rust toolchain server (rustup installs the pinned toolchain).
+pub const TOOLCHAIN: Source = Source {
+    name: "Rust toolchain server",
+    setting: &[
+        "export RUSTUP_DIST_SERVER=https://rsproxy.cn",
+        "export RUSTUP_UPDATE_ROOT=https://rsproxy.cn/rustup",
+    ],
+    whose: "rsproxy.cn's; TUNA and USTC run others",
+    offline: None,
+};
+
+/// The Go module proxy (kube-apiserver and etcd, the node image, the course's Go program).
+pub const GO_MODULES: Source = Source {
+    name: "Go modules",
+    setting: &["go env -w GOPROXY=https://goproxy.cn,direct"],
+    whose: "goproxy.cn's; Aliyun runs another",
+    offline: None,
+};
+
+/// The envtest release binaries (kube-apiserver and etcd, downloaded instead of built).
+pub const ENVTEST_RELEASES: Source = Source {
+    name: "envtest releases",
+    setting: &["export LAB_ENVTEST_MIRROR=http://INSTRUCTOR-HOST:8000"],
+    whose: "a server with the release's archive, such as the instructor's `python3 -m http.server`; checked against the pinned sha512",
+    offline: Some("or nothing: kube-apiserver and etcd are then built from Go source (minutes)"),
+};
+
+/// Docker Hub, for the kind node image.
+pub const NODE_IMAGE: Source = Source {
+    name: "kind node image",
+    whose: "DaoCloud's; Docker's own `registry-mirrors` in /etc/docker/daemon.json works too",
+    ..POD_IMAGES
+};
+
+/// Docker Hub, for the pods' images (step 2's `nginx`), pulled by the nodes' containerd.
+pub const POD_IMAGES: Source = Source {
+    name: "pods' images",
+    setting: &["cargo xtask lab up --provider kind --registry-mirror https://docker.m.daocloud.io"],
+    whose: "DaoCloud's, written into the nodes' containerd",
+    offline: Some(
+        "or, without a network: `cargo xtask lab bundle` where Docker Hub is reachable, then `cargo xtask lab up --bundle FILE` here",
+    ),
+};
+
+/// Debian's packages, for a node image built here.
+pub const DEBIAN: Source = Source {
+    name: "Debian packages",
+    setting: &["export LAB_DEBIAN_MIRROR=https://mirrors.tuna.tsinghua.edu.cn/debian"],
+    whose: "TUNA's; USTC and Aliyun run others",
+    offline: None,
+};
+
+/// Nix's binary cache (`nix develop`).
+pub const NIX: Source = Source {
+    name: "Nix cache",
+    setting: &[
+        "# /etc/nix/nix.conf",
+        "substituters = https://mirrors.tuna.tsinghua.edu.cn/nix-channels/store https://cache.nixos.org/",
+    ],
+    whose: "TUNA's; USTC runs another",
+    offline: Some(
+        "or without Nix: rustup, Go, kubectl and kind installed by hand (the README's prerequisites)",
+    ),
+};
 
 /// The `--registry-mirror` flag of `lab up` and `doctor`, or its variable.
 #[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
@@ -241,20 +243,12 @@ mod tests {
     /// The page for learners in mainland China shows every setting as doctor prints it.
     #[test]
     fn the_china_page_shows_each_setting_as_doctor_prints_it() {
-        const ALL: [Source; 8] = [
-            Source::Crates,
-            Source::Toolchain,
-            Source::GoModules,
-            Source::EnvtestReleases,
-            Source::NodeImage,
-            Source::PodImages,
-            Source::Debian,
-            Source::Nix,
-        ];
+        const ALL: [Source; 8] =
+            [CRATES, TOOLCHAIN, GO_MODULES, ENVTEST_RELEASES, NODE_IMAGE, POD_IMAGES, DEBIAN, NIX];
         let page = std::fs::read_to_string(labkit::project::root().join("docs/zh-CN/14-china.md"));
         let page = page.unwrap();
         for source in ALL {
-            for line in source.setting() {
+            for line in source.setting {
                 assert!(page.lines().any(|l| l == *line), "docs/zh-CN/14-china.md lacks {line:?}");
             }
         }

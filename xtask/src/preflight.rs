@@ -64,14 +64,12 @@ impl fmt::Display for Check {
 pub fn kind_version(output: Option<&str>, table: &[labkit::kind_releases::Release]) -> Check {
     const NAME: &str = "kind";
     let supported: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
+    let supported = supported.join(" / ");
     let Some(output) = output else {
         return Check::fail(
             NAME,
             tr!("not found"),
-            tr!(
-                "run `nix develop` (it provides kind), or install kind {supported}",
-                supported = supported.join(" / ")
-            ),
+            tr!("run `nix develop` (it provides kind), or install kind {supported}", supported),
         );
     };
     match labkit::kind_releases::for_kind(table, output) {
@@ -86,10 +84,7 @@ pub fn kind_version(output: Option<&str>, table: &[labkit::kind_releases::Releas
         Err(why) => Check::fail(
             NAME,
             why,
-            tr!(
-                "use kind {supported}, or add a row to kind/node-images.toml",
-                supported = supported.join(" / ")
-            ),
+            tr!("use kind {supported}, or add a row to kind/node-images.toml", supported),
         ),
     }
 }
@@ -111,7 +106,10 @@ pub fn docker_daemon(probe: Result<&str, &str>) -> Check {
         ),
         Err(error) => Check::fail(
             NAME,
-            tr!("not reachable: {error}", error = first_line(error)),
+            tr!(
+                "not reachable: {error}",
+                error = error.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+            ),
             tr!(
                 "start Docker (Docker Desktop, or `sudo systemctl start docker`), or use `--provider envtest`"
             ),
@@ -123,17 +121,12 @@ pub fn docker_daemon(probe: Result<&str, &str>) -> Check {
 /// mentions `io.containerd.snapshotter` with the containerd store, where
 /// `kind load docker-image` fails (the kit loads an archive instead).
 pub fn image_store(driver_status: &str) -> Check {
-    const NAME: &str = "Docker image store";
-    if driver_status.contains("io.containerd.snapshotter") {
-        Check::pass(
-            NAME,
-            tr!(
-                "containerd (images are loaded with `kind load image-archive`, which works with it)"
-            ),
-        )
+    let found = if driver_status.contains("io.containerd.snapshotter") {
+        tr!("containerd (images are loaded with `kind load image-archive`, which works with it)")
     } else {
-        Check::pass(NAME, tr!("classic (overlay2 or similar)"))
-    }
+        tr!("classic (overlay2 or similar)")
+    };
+    Check::pass("Docker image store", found)
 }
 
 /// The Docker host's cgroup version (`docker info --format '{{.CgroupVersion}}'`:
@@ -318,16 +311,19 @@ fn needed(
     needed: String,
     (debian, fedora): (&str, &str),
 ) -> Check {
-    let Some(found) = found else {
-        let fix = tr!(
-            "Debian/Ubuntu: `sudo apt install {debian}`; Fedora: `sudo dnf install {fedora}`; macOS: {macos}",
-            debian,
-            fedora,
-            macos = "`xcode-select --install`"
-        );
-        return Check::fail(name, needed, fix);
-    };
-    Check::pass(name, found)
+    match found {
+        Some(found) => Check::pass(name, found),
+        None => Check::fail(
+            name,
+            needed,
+            tr!(
+                "Debian/Ubuntu: `sudo apt install {debian}`; Fedora: `sudo dnf install {fedora}`; macOS: {macos}",
+                debian,
+                fedora,
+                macos = "`xcode-select --install`"
+            ),
+        ),
+    }
 }
 
 /// `cc --version`'s output (`None`: no C compiler): the build scripts of ring
@@ -468,10 +464,6 @@ pub fn learners_rustc(version_output: Option<&str>, needed: &str) -> Check {
         ),
         tr!("`rustup default stable` (or `rustup update stable`), or `nix develop`"),
     )
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
 }
 
 /// `gcc -print-file-name=libc.a` prints a path when the static C library is

@@ -3,6 +3,7 @@
 //! variables as cargo, Go and rustup), and for one that fails or is slow, the setting that
 //! uses a mirror and the way without a network.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use labkit::command::Cmd;
@@ -11,7 +12,7 @@ use labkit::tr;
 
 use super::DoctorArgs;
 use crate::lab::kind::NodeImage;
-use crate::mirrors::Source;
+use crate::mirrors::{self, Source};
 use crate::preflight::{Check, Status};
 
 /// Slower than this to answer is slow.
@@ -26,36 +27,25 @@ pub enum Answer {
     Failed(String),
 }
 
-/// How much the chosen lab needs a source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Need {
-    /// The lab cannot come up without it: unreachable fails.
-    Required,
-    /// Only some steps use it (step 2's nginx, the course's Go program): a warning.
-    Sometimes,
-}
-
-/// One source to probe for the chosen lab: at `url`, `need`ed so much.
+/// One source to probe for the chosen lab, at `url`. `required`: the lab cannot come up
+/// without it, unreachable fails; else only some steps use it (step 2's nginx, the course's
+/// Go program): a warning.
 pub struct Row {
     pub source: Source,
-    pub need: Need,
+    pub required: bool,
     pub url: String,
 }
 
 /// Probes every row's address at once (an address shared by two rows, once).
 fn probe_all(rows: &[Row]) -> Vec<Answer> {
-    let mut urls: Vec<&str> = rows.iter().map(|r| r.url.as_str()).collect();
-    urls.sort_unstable();
-    urls.dedup();
-    let answers: Vec<(&str, Answer)> = std::thread::scope(|scope| {
-        let probes: Vec<_> = urls.iter().map(|url| (*url, scope.spawn(|| probe(url)))).collect();
-        let joined = probes.into_iter().map(|(url, p)| (url, p.join()));
-        joined
-            .map(|(url, a)| (url, a.unwrap_or(Answer::Failed("the probe panicked".into()))))
-            .collect()
+    let urls: BTreeSet<&str> = rows.iter().map(|r| r.url.as_str()).collect();
+    let answers: BTreeMap<&str, Answer> = std::thread::scope(|scope| {
+        let probes: Vec<_> =
+            urls.into_iter().map(|url| (url, scope.spawn(|| probe(url)))).collect();
+        let failed = || Answer::Failed("the probe panicked".into());
+        probes.into_iter().map(|(url, p)| (url, p.join().unwrap_or_else(|_| failed()))).collect()
     });
-    let of = |url: &str| answers.iter().find(|(u, _)| *u == url).map(|(_, a)| a.clone());
-    rows.iter().map(|r| of(&r.url).unwrap_or(Answer::Failed(String::new()))).collect()
+    rows.iter().map(|r| answers[r.url.as_str()].clone()).collect()
 }
 
 fn probe(url: &str) -> Answer {
@@ -98,27 +88,25 @@ pub fn answer(printed: &str, stderr: &str, code: Option<i32>) -> Answer {
 
 /// The check of `row` from its probe's `answer`; `route`, another way that works here.
 fn check(row: &Row, answer: &Answer, route: Option<&str>) -> Check {
-    let Row { source, need, url } = row;
+    let Row { source, required, url } = row;
     let (status, found) = match answer {
-        Answer::Reached(took) if *took <= SLOW => {
-            return Check::pass(
-                source.name(),
-                tr!("reachable ({took}): {url}", took = secs(*took), url),
-            );
-        }
         Answer::Reached(took) => {
-            (Status::Warn, tr!("slow ({took}): {url}", took = secs(*took), url))
+            let (took, fast) = (secs(*took), *took <= SLOW);
+            if fast {
+                return Check::pass(source.name, tr!("reachable ({took}): {url}", took, url));
+            }
+            (Status::Warn, tr!("slow ({took}): {url}", took, url))
         }
-        Answer::Failed(why) if *need == Need::Required => {
-            (Status::Fail, tr!("unreachable ({why}): {url}", why, url))
+        Answer::Failed(why) => {
+            let status = if *required { Status::Fail } else { Status::Warn };
+            (status, tr!("unreachable ({why}): {url}", why, url))
         }
-        Answer::Failed(why) => (Status::Warn, tr!("unreachable ({why}): {url}", why, url)),
     };
     let mut fix = vec![tr!("a mirror ({whose}):", whose = source.whose())];
-    fix.extend(source.setting().iter().map(|line| format!("  `{line}`")));
+    fix.extend(source.setting.iter().map(|line| format!("  `{line}`")));
     fix.extend(source.offline());
     fix.extend(route.map(str::to_string));
-    Check { name: source.name(), status, found, fix: Some(fix.join("\n")) }
+    Check { name: source.name, status, found, fix: Some(fix.join("\n")) }
 }
 
 fn secs(took: Duration) -> String {
@@ -159,7 +147,7 @@ pub fn checks(
             .zip(&answers)
             .any(|(r, a)| r.source == source && matches!(a, Answer::Reached(_)))
     };
-    let route = match reached(Source::GoModules) && reached(Source::Debian) {
+    let route = match reached(mirrors::GO_MODULES) && reached(mirrors::DEBIAN) {
         true => tr!(
             "or build it here: `--node-image built` works here (Go modules and Debian packages reachable; about 10 min of CPU)"
         ),
@@ -167,7 +155,7 @@ pub fn checks(
             "or build it here: `--node-image built` needs Go modules and Debian packages, unreachable here too"
         ),
     };
-    let routes = |row: &Row| (row.source == Source::NodeImage).then_some(route.as_str());
+    let routes = |row: &Row| (row.source == mirrors::NODE_IMAGE).then_some(route.as_str());
     rows.iter().zip(&answers).map(|(row, answer)| check(row, answer, routes(row))).collect()
 }
 
@@ -182,18 +170,17 @@ fn rows(
     (pulls_node_image, docker_mirrors): (bool, &[String]),
 ) -> Vec<Row> {
     let builds_node_image = NodeImage::parse(args.node_image.as_deref()) == NodeImage::Built;
-    let needed = |required: bool| if required { Need::Required } else { Need::Sometimes };
-    let row = |source, need, url: String| Row { source, need, url };
-    let mut rows = vec![row(Source::Crates, Need::Required, crates_index())];
+    let row = |source, required, url: String| Row { source, required, url };
+    let mut rows = vec![row(mirrors::CRATES, true, crates_index())];
     let dist = std::env::var("RUSTUP_DIST_SERVER").unwrap_or("https://static.rust-lang.org".into());
     let channel = format!("{dist}/dist/channel-rust-{pinned_toolchain}.toml.sha256");
     if toolchain_missing {
-        rows.push(row(Source::Toolchain, Need::Required, channel));
+        rows.push(row(mirrors::TOOLCHAIN, true, channel));
     }
-    rows.push(row(Source::GoModules, needed(envtest_missing || builds_node_image), go_proxy()));
+    rows.push(row(mirrors::GO_MODULES, envtest_missing || builds_node_image, go_proxy()));
     let release = crate::lab::release::Release::here().ok().flatten();
     if let Some(release) = release.filter(|_| envtest_missing) {
-        rows.push(row(Source::EnvtestReleases, Need::Sometimes, release.url));
+        rows.push(row(mirrors::ENVTEST_RELEASES, false, release.url));
     }
     let docker_hub = |mirror: Option<&str>| match mirror {
         Some(mirror) => format!("{}/v2/", mirror.trim_end_matches('/')),
@@ -202,13 +189,13 @@ fn rows(
     let mirror = args.mirror.url.as_deref();
     if offers.node {
         let for_node = mirror.or(docker_mirrors.first().map(String::as_str));
-        rows.push(row(Source::NodeImage, needed(pulls_node_image), docker_hub(for_node)));
-        rows.push(row(Source::PodImages, Need::Sometimes, docker_hub(mirror)));
+        rows.push(row(mirrors::NODE_IMAGE, pulls_node_image, docker_hub(for_node)));
+        rows.push(row(mirrors::POD_IMAGES, false, docker_hub(mirror)));
         let release = format!("{}/dists/bookworm/Release", crate::mirrors::debian_mirror());
-        rows.push(row(Source::Debian, needed(builds_node_image), release));
+        rows.push(row(mirrors::DEBIAN, builds_node_image, release));
     }
     if labkit::tools::on_path("nix").is_some() && offers.own_cluster {
-        rows.push(row(Source::Nix, Need::Sometimes, nix_cache()));
+        rows.push(row(mirrors::NIX, false, nix_cache()));
     }
     rows
 }
@@ -282,22 +269,22 @@ mod tests {
     #[test]
     fn an_unreachable_required_source_fails_with_its_mirror_and_routes() {
         let row = Row {
-            source: Source::NodeImage,
-            need: Need::Required,
+            source: mirrors::NODE_IMAGE,
+            required: true,
             url: "https://registry-1.docker.io/v2/".into(),
         };
         let failed = Answer::Failed(tr!("its name does not resolve"));
         let check = check(&row, &failed, Some("`--node-image built`: works here"));
         assert_eq!(check.status, Status::Fail);
         let fix = check.fix.unwrap();
-        for line in Source::NodeImage.setting() {
+        for line in mirrors::NODE_IMAGE.setting {
             assert!(fix.contains(line), "{fix}");
         }
         assert!(
             fix.contains("--bundle") && fix.ends_with("`--node-image built`: works here"),
             "{fix}"
         );
-        let sometimes = Row { need: Need::Sometimes, ..row };
+        let sometimes = Row { required: false, ..row };
         assert_eq!(super::check(&sometimes, &failed, None).status, Status::Warn);
         let slow = Answer::Reached(Duration::from_secs(3));
         assert_eq!(super::check(&sometimes, &slow, None).status, Status::Warn);

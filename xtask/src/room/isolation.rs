@@ -10,7 +10,7 @@ use kube::api::{Api, PostParams};
 use serde_json::Value;
 
 use super::attendee::{self, ATTENDEE};
-use labkit::tr;
+use labkit::{accounts::access, tr};
 
 /// Each attendee may do nothing in the next one's namespace, nor in
 /// `default` (SubjectAccessReview as the attendee, for every verb and
@@ -24,6 +24,9 @@ pub async fn check(client: &kube::Client, namespaces: &[String]) -> Result<()> {
         let elsewhere = namespaces.get((i + 1) % namespaces.len()).filter(|n| *n != home);
         for other in elsewhere.into_iter().map(String::as_str).chain(["default"]) {
             for (group, resource, verb) in &triples {
+                let (plural, sub) = resource.split_once('/').unzip();
+                let attributes = access(group, plural.unwrap_or(resource), verb, Some(other));
+                let subresource = sub.map(String::from);
                 let review = SubjectAccessReview {
                     spec: SubjectAccessReviewSpec {
                         user: Some(format!("system:serviceaccount:{home}:{ATTENDEE}")),
@@ -32,9 +35,7 @@ pub async fn check(client: &kube::Client, namespaces: &[String]) -> Result<()> {
                             format!("system:serviceaccounts:{home}"),
                             "system:authenticated".into(),
                         ]),
-                        resource_attributes: Some(resource_attributes(
-                            other, group, resource, verb,
-                        )),
+                        resource_attributes: Some(ResourceAttributes { subresource, ..attributes }),
                         ..Default::default()
                     },
                     ..Default::default()
@@ -61,26 +62,6 @@ pub async fn check(client: &kube::Client, namespaces: &[String]) -> Result<()> {
         )
     );
     Ok(())
-}
-
-fn resource_attributes(
-    namespace: &str,
-    group: &str,
-    resource: &str,
-    verb: &str,
-) -> ResourceAttributes {
-    let (resource, subresource) = match resource.split_once('/') {
-        Some((r, s)) => (r.to_string(), Some(s.to_string())),
-        None => (resource.to_string(), None),
-    };
-    ResourceAttributes {
-        namespace: Some(namespace.into()),
-        group: Some(group.into()),
-        resource: Some(resource),
-        subresource,
-        verb: Some(verb.into()),
-        ..Default::default()
-    }
 }
 
 /// A Role rule as (group, resource, verb) triples.

@@ -189,8 +189,19 @@ async fn up(
     let mut record = Record::open(&dir, &format!("room-{}", room.name), None)?;
     let mut file = RoomFile { name: room.name.clone(), context, ..RoomFile::default() };
     let making = Making { client: &client, config: &config, token, sources: &sources, dir: &dir };
+    // Each object is in the room's record before it is made ([`labkit::owned::apply`]), so a
+    // failure or a kill leaves a record of what to delete.
     let made = async {
-        making.all(&namespaces, &mut file, &mut record).await?;
+        let policy = guard::name(&room.name);
+        labkit::progress!(
+            "$ kubectl apply --server-side -f -    # ValidatingAdmissionPolicy and its binding {policy}, done with kube-rs"
+        );
+        for document in guard::objects(&room.name, token.0) {
+            labkit::owned::apply(&client, &mut record, BY, FIELD_MANAGER, document).await?;
+        }
+        for namespace in &namespaces {
+            making.attendee(namespace, &mut file, &mut record).await?;
+        }
         let first = crate::lab::kubeconfig::client(&file.kubeconfigs[0]).await?;
         guard::enforced(&first, &namespaces[0], &room.name).await?;
         isolation::check(&client, &namespaces).await
@@ -260,29 +271,6 @@ struct Making<'a> {
 }
 
 impl Making<'_> {
-    /// The room's policy, then each attendee's namespace, objects and
-    /// kubeconfig; each object is in the room's record before it is made
-    /// ([`labkit::owned::apply`]), so a failure or a kill leaves a record of
-    /// what to delete.
-    async fn all(
-        &self,
-        namespaces: &[String],
-        file: &mut RoomFile,
-        record: &mut Record,
-    ) -> Result<()> {
-        labkit::progress!(
-            "$ kubectl apply --server-side -f -    # ValidatingAdmissionPolicy and its binding {}, done with kube-rs",
-            guard::name(&file.name)
-        );
-        for document in guard::objects(&file.name, self.token.0) {
-            labkit::owned::apply(self.client, record, BY, FIELD_MANAGER, document).await?;
-        }
-        for namespace in namespaces {
-            self.attendee(namespace, file, record).await?;
-        }
-        Ok(())
-    }
-
     async fn attendee(
         &self,
         namespace: &str,
