@@ -85,10 +85,12 @@ impl Workers {
     }
 
     /// Counts a worker alive until the guard is dropped (its task ended).
-    pub fn alive(self: &Arc<Self>) -> Alive {
+    pub fn alive(self: &Arc<Self>) -> impl Sized + use<> {
         self.started.fetch_add(1, Ordering::AcqRel);
         self.alive.fetch_add(1, Ordering::AcqRel);
-        Alive(self.clone())
+        scopeguard::guard(self.clone(), |workers| {
+            workers.alive.fetch_sub(1, Ordering::AcqRel);
+        })
     }
 
     /// From now on a stopped worker is expected: the controller is shutting down.
@@ -102,14 +104,5 @@ impl Workers {
             (self.started.load(Ordering::Acquire), self.alive.load(Ordering::Acquire));
         (!self.stopping.load(Ordering::Acquire) && alive < started)
             .then(|| format!("{} of {started} workers stopped", started - alive))
-    }
-}
-
-/// See [`Workers::alive`].
-pub struct Alive(Arc<Workers>);
-
-impl Drop for Alive {
-    fn drop(&mut self) {
-        self.0.alive.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use enum_ordinalize::Ordinalize;
 use prometheus_client::{
     encoding::{EncodeLabelSet, EncodeLabelValue, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram, info::Info},
@@ -28,8 +29,9 @@ pub const QUEUE_DEPTH: &str = "my_controller_workqueue_depth";
 pub const QUEUE_DELAYED: &str = "my_controller_workqueue_delayed";
 pub const BUILD_INFO: &str = "my_controller_build_info";
 
-/// How a reconcile ended.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+/// How a reconcile ended (`ALL`: every one, in this order).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue, Ordinalize)]
+#[ordinalize(impl_trait = false, variants(pub const ALL))]
 #[allow(non_camel_case_types)] // the label values are the variant names
 pub enum ReconcileResult {
     created,
@@ -56,37 +58,18 @@ pub enum ReconcileResult {
     panicked,
 }
 
-impl ReconcileResult {
-    pub const ALL: [ReconcileResult; 11] = [
-        ReconcileResult::created,
-        ReconcileResult::updated,
-        ReconcileResult::unchanged,
-        ReconcileResult::deleting,
-        ReconcileResult::immutable,
-        ReconcileResult::conflict,
-        ReconcileResult::behind,
-        ReconcileResult::error,
-        ReconcileResult::timeout,
-        ReconcileResult::panicked,
-        ReconcileResult::contended,
-    ];
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: ReconcileResult,
 }
 
-/// The API verb of a write to the watched ConfigMap.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+/// The API verb of a write to the watched ConfigMap (`ALL`: both).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue, Ordinalize)]
+#[ordinalize(impl_trait = false, variants(pub const ALL))]
 #[allow(non_camel_case_types)]
 pub enum WriteVerb {
     create,
     update,
-}
-
-impl WriteVerb {
-    pub const ALL: [WriteVerb; 2] = [WriteVerb::create, WriteVerb::update];
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -214,9 +197,11 @@ impl Metrics {
     }
 
     /// Counts a running reconcile until the guard is dropped.
-    pub fn in_flight(&self) -> InFlight<'_> {
+    pub fn in_flight(&self) -> impl Sized + '_ {
         self.in_flight.inc();
-        InFlight(&self.in_flight)
+        scopeguard::guard(&self.in_flight, |gauge| {
+            gauge.dec();
+        })
     }
 
     /// The work queue's depth: keys queued now, and keys waiting for a delayed retry.
@@ -230,15 +215,6 @@ impl Metrics {
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
-    }
-}
-
-/// See [`Metrics::in_flight`].
-pub struct InFlight<'a>(&'a Gauge);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.dec();
     }
 }
 

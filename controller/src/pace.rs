@@ -57,9 +57,9 @@ pub struct Pace {
 }
 
 impl Pace {
-    /// A pace that never makes a correction wait.
-    pub fn off() -> Self {
-        Pace { off: true, ..Pace::default() }
+    /// A pace; `off` (`--no-pacing`): one that never makes a correction wait.
+    pub fn new(off: bool) -> Self {
+        Pace { off, ..Pace::default() }
     }
 
     /// How long to wait before the next correction may be written (`None`: now).
@@ -110,7 +110,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn off_never_waits() {
-        let mut pace = Pace::off();
+        let mut pace = Pace::new(true);
         for _ in 0..20 {
             assert_eq!(pace.wait(Instant::now()), None);
             pace.corrected(Instant::now());

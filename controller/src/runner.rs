@@ -183,11 +183,7 @@ fn context(
         metrics: metrics.clone(),
         reconcile_delay: cli.reconcile_delay,
         reconcile_timeout: cli.reconcile_timeout,
-        pace: std::sync::Mutex::new(if !cli.no_pacing {
-            crate::pace::Pace::default()
-        } else {
-            crate::pace::Pace::off()
-        }),
+        pace: std::sync::Mutex::new(crate::pace::Pace::new(cli.no_pacing)),
     }
 }
 
@@ -323,26 +319,13 @@ where
     Fut: Future<Output = ()>,
 {
     while let Some(key) = queue.get().await {
-        let release = Release { queue, key: &key };
+        let _release = scopeguard::guard(&key, |key| queue.done(key));
         if AssertUnwindSafe(each(key.clone())).catch_unwind().await.is_err() {
             metrics.panicked();
             metrics.reconciled(ReconcileResult::panicked, None);
             error!(key = %show(&key), "{LOG_PANICKED}");
             queue.add_rate_limited(key.clone());
         }
-        drop(release);
-    }
-}
-
-/// Calls `done` for its key when dropped, however the processing ended.
-struct Release<'a> {
-    queue: &'a WorkQueue<Key>,
-    key: &'a Key,
-}
-
-impl Drop for Release<'_> {
-    fn drop(&mut self) {
-        self.queue.done(self.key);
     }
 }
 

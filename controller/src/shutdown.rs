@@ -3,7 +3,7 @@
 //! server is in. The end of the grace, or a second signal, cuts them off,
 //! and what was cut off is named.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use futures::{Stream, StreamExt};
@@ -43,6 +43,23 @@ impl Grace {
     }
 }
 
+/// `work` within what is left of `grace`; its end, or a second signal, cuts
+/// it off, and `cut_off` names what was cut off.
+async fn within_grace<T>(
+    work: impl Future<Output = T>,
+    grace: Grace,
+    signals: &mut (impl Stream<Item = ()> + Unpin),
+    cut_off: impl Fn() -> String,
+) -> Result<T, Stopped> {
+    tokio::select! {
+        done = work => Ok(done),
+        _ = tokio::time::sleep_until(grace.ends) => {
+            Err(Stopped::CutOff { grace: grace.of, what: cut_off() })
+        }
+        _ = signals.next() => Err(Stopped::Interrupted { what: cut_off() }),
+    }
+}
+
 /// The running reconciles finish and pending Events go out, within `grace`;
 /// the end of it, or a second signal, cuts them off.
 pub async fn finish_work(
@@ -61,15 +78,7 @@ pub async fn finish_work(
         // Events wait for a quiet moment (see crate::events): send them now.
         ctx.recorder.flush().await;
     };
-    let cut_off = || cut_off(queue, ctx);
-    tokio::select! {
-        _ = finish => {}
-        _ = tokio::time::sleep_until(grace.ends) => {
-            return Err(Stopped::CutOff { grace: grace.of, what: cut_off() });
-        }
-        _ = signals.next() => return Err(Stopped::Interrupted { what: cut_off() }),
-    }
-    Ok(())
+    within_grace(finish, grace, signals, || cut_off(queue, ctx)).await
 }
 
 /// The HTTP server stops taking connections and finishes the requests it is
@@ -86,20 +95,9 @@ pub async fn stop_serving(
     let _ = stop.send(());
     let abort = server.abort_handle();
     let open = || format!("a request still open on {listen} (/healthz, /readyz, /metrics)");
-    tokio::select! {
-        served = server => {
-            if let Ok(served) = served {
-                served.context("the HTTP server failed")?;
-            }
-        }
-        _ = tokio::time::sleep_until(grace.ends) => {
-            abort.abort();
-            return Err(Stopped::CutOff { grace: grace.of, what: open() });
-        }
-        _ = signals.next() => {
-            abort.abort();
-            return Err(Stopped::Interrupted { what: open() });
-        }
+    let served = within_grace(server, grace, signals, open).await.inspect_err(|_| abort.abort())?;
+    if let Ok(served) = served {
+        served.context("the HTTP server failed")?;
     }
     Ok(())
 }

@@ -14,8 +14,6 @@ use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The API group of the stage-2 resources.
-pub const GROUP: &str = "lab.my-controller.dev";
 /// The condition the controller sets: the ConfigMap holds the data.
 pub const READY: &str = "Ready";
 
@@ -77,7 +75,7 @@ mod tests {
     fn the_crd_names_what_kubectl_shows() {
         let crd = ConfigMapTemplate::crd();
         assert_eq!(crd.metadata.name.as_deref(), Some("configmaptemplates.lab.my-controller.dev"));
-        assert_eq!(crd.spec.group, GROUP);
+        assert_eq!(crd.spec.group, "lab.my-controller.dev");
         assert_eq!(crd.spec.names.short_names, Some(vec!["cmt".to_string()]));
         let version = &crd.spec.versions[0];
         assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());

@@ -37,6 +37,7 @@ pub const RUST_VERSION: &str = env!("CARGO_PKG_RUST_VERSION");
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     hash::Hash,
+    ops::DerefMut,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
@@ -160,13 +161,17 @@ where
         Self { shared: Arc::new(shared) }
     }
 
-    fn lock(&self) -> Guard<'_, K> {
+    /// The queue's lock; on release it tells the depth observer, so every
+    /// change of the queue is reported without each method remembering to.
+    fn lock(&self) -> impl DerefMut<Target = MutexGuard<'_, State<K>>> {
         // A worker that panicked while holding the lock leaves consistent
         // state behind (every update is a single step), so keep going.
-        Guard {
-            state: self.shared.state.lock().unwrap_or_else(|p| p.into_inner()),
-            on_depth: self.shared.on_depth.as_ref(),
-        }
+        let state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        scopeguard::guard(state, |state| {
+            if let Some(observer) = &self.shared.on_depth {
+                observer(Depth { queued: state.queue.len(), delayed: state.waiting.len() });
+            }
+        })
     }
 
     /// Marks `key` as needing processing. Returns false when it was coalesced
@@ -317,34 +322,6 @@ where
     /// The keys workers hold right now.
     pub fn processing(&self) -> Vec<K> {
         self.lock().processing.iter().cloned().collect()
-    }
-}
-
-/// The queue's lock; on release it tells the depth observer, so every change
-/// of the queue is reported without each method remembering to.
-struct Guard<'a, K> {
-    state: MutexGuard<'a, State<K>>,
-    on_depth: Option<&'a DepthObserver>,
-}
-
-impl<K> std::ops::Deref for Guard<'_, K> {
-    type Target = State<K>;
-    fn deref(&self) -> &State<K> {
-        &self.state
-    }
-}
-
-impl<K> std::ops::DerefMut for Guard<'_, K> {
-    fn deref_mut(&mut self) -> &mut State<K> {
-        &mut self.state
-    }
-}
-
-impl<K> Drop for Guard<'_, K> {
-    fn drop(&mut self) {
-        if let Some(observer) = self.on_depth {
-            observer(Depth { queued: self.state.queue.len(), delayed: self.state.waiting.len() });
-        }
     }
 }
 

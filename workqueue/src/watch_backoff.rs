@@ -24,25 +24,16 @@ pub struct WatchBackoff {
 }
 
 impl Default for WatchBackoff {
+    /// Delays from 800 ms, doubling up to 30 s (each up to twice that with
+    /// jitter), back to 800 ms after 2 minutes without a failure.
     fn default() -> Self {
-        WatchBackoff::new(
-            Duration::from_millis(800),
-            Duration::from_secs(30),
-            Duration::from_secs(120),
-        )
-    }
-}
-
-impl WatchBackoff {
-    /// Delays from `first`, doubling up to `max` (each up to twice that
-    /// with jitter), back to `first` after `quiet` without a failure.
-    pub fn new(first: Duration, max: Duration, quiet: Duration) -> Self {
         let builder = ExponentialBuilder::default()
-            .with_min_delay(first)
-            .with_max_delay(max)
+            .with_min_delay(Duration::from_millis(800))
+            .with_max_delay(Duration::from_secs(30))
             .with_factor(2.0)
             .with_jitter()
             .without_max_times();
+        let quiet = Duration::from_secs(120);
         WatchBackoff { builder, delays: builder.build(), last_failure: None, quiet }
     }
 }
