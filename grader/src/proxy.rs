@@ -33,6 +33,7 @@ use std::{
 
 use anyhow::Context as _;
 use bytes::Bytes;
+use controller::connect;
 use futures::future::BoxFuture;
 use http::{HeaderName, Request, Response, StatusCode, Uri, header};
 use http_body_util::{BodyExt as _, Full, StreamBody, combinators::UnsyncBoxBody};
@@ -103,7 +104,6 @@ struct Shared {
     cut: watch::Sender<u64>,
     /// Resumed watches still to be answered 410 Gone.
     gone_owed: AtomicUsize,
-    lists: AtomicU64,
     counts: Mutex<Counts>,
 }
 
@@ -121,10 +121,8 @@ impl Proxy {
         let kubeconfig = identity.kubeconfig.clone();
         let options = KubeConfigOptions::default();
         let config = Config::from_custom_kubeconfig(kubeconfig.clone(), &options).await?;
-        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        let https = config.rustls_https_connector_with_connector(http)?;
+        // The controller's own connections: TCP_NODELAY, keepalive as Go's.
+        let https = config.rustls_https_connector_with_connector(connect::tcp_connector())?;
         let mut authorization = http::HeaderValue::try_from(format!("Bearer {}", identity.token))
             .with_context(|| tr!("the token is not a header value"))?;
         authorization.set_sensitive(true);
@@ -145,7 +143,6 @@ impl Proxy {
             rival_writes: AtomicU64::new(0),
             cut: watch::Sender::new(0),
             gone_owed: AtomicUsize::new(0),
-            lists: AtomicU64::new(0),
             counts: Mutex::new(Counts::default()),
         });
         let server = tokio::spawn(serve(listener, shared.clone()));
@@ -181,11 +178,6 @@ impl Proxy {
     /// The program's requests so far, by kind.
     pub fn counts(&self) -> Counts {
         *self.shared.counts.lock().expect("not poisoned")
-    }
-
-    /// How many times the program listed ConfigMaps (a watch-list included) so far.
-    pub fn lists(&self) -> u64 {
-        self.shared.lists.load(Ordering::SeqCst)
     }
 }
 
@@ -246,9 +238,8 @@ const HOP_BY_HOP: [HeaderName; 7] = [
 impl Shared {
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
         let kind = classify(request.method(), request.uri(), &self.target);
-        self.counts.lock().expect("not poisoned").add(request.method(), request.uri());
+        self.counts.lock().expect("not poisoned").add(request.method(), request.uri(), kind);
         if kind.is_list() {
-            self.lists.fetch_add(1, Ordering::SeqCst);
             // It lists again: nothing more is owed.
             self.gone_owed.store(0, Ordering::SeqCst);
         }

@@ -88,6 +88,9 @@ pub struct Counts {
     pub reads: u64,
     /// Everything else: watches, discovery, other resources.
     pub others: u64,
+    /// Of the reads and watches: lists of the target's ConfigMaps, a watch-list included
+    /// ([`Kind::is_list`]).
+    pub lists: u64,
 }
 
 impl Counts {
@@ -107,11 +110,14 @@ impl Counts {
             deletes: self.deletes - earlier.deletes,
             reads: self.reads - earlier.reads,
             others: self.others - earlier.others,
+            lists: self.lists - earlier.lists,
         }
     }
 
-    /// Counts `method uri`: the verbs on ConfigMaps of any namespace apart, the rest as others.
-    pub fn add(&mut self, method: &Method, uri: &Uri) {
+    /// Counts `method uri` (of `kind`): the verbs on ConfigMaps of any namespace apart, the
+    /// rest as others; and the lists.
+    pub fn add(&mut self, method: &Method, uri: &Uri, kind: Kind) {
+        self.lists += u64::from(kind.is_list());
         let segments: Vec<&str> = uri.path().trim_end_matches('/').split('/').collect();
         let (collection, object) = match segments.as_slice() {
             ["", "api", "v1", "configmaps"] | ["", "api", "v1", "namespaces", _, "configmaps"] => {
@@ -189,9 +195,11 @@ mod tests {
             (Method::POST, one),
             (Method::GET, "/version"),
         ] {
-            counts.add(&method, &uri.parse().unwrap());
+            let uri = uri.parse().unwrap();
+            let target = Target { namespace: "default".into(), name: "my-config".into() };
+            counts.add(&method, &uri, classify(&method, &uri, &target));
         }
-        let expected = Counts { creates: 1, updates: 2, deletes: 2, reads: 2, others: 5 };
+        let expected = Counts { creates: 1, updates: 2, deletes: 2, reads: 2, others: 5, lists: 1 };
         assert_eq!(counts, expected);
         assert_eq!((counts.writes(), counts.all()), (5, 12));
         assert_eq!(counts.since(&Counts { reads: 1, ..Counts::default() }).reads, 1);

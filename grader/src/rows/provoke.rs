@@ -83,7 +83,7 @@ impl Grading<'_> {
     /// not list again within [`RELIST_WITHIN`]).
     async fn relist(&self) -> anyhow::Result<u64> {
         let proxy = self.proxy();
-        let before = proxy.lists();
+        let before = proxy.counts().lists;
         let what = tr!("the program to list ConfigMaps again after a 410 Gone");
         let mut ended = 0;
         let listed = poll(&what, RELIST_WITHIN, false, || {
@@ -91,7 +91,7 @@ impl Grading<'_> {
             if ended == 0 {
                 ended = proxy.relist();
             }
-            let lists = proxy.lists() - before;
+            let lists = proxy.counts().lists - before;
             async move {
                 Ok(Check::done_if(
                     ended > 0 && lists > 0,
