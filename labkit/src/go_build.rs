@@ -63,11 +63,6 @@ pub fn required_version(go_mod: &str, module: &str) -> Result<String> {
         .with_context(|| tr!("go.mod does not require {module}", module))
 }
 
-/// The packages of `tool` lines (single or in a `tool ( … )` block).
-pub fn tools(go_mod: &str) -> Vec<String> {
-    directive(go_mod, "tool")
-}
-
 /// The arguments of a go.mod or go.work directive `keyword`, single or in a block.
 fn directive(text: &str, keyword: &str) -> Vec<String> {
     let (mut found, mut in_block) = (Vec::new(), false);
@@ -122,7 +117,8 @@ pub fn components<'a>(
             let (gowork, inputs) = build_inputs(d.dir)?;
             let version =
                 required_version(&go_mod, d.module).with_context(|| format!("{}/go.mod", d.dir))?;
-            let mut packages = tools(&go_mod);
+            // Its `tool` lines (single or in a `tool ( … )` block), else its own main package.
+            let mut packages = directive(&go_mod, "tool");
             if packages.is_empty() {
                 packages.push(".".into());
             }
@@ -210,7 +206,7 @@ mod tests {
     #[test]
     fn reads_versions_and_tools_from_go_mod() {
         let go_mod = "module x\n\ngo 1.26.0\n\ntool a/cmd/one\ntool (\n\tb/cmd/two\n\t// note\n)\n\nrequire a v1.2.3\nrequire (\n\tb v0.1.0 // indirect\n)\n";
-        assert_eq!(tools(go_mod), vec!["a/cmd/one", "b/cmd/two"]);
+        assert_eq!(directive(go_mod, "tool"), vec!["a/cmd/one", "b/cmd/two"]);
         assert_eq!(required_version(go_mod, "a").unwrap(), "v1.2.3");
         assert_eq!(required_version(go_mod, "b").unwrap(), "v0.1.0");
         assert!(required_version(go_mod, "c").is_err());

@@ -28,12 +28,9 @@ pub struct Release {
 /// Every row, in the file's order.
 pub fn table() -> anyhow::Result<Vec<Release>> {
     let path = project::root().join(FILE);
-    parse(&crate::files::read(&path)?)
-        .with_context(|| tr!("{path} is not a node-image table", path = path.display()))
-}
-
-fn parse(text: &str) -> anyhow::Result<Vec<Release>> {
-    Ok(toml::from_str::<Table>(text)?.release)
+    let table: Table = toml::from_str(&crate::files::read(&path)?)
+        .with_context(|| tr!("{path} is not a node-image table", path = path.display()))?;
+    Ok(table.release)
 }
 
 /// `kind v0.33.0 go1.26.8 linux/amd64` → `v0.33.0`.
@@ -82,7 +79,7 @@ mod tests {
 
     #[test]
     fn each_kind_release_gets_its_row() {
-        let table = parse(TABLE).unwrap();
+        let table = toml::from_str::<Table>(TABLE).unwrap().release;
         let row = for_kind(&table, "kind v0.32.1 go1.25.0 linux/amd64").unwrap();
         assert_eq!(row.image, "kindest/node:v1.36.1@sha256:aa");
         assert_eq!(for_kind(&table, "kind v0.33.0 go1.26.8 darwin/arm64").unwrap().kind, "v0.33");
@@ -90,7 +87,7 @@ mod tests {
 
     #[test]
     fn a_release_without_a_row_says_what_is_supported() {
-        let table = parse(TABLE).unwrap();
+        let table = toml::from_str::<Table>(TABLE).unwrap().release;
         let error = for_kind(&table, "kind v0.34.0 go1.27.0 linux/amd64").unwrap_err();
         assert!(
             error.contains("v0.34.0")

@@ -68,10 +68,8 @@ pub async fn install(lab: &Lab) -> anyhow::Result<std::path::PathBuf> {
     eventually(&what, WITHIN, || async {
         let crd = crds.get(CRD).await?;
         let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-        Ok(match conditions.iter().any(|c| c.type_ == "Established" && c.status == "True") {
-            true => Check::Done(()),
-            false => Check::NotYet(format!("conditions {conditions:?}")),
-        })
+        let established = conditions.iter().any(|c| c.type_ == "Established" && c.status == "True");
+        Ok(Check::done_if(established, (), format!("conditions {conditions:?}")))
     })
     .await?;
     account_kubeconfig(lab, &admin).await
