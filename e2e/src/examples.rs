@@ -161,10 +161,8 @@ impl Running {
 
     /// SIGTERM, then the exit status (it must be a clean exit).
     async fn terminate(mut self) -> anyhow::Result<Vec<String>> {
-        let pid = self.child.id().with_context(|| tr!("still running"))?;
-        // SAFETY: kill with a pid we own.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-        let status = tokio::time::timeout(OUTPUT_WITHIN, self.child.wait()).await??;
+        let (status, _) =
+            crate::faults::lifecycle::terminate(&mut self.child, OUTPUT_WITHIN).await?;
         while let Ok(Some(line)) = self.lines.next_line().await {
             self.seen.push(line);
         }
@@ -342,10 +340,7 @@ async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
     let mut running = Running::start(lab, "step4_controller")?;
     running.until("cache synced", |l| l.contains("cache synced")).await?;
     labkit::converge::wait_desired(lab).await?;
-    let etcd = crate::etcd::Etcd::new(lab.etcd_client_addr()?);
-    let key =
-        format!("/registry/configmaps/{}/{}", lab.desired().namespace(), lab.desired().name());
-    crate::faults::control_plane::compact_while_down(lab, &etcd, &[&key]).await?;
+    crate::faults::control_plane::compact_while_down(lab).await?;
     let back = Instant::now();
     labkit::converge::wait_desired(lab).await?;
     let healed = back.elapsed();

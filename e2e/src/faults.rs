@@ -18,7 +18,7 @@
 
 pub(crate) mod control_plane;
 mod expiry;
-mod lifecycle;
+pub(crate) mod lifecycle;
 mod others;
 mod rbac;
 mod second_writer;
@@ -30,7 +30,11 @@ use std::time::Duration;
 
 use anyhow::ensure;
 use controller::{metrics::RECONCILES, runner::LOG_STARTING};
-use kube::api::{DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+};
 use serde_json::json;
 
 pub use self::{
@@ -199,6 +203,19 @@ async fn heal_after_delete(lab: &Lab) -> anyhow::Result<Duration> {
 /// `reconcile_total{result}` in a scrape of the controller's `/metrics`.
 fn reconciled(metrics: &Scrape, result: &str) -> f64 {
     metrics.get(RECONCILES, &[("result", result)])
+}
+
+/// The Warning Events `reason` about my-config (about any object of its name: a caller that
+/// cares which one looks at `regarding.uid`).
+async fn warnings(lab: &Lab, reason: &str) -> anyhow::Result<Vec<Event>> {
+    let events: Api<Event> = Api::namespaced(lab.client(), lab.desired().namespace());
+    let mut events = events.list(&ListParams::default()).await?.items;
+    events.retain(|e| {
+        e.reason.as_deref() == Some(reason)
+            && e.type_.as_deref() == Some("Warning")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(lab.desired().name())
+    });
+    Ok(events)
 }
 
 /// Waits until the controller's `path` (`/healthz`, `/readyz`) answers `code`.

@@ -126,11 +126,8 @@ pub async fn relists_after_etcd_compaction(lab: &mut Lab) -> anyhow::Result<Meas
 async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     fresh_controller(lab).await?;
     let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
-    let etcd = Etcd::new(lab.etcd_client_addr()?);
     churn(lab, CHURN_WRITES).await?;
-    let key =
-        format!("/registry/configmaps/{}/{}", lab.desired().namespace(), lab.desired().name());
-    let (frozen, compacted) = compact_while_down(lab, &etcd, &[&key]).await?;
+    let (frozen, compacted) = compact_while_down(lab).await?;
     let back = Instant::now();
     wait_desired(lab).await?;
     let recreated = back.elapsed();
@@ -160,23 +157,20 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     ))
 }
 
-/// Stops kube-apiserver, deletes `keys` in etcd behind its back, moves etcd's
+/// Stops kube-apiserver, deletes my-config in etcd behind its back, moves etcd's
 /// revision past anything a watch holds and compacts it, then starts
 /// kube-apiserver without its watch cache (`--watch-cache=false`): a watch
 /// that resumes from its old resourceVersion is then served by etcd itself,
 /// which refuses it as compacted → 410 Gone (see [`relists_after_etcd_compaction`]).
 /// Returns etcd's revision when it stopped, and the compacted one. The lab's
 /// restore puts kube-apiserver back on its own flags.
-pub(crate) async fn compact_while_down(
-    lab: &mut Lab,
-    etcd: &Etcd,
-    keys: &[&str],
-) -> anyhow::Result<(u64, u64)> {
+pub(crate) async fn compact_while_down(lab: &mut Lab) -> anyhow::Result<(u64, u64)> {
+    let etcd = Etcd::new(lab.etcd_client_addr()?);
+    let (namespace, name) = (lab.desired().namespace(), lab.desired().name());
+    let key = format!("/registry/configmaps/{namespace}/{name}");
     lab.stop_process(API_SERVER).await?;
     let frozen = etcd.revision().await?;
-    for key in keys {
-        etcd.delete(key).await?;
-    }
+    etcd.delete(&key).await?;
     etcd.put(SCRATCH_KEY, "moves the revision").await?;
     let compacted = etcd.delete(SCRATCH_KEY).await?;
     etcd.compact(compacted).await?;

@@ -197,7 +197,10 @@ pub(super) async fn spawn_command_ready(lab: &Lab, cmd: Cmd) -> anyhow::Result<C
 }
 
 /// SIGTERM to `child`; its exit status and how long after the signal it came.
-async fn terminate(child: &mut Child, within: Duration) -> anyhow::Result<(ExitStatus, Duration)> {
+pub(crate) async fn terminate(
+    child: &mut Child,
+    within: Duration,
+) -> anyhow::Result<(ExitStatus, Duration)> {
     let pid = child.id().with_context(|| tr!("the controller already exited"))?;
     let pid = libc::pid_t::try_from(pid)?;
     let sent = Instant::now();

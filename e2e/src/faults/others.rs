@@ -10,10 +10,10 @@ use controller::{
     metrics::RECONCILES,
     reconcile::{LOG_OWNED, REASON_CONTENDED},
 };
-use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, Patch, PostParams},
+    api::{DeleteParams, Patch, PostParams},
 };
 use serde_json::json;
 
@@ -118,15 +118,13 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
 
 /// Waits for a Warning Event `Contended` about my-config.
 async fn contended_event(lab: &Lab) -> anyhow::Result<()> {
-    let events: Api<Event> = Api::namespaced(lab.client(), lab.desired().namespace());
-    let name = lab.desired().name().to_string();
     eventually(&tr!("a Warning Event Contended"), HEAL_WITHIN, || async {
-        let list = events.list(&ListParams::default()).await?;
-        let found = list.items.iter().any(|e| {
-            e.reason.as_deref() == Some(REASON_CONTENDED)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
-        });
-        Ok(Check::done_if(found, (), tr!("{count} Events", count = list.items.len())))
+        let found = !super::warnings(lab, REASON_CONTENDED).await?.is_empty();
+        Ok(Check::done_if(
+            found,
+            (),
+            tr!("no {reason} Event on my-config", reason = REASON_CONTENDED),
+        ))
     })
     .await
 }

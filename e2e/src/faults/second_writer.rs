@@ -20,7 +20,6 @@ use k8s_openapi::{
     jiff::{SignedDuration, Timestamp},
 };
 use kube::{
-    Api,
     api::{ListParams, Patch, PatchParams, WatchEvent, WatchParams},
     runtime::watcher,
 };
@@ -189,26 +188,15 @@ async fn fight(lab: &Lab) -> anyhow::Result<Measured> {
 /// Waits for a Warning Event `Contended` about my-config, recorded since
 /// `since`, whose note starts with `named`; returns that note.
 async fn contended_event(lab: &Lab, named: &str, since: Timestamp) -> anyhow::Result<String> {
-    let events: Api<Event> = Api::namespaced(lab.client(), lab.desired().namespace());
-    let name = lab.desired().name().to_string();
     let what = tr!(
         "a Warning Event {reason} starting {named}",
         reason = REASON_CONTENDED,
         named = format!("{named:?}")
     );
     eventually(&what, HEAL_WITHIN, || async {
-        let list = events.list(&ListParams::default()).await?;
-        let contended: Vec<&Event> = list
-            .items
-            .iter()
-            .filter(|e| {
-                e.reason.as_deref() == Some(REASON_CONTENDED)
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
-                    && last_seen(e).is_some_and(|at| at >= since)
-            })
-            .collect();
-        let note = |e: &&Event| e.note.clone().unwrap_or_default();
+        let mut contended = super::warnings(lab, REASON_CONTENDED).await?;
+        contended.retain(|e| last_seen(e).is_some_and(|at| at >= since));
+        let note = |e: &Event| e.note.clone().unwrap_or_default();
         let found = contended.iter().map(note).find(|n| n.starts_with(named));
         let seen: Vec<String> = contended.iter().map(note).collect();
         Ok(match found {

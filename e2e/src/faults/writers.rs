@@ -8,16 +8,13 @@ use anyhow::{Context as _, ensure};
 use controller::reconcile::{LOG_CREATED, LOG_IMMUTABLE, REASON_IMMUTABLE};
 use futures::future::join_all;
 use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
-use kube::{
-    Api,
-    api::{DeleteParams, ListParams, Patch},
-};
+use kube::api::{DeleteParams, Patch};
 use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
     config_map_requests, drift, ensure_not_restarted, error_lines, heal_after_delete, lines_with,
-    ms, reconciled, secs, someone, then_restore,
+    ms, reconciled, secs, someone, then_restore, warnings,
 };
 use labkit::eventually::{Check, eventually};
 use labkit::{
@@ -143,7 +140,11 @@ async fn frozen_is_reported(lab: &Lab) -> anyhow::Result<Measured> {
     lab.config_maps().patch(lab.desired().name(), &someone(), &Patch::Merge(&freeze)).await?;
     eventually(&tr!("a Warning Event Immutable"), HEAL_WITHIN, || async {
         let none = immutable_events(lab, &uid).await?.is_empty();
-        Ok(Check::done_if(!none, (), tr!("no Immutable Event on my-config")))
+        Ok(Check::done_if(
+            !none,
+            (),
+            tr!("no {reason} Event on my-config", reason = REASON_IMMUTABLE),
+        ))
     })
     .await?;
     let reported = frozen_at.elapsed();
@@ -258,17 +259,9 @@ async fn reports_and_warnings(
 /// The Warning Events `Immutable` about the object with `uid` (so one left by
 /// an earlier run, about an earlier my-config, does not count).
 async fn immutable_events(lab: &Lab, uid: &str) -> anyhow::Result<Vec<Event>> {
-    let events: Api<Event> = Api::namespaced(lab.client(), lab.desired().namespace());
-    let list = events.list(&ListParams::default()).await?;
-    Ok(list
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some(REASON_IMMUTABLE)
-                && e.type_.as_deref() == Some("Warning")
-                && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid)
-        })
-        .collect())
+    let mut events = warnings(lab, REASON_IMMUTABLE).await?;
+    events.retain(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid));
+    Ok(events)
 }
 
 /// Deletes my-config if it is frozen (an immutable ConfigMap can still be
