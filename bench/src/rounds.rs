@@ -75,23 +75,15 @@ impl Rounds {
     pub async fn once(&mut self, lab: &Lab, what: Disturbance) -> anyhow::Result<Duration> {
         self.seq += 1;
         let (api, name) = (&self.writer, self.name.as_str());
-        match what {
-            Disturbance::Delete => {
-                measure_until_desired(lab, || async {
-                    api.delete(name, &DeleteParams::default()).await?;
-                    Ok(())
-                })
-                .await
+        let drift = Patch::Merge(json!({"data": {&self.key: format!("env=bench-{}", self.seq)}}));
+        measure_until_desired(lab, || async {
+            match what {
+                Disturbance::Delete => drop(api.delete(name, &DeleteParams::default()).await?),
+                Disturbance::Patch => drop(api.patch(name, &bench_writes(), &drift).await?),
             }
-            Disturbance::Patch => {
-                let drift = json!({"data": {self.key.clone(): format!("env=bench-{}", self.seq)}});
-                measure_until_desired(lab, || async {
-                    api.patch(name, &bench_writes(), &Patch::Merge(&drift)).await?;
-                    Ok(())
-                })
-                .await
-            }
-        }
+            Ok(())
+        })
+        .await
     }
 }
 
