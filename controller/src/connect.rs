@@ -51,8 +51,7 @@ pub fn read_timeout(watch_timeout: Duration) -> Duration {
 /// (an I/O timeout somewhere in its causes, and not one of connecting:
 /// the connect timeout's error is a timeout too).
 pub fn is_silence(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(e);
-    while let Some(e) = next {
+    for e in std::iter::successors(Some(e), |e| e.source()) {
         let client = e.downcast_ref::<hyper_util::client::legacy::Error>();
         if client.is_some_and(|client| client.is_connect()) {
             return false;
@@ -64,7 +63,6 @@ pub fn is_silence(e: &(dyn std::error::Error + 'static)) -> bool {
                 return true;
             }
         }
-        next = e.source();
     }
     false
 }
@@ -230,14 +228,12 @@ pub fn stop_before_expiry(
 /// An error and its causes on one line.
 pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
+    for cause in std::iter::successors(e.source(), |cause| cause.source()) {
         let cause_text = cause.to_string();
         if !text.contains(&cause_text) {
             text.push_str(": ");
             text.push_str(&cause_text);
         }
-        source = cause.source();
     }
     // Multi-line messages (a YAML parser's caret diagram) become one line.
     text.split_whitespace().collect::<Vec<_>>().join(" ")

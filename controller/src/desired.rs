@@ -194,8 +194,9 @@ pub fn read_data_file(path: &Path) -> Result<BTreeMap<String, String>, InvalidDe
 
 /// Parses the text of a data file (see [`read_data_file`]).
 pub fn parse_data(text: &str) -> Result<BTreeMap<String, String>, String> {
-    let value: serde_json::Value = serde_saphyr::from_str(text)
-        .map_err(|e| format!("not valid YAML or JSON: {}", first_line(&e.to_string())))?;
+    let value: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| {
+        format!("not valid YAML or JSON: {}", e.to_string().lines().next().unwrap_or(""))
+    })?;
     let serde_json::Value::Object(map) = value else {
         return Err(
             "expected a mapping of keys to string values, like `app.conf: \"env=prod\"`".into()
@@ -207,10 +208,6 @@ pub fn parse_data(text: &str) -> Result<BTreeMap<String, String>, String> {
             other => Err(format!("the value of {key:?} is {other}, not a string: quote it")),
         })
         .collect()
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s)
 }
 
 /// RFC 1123 label, as Kubernetes checks namespaces.

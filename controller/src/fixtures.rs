@@ -261,7 +261,7 @@ pub fn context(client: Client, cached: Option<ConfigMap>) -> (Context, Writer<Co
         client: client.clone(),
         cache,
         desired: Desired::default(),
-        recorder: crate::events::Recorder::new(client, reporter, metrics.events_dropped_counter()),
+        recorder: crate::events::Recorder::new(client, reporter, metrics.events_dropped.clone()),
         metrics,
         reconcile_delay: Duration::ZERO,
         reconcile_timeout: Duration::from_secs(30),

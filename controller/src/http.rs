@@ -1,14 +1,12 @@
 //! `/healthz`, `/readyz` and `/metrics` on one port: what a Deployment's
 //! probes and a Prometheus scrape expect of a deployed controller.
 
-use std::{
-    future::Future,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-    },
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
+use crate::metrics::Metrics;
 use axum::{
     Router,
     extract::State,
@@ -16,9 +14,6 @@ use axum::{
     response::IntoResponse,
     routing::get,
 };
-use tokio::net::TcpListener;
-
-use crate::metrics::Metrics;
 
 /// What the endpoints report on.
 #[derive(Clone)]
@@ -58,15 +53,6 @@ async fn metrics(State(status): State<Status>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         status.metrics.encode(),
     )
-}
-
-/// Serves until `shutdown` completes.
-pub async fn serve(
-    listener: TcpListener,
-    status: Status,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(status)).with_graceful_shutdown(shutdown).await
 }
 
 /// Whether the workers live: `/healthz` fails when one has died (so a

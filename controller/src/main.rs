@@ -37,6 +37,15 @@ fn main() -> ExitCode {
     code
 }
 
+/// The desired ConfigMap, the logs and the client: a failure of any is bad input.
+async fn prepare(cli: &Cli) -> Result<(controller::desired::Desired, kube::Client), String> {
+    let desired = cli.desired().map_err(|e| e.to_string())?;
+    telemetry::init(cli.log_format)?;
+    let read_timeout = connect::read_timeout(cli.watch_timeout);
+    let client = connect::client_reading_within(cli.kubeconfig.as_deref(), read_timeout).await?;
+    Ok((desired, client))
+}
+
 async fn run_until_stopped() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -53,21 +62,8 @@ async fn run_until_stopped() -> ExitCode {
             return ExitCode::from(BAD_INPUT);
         }
     };
-    let desired = match cli.desired() {
-        Ok(desired) => desired,
-        Err(e) => {
-            eprintln!("my-controller: {e}");
-            return ExitCode::from(BAD_INPUT);
-        }
-    };
-    if let Err(e) = telemetry::init(cli.log_format) {
-        eprintln!("my-controller: {e}");
-        return ExitCode::from(BAD_INPUT);
-    }
-    let read_timeout = connect::read_timeout(cli.watch_timeout);
-    let client = match connect::client_reading_within(cli.kubeconfig.as_deref(), read_timeout).await
-    {
-        Ok(client) => client,
+    let (desired, client) = match prepare(&cli).await {
+        Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("my-controller: {e}");
             return ExitCode::from(BAD_INPUT);

@@ -82,9 +82,12 @@ pub struct Metrics {
     reconciles: Family<ResultLabels, Counter>,
     duration: Histogram,
     writes: Family<VerbLabels, Counter>,
-    give_ups: Counter,
-    panics: Counter,
-    events_dropped: Counter,
+    /// Keys given up after the retry limit.
+    pub give_ups: Counter,
+    /// Reconciles that panicked.
+    pub panics: Counter,
+    /// Events not sent (shared with the Event publisher: [`crate::events`]).
+    pub events_dropped: Counter,
     in_flight: Gauge,
     queue_depth: Gauge,
     queue_delayed: Gauge,
@@ -183,19 +186,6 @@ impl Metrics {
         self.writes.get_or_create(&VerbLabels { verb }).inc();
     }
 
-    pub fn gave_up(&self) {
-        self.give_ups.inc();
-    }
-
-    pub fn panicked(&self) {
-        self.panics.inc();
-    }
-
-    /// The counter of Events not sent (shared with the Event publisher).
-    pub fn events_dropped_counter(&self) -> Counter {
-        self.events_dropped.clone()
-    }
-
     /// Counts a running reconcile until the guard is dropped.
     pub fn in_flight(&self) -> impl Sized + '_ {
         self.in_flight.inc();
@@ -253,7 +243,7 @@ mod tests {
         m.reconciled(ReconcileResult::unchanged, Some(Duration::from_millis(1)));
         m.reconciled(ReconcileResult::panicked, None);
         m.wrote(WriteVerb::create);
-        m.gave_up();
+        m.give_ups.inc();
         let text = m.encode();
         for line in [
             format!(r#"{RECONCILES}{{result="created"}} 1"#),

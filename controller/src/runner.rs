@@ -107,9 +107,10 @@ pub async fn run(
 
     let (http_stop, http_stopped) = oneshot::channel::<()>();
     let status = http::Status { ready: ready.clone(), metrics, workers: workers.clone() };
-    let server = tokio::spawn(http::serve(listener, status, async {
+    let server = axum::serve(listener, http::router(status)).with_graceful_shutdown(async {
         let _ = http_stopped.await;
-    }));
+    });
+    let server = tokio::spawn(server.into_future());
     let (synced, first_sync) = oneshot::channel();
     let mut background: Vec<JoinHandle<()>> = vec![
         tokio::spawn(log_server_version(client.clone())),
@@ -178,7 +179,7 @@ fn context(
         recorder: crate::events::Recorder::new(
             client.clone(),
             reporter,
-            metrics.events_dropped_counter(),
+            metrics.events_dropped.clone(),
         ),
         metrics: metrics.clone(),
         reconcile_delay: cli.reconcile_delay,
@@ -244,11 +245,9 @@ async fn inform(
                     ready.store(false, Ordering::Release);
                     let delay = backoff.next().unwrap_or(Duration::from_secs(30));
                     let (error, retry_in) = (connect::one_line(&e), telemetry::rounded(delay));
-                    if connect::is_silence(&e) {
-                        warn!(%error, %retry_in, "{LOG_WATCH_SILENT}");
-                    } else {
-                        warn!(%error, %retry_in, "{LOG_WATCH_FAILED}");
-                    }
+                    let silent = connect::is_silence(&e);
+                    let message = if silent { LOG_WATCH_SILENT } else { LOG_WATCH_FAILED };
+                    warn!(%error, %retry_in, "{message}");
                     tokio::time::sleep(delay).await;
                     break;
                 }
@@ -262,11 +261,7 @@ async fn inform(
                 // ready controller has its reconcile queued already.
                 watcher::Event::InitDone => {
                     queue.add(key.clone());
-                    if synced.is_none() {
-                        info!("{LOG_RELISTED}");
-                    } else {
-                        info!("{LOG_SYNCED}");
-                    }
+                    info!("{}", if synced.is_none() { LOG_RELISTED } else { LOG_SYNCED });
                     ready.store(true, Ordering::Release);
                     if let Some(synced) = synced.take() {
                         let _ = synced.send(());
@@ -321,7 +316,7 @@ where
     while let Some(key) = queue.get().await {
         let _release = scopeguard::guard(&key, |key| queue.done(key));
         if AssertUnwindSafe(each(key.clone())).catch_unwind().await.is_err() {
-            metrics.panicked();
+            metrics.panics.inc();
             metrics.reconciled(ReconcileResult::panicked, None);
             error!(key = %show(&key), "{LOG_PANICKED}");
             queue.add_rate_limited(key.clone());
@@ -383,7 +378,7 @@ pub async fn process(ctx: &Context, queue: &WorkQueue<Key>, key: &Key, max_retri
         }
     } else {
         queue.forget(key);
-        ctx.metrics.gave_up();
+        ctx.metrics.give_ups.inc();
         error!(
             key = %show(key),
             attempts = requeues + 1,
