@@ -231,7 +231,6 @@ impl Grading<'_> {
         let after_quiet = self.proxy().counts();
         let started = Instant::now();
         let provoked = self.provoke().await?;
-        self.reads.provoked = provoked.relists as u64;
         let left = rest.saturating_sub(started.elapsed()).max(SETTLE);
         if let Some(status) = observe(&mut self.program, left).await {
             self.push_exited(RowId::HotLoop, status);
@@ -243,16 +242,13 @@ impl Grading<'_> {
         let values = [
             ("window", secs(window)),
             ("resync", secs(self.options.resync)),
-            ("relists", provoked.relists.to_string()),
+            ("relists", self.reads.provoked.to_string()),
         ];
-        if writes == 0 && version_end == provoked.version {
+        if writes == 0 && version_end == provoked {
             self.push(RowId::HotLoop, true, "hot_loop.pass", values);
         } else {
-            let wrote = [
-                ("writes", writes.to_string()),
-                ("before", provoked.version),
-                ("now", version_end),
-            ];
+            let wrote =
+                [("writes", writes.to_string()), ("before", provoked), ("now", version_end)];
             self.push(RowId::HotLoop, false, "hot_loop.wrote", values.into_iter().chain(wrote));
         }
         Ok(())

@@ -19,23 +19,19 @@ const LABEL: &str = "lab-kit.grade/touched";
 /// How long the program gets to list again once its watches were ended.
 const RELIST_WITHIN: Duration = Duration::from_secs(10);
 
-/// What was done; `version`: my-config's resourceVersion after the last of it.
-pub(super) struct Provoked {
-    pub version: String,
-    pub relists: u64,
-}
-
 impl Grading<'_> {
-    /// The events, one after another.
-    pub(super) async fn provoke(&mut self) -> anyhow::Result<Provoked> {
+    /// The events, one after another; the lists the relist took go to the
+    /// read window ([`super::watches::ReadWindow`]). Returns my-config's
+    /// resourceVersion after the last of them.
+    pub(super) async fn provoke(&mut self) -> anyhow::Result<String> {
         let name = self.desired.name().to_string();
         let label = |value: serde_json::Value| json!({"metadata": {"labels": {LABEL: value}}});
         self.api.patch(&name, &kubectl_label(), &Patch::Merge(&label(json!("1")))).await?;
         self.unrelated().await?;
-        let relists = self.relist().await?;
+        self.reads.provoked = self.relist().await?;
         let cm =
             self.api.patch(&name, &kubectl_label(), &Patch::Merge(&label(json!(null)))).await?;
-        Ok(Provoked { version: cm.metadata.resource_version.unwrap_or_default(), relists })
+        Ok(cm.metadata.resource_version.unwrap_or_default())
     }
 
     /// Makes [`UNRELATED`] (in the lab's record first: the grade takes it
