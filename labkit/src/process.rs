@@ -24,7 +24,6 @@ pub struct Spawned {
     pub name: &'static str,
     pub pid: u32,
     pub log: PathBuf,
-    pub pid_file: PathBuf,
     /// Kept so an early exit is noticed (and reaped) while `up` waits for readiness.
     child: Child,
 }
@@ -67,7 +66,7 @@ pub fn spawn_detached(
     let child = cmd.spawn_to_log(log).with_context(|| tr!("cannot start {name}", name))?;
     let pid = child.id();
     files::write_public(pid_file, format!("{pid}\n"))?;
-    Ok(Spawned { name, pid, log: log.to_path_buf(), pid_file: pid_file.to_path_buf(), child })
+    Ok(Spawned { name, pid, log: log.to_path_buf(), child })
 }
 
 /// Running: it exists (`/proc/PID/stat` is there) and is neither a zombie (a dead child

@@ -25,11 +25,6 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// `manifests/`: the same RBAC is applied by every lab provider.
-pub fn manifests_dir() -> PathBuf {
-    root().join("manifests")
-}
-
 /// `target/lab/<name>`: a lab's state directory (see `lab::lab_file`).
 pub fn lab_dir(name: &str) -> PathBuf {
     target_dir().join("lab").join(name)

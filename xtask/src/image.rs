@@ -37,7 +37,7 @@ pub enum Builder {
 
 /// The image reference the Deployment runs (`image:` in manifests/deployment.yaml).
 pub fn reference() -> Result<String> {
-    let path = project::manifests_dir().join("deployment.yaml");
+    let path = project::root().join("manifests/deployment.yaml");
     let text = labkit::files::read(&path)?;
     reference_in(&text).with_context(|| tr!("{path} has no `image:` line", path = path.display()))
 }
@@ -293,7 +293,7 @@ mod tests {
     fn the_scratch_image_runs_as_the_deployments_user() {
         assert!(SCRATCH_DOCKERFILE.contains(&format!("USER {USER}")));
         let deployment =
-            std::fs::read_to_string(project::manifests_dir().join("deployment.yaml")).unwrap();
+            std::fs::read_to_string(project::root().join("manifests/deployment.yaml")).unwrap();
         let (uid, gid) = USER.split_once(':').unwrap();
         assert!(deployment.contains(&format!("runAsUser: {uid}")));
         assert!(deployment.contains(&format!("runAsGroup: {gid}")));

@@ -25,7 +25,7 @@ const WARN: &str = "pod-security.kubernetes.io/warn";
 /// "restricted": it must be admitted, and without a warning. The namespace's
 /// labels are put back afterwards.
 pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
-    let path = project::manifests_dir().join("deployment.yaml");
+    let path = project::root().join("manifests/deployment.yaml");
     let text = labkit::files::read(&path)?;
     let deployment: Deployment = serde_saphyr::from_str(&text)
         .with_context(|| tr!("{path} is not a Deployment", path = path.display()))?;

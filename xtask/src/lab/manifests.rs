@@ -17,7 +17,7 @@ pub const FIELD_MANAGER: &str = "xtask-lab";
 /// target's name, and that namespace itself when it is not `default`. The
 /// ServiceAccount stays where it is.
 pub fn rbac(target: &Target) -> Result<Vec<Value>> {
-    let mut documents = read_documents(&project::manifests_dir().join("rbac.yaml"))?;
+    let mut documents = read_documents(&project::root().join("manifests/rbac.yaml"))?;
     for document in &mut documents {
         let kind = document["kind"].as_str().unwrap_or_default().to_string();
         if kind == "Role" || kind == "RoleBinding" {
@@ -43,7 +43,7 @@ pub fn rbac(target: &Target) -> Result<Vec<Value>> {
 /// `manifests/deployment.yaml` for the controller's target: its container
 /// gets the target through its environment (the arguments are the tests').
 pub fn deployment(target: &Target) -> Result<Vec<Value>> {
-    let mut documents = read_documents(&project::manifests_dir().join("deployment.yaml"))?;
+    let mut documents = read_documents(&project::root().join("manifests/deployment.yaml"))?;
     if target.is_default() {
         return Ok(documents);
     }
@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(binding["subjects"][0]["namespace"], "default", "the ServiceAccount stays");
         // The default target is the file as it is.
         let plain = rbac(&Target::default()).unwrap();
-        assert_eq!(plain, read_documents(&project::manifests_dir().join("rbac.yaml")).unwrap());
+        assert_eq!(plain, read_documents(&project::root().join("manifests/rbac.yaml")).unwrap());
     }
 
     #[test]
