@@ -47,14 +47,16 @@ impl Borrow {
         let name = lab.file().name.clone();
         let mut record = Record::open(&dir, &name, Some(lab.file().provider()))?;
         if let Some(earlier) = record.borrow.clone() {
-            refuse_if_alive(&name, &earlier)?;
-            eprintln!("{}", left_by(&earlier));
+            left_behind(&name, &earlier)?;
             record = put_back(lab, record, earlier.by.as_str()).await?;
         }
+        // This process's binary (`xtask`, `maint`), as its command line names it.
+        let exe = std::env::current_exe().ok();
+        let program = exe.and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()));
         let since = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs());
         record.borrow = Some(Borrowed {
             by: by.into(),
-            program: this_program(),
+            program: program.unwrap_or_default(),
             pid: std::process::id(),
             since_unix: since.unwrap_or_default(),
             ..Borrowed::default()
@@ -103,24 +105,15 @@ impl Borrow {
     }
 }
 
-/// The command a person typed for the borrower `earlier`.
-fn typed(earlier: &Borrowed) -> String {
-    format!("cargo {} {}", earlier.program, earlier.by)
-}
-
-/// This process's binary (`xtask`, `maint`), as its command line names it.
-fn this_program() -> String {
-    let exe = std::env::current_exe().ok();
-    exe.and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned())).unwrap_or_default()
-}
-
-/// A borrower that still runs is not disturbed: refused in one line.
-fn refuse_if_alive(name: &str, earlier: &Borrowed) -> Result<()> {
+/// A borrower that still runs is not disturbed: refused in one line; one that ended is
+/// said to have left the lab borrowed.
+fn left_behind(name: &str, earlier: &Borrowed) -> Result<()> {
     let alive = labkit::process::is_alive(earlier.pid)
         && std::fs::read(format!("/proc/{}/cmdline", earlier.pid))
             .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&earlier.program));
-    if alive && earlier.pid != std::process::id() {
-        let (by, pid) = (typed(earlier), earlier.pid);
+    // The command a person typed for it.
+    let (by, pid) = (format!("cargo {} {}", earlier.program, earlier.by), earlier.pid);
+    if alive && pid != std::process::id() {
         bail!(tr!(
             "lab {name} is in use by `{by}` (pid {pid}): wait until it ends, \
              or stop it (`kill {pid}`)",
@@ -129,21 +122,16 @@ fn refuse_if_alive(name: &str, earlier: &Borrowed) -> Result<()> {
             pid
         ));
     }
+    eprintln!(
+        "{}",
+        tr!(
+            "the lab was left borrowed by `{by}` (pid {pid}, no longer running): \
+             putting it back first",
+            by,
+            pid
+        )
+    );
     Ok(())
-}
-
-fn what_made_stays(by: &str) -> String {
-    tr!("could not delete what {by} made", by)
-}
-
-fn left_by(earlier: &Borrowed) -> String {
-    let (by, pid) = (typed(earlier), earlier.pid);
-    tr!(
-        "the lab was left borrowed by `{by}` (pid {pid}, no longer running): \
-         putting it back first",
-        by,
-        pid
-    )
 }
 
 /// Kills the process groups a borrow recorded and removes its token files:
@@ -172,8 +160,7 @@ pub fn stop_leftovers(record: &Record) {
 pub async fn put_back_if_left(name: &str) -> Result<()> {
     let Some(mut record) = Record::load(&labkit::project::lab_dir(name))? else { return Ok(()) };
     let Some(earlier) = record.borrow.clone() else { return Ok(()) };
-    refuse_if_alive(name, &earlier)?;
-    eprintln!("{}", left_by(&earlier));
+    left_behind(name, &earlier)?;
     match Lab::find_named(name).await {
         Ok(mut lab) => put_back(&mut lab, record, &earlier.by).await.map(|_| ()),
         // No lab.json (an `up` that did not finish): nothing runs to start again.
@@ -188,6 +175,7 @@ pub async fn put_back_if_left(name: &str) -> Result<()> {
 /// The lab put back after `by`, every part tried: the record without the borrow.
 async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record> {
     let mut failures = Vec::new();
+    let what_made_stays = || tr!("could not delete what {by} made", by);
     stop_leftovers(&record);
     let client = lab.client();
     let collections = record.borrow.iter().flat_map(|b| b.collections.clone()).collect::<Vec<_>>();
@@ -195,12 +183,12 @@ async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record>
         let deleted =
             labkit::owned::delete_collection(&client, collection, COLLECTION_WITHIN).await;
         if let Err(e) = deleted {
-            failures.push(e.context(what_made_stays(by)));
+            failures.push(e.context(what_made_stays()));
         }
     }
     let made = labkit::owned::delete_all(&client, &mut record, |e| e.by == by, DELETE_WITHIN).await;
     if let Err(e) = made {
-        failures.push(e.context(what_made_stays(by)));
+        failures.push(e.context(what_made_stays()));
     }
     if let Err(e) = writable_my_config(lab).await {
         failures.push(e);
@@ -234,13 +222,9 @@ async fn writable_my_config(lab: &Lab) -> Result<()> {
     if live.immutable != Some(true) {
         return Ok(());
     }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: live.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
+    let uid = live.metadata.uid.clone();
+    let params =
+        DeleteParams::default().preconditions(Preconditions { uid, resource_version: None });
     labkit::progress!(
         "{}",
         tr!("  {name} was left immutable: deleting it, the controller makes it anew", name)

@@ -104,7 +104,10 @@ fn summary(
     lab: (&str, &str, Option<f64>),
 ) -> Summary {
     let (name, provider, bar) = lab;
-    let outcomes = sorted(outcomes, expected);
+    // In the suite's order.
+    let mut outcomes: Vec<&Outcome> = outcomes.iter().collect();
+    outcomes
+        .sort_by_key(|o| expected.iter().position(|e| *e == o.experiment).unwrap_or(usize::MAX));
     let mut text = table(&outcomes);
     let ok = outcomes.iter().filter(|o| o.passed).count();
     let not_run: Vec<&Outcome> = outcomes.iter().copied().filter(|o| o.not_run.is_some()).collect();
@@ -187,16 +190,8 @@ fn results_file(lab: &str) -> Result<PathBuf> {
     let dir = labkit::project::target_dir().join("e2e");
     labkit::files::create_dir(&dir)?;
     let path = dir.join(format!("{lab}.jsonl"));
-    std::fs::write(&path, "").with_context(|| tr!("cannot write {path}", path = path.display()))?;
+    labkit::files::write_public(&path, "")?;
     Ok(path)
-}
-
-/// `outcomes` in the suite's `order`.
-fn sorted<'a>(outcomes: &'a [Outcome], order: &[String]) -> Vec<&'a Outcome> {
-    let order = |o: &Outcome| order.iter().position(|e| *e == o.experiment).unwrap_or(usize::MAX);
-    let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
-    sorted.sort_by_key(|o| order(o));
-    sorted
 }
 
 /// `pass`, `FAIL` or `not run`, as the JSON says it (always English: docs/output.md).

@@ -129,10 +129,6 @@ impl StaticTarget {
     pub fn release_dir(&self, target_dir: &Path) -> PathBuf {
         target_dir.join(&self.triple).join("release")
     }
-
-    pub fn binary(&self, target_dir: &Path) -> PathBuf {
-        self.release_dir(target_dir).join(crate::cargo::BINARY)
-    }
 }
 
 /// Whether the toolchain at `sysroot` has `triple`'s standard library.
@@ -198,7 +194,7 @@ fn host_steps<C: 'static>(target: &StaticTarget, reference: &str) -> Result<Vec<
         }));
     }
     let build = target.controller_build();
-    let binary = target.binary(&project::target_dir());
+    let binary = target.release_dir(&project::target_dir()).join(crate::cargo::BINARY);
     let context = project::target_dir().join("image");
     steps.push(Step::long(build, tr!("building the static controller")));
     steps.push({

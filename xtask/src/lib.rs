@@ -8,7 +8,7 @@
 //! | [`lab`]          | `lab up`, `down`, `status`, `logs`, … on each provider        |
 //! | [`plan`]         | the steps `--dry-run` prints and a real run carries out       |
 //! | [`room`]         | `room up` and `down`: a namespace, kubeconfig, quota and policy per attendee |
-//! | [`e2e`], [`exp`], [`grade`], [`doctor`], [`envtest_bins`] | the verbs of those names |
+//! | [`e2e`], [`exp`], [`grade`], [`doctor`] | the verbs of those names (`envtest-bins` is [`lab::binaries`]'s) |
 //! | [`borrow`]       | how `grade` and `bench` take a lab's controller and put it back |
 //! | [`interrupt`]    | the signals `lab up`, `grade` and `bench` catch               |
 //! | [`preflight`]    | checks of the machine a lab runs on                           |
@@ -20,7 +20,6 @@ pub mod borrow;
 pub mod cargo;
 pub mod doctor;
 pub mod e2e;
-pub mod envtest_bins;
 pub mod exp;
 pub mod grade;
 pub mod image;
@@ -123,9 +122,18 @@ pub async fn main() -> ExitCode {
         },
         Command::Grade(args) => grade::run(args).await,
         Command::Doctor(args) => doctor::run(args),
-        Command::EnvtestBins => envtest_bins::run().await,
+        Command::EnvtestBins => envtest_bins().await,
     };
     exit_code(result)
+}
+
+/// `cargo xtask envtest-bins`: find (or build) the envtest programs and say where they are.
+async fn envtest_bins() -> anyhow::Result<ExitCode> {
+    let found = lab::binaries::find().await?;
+    for (name, binary) in [("kube-apiserver", &found.kube_apiserver), ("etcd", &found.etcd)] {
+        println!("{name:<15} {:<8} {}  ({})", binary.version, binary.path.display(), binary.source);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--lang zh` or `--lang=en` anywhere before a `--`.

@@ -401,24 +401,17 @@ pub fn port(name: &'static str, port: u16, taken: bool) -> Check {
 /// rustc against `rust-toolchain.toml`'s channel.
 pub fn rustc(version_output: Option<&str>, pinned: &str) -> Check {
     const NAME: &str = "rustc";
-    match version_output {
-        None => Check::fail(
+    let Some(out) = version_output else {
+        let fix = tr!("install rustup (it reads rust-toolchain.toml), or `nix develop`");
+        return Check::fail(NAME, tr!("not found"), fix);
+    };
+    match out.split_whitespace().nth(1).unwrap_or_default() {
+        version if version == pinned => Check::pass(NAME, version),
+        version => Check::warn(
             NAME,
-            tr!("not found"),
-            tr!("install rustup (it reads rust-toolchain.toml), or `nix develop`"),
+            tr!("{version}, rust-toolchain.toml pins {pinned}", version, pinned),
+            tr!("run cargo through rustup (it switches), or `nix develop`"),
         ),
-        Some(out) => {
-            let version = out.split_whitespace().nth(1).unwrap_or_default();
-            if version == pinned {
-                Check::pass(NAME, version.to_string())
-            } else {
-                Check::warn(
-                    NAME,
-                    tr!("{version}, rust-toolchain.toml pins {pinned}", version, pinned),
-                    tr!("run cargo through rustup (it switches), or `nix develop`"),
-                )
-            }
-        }
     }
 }
 

@@ -144,7 +144,7 @@ async fn bench(args: &RoomBenchArgs, cluster: &Cluster) -> Result<Report> {
     let started = Instant::now();
     let up = RoomCommand::Up {
         attendees: args.attendees,
-        duration: TokenSeconds::hours(2),
+        duration: TokenSeconds(2 * 3600),
         _token_hours: None,
         prefix: PREFIX.into(),
         room: room(),

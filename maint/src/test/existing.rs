@@ -48,7 +48,7 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     section("room up --attendees 3");
     let up = RoomCommand::Up {
         attendees: 3,
-        duration: xtask::room::TokenSeconds::hours(2),
+        duration: xtask::room::TokenSeconds(2 * 3600),
         _token_hours: None,
         prefix: PREFIX.into(),
         room: room(),

@@ -114,13 +114,7 @@ pub async fn run(command: RoomCommand) -> Result<ExitCode> {
 
 /// A token's lifetime in seconds, shown as kubectl's `--duration` takes it (`8h`, `90m`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TokenSeconds(i64);
-
-impl TokenSeconds {
-    pub fn hours(hours: i64) -> Self {
-        TokenSeconds(hours * 3600)
-    }
-}
+pub struct TokenSeconds(pub i64);
 
 impl std::fmt::Display for TokenSeconds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
