@@ -111,17 +111,13 @@ pub fn write(dir: &Path, report: &Report, svg: &str) -> Result<Vec<PathBuf>> {
     let kept = Run::of(report).text();
     let stamp = report.unix_time;
     let mut written = Vec::new();
-    for (name, text) in [
-        (format!("bench-{stamp}.json"), &json),
-        ("latest.json".to_string(), &json),
-        (format!("bench-{stamp}.svg"), &svg.to_string()),
-        ("latest.svg".to_string(), &svg.to_string()),
-        (format!("bench-{stamp}.chart.json"), &kept),
-        ("latest.chart.json".to_string(), &kept),
-    ] {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-        written.push(path);
+    for (ext, text) in [("json", json.as_str()), ("svg", svg), ("chart.json", &kept)] {
+        for name in [format!("bench-{stamp}"), "latest".into()] {
+            let path = dir.join(format!("{name}.{ext}"));
+            std::fs::write(&path, text)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            written.push(path);
+        }
     }
     Ok(written)
 }
