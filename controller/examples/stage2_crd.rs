@@ -175,7 +175,7 @@ async fn keep(template: &ConfigMapTemplate, ctx: &Context, namespace: &str) -> R
             info!("{key} does not exist, created it for {}", template.name_any());
             Ok(Kept::Created)
         }
-        Some(live) if !owns(&live, &owner) => {
+        Some(live) if !live.owner_references().iter().any(|r| r.uid == owner.uid) => {
             warn!("{key} is not {}'s: left alone", template.name_any());
             let event = Event {
                 type_: EventType::Warning,
@@ -204,13 +204,6 @@ async fn keep(template: &ConfigMapTemplate, ctx: &Context, namespace: &str) -> R
             Ok(Kept::Corrected)
         }
     }
-}
-
-fn owns(
-    cm: &ConfigMap,
-    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
-) -> bool {
-    cm.metadata.owner_references.iter().flatten().any(|r| r.uid == owner.uid)
 }
 
 /// The `Ready` condition and `observedGeneration`, written only when they

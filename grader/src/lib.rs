@@ -34,9 +34,7 @@ use controller::desired::Desired;
 use futures::FutureExt as _;
 use serde::{Deserialize, Serialize};
 
-pub use identity::{BY, IDENTITY};
-pub use program::Stopped;
-pub use proxy::Counts;
+pub use identity::IDENTITY;
 
 use labkit::lab::Lab;
 

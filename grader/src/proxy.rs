@@ -34,11 +34,14 @@ use std::{
 use anyhow::Context as _;
 use bytes::Bytes;
 use controller::connect;
-use futures::future::BoxFuture;
 use http::{HeaderName, Request, Response, StatusCode, Uri, header};
 use http_body_util::{BodyExt as _, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_rustls::HttpsConnector;
+use hyper_util::{
+    client::legacy::connect::HttpConnector,
+    rt::{TokioExecutor, TokioIo},
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Config,
@@ -66,9 +69,7 @@ pub const RIVAL_ANNOTATION: &str = "lab-kit.grade/rival";
 
 type Body = UnsyncBoxBody<Bytes, BoxError>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Forward = dyn Fn(Request<Incoming>) -> BoxFuture<'static, Result<Response<Incoming>, BoxError>>
-    + Send
-    + Sync;
+type Upstream = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Incoming>;
 
 /// How the program's update went when another writer wrote first.
 #[derive(Clone, Debug)]
@@ -89,7 +90,8 @@ pub struct Proxy {
 }
 
 struct Shared {
-    forward: Box<Forward>,
+    /// The client to the API server.
+    upstream: Upstream,
     /// `Bearer <the program's token>`.
     authorization: http::HeaderValue,
     /// `https://host:port` of the API server.
@@ -126,15 +128,12 @@ impl Proxy {
         let mut authorization = http::HeaderValue::try_from(format!("Bearer {}", identity.token))
             .with_context(|| tr!("the token is not a header value"))?;
         authorization.set_sensitive(true);
-        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
-        let forward: Box<Forward> = Box::new(move |request| {
-            let client = client.clone();
-            Box::pin(async move { client.request(request).await.map_err(BoxError::from) })
-        });
+        let upstream =
+            hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            forward,
+            upstream,
             authorization,
             base: config.cluster_url.clone(),
             api: Api::namespaced(admin, &target.namespace),
@@ -288,7 +287,7 @@ impl Shared {
             parts.headers.remove(name);
         }
         parts.headers.insert(header::AUTHORIZATION, self.authorization.clone());
-        let response = match (self.forward)(Request::from_parts(parts, body)).await {
+        let response = match self.upstream.request(Request::from_parts(parts, body)).await {
             Ok(response) => response,
             Err(e) => {
                 let why = tr!("the grade's proxy could not reach the API server: {e}", e);

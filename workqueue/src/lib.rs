@@ -81,14 +81,9 @@ impl RateLimit {
 }
 
 /// A cloneable handle to one queue; all clones share it.
+#[derive(Clone)]
 pub struct WorkQueue<K> {
     shared: Arc<Shared<K>>,
-}
-
-impl<K> Clone for WorkQueue<K> {
-    fn clone(&self) -> Self {
-        Self { shared: Arc::clone(&self.shared) }
-    }
 }
 
 /// How deep the queue is.

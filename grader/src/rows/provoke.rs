@@ -45,7 +45,7 @@ impl Grading<'_> {
             name: UNRELATED.into(),
         };
         let mut record = self.record.lock().await;
-        record.intend(&object, super::super::BY, How::Created)?;
+        record.intend(&object, crate::identity::BY, How::Created)?;
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(UNRELATED.into()),
