@@ -98,6 +98,13 @@ pub fn not_ours(object: &Applied, live: &DynamicObject) -> String {
     tr!("{object} is there already and this lab did not make it ({whose})", object, whose)
 }
 
+/// Whether `live` is `record`'s: claimed (its uid, its owner label), or made by the lab's
+/// controller (`how` it was recorded; its uid changes as it heals).
+fn ours(record: &Record, object: &Applied, live: &DynamicObject, how: Option<How>) -> bool {
+    how == Some(How::ByController)
+        || record.claims(object, live.metadata.uid.as_deref(), live.metadata.labels.as_ref())
+}
+
 /// Of `objects` (as [`Applied`]), each that exists and that `record` does
 /// not claim: one line each ([`not_ours`]). A 403 is one too: what cannot
 /// be read cannot be known to be free.
@@ -109,19 +116,12 @@ pub async fn in_the_way(
     let mut lines = Vec::new();
     for object in objects {
         let (object, api) = identify_object(client, object.clone()).await?;
+        let how = record.find(&object).map(|e| e.how);
         match api.get_opt(&object.name).await {
-            Ok(None) => {}
-            Ok(Some(live)) => {
-                let uid = live.metadata.uid.as_deref();
-                let claimed = match record.find(&object).map(|e| e.how) {
-                    // The lab's controller made it; its uid changes as it heals.
-                    Some(How::ByController) => true,
-                    _ => record.claims(&object, uid, live.metadata.labels.as_ref()),
-                };
-                if !claimed {
-                    lines.push(not_ours(&object, &live));
-                }
+            Ok(Some(live)) if !ours(record, &object, &live, how) => {
+                lines.push(not_ours(&object, &live));
             }
+            Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 403 => {
                 lines.push(tr!(
                     "{object} cannot be read with these rights ({message})",
@@ -166,14 +166,11 @@ pub async fn delete(
                 return Ok(Deleted::Gone);
             }
             Some(live) => {
-                let uid = live.metadata.uid.clone().unwrap_or_default();
-                let ours = entry.how == How::ByController
-                    || record.claims(&object, Some(&uid), live.metadata.labels.as_ref());
-                if !ours {
+                if !ours(record, &object, &live, Some(entry.how)) {
                     record.forget(&entry.object)?;
                     return Ok(Deleted::LeftAlone(not_ours(&object, &live)));
                 }
-                uid
+                live.metadata.uid.unwrap_or_default()
             }
         },
     };

@@ -169,14 +169,12 @@ fn members(pgid: u32) -> impl Iterator<Item = u32> {
         })
 }
 
-/// Guards against pid reuse: every process the lab starts has its state directory in its
-/// command line (data dir, cert dir, kubeconfig), so a pid whose command line lacks it is
-/// somebody else's process now.
-pub fn belongs_to(pid: u32, state_dir: &Path) -> bool {
-    match std::fs::read(format!("/proc/{pid}/cmdline")) {
-        Ok(cmdline) => String::from_utf8_lossy(&cmdline).contains(&*state_dir.to_string_lossy()),
-        Err(_) => false,
-    }
+/// Guards against pid reuse: `pid`'s command line holds `mark`. Every process the lab starts
+/// has its state directory in its command line (data dir, cert dir, kubeconfig), so a pid
+/// whose command line lacks it is somebody else's process now.
+pub fn belongs_to(pid: u32, mark: &str) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"));
+    cmdline.is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(mark))
 }
 
 pub enum StopOutcome {
@@ -196,7 +194,7 @@ pub async fn stop(pid: u32, state_dir: &Path, graceful: bool) -> Result<StopOutc
     if !is_alive(pid) {
         return Ok(StopOutcome::NotRunning);
     }
-    if !belongs_to(pid, state_dir) {
+    if !belongs_to(pid, &state_dir.to_string_lossy()) {
         return Ok(StopOutcome::NotOurs);
     }
     stop_group(pid, graceful).await

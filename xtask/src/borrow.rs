@@ -109,8 +109,7 @@ impl Borrow {
 /// said to have left the lab borrowed.
 fn left_behind(name: &str, earlier: &Borrowed) -> Result<()> {
     let alive = labkit::process::is_alive(earlier.pid)
-        && std::fs::read(format!("/proc/{}/cmdline", earlier.pid))
-            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&earlier.program));
+        && labkit::process::belongs_to(earlier.pid, &earlier.program);
     // The command a person typed for it.
     let (by, pid) = (format!("cargo {} {}", earlier.program, earlier.by), earlier.pid);
     if alive && pid != std::process::id() {
