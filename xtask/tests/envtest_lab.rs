@@ -302,9 +302,7 @@ async fn lab_up_refuses_a_cluster_two_minors_behind_in_one_line() {
     }
     let kubeconfig = dir.join("kubeconfig");
     labkit::files::write_private(&kubeconfig, serde_saphyr::to_string(&config).unwrap()).unwrap();
-    let options = kube::config::KubeConfigOptions::default();
-    let client: kube::Client =
-        kube::Config::from_custom_kubeconfig(config, &options).await.unwrap().try_into().unwrap();
+    let client = labkit::lab::client_of(config, |_| ()).await.unwrap();
     eventually("the other kube-apiserver to answer", Duration::from_secs(120), || {
         let (client, exited) = (client.clone(), server.0.try_wait().ok().flatten());
         async move {

@@ -34,17 +34,13 @@ fn room_dir() -> PathBuf {
 /// A client as attendee `n` (their kubeconfig from `room up`).
 async fn attendee(n: u32) -> kube::Client {
     let path = room_dir().join(format!("attendee-{n:02}.kubeconfig"));
-    let config = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(config, &Default::default()).await.unwrap();
-    kube::Client::try_from(config).unwrap()
+    controller::connect::client(Some(&path)).await.unwrap()
 }
 
 /// A client as the instructor (kind's kubeconfig of the room cluster).
 async fn instructor() -> kube::Client {
     let path = labkit::project::target_dir().join("room-cluster/kubeconfig");
-    let config = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(config, &Default::default()).await.unwrap();
-    kube::Client::try_from(config).unwrap()
+    controller::connect::client(Some(&path)).await.unwrap()
 }
 
 fn status_of(error: kube::Error) -> u16 {
@@ -676,9 +672,9 @@ async fn an_attendees_kubeconfig_carries_its_ca_and_works_from_another_folder() 
     let (ca, away) = (instructor.join("ca.crt"), instructor.join("ca.crt.away"));
     std::fs::rename(&ca, &away).unwrap();
     let listed = async {
-        let config = kube::config::Kubeconfig::read_from(elsewhere.join("attendee-01.kubeconfig"))?;
-        let config = kube::Config::from_custom_kubeconfig(config, &Default::default()).await?;
-        let own: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config)?, "attendee-01");
+        let path = elsewhere.join("attendee-01.kubeconfig");
+        let client = controller::connect::client(Some(&path)).await.map_err(anyhow::Error::msg)?;
+        let own: Api<ConfigMap> = Api::namespaced(client, "attendee-01");
         anyhow::Ok(own.list(&ListParams::default()).await?.items.len())
     }
     .await;
