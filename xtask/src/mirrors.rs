@@ -172,64 +172,49 @@ pub const DEBIAN_MIRROR_ENV: &str = "LAB_DEBIAN_MIRROR";
 /// The first Debian (or Ubuntu) mirror and release suite this machine's apt
 /// sources name, from the one-line `.list` format and the deb822 `.sources` format.
 pub fn apt_mirror() -> Option<(String, String)> {
-    let mut texts = Vec::new();
-    if let Ok(text) = std::fs::read_to_string("/etc/apt/sources.list") {
-        texts.push(text);
-    }
-    if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
-        let mut paths: Vec<PathBuf> = dir.filter_map(|e| Some(e.ok()?.path())).collect();
-        paths.sort();
-        for path in paths {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                texts.push(text);
-            }
-        }
-    }
+    let listed = std::fs::read_dir("/etc/apt/sources.list.d").into_iter().flatten();
+    let mut paths: Vec<PathBuf> = listed.filter_map(|e| Some(e.ok()?.path())).collect();
+    paths.sort();
+    paths.insert(0, "/etc/apt/sources.list".into());
+    let texts = paths.iter().filter_map(|path| std::fs::read_to_string(path).ok());
     let known = |suite: &str| {
         let scripts = Path::new(DEBOOTSTRAP_SCRIPTS);
         if scripts.is_dir() { scripts.join(suite).exists() } else { !suite.contains(['-', '/']) }
     };
-    texts.iter().flat_map(|text| sources(text)).find(|(_, suite)| known(suite))
+    texts.flat_map(|text| sources(&text)).find(|(_, suite)| known(suite))
 }
 
 /// The `deb` entries with component `main` of one sources file: (URI, suite).
 pub fn sources(text: &str) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    // One-line format: `deb [options] URI SUITE COMPONENT…`.
-    for line in text.lines().map(str::trim) {
-        let Some(rest) = line.strip_prefix("deb ") else {
-            continue;
-        };
-        let rest = match rest.trim_start().strip_prefix('[') {
-            Some(options) => options.split_once(']').map_or("", |(_, r)| r),
+    // One-line format: `deb [options] URI SUITE COMPONENT…`, as deb822's four fields.
+    let one_line = text.lines().filter_map(|line| {
+        let rest = line.trim().strip_prefix("deb ")?.trim_start();
+        let rest = match rest.strip_prefix('[') {
+            Some(options) => options.split_once(']')?.1.trim_start(),
             None => rest,
         };
-        let words: Vec<&str> = rest.split_whitespace().collect();
-        if words.len() >= 3 && words[2..].contains(&"main") {
-            found.push((words[0].to_string(), words[1].to_string()));
-        }
-    }
+        let (uri, rest) = rest.split_once(char::is_whitespace)?;
+        let (suite, components) = rest.trim_start().split_once(char::is_whitespace)?;
+        Some(["deb", uri, suite, components].map(String::from))
+    });
     // deb822 format: paragraphs of `Key: value` lines.
-    for paragraph in text.split("\n\n") {
+    let deb822 = text.split("\n\n").filter_map(|paragraph| {
         let field = |name: &str| {
             paragraph.lines().find_map(|l| {
                 let (key, value) = l.split_once(':')?;
                 key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_string())
             })
         };
-        let (Some(types), Some(uris), Some(suites), Some(components)) =
-            (field("Types"), field("URIs"), field("Suites"), field("Components"))
-        else {
-            continue;
-        };
-        if !types.split_whitespace().any(|t| t == "deb")
-            || !components.split_whitespace().any(|c| c == "main")
-        {
-            continue;
-        }
-        for uri in uris.split_whitespace() {
-            for suite in suites.split_whitespace() {
-                found.push((uri.to_string(), suite.to_string()));
+        Some([field("Types")?, field("URIs")?, field("Suites")?, field("Components")?])
+    });
+    let has = |list: &str, word: &str| list.split_whitespace().any(|w| w == word);
+    let mut found = Vec::new();
+    for [types, uris, suites, components] in one_line.chain(deb822) {
+        if has(&types, "deb") && has(&components, "main") {
+            for uri in uris.split_whitespace() {
+                for suite in suites.split_whitespace() {
+                    found.push((uri.to_string(), suite.to_string()));
+                }
             }
         }
     }

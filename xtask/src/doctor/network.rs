@@ -11,7 +11,7 @@ use labkit::lab_file::Offers;
 use labkit::tr;
 
 use super::DoctorArgs;
-use crate::lab::kind::NodeImage;
+use crate::lab::kind::{NodeImage, image_present};
 use crate::mirrors::{self, Source};
 use crate::preflight::{Check, Status};
 
@@ -122,25 +122,8 @@ pub fn checks(
     toolchain: (&str, bool),
     envtest_missing: bool,
 ) -> Vec<Check> {
-    let pinned_node = offers
-        .node
-        .then(|| NodeImage::Pinned.reference(crate::lab::kind::kind_version().as_deref()).ok())
-        .flatten();
-    let node_here = pinned_node
-        .as_deref()
-        .is_some_and(|image| crate::lab::kind::image_present(&args.mirror.image(image)).succeeds());
-    let pulls_node_image =
-        NodeImage::parse(args.node_image.as_deref()) == NodeImage::Pinned && !node_here;
-    // Docker's own `registry-mirrors`.
-    let docker_mirrors: Vec<String> =
-        Cmd::argv(["docker", "info", "--format", "{{json .RegistryConfig.Mirrors}}"])
-            .read()
-            .ok()
-            .and_then(|json| serde_json::from_str(&json).ok())
-            .unwrap_or_default();
     labkit::progress!("{}", tr!("probing the network this lab fetches from (at most 5 s)"));
-    let envtest_missing = offers.local_control_plane && envtest_missing;
-    let rows = rows(args, offers, toolchain, envtest_missing, (pulls_node_image, &docker_mirrors));
+    let rows = rows(args, offers, toolchain, offers.local_control_plane && envtest_missing);
     let answers = probe_all(&rows);
     let reached = |source| {
         rows.iter()
@@ -159,15 +142,12 @@ pub fn checks(
     rows.iter().zip(&answers).map(|(row, answer)| check(row, answer, routes(row))).collect()
 }
 
-/// The sources the chosen lab fetches from, each at the address it would use (`node`: whether
-/// the kind lab pulls its node image, not in Docker, not built here, not from a bundle; and
-/// Docker's `registry-mirrors`).
+/// The sources the chosen lab fetches from, each at the address it would use.
 fn rows(
     args: &DoctorArgs,
     offers: Offers,
     (pinned_toolchain, toolchain_missing): (&str, bool),
     envtest_missing: bool,
-    (pulls_node_image, docker_mirrors): (bool, &[String]),
 ) -> Vec<Row> {
     let builds_node_image = NodeImage::parse(args.node_image.as_deref()) == NodeImage::Built;
     let row = |source, required, url: String| Row { source, required, url };
@@ -188,6 +168,18 @@ fn rows(
     };
     let mirror = args.mirror.url.as_deref();
     if offers.node {
+        // The kind lab pulls its node image unless it is in Docker, built here or from a bundle.
+        let pinned = NodeImage::Pinned.reference(crate::lab::kind::kind_version().as_deref());
+        let here = |image: String| image_present(&args.mirror.image(&image)).succeeds();
+        let pulls_node_image = NodeImage::parse(args.node_image.as_deref()) == NodeImage::Pinned
+            && !pinned.ok().is_some_and(here);
+        // Docker's own `registry-mirrors`.
+        let docker_mirrors: Vec<String> =
+            Cmd::argv(["docker", "info", "--format", "{{json .RegistryConfig.Mirrors}}"])
+                .read()
+                .ok()
+                .and_then(|json| serde_json::from_str(&json).ok())
+                .unwrap_or_default();
         let for_node = mirror.or(docker_mirrors.first().map(String::as_str));
         rows.push(row(mirrors::NODE_IMAGE, pulls_node_image, docker_hub(for_node)));
         rows.push(row(mirrors::POD_IMAGES, false, docker_hub(mirror)));
