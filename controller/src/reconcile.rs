@@ -44,6 +44,9 @@ pub const LOG_PACED: &str = "corrected again and again: another writer? the next
 /// The reason of the Warning Event for both: someone else keeps other data there.
 pub const REASON_CONTENDED: &str = "Contended";
 
+/// The key of the one object a reconcile is about: the queue's item.
+pub type Key = ObjectRef<ConfigMap>;
+
 /// The field manager recorded in `managedFields` for this controller's writes.
 pub const FIELD_MANAGER: &str = "my-controller";
 
@@ -126,7 +129,7 @@ impl Error {
         matches!(self, Error::Conflict { .. })
     }
 
-    fn from_write(verb: &'static str, key: &ObjectRef<ConfigMap>, source: kube::Error) -> Self {
+    fn from_write(verb: &'static str, key: &Key, source: kube::Error) -> Self {
         let key = show(key);
         match &source {
             kube::Error::Api(status) if status.code == 409 && verb == "create" => {
@@ -140,7 +143,7 @@ impl Error {
 
 /// `namespace/name` of a key, for logs and errors (`ObjectRef`'s own
 /// Display also names the kind and version).
-pub fn show(key: &ObjectRef<ConfigMap>) -> String {
+pub fn show(key: &Key) -> String {
     match &key.namespace {
         Some(ns) => format!("{ns}/{}", key.name),
         None => key.name.clone(),
@@ -148,14 +151,14 @@ pub fn show(key: &ObjectRef<ConfigMap>) -> String {
 }
 
 /// The cache key of the desired object.
-pub fn key_of(desired: &Desired) -> ObjectRef<ConfigMap> {
+pub fn key_of(desired: &Desired) -> Key {
     ObjectRef::new(desired.name()).within(desired.namespace())
 }
 
 /// Reconciles `key`. It reads the object from the cache — it may be absent,
 /// which is exactly the case kube-runtime's `Controller` never reconciles —
 /// and writes only when the live data differs from the desired data.
-pub async fn reconcile(ctx: &Context, key: &ObjectRef<ConfigMap>) -> Result<Outcome, Error> {
+pub async fn reconcile(ctx: &Context, key: &Key) -> Result<Outcome, Error> {
     if !ctx.reconcile_delay.is_zero() {
         tokio::time::sleep(ctx.reconcile_delay).await;
     }
@@ -236,7 +239,7 @@ fn is_immutable_rejection(e: &kube::Error) -> bool {
 /// One warning line and one Warning Event (the Recorder folds repeats into
 /// the same Event's series), then [`Outcome::Immutable`]: a success for the
 /// failure policy, so a request that cannot succeed is not retried.
-fn report_immutable(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> Outcome {
+fn report_immutable(ctx: &Context, key: &Key, live: &ConfigMap) -> Outcome {
     warn!(key = %show(key), "{LOG_IMMUTABLE}");
     publish(
         ctx,
@@ -281,7 +284,7 @@ fn last_data_writer(live: &ConfigMap) -> String {
 }
 
 /// One warning line and one Warning Event; no write, no retry.
-fn report_owned(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> Outcome {
+fn report_owned(ctx: &Context, key: &Key, live: &ConfigMap) -> Outcome {
     let owner = controller_owner(live).unwrap_or_default();
     warn!(key = %show(key), %owner, "{LOG_OWNED}");
     let note = format!("controlled by {owner} with other data: not updated");
@@ -290,12 +293,7 @@ fn report_owned(ctx: &Context, key: &ObjectRef<ConfigMap>, live: &ConfigMap) -> 
 }
 
 /// One warning line and one Warning Event; the correction comes after `wait`.
-fn report_paced(
-    ctx: &Context,
-    key: &ObjectRef<ConfigMap>,
-    live: &ConfigMap,
-    wait: Duration,
-) -> Outcome {
+fn report_paced(ctx: &Context, key: &Key, live: &ConfigMap, wait: Duration) -> Outcome {
     let (row, news) = {
         let mut pace = ctx.pace.lock().unwrap_or_else(|p| p.into_inner());
         (pace.row(), pace.news())

@@ -30,7 +30,7 @@ use kube::{
     Api, Client,
     runtime::{
         events::Reporter,
-        reflector::{self, ObjectRef, store::Writer},
+        reflector::{self, store::Writer},
         watcher,
     },
 };
@@ -77,7 +77,7 @@ pub const LOG_SHUTTING_DOWN: &str = "shutting down: no new work; running reconci
 /// Before the exec plugin's client certificate expires (kube does not renew it).
 pub const LOG_CREDENTIALS_EXPIRE: &str = "the kubeconfig's exec plugin handed out a client certificate that is about to expire: stopping, so that a restart runs the plugin again";
 
-pub type Key = ObjectRef<ConfigMap>;
+pub use crate::reconcile::Key;
 
 pub use crate::shutdown::Stopped;
 

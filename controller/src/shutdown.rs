@@ -7,15 +7,11 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::reflector::ObjectRef;
 use tokio::{sync::oneshot, task::JoinHandle};
 use tracing::error;
 use workqueue::WorkQueue;
 
-use crate::reconcile::{Context, show};
-
-type Key = ObjectRef<ConfigMap>;
+use crate::reconcile::{Context, Key, show};
 
 /// How `run` ended when it did not end cleanly.
 #[derive(Debug, thiserror::Error)]
