@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use enum_ordinalize::Ordinalize;
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::{
     encoding::{EncodeLabelSet, EncodeLabelValue, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram, info::Info},
@@ -95,59 +96,62 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("my_controller");
-        let reconciles = Family::<ResultLabels, Counter>::default();
+        let mut m = Metrics {
+            registry: Registry::with_prefix("my_controller"),
+            reconciles: Family::default(),
+            // 1 ms .. ~16 s: a reconcile is one cache read and at most one write.
+            duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            writes: Family::default(),
+            give_ups: Counter::default(),
+            panics: Counter::default(),
+            events_dropped: Counter::default(),
+            in_flight: Gauge::default(),
+            queue_depth: Gauge::default(),
+            queue_delayed: Gauge::default(),
+        };
         for result in ReconcileResult::ALL {
-            let _ = reconciles.get_or_create(&ResultLabels { result });
+            let _ = m.reconciles.get_or_create(&ResultLabels { result });
         }
-        // 1 ms .. ~16 s: a reconcile is one cache read and at most one write.
-        let duration = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-            0.001, 2.0, 15,
-        ));
-        let writes = Family::<VerbLabels, Counter>::default();
         for verb in WriteVerb::ALL {
-            let _ = writes.get_or_create(&VerbLabels { verb });
+            let _ = m.writes.get_or_create(&VerbLabels { verb });
         }
-        let (give_ups, panics, events_dropped) =
-            (Counter::default(), Counter::default(), Counter::default());
-        let (in_flight, queue_depth, queue_delayed) =
-            (Gauge::default(), Gauge::default(), Gauge::default());
-        registry.register("reconciles", "Reconciles run, by result", reconciles.clone());
+        let registry = &mut m.registry;
+        registry.register("reconciles", "Reconciles run, by result", m.reconciles.clone());
         registry.register(
             "reconcile_duration_seconds",
             "Time spent in reconcile, including its API writes (none for a panic)",
-            duration.clone(),
+            m.duration.clone(),
         );
         registry.register(
             "writes",
             "Writes sent to the API server for the watched ConfigMap, by verb",
-            writes.clone(),
+            m.writes.clone(),
         );
         registry.register(
             "give_ups",
             "Keys given up after the retry limit (the next event or resync tries again)",
-            give_ups.clone(),
+            m.give_ups.clone(),
         );
         registry.register(
             "reconcile_panics",
             "Reconciles that panicked (each logged at error level; its worker goes on)",
-            panics.clone(),
+            m.panics.clone(),
         );
         registry.register(
             "events_dropped",
             "Kubernetes Events not sent: over the per-object rate limit, or the queue full",
-            events_dropped.clone(),
+            m.events_dropped.clone(),
         );
-        registry.register("reconciles_in_flight", "Reconciles running now", in_flight.clone());
+        registry.register("reconciles_in_flight", "Reconciles running now", m.in_flight.clone());
         registry.register(
             "workqueue_depth",
             "Keys waiting in the work queue to be taken now (client-go's depth)",
-            queue_depth.clone(),
+            m.queue_depth.clone(),
         );
         registry.register(
             "workqueue_delayed",
             "Keys waiting for a delayed retry",
-            queue_delayed.clone(),
+            m.queue_delayed.clone(),
         );
         registry.register(
             "build",
@@ -157,18 +161,7 @@ impl Default for Metrics {
                 ("kubernetes", crate::version::target()),
             ]),
         );
-        Self {
-            registry,
-            reconciles,
-            duration,
-            writes,
-            give_ups,
-            panics,
-            events_dropped,
-            in_flight,
-            queue_depth,
-            queue_delayed,
-        }
+        m
     }
 }
 
