@@ -18,12 +18,9 @@ const MANAGER: &str = "lab-kit-grade";
 /// What a grade makes is recorded as made by it.
 pub const BY: &str = "grade";
 
-/// The program's identity in the lab; [`Identity::remove`] takes it all away again.
+/// The program's identity in the lab; [`Identity::forget`] takes it all away again.
 pub struct Identity {
-    admin: Client,
     namespace: String,
-    /// The lab's record: what the grade made is in it.
-    record: Shared,
     /// Its kubeconfig: the lab's cluster, the ServiceAccount's token. Never
     /// written: the proxy ([`super::proxy`]) holds the token for the program.
     pub kubeconfig: Kubeconfig,
@@ -35,7 +32,7 @@ impl Identity {
     /// recorded before it is made, and a kubeconfig with its token; returns
     /// once a request made with that kubeconfig is allowed (the program's
     /// first one is then judged, not the RBAC cache's lag).
-    pub async fn install(lab: &Lab, record: Shared, namespace: &str) -> anyhow::Result<Identity> {
+    pub async fn install(lab: &Lab, record: &Shared, namespace: &str) -> anyhow::Result<Identity> {
         let admin = lab.client();
         labkit::test_hook::at("grade:identity")?;
         for document in documents(namespace) {
@@ -46,7 +43,7 @@ impl Identity {
             accounts::token(&admin, namespace, IDENTITY, TOKEN_SECONDS, None).await?;
         let kubeconfig = accounts::kubeconfig_with_token(lab.file(), &token)?;
         let namespace = namespace.to_string();
-        let identity = Identity { admin, namespace, record, kubeconfig, token };
+        let identity = Identity { namespace, kubeconfig, token };
         identity.prove_allowed().await?;
         Ok(identity)
     }
@@ -68,11 +65,6 @@ impl Identity {
             Ok(Check::done_if(got.is_ok(), (), seen))
         })
         .await
-    }
-
-    /// Removes the identity.
-    pub async fn remove(self) -> anyhow::Result<()> {
-        Identity::forget(self.admin, &self.record).await
     }
 
     /// Removes whatever a grade recorded in `record` (by its uid); every

@@ -243,7 +243,7 @@ pub async fn run(
     let log = dir.join("program.log");
     std::fs::write(&log, "").with_context(|| tr!("cannot write {path}", path = log.display()))?;
 
-    let identity = identity::Identity::install(lab, record.clone(), desired.namespace());
+    let identity = identity::Identity::install(lab, &record, desired.namespace());
     let identity = match identity.await {
         Ok(identity) => identity,
         Err(e) => {
@@ -258,7 +258,7 @@ pub async fn run(
     let proxy = match proxy {
         Ok(proxy) => proxy,
         Err(e) => {
-            let _ = identity.remove().await;
+            let _ = identity::Identity::forget(lab.client(), &record).await;
             return Err(e.context(tr!("cannot start the grade's proxy to the API server")));
         }
     };

@@ -102,7 +102,7 @@ impl Grading<'_> {
         }
         let identity = self.identity.take().expect("finish runs once");
         let user = identity.user();
-        let removed = identity.remove().await;
+        let removed = Identity::forget(self.api.clone().into_client(), &self.record).await;
         (std::mem::take(&mut self.rows), user, removed)
     }
 
