@@ -133,7 +133,7 @@ pub async fn measure(
     let measured = specs.iter().zip(tallies).map(|(spec, t)| t.measured(spec, n)).collect();
     let meta = (
         SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs(),
-        (lab.file().name.clone(), lab.file().provider().to_string()),
+        (lab.file().name.clone(), lab.file().provider.clone()),
         lab.file().kubernetes_version.clone(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );

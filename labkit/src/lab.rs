@@ -159,11 +159,11 @@ impl Lab {
 
     /// The lab.json entry of the process playing `role` (envtest labs only).
     fn process(&self, role: &str) -> anyhow::Result<&Process> {
-        if !self.file.provider().offers().local_control_plane {
+        if !self.file.offers.local_control_plane {
             bail!(tr!(
                 "stopping and starting {role} on a {provider} lab is not supported",
                 role,
-                provider = self.file.provider()
+                provider = self.file.provider
             ));
         }
         self.file
@@ -252,11 +252,6 @@ impl Lab {
     /// Starts kube-apiserver (stopped before) and waits for its `/readyz`.
     pub async fn start_api_server(&mut self, extra: &[&str]) -> anyhow::Result<()> {
         self.start_ready(API_SERVER, extra).await
-    }
-
-    /// Where the controller's Deployment lives ([`LabFile::deployment_namespace`]).
-    pub fn deployment_namespace(&self) -> &str {
-        self.file.deployment_namespace()
     }
 
     /// The controller as a Deployment (kind, an existing cluster), in its namespace.

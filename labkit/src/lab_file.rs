@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::{files, tr};
 
 /// Bumped when a reader of an older file would misread this one.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 pub const FILE_NAME: &str = "lab.json";
 
 /// One lab.
@@ -38,39 +38,19 @@ pub struct LabFile {
     /// The processes the lab runs, in start order (envtest: etcd, kube-apiserver, controller).
     /// Empty for providers whose parts are not local processes.
     pub processes: Vec<Process>,
-    /// `provider`, and what only that provider's labs have.
-    #[serde(flatten)]
-    pub section: Section,
+    /// Its provider's name, as `lab up --provider` takes it (`envtest`, `kind`, `existing`).
+    pub provider: String,
+    /// What the lab offers the suites, as its provider said at `lab up`.
+    pub offers: Offers,
+    /// A kind lab's node and images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
+    /// A lab on a cluster the kit did not create: where, and what `lab up` applied there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing: Option<Existing>,
     /// The ConfigMap the lab's controller keeps (`lab up --target`).
     #[serde(default)]
     pub target: Target,
-}
-
-/// A lab's provider and its own section of lab.json, one typed enum: as
-/// JSON `"provider": "kind", "kind": {…}` (the shape of format 2, so older
-/// files read as they are).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "provider", rename_all = "lowercase")]
-pub enum Section {
-    Envtest,
-    /// A kind lab's node and images.
-    Kind {
-        kind: Kind,
-    },
-    /// A lab on a cluster the kit did not create: where, and what `lab up` applied there.
-    Existing {
-        existing: Existing,
-    },
-}
-
-impl Section {
-    pub fn provider(&self) -> ProviderKind {
-        match self {
-            Section::Envtest => ProviderKind::Envtest,
-            Section::Kind { .. } => ProviderKind::Kind,
-            Section::Existing { .. } => ProviderKind::Existing,
-        }
-    }
 }
 
 /// The ConfigMap a lab's controller keeps: its namespace and name. The Role
@@ -144,11 +124,6 @@ pub struct Existing {
     pub namespace: String,
     /// The controller image as the Deployment names it: pushed, by digest.
     pub controller_image: String,
-    /// The context may review access and read cluster-wide (SubjectAccessReviews, the API
-    /// server's /metrics, Pods in `default`), as an instructor's may and an attendee's not:
-    /// the suite's checks that need it run only then.
-    #[serde(default)]
-    pub cluster_wide: bool,
 }
 
 /// One object a lab made (or will make): its API, namespace and name.
@@ -219,29 +194,22 @@ pub struct Process {
     pub ports: BTreeMap<String, u16>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// kube-apiserver + etcd + the controller as local processes.
-    Envtest,
-    /// A kind cluster with the controller as a Deployment.
-    Kind,
-    /// A cluster the kit did not create, the controller as a Deployment in one namespace.
-    Existing,
-}
-
-/// What a provider's lab offers the suites; a check that needs what it lacks
-/// is not run there, saying why (`suite::RunsOn`). One row per provider.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a lab offers the suites, as its provider says (`Provider::offers`); a
+/// check that needs what it lacks is not run there, saying why (`suite::RunsOn`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Offers {
     /// Where it is said: "not run on {place}: …".
-    pub place: &'static str,
+    pub place: String,
     /// kube-apiserver and etcd as local processes the suites may stop and start.
     pub local_control_plane: bool,
     /// A kind node: its kubelet and container runtime.
     pub node: bool,
     /// A cluster the kit made, where it may act cluster-wide.
     pub own_cluster: bool,
+    /// The lab's user may review access and read cluster-wide (SubjectAccessReviews, the API
+    /// server's /metrics, Pods in `default`): on the kit's own clusters, and on an existing one
+    /// when its context may, as an instructor's may and an attendee's not.
+    pub cluster_wide: bool,
 }
 
 /// The roles of an envtest lab's processes in lab.json.
@@ -257,36 +225,14 @@ pub enum ControllerRuns<'a> {
     Deployment(&'a str),
 }
 
-impl ProviderKind {
-    /// What a lab of this provider offers the suites.
-    pub fn offers(self) -> Offers {
-        let (place, local_control_plane, node, own_cluster) = match self {
-            ProviderKind::Envtest => ("envtest", true, false, true),
-            ProviderKind::Kind => ("kind", false, true, true),
-            ProviderKind::Existing => ("an existing cluster", false, false, false),
-        };
-        Offers { place, local_control_plane, node, own_cluster }
-    }
-}
-
-impl std::fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ProviderKind::Envtest => "envtest",
-            ProviderKind::Kind => "kind",
-            ProviderKind::Existing => "existing",
-        })
-    }
-}
-
 impl LabFile {
-    /// A lab of `section` ready now, as `lab up` writes it last: its admin
-    /// kubeconfig `<state_dir>/kubeconfig`, no local processes; the provider
-    /// sets the API server's URL and version, and its processes if it has some.
+    /// A lab of `provider`, which `offers` that, ready now, as `lab up` writes it last: its
+    /// admin kubeconfig `<state_dir>/kubeconfig`, no local processes; the provider sets the API
+    /// server's URL and version, its processes if it has some, and its section.
     pub fn ready(
         name: &str,
         state_dir: &Path,
-        section: Section,
+        (provider, offers): (&str, Offers),
         target: Target,
         controller: Controller,
     ) -> LabFile {
@@ -301,35 +247,18 @@ impl LabFile {
             admin_kubeconfig: state_dir.join("kubeconfig"),
             controller,
             processes: Vec::new(),
-            section,
+            provider: provider.into(),
+            offers,
+            kind: None,
+            existing: None,
             target,
-        }
-    }
-
-    pub fn provider(&self) -> ProviderKind {
-        self.section.provider()
-    }
-
-    /// A kind lab's node and images.
-    pub fn kind(&self) -> Option<&Kind> {
-        match &self.section {
-            Section::Kind { kind } => Some(kind),
-            _ => None,
-        }
-    }
-
-    /// A lab on a cluster the kit did not create.
-    pub fn existing(&self) -> Option<&Existing> {
-        match &self.section {
-            Section::Existing { existing } => Some(existing),
-            _ => None,
         }
     }
 
     /// Where the controller's Deployment lives (kind, an existing cluster):
     /// an existing cluster's lab's namespace, else the manifests'.
     pub fn deployment_namespace(&self) -> &str {
-        self.existing().map_or(crate::deployment::NAMESPACE, |e| e.namespace.as_str())
+        self.existing.as_ref().map_or(crate::deployment::NAMESPACE, |e| e.namespace.as_str())
     }
 
     /// Where the controller runs: its process when lab.json lists one (envtest), else its
@@ -349,17 +278,17 @@ impl LabFile {
     pub fn read(state_dir: &Path) -> Result<Option<LabFile>> {
         let path = Self::path(state_dir);
         let Some(text) = files::read_if_there(&path)? else { return Ok(None) };
-        let lab: LabFile = serde_json::from_str(&text)
-            .with_context(|| tr!("{path} is not a lab file", path = path.display()))?;
-        if lab.format != FORMAT {
+        let not_lab = || tr!("{path} is not a lab file", path = path.display());
+        let lab: serde_json::Value = serde_json::from_str(&text).with_context(not_lab)?;
+        if lab["format"] != FORMAT {
             bail!(tr!(
                 "{path} has format {format}, this xtask reads {ours}: `cargo xtask lab down` and up again",
                 path = path.display(),
-                format = lab.format,
+                format = lab["format"],
                 ours = FORMAT
             ));
         }
-        Ok(Some(lab))
+        Ok(Some(serde_json::from_value(lab).with_context(not_lab)?))
     }
 
     /// Written last by `up`, and 0600: it names the kubeconfigs next to it.
@@ -373,26 +302,32 @@ impl LabFile {
 mod tests {
     use super::*;
 
-    /// lab.json as `lab up` wrote it before the section was one enum (both
-    /// sections always present, one null) still reads, as its provider; so
-    /// does one from the envtest lab's removed container mode (its
-    /// `controller.container` is ignored: that `docker run` is a process).
+    /// What a provider writes reads back, its section only when it has one; a lab.json of
+    /// another format is refused before its fields are read (format 2 had no `offers`),
+    /// saying what to do.
     #[test]
-    fn a_lab_file_written_before_the_section_was_one_enum_reads() {
-        let envtest = r#"{"format":2,"name":"a","provider":"envtest","state_dir":"/s","created_unix":1,
-            "kubernetes_version":"v1.36.0","api_server_url":"https://127.0.0.1:1","admin_kubeconfig":"/s/k",
-            "controller":{"url":"","kubeconfig":"","service_account":"d/c","token_expires":"","log":"","container":"a-controller"},
-            "processes":[],"kind":null,"existing":null}"#;
-        let lab: LabFile = serde_json::from_str(envtest).unwrap();
-        assert_eq!(lab.provider(), ProviderKind::Envtest);
-        let kind = envtest.replace(
-            r#""provider":"envtest""#,
-            r#""provider":"kind","kind":{"node_image":"n","node":"a-control-plane","controller_image":"c","controller_image_id":"i"}"#,
-        ).replace(r#""kind":null,"#, "");
-        let lab: LabFile = serde_json::from_str(&kind).unwrap();
-        assert_eq!(lab.kind().map(|k| k.node.as_str()), Some("a-control-plane"));
-        let written = serde_json::to_value(&lab).unwrap();
-        assert_eq!((written["provider"].as_str(), written.get("existing")), (Some("kind"), None));
-        assert_eq!(written["kind"]["node_image"], "n");
+    fn a_lab_file_reads_back_and_one_of_another_format_is_refused_saying_what_to_do() {
+        let dir = std::env::temp_dir().join(format!("labkit-lab-file-{}", std::process::id()));
+        files::create_dir(&dir).unwrap();
+        let offers = Offers {
+            place: "a place".into(),
+            local_control_plane: false,
+            node: true,
+            own_cluster: true,
+            cluster_wide: false,
+        };
+        let controller = Controller::deployment("ns/sa".into());
+        let lab = LabFile::ready("a", &dir, ("p", offers.clone()), Target::default(), controller);
+        lab.write().unwrap();
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(LabFile::path(&dir)).unwrap()).unwrap();
+        assert_eq!((written["provider"].as_str(), written.get("kind")), (Some("p"), None));
+        let read = LabFile::read(&dir).unwrap().unwrap();
+        assert_eq!((read.provider.as_str(), &read.offers), ("p", &offers));
+        files::write_private(&LabFile::path(&dir), r#"{"format":2,"provider":"kind"}"#).unwrap();
+        let refused = format!("{:#}", LabFile::read(&dir).unwrap_err());
+        let said = "has format 2, this xtask reads 3: `cargo xtask lab down` and up again";
+        assert!(refused.ends_with(said), "{refused}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::lab_file::{Applied, ProviderKind};
+use crate::lab_file::Applied;
 use crate::process::{self, Group};
 use crate::{files, tr};
 
@@ -46,9 +46,9 @@ pub struct Record {
     /// `<name>-<8 hex>`: this lab or room, not any other of the kit's, on
     /// this cluster or another (the label's value).
     pub owner: String,
-    /// The lab's provider (`None` for a room).
+    /// The lab's provider, by name (`None` for a room).
     #[serde(default)]
-    pub provider: Option<ProviderKind>,
+    pub provider: Option<String>,
     /// What was made, in order: the newest last.
     pub entries: Vec<Entry>,
     /// Set while `grade` or `bench` has the lab's controller stopped.
@@ -148,13 +148,13 @@ impl Record {
     }
 
     /// The record in `dir`, or a new one for `name` (written at its first entry).
-    pub fn open(dir: &Path, name: &str, provider: Option<ProviderKind>) -> Result<Record> {
+    pub fn open(dir: &Path, name: &str, provider: Option<&str>) -> Result<Record> {
         Ok(match Self::load(dir)? {
             Some(record) => record,
             None => Record {
                 format: FORMAT,
                 owner: new_owner(name),
-                provider,
+                provider: provider.map(str::to_string),
                 entries: Vec::new(),
                 borrow: None,
                 path: Self::path(dir),
@@ -320,7 +320,7 @@ mod tests {
     #[test]
     fn an_object_is_recorded_before_it_is_made_and_read_back_after_a_crash() {
         let dir = dir("crash");
-        let mut record = Record::open(&dir, "lab", Some(ProviderKind::Existing)).unwrap();
+        let mut record = Record::open(&dir, "lab", Some("existing")).unwrap();
         assert!(!Record::path(&dir).exists(), "nothing is written before the first entry");
         record.intend(&object("a"), "lab up", How::Created).unwrap();
         // Killed here: the next command reads the intent, without a uid.

@@ -9,7 +9,7 @@ use futures::future::LocalBoxFuture;
 
 use crate::lab::Lab;
 
-use crate::lab_file::{LabFile, Offers};
+use crate::lab_file::LabFile;
 use crate::say::translate;
 use crate::tr;
 
@@ -91,23 +91,9 @@ pub enum RunsOn {
 }
 
 impl RunsOn {
-    /// `None` when it runs on the lab's provider, else why not (from what
-    /// the provider offers: `ProviderKind::offers`).
+    /// `None` when it runs on the lab, else why not (from what lab.json says it offers).
     pub fn skip_reason(&self, file: &LabFile) -> Option<String> {
-        if let (RunsOn::ClusterWide(why), Some(existing)) = (self, &file.existing())
-            && !existing.cluster_wide
-        {
-            return Some(tr!(
-                "not run as {namespace}'s user (no cluster-wide rights): {why}",
-                namespace = existing.namespace,
-                why = translate(why, &[])
-            ));
-        }
-        self.not_offered(file.provider().offers())
-    }
-
-    /// Why not, when `offers` lacks what it needs.
-    fn not_offered(&self, offers: Offers) -> Option<String> {
+        let offers = &file.offers;
         // The whys are the registry's (e2e), said through the catalogue when it has them.
         let lacks = match *self {
             RunsOn::Envtest(why) if !offers.local_control_plane => {
@@ -117,9 +103,16 @@ impl RunsOn {
                 tr!("needs a kind node ({why})", why = translate(why, &[]))
             }
             RunsOn::OwnCluster(why) if !offers.own_cluster => translate(why, &[]),
+            RunsOn::ClusterWide(why) if !offers.cluster_wide => {
+                return Some(tr!(
+                    "not run as {namespace}'s user (no cluster-wide rights): {why}",
+                    namespace = file.deployment_namespace(),
+                    why = translate(why, &[])
+                ));
+            }
             _ => return None,
         };
-        Some(tr!("not run on {place}: {lacks}", place = translate(offers.place, &[]), lacks))
+        Some(tr!("not run on {place}: {lacks}", place = translate(&offers.place, &[]), lacks))
     }
 }
 
@@ -132,28 +125,46 @@ pub fn first_key(desired: &Desired) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab_file::ProviderKind::{Envtest, Existing, Kind};
+    use crate::lab_file::{Controller, Offers, Target};
 
     #[test]
-    fn what_a_provider_lacks_is_said_in_one_line() {
-        let said = |runs: RunsOn, on: crate::lab_file::ProviderKind| runs.not_offered(on.offers());
-        assert_eq!(said(RunsOn::Any, Existing), None);
-        assert_eq!(said(RunsOn::Envtest("x"), Envtest), None);
-        assert_eq!(said(RunsOn::Kind("x"), Kind), None);
-        assert_eq!(said(RunsOn::OwnCluster("x"), Kind), None);
+    fn what_a_lab_lacks_is_said_in_one_line() {
+        let at = |place: &str, local_control_plane, node, own_cluster| {
+            let offers = Offers {
+                place: place.into(),
+                local_control_plane,
+                node,
+                own_cluster,
+                cluster_wide: own_cluster,
+            };
+            let controller = Controller::deployment("ns/sa".into());
+            LabFile::ready("a", "/a".as_ref(), ("p", offers), Target::default(), controller)
+        };
+        let (envtest, kind) = (at("envtest", true, false, true), at("kind", false, true, true));
+        let existing = at("an existing cluster", false, false, false);
+        assert_eq!(RunsOn::Any.skip_reason(&existing), None);
+        assert_eq!(RunsOn::Envtest("x").skip_reason(&envtest), None);
+        assert_eq!(RunsOn::Kind("x").skip_reason(&kind), None);
+        assert_eq!(RunsOn::OwnCluster("x").skip_reason(&kind), None);
+        assert_eq!(RunsOn::ClusterWide("x").skip_reason(&kind), None);
         let cases = [
-            (RunsOn::Envtest("x"), Kind, "not run on kind: needs the envtest lab (x)"),
-            (RunsOn::Kind("x"), Envtest, "not run on envtest: needs a kind node (x)"),
+            (RunsOn::Envtest("x"), &kind, "not run on kind: needs the envtest lab (x)"),
+            (RunsOn::Kind("x"), &envtest, "not run on envtest: needs a kind node (x)"),
             (
                 RunsOn::Envtest("x"),
-                Existing,
+                &existing,
                 "not run on an existing cluster: needs the envtest lab (x)",
             ),
-            (RunsOn::Kind("x"), Existing, "not run on an existing cluster: needs a kind node (x)"),
-            (RunsOn::OwnCluster("x"), Existing, "not run on an existing cluster: x"),
+            (RunsOn::Kind("x"), &existing, "not run on an existing cluster: needs a kind node (x)"),
+            (RunsOn::OwnCluster("x"), &existing, "not run on an existing cluster: x"),
+            (
+                RunsOn::ClusterWide("x"),
+                &existing,
+                "not run as default's user (no cluster-wide rights): x",
+            ),
         ];
         for (runs, on, expected) in cases {
-            assert_eq!(said(runs, on).as_deref(), Some(expected));
+            assert_eq!(runs.skip_reason(on).as_deref(), Some(expected));
         }
     }
 }

@@ -120,11 +120,11 @@ impl BenchArgs {
     }
 
     /// What only an envtest lab allows, refused on another in one line each.
-    fn check_on(&self, offers: Offers) -> Result<()> {
+    fn check_on(&self, offers: &Offers) -> Result<()> {
         if offers.local_control_plane {
             return Ok(());
         }
-        let on = offers.place;
+        let on = &offers.place;
         ensure!(
             !self.phases,
             "--phases restarts kube-apiserver with an audit log, which is not the bench's to \
@@ -197,7 +197,7 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
 pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     args.check()?;
     let mut lab = Lab::find_named(&args.lab.name).await?;
-    args.check_on(lab.file().provider().offers())?;
+    args.check_on(&lab.file().offers)?;
     let stage2 = args.peer.iter().any(|p| p == KUBE_RUNTIME);
     let built = build(args.build, stage2)?;
     let mut specs = vec![Spec::Ours { binary: built.ours.clone() }];

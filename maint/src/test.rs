@@ -18,7 +18,7 @@ use labkit::lab::NAME_ENV;
 
 use xtask::{
     cargo,
-    lab::{self, UpOptions, options::ProviderChoice},
+    lab::{self, UpOptions},
 };
 
 mod alongside;
@@ -177,8 +177,7 @@ async fn docker_part() -> Result<ExitCode> {
     // kube-router) take CPU the kind lab's suites leave idle.
     let room = Alongside::start(Part::Existing)?;
     let mirror = xtask::mirrors::RegistryMirror { url: Some(crate::mirror::URL.into()) };
-    let kind =
-        UpOptions { provider: ProviderChoice::Kind, node_image, mirror, ..UpOptions::envtest() };
+    let kind = UpOptions { provider: "kind".into(), node_image, mirror, ..UpOptions::envtest() };
     let kubeconfig_before = user_kubeconfig();
     // The grader's Deployment path is proven on the existing cluster (its tests): not again here.
     let code = on_fresh_lab(DOCKER_LAB_NAME, &kind, &["by_hand", "kind_lab"]).await?;
@@ -217,12 +216,10 @@ fn docker_missing() -> Option<String> {
 /// tests `tests` (`cargo test -p xtask --test NAME`: the lab's own, and the
 /// grader's), the lab down whatever happened.
 async fn on_fresh_lab(name: &'static str, options: &UpOptions, tests: &[&str]) -> Result<ExitCode> {
-    let what = match options.provider {
-        ProviderChoice::Kind => "a kind lab",
-        _ => "an envtest lab",
-    };
+    let kind = options.provider == "kind";
+    let what = if kind { "a kind lab" } else { "an envtest lab" };
     section(format!("{what} ({name})"));
-    let mut down = LabDown { name, kind: options.provider == ProviderChoice::Kind, done: false };
+    let mut down = LabDown { name, kind, done: false };
     lab::down::run(name, false).await?;
     let started = std::time::Instant::now();
     lab::up::run(name, options).await?;

@@ -45,7 +45,7 @@ impl Borrow {
     pub async fn begin(lab: &mut Lab, by: &'static str) -> Result<Borrow> {
         let dir = lab.file().state_dir.clone();
         let name = lab.file().name.clone();
-        let mut record = Record::open(&dir, &name, Some(lab.file().provider()))?;
+        let mut record = Record::open(&dir, &name, Some(&lab.file().provider))?;
         if let Some(earlier) = record.borrow.clone() {
             left_behind(&name, &earlier)?;
             record = put_back(lab, record, earlier.by.as_str()).await?;

@@ -16,14 +16,12 @@ use anyhow::Result;
 
 use crate::lab::{
     binaries,
-    options::{self, ProviderChoice},
     provider::{Machine, Provider, probe},
     providers,
 };
 use crate::mirrors::RegistryMirror;
 use crate::output::{self, Format};
 use crate::preflight::{self, Check, Status};
-use labkit::lab_file::Offers;
 use labkit::{command::Cmd, project, tr};
 use serde_json::json;
 
@@ -34,12 +32,13 @@ const CONTROLLER_PORT: u16 = 8080;
 const SCHEMA: &str = "lab-kit/doctor/v1";
 
 #[derive(clap::Args)]
+#[command(mut_arg("provider", providers::choice))]
 pub struct DoctorArgs {
     #[command(flatten)]
     lab: crate::lab::LabName,
     /// The lab to check the machine for, chosen as `lab up` chooses.
-    #[arg(long, value_enum, default_value_t = ProviderChoice::Auto)]
-    provider: ProviderChoice,
+    #[arg(long, default_value = "auto")]
+    provider: String,
     /// kind only: the node image `lab up` would run (`built`: built here), as `lab up`'s.
     #[arg(long, value_name = "IMAGE")]
     node_image: Option<String>,
@@ -50,19 +49,19 @@ pub struct DoctorArgs {
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
-    let chosen = options::resolve(args.provider)?;
-    let provider = chosen.to_string();
+    let chosen = providers::resolve(&args.provider)?;
+    let provider = chosen.name();
     let header = tr!(
         "checking this machine for the {provider} lab (`--provider` picks the other)",
         provider
     );
-    let checks = gather(&args, providers::of(chosen), chosen.offers())?;
+    let checks = gather(&args, chosen)?;
     let failed = count(&checks, Status::Fail);
     let warned = count(&checks, Status::Warn);
     match args.output.output {
         Format::Json => {
             labkit::progress!("{header}");
-            output::print_json(&document(&provider, &checks))?;
+            output::print_json(&document(provider, &checks))?;
         }
         Format::Text => {
             println!("{header}");
@@ -99,8 +98,9 @@ fn document(provider: &str, checks: &[Check]) -> serde_json::Value {
     })
 }
 
-/// The checks for a lab of `provider`, which `offers` what runs there.
-fn gather(args: &DoctorArgs, provider: &dyn Provider, offers: Offers) -> Result<Vec<Check>> {
+/// The checks for a lab of `provider`, from what it offers and its own checks.
+pub(crate) fn gather(args: &DoctorArgs, provider: &dyn Provider) -> Result<Vec<Check>> {
+    let offers = provider.offers();
     let machine = Machine {
         go: probe(&["go", "version"]),
         go_required: go_required()?,
@@ -146,7 +146,7 @@ fn gather(args: &DoctorArgs, provider: &dyn Provider, offers: Offers) -> Result<
         preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
     ]);
     let envtest_missing = machine.located.iter().any(|(_, b)| b.is_none());
-    checks.extend(network::checks(args, offers, (&pinned, toolchain_missing), envtest_missing));
+    checks.extend(network::checks(args, &offers, (&pinned, toolchain_missing), envtest_missing));
     Ok(checks)
 }
 

@@ -48,12 +48,11 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
     // Each restart of the controller is a pod rollout where it is a Deployment: no bar there.
     let bar =
         matches!(lab.controller_runs(), ControllerRuns::Process(_)).then_some(SUITE_BAR_SECONDS);
-    let provider = lab.provider().to_string();
-    let summary = summary(&outcomes, &expected, only.is_none(), wall, (name, &provider, bar));
+    let summary = summary(&outcomes, &expected, only.is_none(), wall, (name, &lab.provider, bar));
     report(format, &summary, &mut std::io::stdout().lock())?;
     // docs/e2e.md links to what a real run printed.
     if only.is_none() {
-        labkit::project::write_sample(&format!("e2e-{}.md", lab.provider()), &summary.text)?;
+        labkit::project::write_sample(&format!("e2e-{}.md", lab.provider), &summary.text)?;
     }
     if !passed || outcomes.len() != expected.len() || summary.failed > 0 {
         if outcomes.len() != expected.len() {

@@ -399,43 +399,38 @@ mod tests {
     use std::{path::PathBuf, time::Duration};
 
     use labkit::lab;
-    use labkit::lab_file::{Controller, Process, ProviderKind};
+    use labkit::lab_file::{Controller, Process};
 
     use super::*;
 
-    fn lab_file(provider: ProviderKind) -> LabFile {
+    /// Where a test lab's controller runs.
+    #[derive(Clone, Copy)]
+    enum Runs {
+        Process,
+        Deployment,
+    }
+
+    fn lab_file(runs: Runs) -> LabFile {
         let dir = PathBuf::from("/kit/target/lab/ws-lab");
+        let controller = Controller {
+            url: "http://127.0.0.1:8080".into(),
+            kubeconfig: dir.join("controller.kubeconfig"),
+            service_account: "default/my-controller".into(),
+            token_expires: String::new(),
+            log: dir.join("controller.log"),
+        };
+        let provider = crate::lab::providers::named(match runs {
+            Runs::Process => "envtest",
+            Runs::Deployment => "kind",
+        })
+        .unwrap();
         LabFile {
-            format: labkit::lab_file::FORMAT,
-            name: "ws-lab".into(),
-            state_dir: dir.clone(),
-            created_unix: 0,
             kubernetes_version: "v1.36.3".into(),
             api_server_url: "https://127.0.0.1:6443".into(),
-            admin_kubeconfig: dir.join("kubeconfig"),
-            controller: Controller {
-                url: "http://127.0.0.1:8080".into(),
-                kubeconfig: dir.join("controller.kubeconfig"),
-                service_account: "default/my-controller".into(),
-                token_expires: String::new(),
-                log: dir.join("controller.log"),
-            },
-            section: match provider {
-                ProviderKind::Kind => labkit::lab_file::Section::Kind {
-                    kind: labkit::lab_file::Kind {
-                        node_image: "kindest/node:v1.36.0".into(),
-                        node: "ws-lab-control-plane".into(),
-                        controller_image: "my-controller:0.1.0".into(),
-                        controller_image_id: String::new(),
-                    },
-                },
-                _ => labkit::lab_file::Section::Envtest,
-            },
-            target: Default::default(),
             // A kind lab's controller is a Deployment: its lab.json lists no process.
-            processes: match provider {
-                ProviderKind::Kind => Vec::new(),
-                _ => vec![Process {
+            processes: match runs {
+                Runs::Deployment => Vec::new(),
+                Runs::Process => vec![Process {
                     role: lab::CONTROLLER.into(),
                     pid: 42,
                     pid_file: dir.join("controller.pid"),
@@ -452,11 +447,18 @@ mod tests {
                     ports: Default::default(),
                 }],
             },
+            ..LabFile::ready(
+                "ws-lab",
+                &dir,
+                (provider.name(), provider.offers()),
+                Default::default(),
+                controller,
+            )
         }
     }
 
-    fn hand(provider: ProviderKind) -> Hand {
-        Hand::new(&lab_file(provider), &Desired::default(), Lang::En.narrations())
+    fn hand(runs: Runs) -> Hand {
+        Hand::new(&lab_file(runs), &Desired::default(), Lang::En.narrations())
     }
 
     fn measured(latency: Option<Duration>) -> Measured {
@@ -552,7 +554,7 @@ mod tests {
     fn narrate(exp: &Narrated, words: &'static Narrations) -> String {
         let latency =
             matches!(exp.reaction, Reaction::Timed(_)).then_some(Duration::from_millis(56));
-        let hand = Hand::new(&lab_file(ProviderKind::Envtest), &Desired::default(), words);
+        let hand = Hand::new(&lab_file(Runs::Process), &Desired::default(), words);
         let mut lines = before(exp, &hand, words);
         lines.extend(after(
             exp,
@@ -679,7 +681,7 @@ mod tests {
 
     #[test]
     fn by_hand_gives_the_course_commands() {
-        let h = hand(ProviderKind::Envtest);
+        let h = hand(Runs::Process);
         let all = |exp: &Narrated| h.commands(&exp.by_hand).join("\n");
         assert!(all(narration("heal")).contains("kubectl delete configmap my-config -n default"));
         assert!(
@@ -700,7 +702,7 @@ mod tests {
 
     #[test]
     fn the_controller_is_restarted_by_hand_with_the_labs_command_line() {
-        let h = hand(ProviderKind::Envtest);
+        let h = hand(Runs::Process);
         assert_eq!(h.controller.stop(), "kill $(cat /kit/target/lab/ws-lab/controller.pid)");
         assert_eq!(
             h.controller.start(experiments::DEDUP_FLAGS),
@@ -708,7 +710,7 @@ mod tests {
              --listen 127.0.0.1:8080 --reconcile-delay 2s"
         );
         assert_eq!(h.controller.start_without(experiments::DEDUP_FLAGS), h.controller.start(&[]));
-        let kind = hand(ProviderKind::Kind);
+        let kind = hand(Runs::Deployment);
         assert_eq!(
             kind.controller.start(experiments::DEDUP_FLAGS),
             "kubectl set env deployment my-controller -n default MY_CONTROLLER_RECONCILE_DELAY=2s \
@@ -723,7 +725,7 @@ mod tests {
 
     #[test]
     fn the_metrics_command_greps_names_the_controller_serves() {
-        for provider in [ProviderKind::Envtest, ProviderKind::Kind] {
+        for provider in [Runs::Process, Runs::Deployment] {
             let line = hand(provider).command(&HandStep {
                 action: Do::Metrics,
                 args: Vec::new(),
@@ -744,7 +746,7 @@ mod tests {
 
     #[test]
     fn on_kind_the_metrics_come_through_the_api_servers_pod_proxy() {
-        let line = hand(ProviderKind::Kind).command(&HandStep {
+        let line = hand(Runs::Deployment).command(&HandStep {
             action: Do::Metrics,
             args: Vec::new(),
             why: String::new(),
@@ -760,7 +762,7 @@ mod tests {
 
     #[test]
     fn a_controller_started_by_hand_is_stopped_with_ctrl_c_in_its_terminal() {
-        let lines = hand(ProviderKind::Envtest).commands(&narration("dedup").by_hand);
+        let lines = hand(Runs::Process).commands(&narration("dedup").by_hand);
         let stops: Vec<&String> =
             lines.iter().filter(|l| l.starts_with("kill ") || l.starts_with("# Ctrl-C")).collect();
         assert_eq!(stops.len(), 2, "{lines:#?}");
@@ -772,14 +774,14 @@ mod tests {
                 && starts.clone().all(|l| l.contains("terminal of its own"))
         );
         // A Deployment is scaled, whoever started it.
-        let kind = hand(ProviderKind::Kind).commands(&narration("dedup").by_hand);
+        let kind = hand(Runs::Deployment).commands(&narration("dedup").by_hand);
         assert_eq!(kind.iter().filter(|l| l.contains("--replicas=0")).count(), 2, "{kind:#?}");
         assert!(!kind.iter().any(|l| l.contains("Ctrl-C")), "{kind:#?}");
     }
 
     #[test]
     fn the_dedup_loop_sends_the_experiments_changes() {
-        let line = hand(ProviderKind::Envtest).dedup_loop();
+        let line = hand(Runs::Process).dedup_loop();
         // What bash makes of the loop body for i=3.
         let body = line
             .split_once("-p '")

@@ -231,7 +231,7 @@ fn announce(
             &[
                 ("command", command),
                 ("lab", &file.name),
-                ("provider", &file.provider().to_string()),
+                ("provider", &file.provider),
                 ("version", &file.kubernetes_version),
             ]
         )
@@ -323,7 +323,7 @@ impl GradeFile {
             graded_at: k8s_openapi::jiff::Timestamp::now().to_string(),
             command: command.to_string(),
             lab: lab.name.clone(),
-            provider: lab.provider().to_string(),
+            provider: lab.provider.clone(),
             kubernetes_version: lab.kubernetes_version.clone(),
             target: target.to_string(),
             passed,
@@ -446,10 +446,10 @@ pub(super) fn not_put_back(name: &str, error: &anyhow::Error) -> String {
 
 /// Refused on a lab whose user lacks cluster-wide rights (a room attendee's).
 pub(super) fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
-    let Some(existing) = file.existing().filter(|e| !e.cluster_wide) else {
+    if file.offers.cluster_wide {
         return Ok(());
-    };
-    let namespace = &existing.namespace;
+    }
+    let namespace = file.deployment_namespace();
     bail!(tr!(
         "grading runs the program as a ServiceAccount of its own ({identity}) with a token \
          the grade makes for it, which {namespace}'s user may not make (a room's attendee gets \

@@ -135,7 +135,7 @@ async fn the_controller_moves_to_another_node_when_its_node_is_cordoned_and_stil
     let nodes: Api<Node> = Api::all(instructor().await);
     eprintln!(
         "$ kubectl cordon {node} && kubectl -n {} delete pod {pod}",
-        lab.deployment_namespace()
+        lab.file().deployment_namespace()
     );
     cordon(&nodes, &node, true).await;
     let moved = async {

@@ -294,7 +294,7 @@ async fn a_grade_killed_outright_is_put_back_by_the_next_command() {
     assert!(!programs_running().is_empty(), "the scene: the killed grade's program runs on");
     let record = Record::load(&lab.file().state_dir).unwrap().unwrap();
     assert_eq!(record.borrow.as_ref().map(|b| b.by.as_str()), Some("grade"));
-    let provider = lab.file().provider().to_string();
+    let provider = lab.file().provider.clone();
     let up = run(&xtask(&["lab", "up", "--name", &name, "--provider", &provider]));
     let printed = format!("{}{}", up.stdout, up.stderr);
     assert!(up.ok, "lab up after a killed grade failed:\n{printed}");
@@ -421,7 +421,7 @@ async fn existing_lab_down_runs_what_its_dry_run_prints() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(&lab.file().admin_kubeconfig, dir.join("kubeconfig")).unwrap();
-    let existing = Some(labkit::lab_file::ProviderKind::Existing);
+    let existing = Some("existing");
     let mut record = Record::open(&dir, &name, existing).unwrap();
     someone_s(&lab, "guest-down-plan", Vec::new()).await;
     for made in ["first", "second"] {

@@ -19,7 +19,7 @@ use labkit::eventually::Check;
 
 /// `lab up` as this lab was made: the same name and node image.
 fn up_again(lab: &Lab) -> Vec<String> {
-    let kind = lab.file().kind().expect("a kind lab");
+    let kind = lab.file().kind.as_ref().expect("a kind lab");
     [
         "lab",
         "up",
@@ -76,7 +76,7 @@ async fn up_clears_a_tests_leftover_arguments() {
 #[serial]
 async fn up_refuses_the_cluster_with_another_node_image() {
     let lab = lab().await;
-    let node = &lab.file().kind().unwrap().node_image;
+    let node = &lab.file().kind.as_ref().unwrap().node_image;
     let other = "lab-kit/kind-node:another-tag";
     succeeds(&Cmd::argv(["docker", "tag", node, other]));
     let mut up = up_again(&lab);
@@ -125,7 +125,7 @@ async fn a_lab_for_another_config_map_keeps_that_one() {
 #[serial]
 async fn the_offline_bundle_brings_the_lab_up() {
     let lab = lab().await;
-    let kind = lab.file().kind().cloned().unwrap();
+    let kind = lab.file().kind.as_ref().cloned().unwrap();
     let bundle = labkit::project::target_dir().join("lab-bundle-test.tar");
     let bundle_arg = bundle.display().to_string();
     let image_id = |image: &str| {
@@ -191,7 +191,7 @@ async fn nginx_runs(lab: &Lab, pull_policy: Option<&str>) {
 /// The registry mirror the lab's node pulls Docker Hub through (its containerd's
 /// `hosts.toml`), by its container's name: `lab up --registry-mirror` wrote it.
 fn mirror_container(lab: &Lab) -> String {
-    let node = &lab.file().kind().expect("a kind lab").node;
+    let node = &lab.file().kind.as_ref().expect("a kind lab").node;
     let hosts = Cmd::argv(["docker", "exec", node, "cat"])
         .arg("/etc/containerd/certs.d/docker.io/hosts.toml")
         .read()
@@ -213,7 +213,7 @@ fn mirror_log(container: &str) -> String {
 async fn step_2s_nginx_is_pulled_through_the_registry_mirror() {
     let lab = lab().await;
     let mirror = mirror_container(&lab);
-    let node = &lab.file().kind().unwrap().node;
+    let node = &lab.file().kind.as_ref().unwrap().node;
     let _ = Cmd::argv(["docker", "exec", node, "crictl", "rmi", "docker.io/library/nginx:latest"])
         .read();
     nginx_runs(&lab, None).await;
@@ -288,7 +288,7 @@ async fn bad_input_is_refused_and_leaves_nothing_behind() {
     const NAME: &str = "my-controller-refused";
     let lab = lab().await;
     // A node image of another minor: this lab's, relabelled.
-    let node = &lab.file().kind().unwrap().node_image;
+    let node = &lab.file().kind.as_ref().unwrap().node_image;
     let other_minor = "lab-kit/kind-node:another-minor";
     let context = labkit::project::target_dir().join("refusals");
     std::fs::create_dir_all(context.join("bin")).unwrap();

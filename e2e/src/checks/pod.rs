@@ -19,7 +19,7 @@ const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// projected ServiceAccount token, and its `/metrics` served through the API
 /// server's pod proxy.
 pub async fn pod_ready_non_root_read_only(lab: &mut Lab) -> anyhow::Result<Measured> {
-    let kind = lab.file().kind().cloned().with_context(|| tr!("lab.json has no kind section"))?;
+    let kind = lab.file().kind.clone().with_context(|| tr!("lab.json has no kind section"))?;
     let pods: Api<Pod> = Api::namespaced(lab.client(), labkit::deployment::NAMESPACE);
     let name = labkit::deployment::DeploymentHost::new(lab.client())
         .ready_pod()

@@ -29,7 +29,7 @@ pub async fn deployment_passes_restricted(lab: &Lab) -> anyhow::Result<String> {
     let text = labkit::files::read(&path)?;
     let deployment: Deployment = serde_saphyr::from_str(&text)
         .with_context(|| tr!("{path} is not a Deployment", path = path.display()))?;
-    let namespace = lab.deployment_namespace().to_string();
+    let namespace = lab.file().deployment_namespace().to_string();
     let template = deployment.spec.with_context(|| tr!("the Deployment has no spec"))?.template;
     let pod = Pod {
         metadata: ObjectMeta {

@@ -87,7 +87,7 @@ async fn node_images(lab: &Lab, client_minor: u32) -> anyhow::Result<String> {
         minor = client_minor,
         releases = releases.join(", ")
     );
-    if lab.file().kind().is_some() {
+    if lab.file().kind.is_some() {
         // What the kubelet itself reports.
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client());
         for n in nodes.list(&ListParams::default()).await? {

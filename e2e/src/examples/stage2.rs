@@ -337,7 +337,7 @@ async fn garbage_collected(
     let background = DeleteParams::background();
     templates.delete("template-a", &background).await?;
     // envtest's control plane is kube-apiserver and etcd alone: no kube-controller-manager.
-    if lab.file().provider().offers().local_control_plane {
+    if lab.file().offers.local_control_plane {
         return Ok(tr!(
             "garbage collection not checked on envtest: it has no kube-controller-manager"
         ));

@@ -23,7 +23,7 @@ impl Lab {
     /// a new one.
     pub async fn restart_api_server(&mut self, extra: &[&str]) -> anyhow::Result<Duration> {
         let began = Instant::now();
-        if let Some(kind) = self.file.kind() {
+        if let Some(kind) = &self.file.kind {
             ensure!(extra.is_empty(), tr!("a kind lab's API server runs on kubeadm's flags only"));
             let node = crate::node::Node::new(&kind.node);
             let old = node.container_id("kube-apiserver")?;

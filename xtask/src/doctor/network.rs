@@ -118,7 +118,7 @@ fn secs(took: Duration) -> String {
 /// fetch it; `envtest_missing`: kube-apiserver or etcd is not here.
 pub fn checks(
     args: &DoctorArgs,
-    offers: Offers,
+    offers: &Offers,
     toolchain: (&str, bool),
     envtest_missing: bool,
 ) -> Vec<Check> {
@@ -145,7 +145,7 @@ pub fn checks(
 /// The sources the chosen lab fetches from, each at the address it would use.
 fn rows(
     args: &DoctorArgs,
-    offers: Offers,
+    offers: &Offers,
     (pinned_toolchain, toolchain_missing): (&str, bool),
     envtest_missing: bool,
 ) -> Vec<Row> {

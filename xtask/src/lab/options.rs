@@ -4,16 +4,16 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 
-use labkit::lab_file::ProviderKind;
 use labkit::tr;
 
 /// How `lab up` builds the lab.
 #[derive(Args, Clone, Debug, Default)]
 pub struct UpOptions {
-    #[arg(long, value_enum, default_value_t = ProviderChoice::Auto)]
-    pub provider: ProviderChoice,
+    // Its values are the providers' names ([`super::providers::choice`]).
+    #[arg(long, default_value = "auto")]
+    pub provider: String,
     /// How to build the controller image (kind and existing).
     #[arg(long, value_enum, default_value_t = crate::image::Builder::Auto)]
     pub image_builder: crate::image::Builder,
@@ -63,92 +63,50 @@ pub struct ExistingOptions {
 
 impl UpOptions {
     pub fn envtest() -> Self {
-        UpOptions { provider: ProviderChoice::Envtest, ..Default::default() }
+        UpOptions { provider: "envtest".into(), ..Default::default() }
     }
 
-    /// Flags that belong to another provider are refused in one line.
-    pub fn check_for(&self, provider: ProviderKind) -> Result<()> {
-        if self.bundle.is_some() && provider != ProviderKind::Kind {
+    /// Flags that belong to other providers are refused in one line: `flags` are
+    /// the chosen one's ([`super::provider::Provider::flags`]).
+    pub fn check_for(&self, flags: &[&str]) -> Result<()> {
+        let refused = |flag: &str| !flags.contains(&flag);
+        if self.bundle.is_some() && refused("--bundle") {
             bail!(tr!(
                 "--bundle holds the kind lab's images: use it with --provider kind (the envtest lab needs no images)"
             ));
         }
-        if provider == ProviderKind::Envtest && self.image_builder != crate::image::Builder::Auto {
+        if self.image_builder != crate::image::Builder::Auto && refused("--image-builder") {
             bail!(tr!(
                 "--image-builder builds the controller's image, which the envtest lab does not run: use it with --provider kind or existing"
             ));
         }
-        if provider != ProviderKind::Kind && self.mirror.url.is_some() {
+        if self.mirror.url.is_some() && refused("--registry-mirror") {
             bail!(tr!(
                 "--registry-mirror is written into the kind nodes' containerd: use it with --provider kind (on a cluster of your own, its admin sets the nodes' mirror)"
             ));
         }
-        if provider != ProviderKind::Kind && self.node_image.is_some() {
+        if self.node_image.is_some() && refused("--node-image") {
             bail!(tr!("--node-image is the kind node's image: use it with --provider kind"));
         }
-        let existing = &self.existing;
-        if provider != ProviderKind::Existing
-            && (existing.context.is_some()
-                || existing.registry.is_some()
-                || existing.kubeconfig.is_some()
-                || existing.namespace.is_some()
-                || existing.create_namespace)
-        {
+        let e = &self.existing;
+        let existing = [
+            ("--context", e.context.is_some()),
+            ("--kubeconfig", e.kubeconfig.is_some()),
+            ("--namespace", e.namespace.is_some()),
+            ("--create-namespace", e.create_namespace),
+            ("--registry", e.registry.is_some()),
+        ];
+        if existing.iter().any(|&(flag, given)| given && refused(flag)) {
             bail!(tr!(
                 "--context, --kubeconfig, --namespace, --create-namespace and --registry are for a cluster that exists: use them with --provider existing"
             ));
         }
-        if provider == ProviderKind::Existing && !self.target.is_default() {
+        if !self.target.is_default() && refused("--target") {
             bail!(tr!(
                 "--target is for the labs the kit makes: on an existing cluster say --namespace NS (the controller keeps NS/my-config)"
             ));
         }
         Ok(())
-    }
-}
-
-/// `--provider`: what a person may ask for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum ProviderChoice {
-    /// kube-apiserver + etcd + the controller as local processes; no Docker needed.
-    Envtest,
-    /// A kind cluster (needs Docker).
-    Kind,
-    /// A cluster that is there already (`--context`, `--registry`): the controller in one namespace.
-    Existing,
-    /// kind when Docker is usable, else envtest.
-    #[default]
-    Auto,
-}
-
-/// The provider to use, saying why when the choice was made for the person.
-pub fn resolve(choice: ProviderChoice) -> Result<ProviderKind> {
-    match choice {
-        ProviderChoice::Envtest => Ok(ProviderKind::Envtest),
-        ProviderChoice::Kind => Ok(ProviderKind::Kind),
-        ProviderChoice::Existing => Ok(ProviderKind::Existing),
-        ProviderChoice::Auto => {
-            let (kind, why) = auto();
-            labkit::progress!("{}", tr!("provider auto: {why}: using {kind}", why, kind));
-            Ok(kind)
-        }
-    }
-}
-
-/// kind when a Docker daemon answers and kind is installed, else envtest.
-fn auto() -> (ProviderKind, String) {
-    if labkit::tools::on_path("kind").is_none() {
-        return (ProviderKind::Envtest, tr!("kind is not on PATH"));
-    }
-    if labkit::tools::on_path("docker").is_none() {
-        return (ProviderKind::Envtest, tr!("docker is not on PATH"));
-    }
-    let daemon =
-        labkit::command::Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).succeeds();
-    if daemon {
-        (ProviderKind::Kind, tr!("Docker answers and kind is installed"))
-    } else {
-        (ProviderKind::Envtest, tr!("the Docker daemon does not answer"))
     }
 }
 
@@ -171,9 +129,10 @@ mod tests {
     #[test]
     fn an_image_builder_is_refused_for_the_envtest_lab_only() {
         let nix = UpOptions { image_builder: crate::image::Builder::Nix, ..UpOptions::envtest() };
-        let refused = nix.check_for(ProviderKind::Envtest).unwrap_err().to_string();
+        let flags = |name| crate::lab::providers::named(name).unwrap().flags();
+        let refused = nix.check_for(flags("envtest")).unwrap_err().to_string();
         assert!(refused.starts_with("--image-builder builds the controller's image"), "{refused}");
-        assert!(nix.check_for(ProviderKind::Kind).is_ok());
-        assert!(UpOptions::envtest().check_for(ProviderKind::Envtest).is_ok());
+        assert!(nix.check_for(flags("kind")).is_ok());
+        assert!(UpOptions::envtest().check_for(flags("envtest")).is_ok());
     }
 }

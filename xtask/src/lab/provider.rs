@@ -1,5 +1,7 @@
 //! The interface every provider of labs implements: envtest, kind and
-//! existing, each one folder; [`super::providers::of`] picks one.
+//! existing, each one folder; [`super::providers::PROVIDERS`] lists them.
+
+use std::path::Path;
 
 use anyhow::Result;
 use futures::future::BoxFuture;
@@ -7,16 +9,30 @@ use futures::future::BoxFuture;
 use super::options::UpOptions;
 use crate::preflight::Check;
 use labkit::command::{Cmd, is_not_found};
-use labkit::lab_file::LabFile;
+use labkit::lab_file::{Controller, LabFile, Offers, Target};
 use labkit::tr;
 
 /// What a provider's verb gives back, later.
 pub type Answer<'a, T> = BoxFuture<'a, Result<T>>;
 
-/// One provider of labs: what `lab up`, `lab down`, `lab status` and `lab
-/// logs` do for it. Each is one folder under `xtask/src/lab/` implementing
-/// this; [`super::providers::of`] is the one place that picks it.
+/// One provider of labs: its name, what its labs offer, and what `lab up`,
+/// `lab down`, `lab status`, `lab logs` and doctor do for it. Each is one
+/// folder under `xtask/src/lab/` implementing this and one line in
+/// [`super::providers::PROVIDERS`], where the generic verbs find it.
 pub trait Provider: Sync {
+    /// `--provider`'s value for it, and lab.json's and the record's `provider`.
+    fn name(&self) -> &'static str;
+    /// Its line in `--provider`'s help.
+    fn about(&self) -> &'static str;
+    /// What its labs offer the suites and doctor (its `up` may say less: an
+    /// existing cluster's rights).
+    fn offers(&self) -> Offers;
+    /// The flags of `lab up` it takes beyond every provider's ([`UpOptions::check_for`]).
+    fn flags(&self) -> &'static [&'static str];
+    /// Its lab `name` in `dir`, ready now, as its `up` writes it last ([`LabFile::ready`]).
+    fn lab_file(&self, name: &str, dir: &Path, target: Target, controller: Controller) -> LabFile {
+        LabFile::ready(name, dir, (self.name(), self.offers()), target, controller)
+    }
     /// `lab up`: its plan, printed (`--dry-run`: `None`) or carried out
     /// (the lab.json it wrote). What a step makes is recorded before the
     /// next one runs (pid files, the lab's [`Record`](labkit::record::Record)),

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::lab::{provider::Health, providers};
 use crate::output::{self, Format};
-use labkit::lab_file::{LabFile, Section};
+use labkit::lab_file::{ControllerRuns, LabFile};
 use labkit::tr;
 
 /// The JSON document's name and version (docs/output.md).
@@ -37,7 +37,7 @@ pub async fn run(name: &str, format: Format) -> Result<ExitCode> {
         }
         return Ok(ExitCode::FAILURE);
     };
-    let health = providers::of(lab.provider()).status(&lab).await?;
+    let health = providers::named(&lab.provider)?.status(&lab).await?;
     match format {
         Format::Text => print_text(&lab, &health),
         Format::Json => {
@@ -49,8 +49,9 @@ pub async fn run(name: &str, format: Format) -> Result<ExitCode> {
 
 fn print_text(lab: &LabFile, health: &Health) {
     let name = &lab.name;
-    let envtest = matches!(lab.section, Section::Envtest);
-    let (provider, path) = (lab.provider(), lab.state_dir.display());
+    // A lab of processes is started anew by `lab up`; one of a Deployment is repaired.
+    let processes = matches!(lab.controller_runs(), ControllerRuns::Process(_));
+    let (provider, path) = (&lab.provider, lab.state_dir.display());
     println!("{}", tr!("lab {name} ({provider}) in {path}", name, provider, path));
     for line in &health.lines {
         println!("  {line}");
@@ -58,7 +59,7 @@ fn print_text(lab: &LabFile, health: &Health) {
     let row =
         |label: String, value: String| println!("  {}{value}", labkit::say::padded(&label, 23));
     row(tr!("admin kubeconfig:"), lab.admin_kubeconfig.display().to_string());
-    if envtest {
+    if processes {
         let controller = &lab.controller;
         let kubeconfig = tr!(
             "{path} (ServiceAccount {account}, token expires {expires})",
@@ -71,7 +72,7 @@ fn print_text(lab: &LabFile, health: &Health) {
     }
     if health.healthy {
         println!("{}", tr!("healthy"));
-    } else if envtest {
+    } else if processes {
         println!("{}", tr!("NOT healthy: `cargo xtask lab up --name {name}` starts it anew", name));
     } else {
         println!(
@@ -100,7 +101,7 @@ fn document(
         "name": name,
         "state": state,
         "healthy": up.is_some_and(|(_, health)| health.healthy),
-        "provider": lab.map(|lab| lab.provider().to_string()),
+        "provider": lab.map(|lab| &lab.provider),
         "state_dir": dir.display().to_string(),
         "parts": up.map_or(&[][..], |(_, health)| &health.lines[..]),
         "api_server": lab.map(|lab| &lab.api_server_url),

@@ -10,19 +10,15 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow, bail};
 
 use crate::interrupt::Interrupts;
-use crate::lab::{
-    options::{self, UpOptions},
-    providers,
-};
-use labkit::lab_file::LabFile;
+use crate::lab::{UpOptions, providers};
+use labkit::lab_file::{ControllerRuns, LabFile};
 use labkit::project::shown;
 use labkit::record::Record;
 use labkit::tr;
 
 pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
-    let kind = options::resolve(options.provider)?;
-    options.check_for(kind)?;
-    let provider = providers::of(kind);
+    let provider = providers::resolve(&options.provider)?;
+    options.check_for(provider.flags())?;
     if options.dry_run {
         provider.up(name, options).await?;
         return Ok(ExitCode::SUCCESS);
@@ -31,8 +27,8 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
     crate::borrow::put_back_if_left(name).await?;
     // lab.json's provider, or the record's of an `up` that did not finish: an
     // `up` of another provider would clean the folder and lose what it names.
-    if let Some(there) = providers::kind_of_lab(name)?
-        && there != kind
+    if let Some(there) = providers::name_of_lab(name)?
+        && there != provider.name()
     {
         bail!(tr!(
             "lab {name} is on provider {there}: `cargo xtask lab down --name {name}` first, or use another --name",
@@ -88,13 +84,13 @@ fn print_how_to_use(lab: &LabFile) {
     println!();
     row(tr!("lab file:"), LabFile::path(&lab.state_dir).display().to_string());
     row(tr!("API server:"), format!("{} ({})", lab.api_server_url, lab.kubernetes_version));
-    if lab.controller.url.is_empty() {
+    if let ControllerRuns::Deployment(_) = lab.controller_runs() {
         let deployment = format!("deployment/{}", super::kind::DEPLOYMENT);
         row(tr!("controller:"), tr!("{deployment} in {name}", deployment, name));
     } else {
         row(tr!("controller:"), format!("{} (/healthz /readyz /metrics)", lab.controller.url));
     }
-    if let Some(existing) = lab.existing() {
+    if let Some(existing) = &lab.existing {
         let (namespace, context) = (&existing.namespace, &existing.context);
         row(tr!("namespace:"), tr!("{namespace} (context {context})", namespace, context));
         row(tr!("image:"), existing.controller_image.clone());

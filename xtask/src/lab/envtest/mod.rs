@@ -38,7 +38,7 @@ use labkit::lab::{
     self as handle,
     probes::{self, wait_ready},
 };
-use labkit::lab_file::{self, LabFile, ProviderKind, Section, Target};
+use labkit::lab_file::{self, LabFile, Offers, Target};
 use labkit::process::{self, Spawned, StopOutcome};
 use labkit::project;
 use labkit::project::shown;
@@ -167,7 +167,7 @@ pub fn up_plan(state_dir: &Path) -> Vec<Step<Up>> {
             |up: &mut Up| {
                 Box::pin(async move {
                     let admin = up.admin.clone().with_context(|| tr!("no admin client"))?;
-                    let mut record = Record::open(&up.dir, &up.name, Some(ProviderKind::Envtest))?;
+                    let mut record = Record::open(&up.dir, &up.name, Some(Envtest.name()))?;
                     for document in manifests::rbac(&up.target)? {
                         labkit::owned::apply(&admin, &mut record, "lab up", manifests::FIELD_MANAGER, document).await?;
                     }
@@ -198,6 +198,28 @@ pub fn up_plan(state_dir: &Path) -> Vec<Step<Up>> {
 pub struct Envtest;
 
 impl Provider for Envtest {
+    fn name(&self) -> &'static str {
+        "envtest"
+    }
+
+    fn about(&self) -> &'static str {
+        "kube-apiserver + etcd + the controller as local processes; no Docker needed"
+    }
+
+    fn offers(&self) -> Offers {
+        Offers {
+            place: "envtest".into(),
+            local_control_plane: true,
+            node: false,
+            own_cluster: true,
+            cluster_wide: true,
+        }
+    }
+
+    fn flags(&self) -> &'static [&'static str] {
+        &["--target"]
+    }
+
     fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
         Box::pin(async move {
             let dir = project::lab_dir(name);
@@ -405,7 +427,7 @@ async fn write_lab(up: &mut Up) -> Result<()> {
         kubernetes_version: version,
         api_server_url: format!("https://127.0.0.1:{}", up.ports[2]),
         processes: up.started.iter().map(|(_, entry)| entry.clone()).collect(),
-        ..LabFile::ready(&up.name, &up.dir, Section::Envtest, up.target.clone(), controller)
+        ..Envtest.lab_file(&up.name, &up.dir, up.target.clone(), controller)
     };
     labkit::test_hook::at("lab up:lab.json")?;
     lab.write()?;

@@ -24,7 +24,7 @@ use crate::lab::provider::{Answer, Health, Machine, Provider, docker_version};
 use crate::plan::{self, Step};
 use crate::preflight::{self, Check};
 use labkit::command::Cmd;
-use labkit::lab_file::{LabFile, ProviderKind, Target};
+use labkit::lab_file::{LabFile, Offers, Target};
 use labkit::project::shown;
 use labkit::record::{Entry, Record};
 use labkit::tr;
@@ -257,6 +257,31 @@ fn record(state_dir: &Path) -> Vec<Step<Up>> {
 pub struct Existing;
 
 impl Provider for Existing {
+    fn name(&self) -> &'static str {
+        "existing"
+    }
+
+    fn about(&self) -> &'static str {
+        "A cluster that is there already (`--context`, `--registry`): the controller in one namespace"
+    }
+
+    /// None of the kit's: no control plane of its own, no node, not its cluster; whether
+    /// the context may act cluster-wide is found at `lab up`'s first check.
+    fn offers(&self) -> Offers {
+        Offers { place: "an existing cluster".into(), ..Offers::default() }
+    }
+
+    fn flags(&self) -> &'static [&'static str] {
+        &[
+            "--image-builder",
+            "--context",
+            "--kubeconfig",
+            "--namespace",
+            "--create-namespace",
+            "--registry",
+        ]
+    }
+
     /// [`up_plan`], each object recorded before it is made ([`Record`]).
     fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
         Box::pin(async move {
@@ -274,7 +299,7 @@ impl Provider for Existing {
                     given = given.namespace
                 ));
             }
-            let record = Record::open(&state_dir, name, Some(ProviderKind::Existing))?;
+            let record = Record::open(&state_dir, name, Some(self.name()))?;
             let mut up = Up::new(name, &state_dir, &given, record);
             plan::print_or_execute(steps, &mut up, options.dry_run).await?;
             Ok(if options.dry_run { None } else { LabFile::read(&state_dir)? })
@@ -285,7 +310,7 @@ impl Provider for Existing {
         Box::pin(async move {
             let state_dir = labkit::project::lab_dir(name);
             let had = state_dir.exists();
-            let record = Record::open(&state_dir, name, Some(ProviderKind::Existing))?;
+            let record = Record::open(&state_dir, name, Some(self.name()))?;
             let steps = down_plan(&state_dir, &record);
             let kubeconfig = state_dir.join("kubeconfig");
             let mut down = Down { kubeconfig, record, client: None, left: 0, failed: None };
@@ -305,7 +330,7 @@ impl Provider for Existing {
     fn status<'a>(&'a self, lab: &'a LabFile) -> Answer<'a, Health> {
         Box::pin(async move {
             let existing =
-                lab.existing().with_context(|| tr!("lab.json has no existing section"))?;
+                lab.existing.as_ref().with_context(|| tr!("lab.json has no existing section"))?;
             let line = tr!(
                 "context {context} of {path}, namespace {namespace}",
                 context = existing.context,

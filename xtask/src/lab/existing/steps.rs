@@ -15,9 +15,10 @@ use serde_json::{Value, json};
 use super::Given;
 use crate::lab::controller::SERVICE_ACCOUNT;
 use crate::lab::manifests::{self, FIELD_MANAGER};
+use crate::lab::provider::Provider;
 use controller::version::{Skew, parse_minor, target_minor};
 use labkit::accounts::access;
-use labkit::lab_file::{self, Applied, Existing, LabFile, Section};
+use labkit::lab_file::{self, Applied, Existing, LabFile, Offers};
 use labkit::record::{How, Record};
 use labkit::tr;
 
@@ -311,13 +312,13 @@ pub async fn write_lab_file(up: &mut Up) -> Result<()> {
         context: up.given.context.clone(),
         namespace,
         controller_image: up.digest.clone().unwrap_or_default(),
-        cluster_wide: up.cluster_wide,
     };
-    let section = Section::Existing { existing };
     let lab = LabFile {
         kubernetes_version: up.version.clone(),
         api_server_url: up.server.clone(),
-        ..LabFile::ready(&up.name, &up.state_dir, section, up.given.target(), controller)
+        offers: Offers { cluster_wide: up.cluster_wide, ..super::Existing.offers() },
+        existing: Some(existing),
+        ..super::Existing.lab_file(&up.name, &up.state_dir, up.given.target(), controller)
     };
     labkit::test_hook::at("lab up:lab.json")?;
     lab.write()

@@ -26,7 +26,7 @@ use crate::mirrors::RegistryMirror;
 use crate::plan::{self, Step};
 use crate::preflight::{self, Check};
 use labkit::command::Cmd;
-use labkit::lab_file::{Applied, LabFile};
+use labkit::lab_file::{Applied, LabFile, Offers};
 use labkit::project::shown;
 use labkit::record::Record;
 use labkit::tr;
@@ -237,6 +237,23 @@ pub(crate) fn not_ours(name: &str, record: Option<&Record>, node: Option<&str>) 
 pub struct Kind;
 
 impl Provider for Kind {
+    fn name(&self) -> &'static str {
+        "kind"
+    }
+
+    fn about(&self) -> &'static str {
+        "A kind cluster (needs Docker)"
+    }
+
+    fn offers(&self) -> Offers {
+        let place = "kind".into();
+        Offers { place, node: true, own_cluster: true, cluster_wide: true, ..Offers::default() }
+    }
+
+    fn flags(&self) -> &'static [&'static str] {
+        &["--bundle", "--image-builder", "--registry-mirror", "--node-image", "--target"]
+    }
+
     fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
         let images = match &options.bundle {
             Some(bundle) => Images::Bundle(bundle.clone()),
@@ -380,7 +397,7 @@ mod tests {
         let up = plan::render(&up_plan("lab", &dir, &build, &pinned, &Default::default()).unwrap());
         let (recorded, created) = (up.find("# record the cluster lab"), up.find("$ kind create"));
         assert!(recorded.unwrap() < created.unwrap(), "recorded after kind made it:\n{up}");
-        let kind = Some(labkit::lab_file::ProviderKind::Kind);
+        let kind = Some("kind");
         let mut record = Record::open(&dir, "lab", kind).unwrap();
         // The down plan's steps whose turn comes, its probes having seen a
         // cluster named `lab` on node container `node`.

@@ -20,10 +20,10 @@ use super::{
     docker_arch, image_present, kind_version, node_container, save_platform, shown,
 };
 use crate::image;
-use crate::lab::manifests;
+use crate::lab::{manifests, provider::Provider};
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
-use labkit::lab_file::{self, LabFile, ProviderKind};
+use labkit::lab_file::{self, LabFile};
 use labkit::project;
 use labkit::record::{How, Record};
 use labkit::tr;
@@ -448,7 +448,7 @@ pub async fn up(
         node_image: node,
         kind_version,
         target: target.clone(),
-        record: Some(Record::open(&state_dir, name, Some(ProviderKind::Kind))?),
+        record: Some(Record::open(&state_dir, name, Some(super::Kind.name()))?),
         ..Up::default()
     };
     plan::execute(steps, &mut up).await?;

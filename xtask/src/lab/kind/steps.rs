@@ -8,14 +8,14 @@ use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 
-use super::{CLUSTER_FILE, DEPLOYMENT, NAMESPACE, cluster_entry, config, node_container};
+use super::{CLUSTER_FILE, DEPLOYMENT, Kind, NAMESPACE, cluster_entry, config, node_container};
 use crate::image;
 use crate::lab::controller::{SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE};
-use crate::lab::{kubeconfig, manifests};
+use crate::lab::{kubeconfig, manifests, provider::Provider};
 use crate::preflight::{self, Check, Status};
 use labkit::command::Cmd;
 use labkit::kind_releases;
-use labkit::lab_file::{self, LabFile, Section};
+use labkit::lab_file::{self, LabFile};
 use labkit::record::Record;
 use labkit::tr;
 
@@ -274,7 +274,8 @@ pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
     let lab = LabFile {
         kubernetes_version: version,
         api_server_url,
-        ..LabFile::ready(&up.name, dir, Section::Kind { kind }, up.target.clone(), controller)
+        kind: Some(kind),
+        ..Kind.lab_file(&up.name, dir, up.target.clone(), controller)
     };
     labkit::test_hook::at("lab up:lab.json")?;
     lab.write()
