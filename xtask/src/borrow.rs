@@ -76,10 +76,8 @@ impl Borrow {
 
     /// `Ok` when the controller was stopped: the work may run.
     pub fn stopped(&mut self) -> Result<()> {
-        match self.stop_failed.take() {
-            Some(error) => Err(error.context(tr!("could not stop the lab's controller"))),
-            None => Ok(()),
-        }
+        let not_stopped = |e: anyhow::Error| e.context(tr!("could not stop the lab's controller"));
+        self.stop_failed.take().map_or(Ok(()), |error| Err(not_stopped(error)))
     }
 
     /// Puts the lab back (see the module's text); each further signal kills
@@ -173,43 +171,32 @@ pub async fn put_back_if_left(name: &str) -> Result<()> {
 
 /// The lab put back after `by`, every part tried: the record without the borrow.
 async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record> {
+    // Every part is tried; each failure is kept, the first returned.
     let mut failures = Vec::new();
-    let what_made_stays = || tr!("could not delete what {by} made", by);
+    let what_made_stays = |e: anyhow::Error| e.context(tr!("could not delete what {by} made", by));
     stop_leftovers(&record);
     let client = lab.client();
     let collections = record.borrow.iter().flat_map(|b| b.collections.clone()).collect::<Vec<_>>();
     for collection in &collections {
         let deleted =
             labkit::owned::delete_collection(&client, collection, COLLECTION_WITHIN).await;
-        if let Err(e) = deleted {
-            failures.push(e.context(what_made_stays()));
-        }
+        failures.extend(deleted.err().map(what_made_stays));
     }
     let made = labkit::owned::delete_all(&client, &mut record, |e| e.by == by, DELETE_WITHIN).await;
-    if let Err(e) = made {
-        failures.push(e.context(what_made_stays()));
-    }
-    if let Err(e) = writable_my_config(lab).await {
-        failures.push(e);
-    }
+    failures.extend(made.err().map(what_made_stays));
+    failures.extend(writable_my_config(lab).await.err());
     labkit::progress!("{}", tr!("starting the lab's own controller again"));
     let restored = async {
         lab.restore().await?;
         labkit::converge::wait_desired(lab).await
     };
-    if let Err(e) = restored.await {
-        failures.push(e.context(tr!("could not put the lab's controller back")));
-    }
+    let not_back = |e: anyhow::Error| e.context(tr!("could not put the lab's controller back"));
+    failures.extend(restored.await.err().map(not_back));
     record.borrow = None;
     record.save()?;
-    match failures.into_iter().next() {
-        None => Ok(record),
-        Some(first) => {
-            let name = &lab.file().name;
-            Err(first
-                .context(tr!("`cargo xtask lab reset --name {name}` makes the lab anew", name)))
-        }
-    }
+    let name = &lab.file().name;
+    let anew = tr!("`cargo xtask lab reset --name {name}` makes the lab anew", name);
+    failures.into_iter().next().map_or(Ok(record), |first| Err(first.context(anew)))
 }
 
 /// A my-config left immutable (the grade's failed-write row) is deleted,

@@ -20,12 +20,9 @@ const SLOW: Duration = Duration::from_secs(2);
 /// curl's whole budget for one probe, in seconds.
 const TIMEOUT: &str = "5";
 
-/// What a probe found: any HTTP answer (a registry's 401 too) means the source is reachable.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Answer {
-    Reached(Duration),
-    Failed(String),
-}
+/// What a probe found: reached (any HTTP answer, a registry's 401 too, means the source is
+/// reachable) after how long, or failed, and why.
+pub type Answer = Result<Duration, String>;
 
 /// One source to probe for the chosen lab, at `url`. `required`: the lab cannot come up
 /// without it, unreachable fails; else only some steps use it (step 2's nginx, the course's
@@ -42,7 +39,7 @@ fn probe_all(rows: &[Row]) -> Vec<Answer> {
     let answers: BTreeMap<&str, Answer> = std::thread::scope(|scope| {
         let probes: Vec<_> =
             urls.into_iter().map(|url| (url, scope.spawn(|| probe(url)))).collect();
-        let failed = || Answer::Failed("the probe panicked".into());
+        let failed = || Err("the probe panicked".into());
         probes.into_iter().map(|(url, p)| (url, p.join().unwrap_or_else(|_| failed()))).collect()
     });
     rows.iter().map(|r| answers[r.url.as_str()].clone()).collect()
@@ -63,7 +60,7 @@ fn probe(url: &str) -> Answer {
             &String::from_utf8_lossy(&out.stderr),
             out.status.code(),
         ),
-        Err(_) => Answer::Failed(tr!("curl not found: the network cannot be probed")),
+        Err(_) => Err(tr!("curl not found: the network cannot be probed")),
     }
 }
 
@@ -72,7 +69,7 @@ fn probe(url: &str) -> Answer {
 pub fn answer(printed: &str, stderr: &str, code: Option<i32>) -> Answer {
     let (status, seconds) = printed.trim().split_once(' ').unwrap_or(("000", "0"));
     match (status, seconds.parse::<f64>()) {
-        ("000", _) | (_, Err(_)) => Answer::Failed(match code {
+        ("000", _) | (_, Err(_)) => Err(match code {
             Some(6) => tr!("its name does not resolve"),
             Some(7) => tr!("the connection is refused"),
             Some(28) => tr!("no answer within {TIMEOUT} s", TIMEOUT),
@@ -82,7 +79,7 @@ pub fn answer(printed: &str, stderr: &str, code: Option<i32>) -> Answer {
                 said.split_once(") ").map_or(said, |(_, why)| why).trim().to_string()
             }
         }),
-        (_, Ok(seconds)) => Answer::Reached(Duration::from_secs_f64(seconds)),
+        (_, Ok(seconds)) => Ok(Duration::from_secs_f64(seconds)),
     }
 }
 
@@ -90,14 +87,14 @@ pub fn answer(printed: &str, stderr: &str, code: Option<i32>) -> Answer {
 fn check(row: &Row, answer: &Answer, route: Option<&str>) -> Check {
     let Row { source, required, url } = row;
     let (status, found) = match answer {
-        Answer::Reached(took) => {
+        Ok(took) => {
             let (took, fast) = (secs(*took), *took <= SLOW);
             if fast {
                 return Check::pass(source.name, tr!("reachable ({took}): {url}", took, url));
             }
             (Status::Warn, tr!("slow ({took}): {url}", took, url))
         }
-        Answer::Failed(why) => {
+        Err(why) => {
             let status = if *required { Status::Fail } else { Status::Warn };
             (status, tr!("unreachable ({why}): {url}", why, url))
         }
@@ -125,11 +122,7 @@ pub fn checks(
     labkit::progress!("{}", tr!("probing the network this lab fetches from (at most 5 s)"));
     let rows = rows(args, offers, toolchain, offers.local_control_plane && envtest_missing);
     let answers = probe_all(&rows);
-    let reached = |source| {
-        rows.iter()
-            .zip(&answers)
-            .any(|(r, a)| r.source == source && matches!(a, Answer::Reached(_)))
-    };
+    let reached = |source| rows.iter().zip(&answers).any(|(r, a)| r.source == source && a.is_ok());
     let route = match reached(mirrors::GO_MODULES) && reached(mirrors::DEBIAN) {
         true => tr!(
             "or build it here: `--node-image built` works here (Go modules and Debian packages reachable; about 10 min of CPU)"
@@ -242,20 +235,15 @@ mod tests {
 
     #[test]
     fn an_http_answer_is_reached_and_curls_error_is_the_reason() {
-        assert_eq!(answer("401 0.120", "", Some(0)), Answer::Reached(Duration::from_millis(120)));
+        assert_eq!(answer("401 0.120", "", Some(0)), Ok(Duration::from_millis(120)));
         let resolve = "curl: (6) Could not resolve host: registry-1.docker.io\n";
-        assert_eq!(
-            answer("000 0.003", resolve, Some(6)),
-            Answer::Failed(tr!("its name does not resolve"))
-        );
+        assert_eq!(answer("000 0.003", resolve, Some(6)), Err(tr!("its name does not resolve")));
         let tls = "curl: (35) OpenSSL SSL_connect: SSL_ERROR_SYSCALL\n";
         assert_eq!(
             answer("000 0.2", tls, Some(35)),
-            Answer::Failed("OpenSSL SSL_connect: SSL_ERROR_SYSCALL".into())
+            Err("OpenSSL SSL_connect: SSL_ERROR_SYSCALL".into())
         );
-        assert!(
-            matches!(answer("000 5.001", "", Some(28)), Answer::Failed(why) if why.contains('5'))
-        );
+        assert!(matches!(answer("000 5.001", "", Some(28)), Err(why) if why.contains('5')));
     }
 
     #[test]
@@ -265,7 +253,7 @@ mod tests {
             required: true,
             url: "https://registry-1.docker.io/v2/".into(),
         };
-        let failed = Answer::Failed(tr!("its name does not resolve"));
+        let failed = Err(tr!("its name does not resolve"));
         let check = check(&row, &failed, Some("`--node-image built`: works here"));
         assert_eq!(check.status, Status::Fail);
         let fix = check.fix.unwrap();
@@ -278,9 +266,9 @@ mod tests {
         );
         let sometimes = Row { required: false, ..row };
         assert_eq!(super::check(&sometimes, &failed, None).status, Status::Warn);
-        let slow = Answer::Reached(Duration::from_secs(3));
+        let slow = Ok(Duration::from_secs(3));
         assert_eq!(super::check(&sometimes, &slow, None).status, Status::Warn);
-        let quick = Answer::Reached(Duration::from_millis(40));
+        let quick = Ok(Duration::from_millis(40));
         assert_eq!(super::check(&sometimes, &quick, None).status, Status::Pass);
     }
 }
