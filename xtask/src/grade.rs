@@ -10,7 +10,7 @@
 
 mod collect;
 
-use collect::{collect, host_name};
+use collect::collect;
 
 use std::{
     collections::BTreeMap,
@@ -319,7 +319,7 @@ impl GradeFile {
                 .clone()
                 .or_else(|| std::env::var("USER").ok())
                 .unwrap_or_else(|| "unknown".into()),
-            host: host_name(),
+            host: rustix::system::uname().nodename().to_string_lossy().into_owned(),
             graded_at: k8s_openapi::jiff::Timestamp::now().to_string(),
             command: command.to_string(),
             lab: lab.name.clone(),
@@ -427,15 +427,13 @@ fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         labkit::files::create_dir(parent)?;
     }
-    std::fs::write(&partial, text)
-        .with_context(|| tr!("cannot write {path}", path = partial.display()))?;
+    labkit::files::write_public(&partial, text)?;
     std::fs::rename(&partial, path)
-        .with_context(|| tr!("cannot write {path}", path = path.display()))?;
-    Ok(())
+        .with_context(|| tr!("cannot write {path}", path = path.display()))
 }
 
 /// The error of a lab whose controller did not come back, and what to do.
-pub(super) fn not_put_back(name: &str, error: &anyhow::Error) -> String {
+fn not_put_back(name: &str, error: &anyhow::Error) -> String {
     tr!(
         "error: could not put the lab's controller back: {error}\n\
          `cargo xtask lab reset --name {name}` starts it anew",
@@ -445,7 +443,7 @@ pub(super) fn not_put_back(name: &str, error: &anyhow::Error) -> String {
 }
 
 /// Refused on a lab whose user lacks cluster-wide rights (a room attendee's).
-pub(super) fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
+fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
     if file.offers.cluster_wide {
         return Ok(());
     }

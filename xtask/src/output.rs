@@ -26,10 +26,8 @@ pub struct OutputArg {
 
 /// Writes `document` to `out` as pretty JSON, one document and a newline.
 pub fn json(out: &mut dyn Write, document: &serde_json::Value) -> Result<()> {
-    serde_json::to_writer_pretty(&mut *out, document)
-        .with_context(|| labkit::tr!("cannot write the JSON"))?;
-    writeln!(out).with_context(|| labkit::tr!("cannot write the JSON"))?;
-    Ok(())
+    let text = serde_json::to_string_pretty(document)?;
+    writeln!(out, "{text}").with_context(|| labkit::tr!("cannot write the JSON"))
 }
 
 /// Writes `document` on stdout.

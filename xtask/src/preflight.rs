@@ -236,33 +236,30 @@ pub fn go(output: Option<&str>, required: (u32, u32)) -> Check {
         "install Go {required} or newer (https://go.dev/dl, or your package manager), or `nix develop`",
         required = shown_go(required)
     );
-    match output.and_then(go_version) {
-        None => Check::warn(
-            NAME,
+    let Some(found) = output.and_then(go_version) else {
+        let needed =
             tr!("not found: needed to build the course's Go program (grade, bench --peer go), \
-                 the kind node image here and, without other copies, kube-apiserver and etcd"),
-            install,
-        ),
-        Some(found) if found >= required => Check::pass(NAME, shown_go(found)),
-        Some(found) if found >= GO_FETCHES_TOOLCHAINS => Check::warn(
-            NAME,
-            tr!(
-                "{found}, older than the kit's modules ask ({required}): go fetches that toolchain \
-                 at the first build (GOTOOLCHAIN=auto, needs the network)",
-                found = shown_go(found),
-                required = shown_go(required)
-            ),
-            install,
-        ),
-        Some(found) => Check::fail(
-            NAME,
-            tr!(
-                "{found}: too old to fetch the {required} the kit's modules ask for",
-                found = shown_go(found),
-                required = shown_go(required)
-            ),
-            install,
-        ),
+                 the kind node image here and, without other copies, kube-apiserver and etcd");
+        return Check::warn(NAME, needed, install);
+    };
+    let (shown, asked) = (shown_go(found), shown_go(required));
+    if found >= required {
+        Check::pass(NAME, shown)
+    } else if found >= GO_FETCHES_TOOLCHAINS {
+        let found = tr!(
+            "{found}, older than the kit's modules ask ({required}): go fetches that toolchain \
+             at the first build (GOTOOLCHAIN=auto, needs the network)",
+            found = shown,
+            required = asked
+        );
+        Check::warn(NAME, found, install)
+    } else {
+        let found = tr!(
+            "{found}: too old to fetch the {required} the kit's modules ask for",
+            found = shown,
+            required = asked
+        );
+        Check::fail(NAME, found, install)
     }
 }
 

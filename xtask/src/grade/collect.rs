@@ -59,10 +59,6 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
     Ok(out)
 }
 
-pub(super) fn host_name() -> String {
-    rustix::system::uname().nodename().to_string_lossy().into_owned()
-}
-
 /// What an attendee handed in, safe to print in a table on the
 /// instructor's terminal: control characters (an escape sequence would
 /// drive the terminal) shown escaped, `|` escaped for the table.

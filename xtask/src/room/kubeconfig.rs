@@ -47,14 +47,8 @@ pub fn token_seconds_within(path: &Path, seconds: i64) -> i64 {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let config: serde_json::Value = serde_saphyr::from_str(&text).unwrap_or_default();
     let expires = config["users"][0]["user"]["token"].as_str().and_then(expiry);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    match (expires, now) {
-        (Some(expires), Ok(now)) => {
-            let left = expires - i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
-            seconds.min(left.max(SHORTEST_TOKEN))
-        }
-        _ => seconds,
-    }
+    let left = |expires: i64| expires - k8s_openapi::jiff::Timestamp::now().as_second();
+    expires.map_or(seconds, |expires| seconds.min(left(expires).max(SHORTEST_TOKEN)))
 }
 
 /// A JWT's `exp` claim (seconds since the epoch); nothing is verified.
