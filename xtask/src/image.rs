@@ -110,10 +110,8 @@ impl StaticTarget {
     /// flags: the image's build, and the bench's (so both share one set of
     /// compiled dependencies).
     pub fn release_build(&self, args: &[&str]) -> Cmd {
-        let mut argv = vec!["build", "--release"];
-        argv.extend(args);
-        argv.extend(["--target", &self.triple]);
-        let build = crate::cargo::cargo(&argv);
+        let build = crate::cargo::cargo(["build", "--release"]).args(args);
+        let build = build.args(["--target", &self.triple]);
         match self.rustflags {
             Some(flags) => build.env("RUSTFLAGS", flags),
             None => build,

@@ -63,8 +63,7 @@ impl fmt::Display for Check {
 /// the node image it runs.
 pub fn kind_version(output: Option<&str>, table: &[labkit::kind_releases::Release]) -> Check {
     const NAME: &str = "kind";
-    let supported: Vec<&str> = table.iter().map(|r| r.kind.as_str()).collect();
-    let supported = supported.join(" / ");
+    let supported = table.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>().join(" / ");
     let Some(output) = output else {
         return Check::fail(
             NAME,

@@ -88,7 +88,7 @@ fn check(row: &Row, answer: &Answer, route: Option<&str>) -> Check {
     let Row { source, required, url } = row;
     let (status, found) = match answer {
         Ok(took) => {
-            let (took, fast) = (secs(*took), *took <= SLOW);
+            let (took, fast) = (format!("{:.2} s", took.as_secs_f64()), *took <= SLOW);
             if fast {
                 return Check::pass(source.name, tr!("reachable ({took}): {url}", took, url));
             }
@@ -104,10 +104,6 @@ fn check(row: &Row, answer: &Answer, route: Option<&str>) -> Check {
     fix.extend(source.offline());
     fix.extend(route.map(str::to_string));
     Check { name: source.name, status, found, fix: Some(fix.join("\n")) }
-}
-
-fn secs(took: Duration) -> String {
-    format!("{:.2} s", took.as_secs_f64())
 }
 
 /// The network rows: what the lab of `offers` fetches from, probed; for a node image Docker Hub
