@@ -151,9 +151,8 @@ fn rows(
     if let Some(release) = release.filter(|_| envtest_missing) {
         rows.push(row(mirrors::ENVTEST_RELEASES, false, release.url));
     }
-    let docker_hub = |mirror: Option<&str>| match mirror {
-        Some(mirror) => format!("{}/v2/", mirror.trim_end_matches('/')),
-        None => "https://registry-1.docker.io/v2/".to_string(),
+    let docker_hub = |mirror: Option<&str>| {
+        format!("{}/v2/", mirror.unwrap_or("https://registry-1.docker.io").trim_end_matches('/'))
     };
     let mirror = args.mirror.url.as_deref();
     if offers.node {
@@ -193,13 +192,8 @@ fn crates_index() -> String {
         let with = sources.get("crates-io")?.get("replace-with")?.as_str()?;
         Some(sources.get(with)?.get("registry")?.as_str()?.to_string())
     });
-    match replaced {
-        Some(registry) => {
-            let index = registry.trim_start_matches("sparse+").trim_end_matches('/');
-            format!("{index}/config.json")
-        }
-        None => "https://index.crates.io/config.json".into(),
-    }
+    let index = replaced.unwrap_or("https://index.crates.io".into());
+    format!("{}/config.json", index.trim_start_matches("sparse+").trim_end_matches('/'))
 }
 
 /// The first proxy of `go env GOPROXY` (Go's default when Go is missing), asked for a module
