@@ -21,11 +21,10 @@ use kube::{
 use crate::{deployment::DeploymentHost, http_probe, metrics::Scrape};
 
 mod borrowed;
+mod controller_log;
 #[cfg(any(test, feature = "test-support"))]
-mod controls;
-mod logs;
+mod fault_controls;
 pub mod probes;
-mod said;
 mod views;
 
 use probes::{api_server_ready, controller_ready, etcd_ready, wait_ports_free, wait_ready};
@@ -71,8 +70,17 @@ pub struct Lab {
 /// when that lab is not up.
 pub fn file_of(name: &str) -> anyhow::Result<LabFile> {
     let state_dir = project::lab_dir(name);
-    LabFile::read(&state_dir)?
-        .ok_or_else(|| anyhow!("{}", said::not_up(name, &LabFile::path(&state_dir))))
+    // The first error a learner meets, in the language chosen ([`crate::say`]).
+    let not_up = || {
+        let path = LabFile::path(&state_dir);
+        let path = path.display();
+        let up = match name {
+            DEFAULT_NAME => "cargo xtask lab up".to_string(),
+            _ => format!("cargo xtask lab up --name {name}"),
+        };
+        anyhow!(tr!("no lab named {name} is up (no {path}): run `{up}` first", name, path, up))
+    };
+    LabFile::read(&state_dir)?.ok_or_else(not_up)
 }
 
 /// A client of `kubeconfig` (its current context), `adjust`ed first: the kit's one client
@@ -88,8 +96,6 @@ pub async fn client_of(
 }
 
 pub use crate::lab_file::{API_SERVER, CONTROLLER, ETCD};
-/// In start order.
-const ROLES: [&str; 3] = [ETCD, API_SERVER, CONTROLLER];
 
 /// One start of the controller (or a mark in its log): where to read its log from.
 #[derive(Clone, Debug)]
@@ -120,7 +126,15 @@ impl Lab {
         // The same admin without kube's retries (see [`Lab`]).
         let probe = client_of(Kubeconfig::read_from(admin)?, |c| c.default_retry = false).await?;
         let answered = client.apiserver_version().await;
-        answered.with_context(|| said::silent(name, &file.api_server_url))?;
+        let url = &file.api_server_url;
+        answered.with_context(|| {
+            tr!(
+                "the lab {name}'s API server ({url}) does not answer: see `cargo xtask lab status`, \
+                 or `cargo xtask lab down` and `cargo xtask lab up`",
+                name,
+                url
+            )
+        })?;
         let desired = Desired::new(
             &file.target.namespace,
             &file.target.name,
@@ -211,14 +225,9 @@ impl Lab {
     /// Does not wait for it to be ready.
     pub async fn start_process(&mut self, role: &str, extra: &[&str]) -> anyhow::Result<Spawned> {
         let spec = self.process(role)?.clone();
-        // spawn_detached names its process with a &'static str.
-        let name = ROLES
-            .into_iter()
-            .find(|r| *r == role)
-            .ok_or_else(|| anyhow!(tr!("unknown role {role}", role)))?;
         wait_ports_free(&spec.ports).await?;
         let cmd = Cmd::new(spec.binary.display().to_string()).args(&spec.args).args(extra);
-        let spawned = process::spawn_detached(name, &cmd, &spec.log, &spec.pid_file)?;
+        let spawned = process::spawn_detached(role, &cmd, &spec.log, &spec.pid_file)?;
         self.extra_args.insert(role.to_string(), extra.iter().map(|s| s.to_string()).collect());
         if let Some(entry) = self.file.processes.iter_mut().find(|p| p.role == role) {
             entry.pid = spawned.pid;

@@ -21,7 +21,7 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// A process started by this run of xtask.
 pub struct Spawned {
-    pub name: &'static str,
+    pub name: String,
     pub pid: u32,
     pub log: PathBuf,
     /// Kept so an early exit is noticed (and reaped) while `up` waits for readiness.
@@ -48,7 +48,7 @@ impl Spawned {
     pub fn died(&self, status: std::process::ExitStatus) -> anyhow::Error {
         anyhow::anyhow!(tr!(
             "{name} (pid {pid}) exited: {status}\n{tail}",
-            name = self.name,
+            name = &self.name,
             pid = self.pid,
             status,
             tail = files::tail(&self.log, 30)
@@ -57,16 +57,11 @@ impl Spawned {
 }
 
 /// Starts `cmd` detached (see [`Cmd::spawn_to_log`]) and writes its pid to `pid_file`.
-pub fn spawn_detached(
-    name: &'static str,
-    cmd: &Cmd,
-    log: &Path,
-    pid_file: &Path,
-) -> Result<Spawned> {
+pub fn spawn_detached(name: &str, cmd: &Cmd, log: &Path, pid_file: &Path) -> Result<Spawned> {
     let child = cmd.spawn_to_log(log).with_context(|| tr!("cannot start {name}", name))?;
     let pid = child.id();
     files::write_public(pid_file, format!("{pid}\n"))?;
-    Ok(Spawned { name, pid, log: log.to_path_buf(), child })
+    Ok(Spawned { name: name.to_string(), pid, log: log.to_path_buf(), child })
 }
 
 /// Running: it exists (`/proc/PID/stat` is there) and is neither a zombie (a dead child

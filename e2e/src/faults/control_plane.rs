@@ -227,7 +227,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.stop_controller().await?;
     lab.stop_process(API_SERVER).await?;
     let run = lab.start_controller_without_waiting(&[]).await?;
-    let pid = lab.controller_pid()?;
+    let pid = lab.pid(CONTROLLER)?;
     until_status(lab, &tr!("the controller's /healthz"), "/healthz", 200, HEAL_WITHIN).await?;
     let samples = stays_alive_not_ready(lab, NOT_READY_WINDOW).await?;
     let log = lab.controller_log(&run).await?;
@@ -248,7 +248,7 @@ async fn start_without_api_server(lab: &mut Lab) -> anyhow::Result<Measured> {
     let ready = up.elapsed();
     let healed = heal_after_delete(lab).await?;
     ensure!(
-        lab.controller_pid()? == pid && lab.is_running(CONTROLLER)?,
+        lab.pid(CONTROLLER)? == pid && lab.is_running(CONTROLLER)?,
         tr!("the controller did not survive the wait")
     );
     let starts = starts(&lab.controller_log(&run).await?);

@@ -13,7 +13,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 
 use labkit::go_build::{self, Definition, GoComponent};
 use labkit::{command::Cmd, project, tools::on_path, tr};
@@ -104,16 +104,10 @@ impl Program {
 
 /// The two programs, as the Go modules of `xtask/envtest/` pin them.
 fn programs() -> Result<[Program; 2]> {
-    let components = go_build::components(ENVTEST)?;
-    let component = |name: &str| {
-        components
-            .iter()
-            .find(|c| c.name == name)
-            .cloned()
-            .with_context(|| tr!("no such Go component"))
-    };
-    let kubernetes = component("kubernetes")?;
-    let etcd = component("etcd")?;
+    // In ENVTEST's order.
+    let [kubernetes, etcd]: [GoComponent; 2] = go_build::components(ENVTEST)?
+        .try_into()
+        .map_err(|_| anyhow!(tr!("no such Go component")))?;
     Ok([
         Program {
             name: "kube-apiserver",

@@ -6,24 +6,15 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use labkit::{command::shell_quote, lab_file::LabFile};
+use labkit::command::shell_quote;
 
 /// `KIT` (this repository: `cargo xtask` runs there, `$KIT/workqueue` is the
 /// crate page 00 adds) and `KUBECONFIG` (the lab's admin).
-pub fn exports(lab: &LabFile) -> Vec<String> {
-    let kit = labkit::project::root().display().to_string();
-    let kubeconfig = lab.admin_kubeconfig.display().to_string();
-    vec![
-        format!("export KIT={}", shell_quote(&kit)),
-        format!("export KUBECONFIG={}", shell_quote(&kubeconfig)),
-    ]
-}
-
 pub fn run(name: &str) -> Result<ExitCode> {
     // Not up: nothing on stdout, so that an `eval` of it changes nothing.
     let lab = labkit::lab::file_of(name)?;
-    for line in exports(&lab) {
-        println!("{line}");
-    }
+    let kit = labkit::project::root().display().to_string();
+    println!("export KIT={}", shell_quote(&kit));
+    println!("export KUBECONFIG={}", shell_quote(&lab.admin_kubeconfig.display().to_string()));
     Ok(ExitCode::SUCCESS)
 }

@@ -14,30 +14,17 @@ use serde_json::{Value, json};
 
 use labkit::{files, tr};
 
-/// Who the kubeconfig speaks as.
-pub enum Credentials<'a> {
-    /// A client certificate and its private key (PEM).
-    ClientCertificate { cert_pem: &'a str, key_pem: &'a str },
-    /// A bearer token (a ServiceAccount token from the TokenRequest API).
-    Token(&'a str),
-}
-
-/// Write a one-cluster, one-user, one-context kubeconfig, owner-readable only.
+/// Write a one-cluster, one-user, one-context kubeconfig, owner-readable only. `user_entry`:
+/// who it speaks as, a client certificate and its key ([`client_certificate`]) or a bearer
+/// token (`{"token": …}`, a ServiceAccount's from the TokenRequest API).
 pub fn write(
     path: &Path,
     lab_name: &str,
     server: &str,
     ca_pem: &str,
     user: &str,
-    credentials: Credentials<'_>,
+    user_entry: Value,
 ) -> Result<()> {
-    let user_entry = match credentials {
-        Credentials::ClientCertificate { cert_pem, key_pem } => json!({
-            "client-certificate-data": STANDARD.encode(cert_pem),
-            "client-key-data": STANDARD.encode(key_pem),
-        }),
-        Credentials::Token(token) => json!({ "token": token }),
-    };
     let context = format!("{user}@{lab_name}");
     let config: Value = json!({
         "apiVersion": "v1",
@@ -59,6 +46,14 @@ pub fn write(
     let yaml = serde_saphyr::to_string(&config)
         .with_context(|| tr!("cannot render kubeconfig as YAML"))?;
     files::write_private(path, yaml)
+}
+
+/// A user entry speaking with a client certificate and its private key (PEM), embedded.
+pub fn client_certificate(cert_pem: &str, key_pem: &str) -> Value {
+    json!({
+        "client-certificate-data": STANDARD.encode(cert_pem),
+        "client-key-data": STANDARD.encode(key_pem),
+    })
 }
 
 /// A client for the kubeconfig at `path`, as any kube-rs program would make it.

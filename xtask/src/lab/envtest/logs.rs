@@ -1,7 +1,7 @@
 //! `lab logs [-f]` of an envtest lab: the controller's log (stdout and stderr of the process).
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
@@ -54,9 +54,7 @@ pub fn show(name: &str, follow: bool) -> Result<()> {
 }
 
 fn copy_new(file: &mut File, out: &mut impl Write) -> Result<u64> {
-    let mut buffer = Vec::new();
-    file.read_to_end(&mut buffer)?;
-    out.write_all(&buffer)?;
+    let copied = std::io::copy(file, out)?;
     out.flush()?;
-    Ok(buffer.len() as u64)
+    Ok(copied)
 }

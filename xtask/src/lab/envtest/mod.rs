@@ -26,7 +26,7 @@ use anyhow::{Context, Result, anyhow};
 
 use crate::lab::binaries::{self, Binary, EnvtestBinaries};
 use crate::lab::controller::{self, SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, TOKEN_SECONDS};
-use crate::lab::kubeconfig::{self, Credentials};
+use crate::lab::kubeconfig;
 use crate::lab::options::UpOptions;
 use crate::lab::provider::{Answer, Health, Machine, Provider};
 use crate::lab::{certs, manifests};
@@ -357,13 +357,10 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
         // Lets the controller's TokenRequest get the whole 48 h it asks for.
         format!("--service-account-max-token-expiration={}h", controller::TOKEN_SECONDS / 3600),
     ]);
-    let credentials = Credentials::ClientCertificate {
-        cert_pem: &pki.admin_cert_pem,
-        key_pem: &pki.admin_key_pem,
-    };
+    let admin = kubeconfig::client_certificate(&pki.admin_cert_pem, &pki.admin_key_pem);
     let url = format!("https://127.0.0.1:{port}");
     let kubeconfig = &up.dir.join("kubeconfig");
-    kubeconfig::write(kubeconfig, &up.name, &url, &pki.ca_pem, certs::ADMIN_USER, credentials)?;
+    kubeconfig::write(kubeconfig, &up.name, &url, &pki.ca_pem, certs::ADMIN_USER, admin)?;
     let probe = kubeconfig::probe_client(kubeconfig).await?;
     let api_server = up.spawn(handle::API_SERVER, cmd, Some(binary), &[("https", port)])?;
     wait_ready("kube-apiserver /readyz", api_server, true, || {
@@ -394,7 +391,7 @@ async fn write_controller_kubeconfig(up: &mut Up) -> Result<()> {
         &url,
         ca,
         &user,
-        Credentials::Token(&token),
+        serde_json::json!({ "token": token }),
     )?;
     up.token_expires = expires;
     Ok(())
@@ -437,13 +434,12 @@ async fn write_lab(up: &mut Up) -> Result<()> {
 
 /// Loopback ports nobody listens on right now: bound together (so they differ), read, released.
 fn free_ports<const N: usize>() -> Result<[u16; N]> {
-    let listeners = (0..N)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .collect::<std::io::Result<Vec<_>>>()
-        .with_context(|| tr!("cannot bind a loopback port"))?;
-    let ports = listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    ports.try_into().map_err(|_| anyhow!(tr!("port count mismatch")))
+    let (mut ports, mut listeners) = ([0; N], Vec::new());
+    for port in &mut ports {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .with_context(|| tr!("cannot bind a loopback port"))?;
+        *port = listener.local_addr()?.port();
+        listeners.push(listener);
+    }
+    Ok(ports)
 }

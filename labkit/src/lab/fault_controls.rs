@@ -53,7 +53,7 @@ impl Lab {
     pub async fn controller_identity(&self) -> anyhow::Result<String> {
         match self.deployment() {
             Some(deployment) => deployment.identity().await,
-            None => Ok(format!("pid {}", self.controller_pid()?)),
+            None => Ok(format!("pid {}", self.pid(CONTROLLER)?)),
         }
     }
 
@@ -80,11 +80,6 @@ impl Lab {
     /// `namespace/name` of the controller's ServiceAccount.
     pub fn controller_service_account(&self) -> &str {
         &self.file.controller.service_account
-    }
-
-    /// The controller's pid: a controller that restarted itself has another.
-    pub fn controller_pid(&self) -> anyhow::Result<u32> {
-        self.pid(CONTROLLER)
     }
 
     /// Whether the controller runs (envtest: its process; kind: a ready pod).
