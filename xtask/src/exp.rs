@@ -703,21 +703,21 @@ mod tests {
     #[test]
     fn the_controller_is_restarted_by_hand_with_the_labs_command_line() {
         let h = hand(Runs::Process);
-        assert_eq!(h.controller.stop(), "kill $(cat /kit/target/lab/ws-lab/controller.pid)");
+        assert_eq!(h.stop(), "kill $(cat /kit/target/lab/ws-lab/controller.pid)");
         assert_eq!(
-            h.controller.start(experiments::DEDUP_FLAGS),
+            h.start(experiments::DEDUP_FLAGS),
             "/kit/target/debug/my-controller --kubeconfig /kit/target/lab/ws-lab/controller.kubeconfig \
              --listen 127.0.0.1:8080 --reconcile-delay 2s"
         );
-        assert_eq!(h.controller.start_without(experiments::DEDUP_FLAGS), h.controller.start(&[]));
+        assert_eq!(h.start_without(experiments::DEDUP_FLAGS), h.start(&[]));
         let kind = hand(Runs::Deployment);
         assert_eq!(
-            kind.controller.start(experiments::DEDUP_FLAGS),
+            kind.start(experiments::DEDUP_FLAGS),
             "kubectl set env deployment my-controller -n default MY_CONTROLLER_RECONCILE_DELAY=2s \
              && kubectl scale deployment my-controller -n default --replicas=1"
         );
         assert_eq!(
-            kind.controller.start_without(experiments::DEDUP_FLAGS),
+            kind.start_without(experiments::DEDUP_FLAGS),
             "kubectl set env deployment my-controller -n default MY_CONTROLLER_RECONCILE_DELAY- \
              && kubectl scale deployment my-controller -n default --replicas=1"
         );

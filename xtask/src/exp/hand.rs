@@ -3,45 +3,24 @@
 
 use super::*;
 use labkit::command::shell_quote;
-use labkit::lab_file::Process;
 
 /// What a person needs to repeat an experiment by hand on this lab.
 pub(super) struct Hand {
-    pub(super) kubeconfig: String,
+    /// Its admin kubeconfig, its controller's URL, and where that controller runs
+    /// ([`LabFile::controller_runs`]).
+    lab: LabFile,
     pub(super) desired: Desired,
     /// The data key the experiments change.
     pub(super) key: String,
-    pub(super) metrics_url: String,
-    pub(super) controller: ControllerHand,
     /// Its texts: "the lab's admin"; said of a controller started by hand as a process, which
     /// holds its terminal (`foreground`) and is stopped with Ctrl-C (`ctrl_c`: its pid is in
     /// no pid file); `{why} ({note})` and `{first}; {why}` with the language's punctuation.
     words: &'static Narrations,
 }
 
-/// How to stop and start the lab's controller by hand.
-pub(super) enum ControllerHand {
-    /// An envtest lab: a process (or `docker run`) with a pid file.
-    Process(Process),
-    /// A kind lab, or one on an existing cluster: the Deployment of
-    /// `manifests/deployment.yaml`, in this namespace.
-    Deployment(String),
-}
-
 impl Hand {
     pub(super) fn new(file: &LabFile, desired: &Desired, words: &'static Narrations) -> Hand {
-        let controller = match file.controller_runs() {
-            ControllerRuns::Process(p) => ControllerHand::Process(p.clone()),
-            ControllerRuns::Deployment(namespace) => ControllerHand::Deployment(namespace.into()),
-        };
-        Hand {
-            kubeconfig: file.admin_kubeconfig.display().to_string(),
-            desired: desired.clone(),
-            key: first_key(desired),
-            metrics_url: format!("{}/metrics", file.controller.url),
-            controller,
-            words,
-        }
+        Hand { lab: file.clone(), desired: desired.clone(), key: first_key(desired), words }
     }
 
     /// A template of [`NARRATED`] with this lab's words.
@@ -60,9 +39,9 @@ impl Hand {
     pub(super) fn commands(&self, steps: &[HandStep]) -> Vec<String> {
         let t = |key| self.words.text(key);
         let admin = t("admin");
-        let mut lines =
-            vec![format!("export KUBECONFIG={}   # {admin}", shell_quote(&self.kubeconfig))];
-        let process = matches!(self.controller, ControllerHand::Process(_));
+        let kubeconfig = self.lab.admin_kubeconfig.display().to_string();
+        let mut lines = vec![format!("export KUBECONFIG={}   # {admin}", shell_quote(&kubeconfig))];
+        let process = matches!(self.lab.controller_runs(), ControllerRuns::Process(_));
         let mut started_by_hand = false;
         for step in steps {
             let mut why = self.fill(&step.why);
@@ -96,17 +75,16 @@ impl Hand {
     }
 
     pub(super) fn command(&self, step: &HandStep) -> String {
-        let c = &self.controller;
         match step.action {
             Do::Kubectl => {
                 let (verb, rest) =
                     step.args.split_first().map_or(("get", &[][..]), |(v, r)| (v, r));
                 self.kubectl(verb, &rest.iter().map(String::as_str).collect::<Vec<_>>())
             }
-            Do::Stop => c.stop(),
-            Do::Start => c.start(&[]),
-            Do::StartSlow => c.start(DEDUP_FLAGS),
-            Do::StartOwn => c.start_without(DEDUP_FLAGS),
+            Do::Stop => self.stop(),
+            Do::Start => self.start(&[]),
+            Do::StartSlow => self.start(DEDUP_FLAGS),
+            Do::StartOwn => self.start_without(DEDUP_FLAGS),
             Do::Metrics => format!("{} | {}", self.metrics(), metrics_grep()),
             Do::DriftPatch => {
                 let patch = experiments::drift_patch(&self.desired).to_string();
@@ -120,9 +98,9 @@ impl Hand {
     /// What prints the controller's `/metrics`: curl on its port (a process),
     /// or the API server's pod proxy (a Deployment: its port is the pod's).
     fn metrics(&self) -> String {
-        match &self.controller {
-            ControllerHand::Process(_) => format!("curl -s {}", self.metrics_url),
-            ControllerHand::Deployment(namespace) => format!(
+        match self.lab.controller_runs() {
+            ControllerRuns::Process(_) => format!("curl -s {}/metrics", self.lab.controller.url),
+            ControllerRuns::Deployment(namespace) => format!(
                 "kubectl get --raw \"/api/v1/namespaces/{namespace}/pods/$(kubectl get pods -n {namespace} \
                  -l {SELECTOR} -o jsonpath='{{.items[0].metadata.name}}'):{PORT}/proxy/metrics\""
             ),
@@ -149,16 +127,14 @@ impl Hand {
             self.desired.namespace()
         )
     }
-}
 
-impl ControllerHand {
     pub(super) fn stop(&self) -> String {
-        match self {
+        match self.lab.controller_runs() {
             // SIGTERM: it finishes a running reconcile and exits.
-            ControllerHand::Process(p) => {
+            ControllerRuns::Process(p) => {
                 format!("kill $(cat {})", shell_quote(&p.pid_file.display().to_string()))
             }
-            ControllerHand::Deployment(namespace) => scale(namespace, 0),
+            ControllerRuns::Deployment(namespace) => scale(namespace, 0),
         }
     }
 
@@ -167,11 +143,11 @@ impl ControllerHand {
     /// or `cargo xtask e2e` starts the lab's own again. A Deployment gets the
     /// flags as the environment variables they have (controller/src/cli.rs).
     pub(super) fn start(&self, extra: &[&str]) -> String {
-        match self {
-            ControllerHand::Process(p) => {
+        match self.lab.controller_runs() {
+            ControllerRuns::Process(p) => {
                 Cmd::new(p.binary.display().to_string()).args(&p.args).args(extra).to_string()
             }
-            ControllerHand::Deployment(namespace) => {
+            ControllerRuns::Deployment(namespace) => {
                 let vars: Vec<String> = flag_variables(extra)
                     .into_iter()
                     .map(|(name, value)| format!("{name}={value}"))
@@ -183,9 +159,9 @@ impl ControllerHand {
 
     /// Starts it again on the lab's own flags after a start with `extra`.
     pub(super) fn start_without(&self, extra: &[&str]) -> String {
-        match self {
-            ControllerHand::Process(_) => self.start(&[]),
-            ControllerHand::Deployment(namespace) => {
+        match self.lab.controller_runs() {
+            ControllerRuns::Process(_) => self.start(&[]),
+            ControllerRuns::Deployment(namespace) => {
                 let unset: Vec<String> =
                     flag_variables(extra).into_iter().map(|(name, _)| format!("{name}-")).collect();
                 set_env_then_scale_up(namespace, &unset)
