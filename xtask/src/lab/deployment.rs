@@ -1,17 +1,94 @@
-//! `lab status` and `lab logs` for a lab whose controller is a Deployment
-//! (kind, an existing cluster), after the provider's own lines: the API
-//! server, the Deployment and its pod (phase, readiness, restarts, the image it runs).
+//! A lab whose controller is a Deployment (kind, an existing cluster): the
+//! steps of `lab up` both providers' plans share — the manifests applied as
+//! the lab's ([`apply`]), the rollout awaited ([`rollout`]), lab.json written
+//! ([`write_lab_file`]) — and `lab status` and `lab logs`, after the
+//! provider's own lines: the API server, the Deployment and its pod (phase,
+//! readiness, restarts, the image it runs).
+
+use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, LogParams};
+use serde_json::Value;
 
+use crate::lab::controller::SERVICE_ACCOUNT;
+use crate::lab::manifests::FIELD_MANAGER;
 use crate::lab::{kubeconfig, provider::Health};
+use crate::plan::Step;
 pub use labkit::deployment::{NAME as DEPLOYMENT, NAMESPACE};
-use labkit::lab_file::LabFile;
+use labkit::lab_file::{Applied, Controller, LabFile};
+use labkit::project::shown;
+use labkit::record::{How, Record};
 use labkit::tr;
+
+/// What `lab up` makes is recorded as made by it.
+pub const BY: &str = "lab up";
+
+/// What a provider's `lab up` that deploys the controller gives the shared steps.
+pub trait Deploys: Send + 'static {
+    fn client(&self) -> Result<kube::Client>;
+    /// What this lab made, written before each object is made.
+    fn record(&mut self) -> Result<&mut Record>;
+    /// The manifests made for this cluster, in the order they are applied.
+    fn documents(&self) -> Result<Vec<Value>>;
+    /// lab.json as `lab up` writes it last, `controller` the Deployment's.
+    fn lab_file(&self, controller: Controller) -> Result<LabFile>;
+}
+
+/// The manifests applied as this lab's ([`labkit::owned::apply`]): made, or
+/// updated when the record claims them; `by_controller`, what the controller
+/// will make, recorded before the Deployment. `kubectl` is the command a
+/// person would type up to its verb, `note` what the plan says of it.
+pub fn apply<C: Deploys>(kubectl: &str, note: &str, by_controller: Option<Applied>) -> Step<C> {
+    let files = "-f manifests/rbac.yaml -f manifests/deployment.yaml";
+    Step::api(
+        format!(
+            "{kubectl} apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} {files}    # {note}"
+        ),
+        move |up: &mut C| {
+            Box::pin(async move {
+                let client = up.client()?;
+                for document in up.documents()? {
+                    if let Some(made) =
+                        by_controller.as_ref().filter(|_| document["kind"] == "Deployment")
+                    {
+                        up.record()?.intend(made, BY, How::ByController)?;
+                    }
+                    labkit::owned::apply(&client, up.record()?, BY, FIELD_MANAGER, document)
+                        .await?;
+                }
+                Ok(())
+            })
+        },
+    )
+}
+
+/// The rollout in `namespace` awaited.
+pub fn rollout<C: Deploys>(kubectl: &str, namespace: &str) -> Step<C> {
+    let namespace = namespace.to_string();
+    Step::api(format!("{kubectl} rollout status deployment/{DEPLOYMENT}"), |up: &mut C| {
+        Box::pin(async move {
+            let deployments = Api::<Deployment>::namespaced(up.client()?, &namespace);
+            labkit::deployment::wait_rollout(&deployments).await
+        })
+    })
+}
+
+/// The record: lab.json in `dir`, which the suites read; the controller's
+/// ServiceAccount in `namespace`.
+pub fn write_lab_file<C: Deploys>(dir: &Path, namespace: &str) -> Step<C> {
+    let account = format!("{namespace}/{SERVICE_ACCOUNT}");
+    Step::own(tr!("write {path}", path = shown(&LabFile::path(dir))), |up: &mut C| {
+        Box::pin(async move {
+            let lab = up.lab_file(Controller::deployment(account))?;
+            labkit::test_hook::at("lab up:lab.json")?;
+            lab.write()
+        })
+    })
+}
 
 /// The controller's pod: the Deployment's newest pod (by creation time).
 async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<Pod>> {

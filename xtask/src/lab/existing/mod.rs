@@ -14,8 +14,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use kube::config::Kubeconfig;
 
 use self::steps::{
-    Up, apply_manifests, check_nothing_in_the_way, check_rights, connect, look_at_namespace,
-    record_digest, write_lab_file,
+    Up, check_nothing_in_the_way, check_rights, connect, look_at_namespace, record_digest,
 };
 use crate::image;
 use crate::lab::deployment::{self, DEPLOYMENT};
@@ -159,7 +158,8 @@ pub fn one_context(
 
 /// What `lab up --provider existing` does, in order.
 pub fn up_plan(state_dir: &Path, given: &Given, builder: image::Builder) -> Result<Vec<Step<Up>>> {
-    Ok([checks(given), controller_image(given, builder)?, deploy(given), record(state_dir)]
+    let record = vec![deployment::write_lab_file(state_dir, &given.namespace)];
+    Ok([checks(given), controller_image(given, builder)?, deploy(given), record]
         .into_iter()
         .flatten()
         .collect())
@@ -222,35 +222,22 @@ fn controller_image(given: &Given, builder: image::Builder) -> Result<Vec<Step<U
 /// The controller deployed into the namespace: RBAC and the Deployment (the
 /// image by digest) applied, the rollout awaited.
 fn deploy(given: &Given) -> Vec<Step<Up>> {
-    let kubectl = given.kubectl();
     let namespace = &given.namespace;
+    let kubectl = format!("{} -n {namespace}", given.kubectl());
     vec![
-        Step::api(format!("{kubectl} create namespace {namespace}"), |up: &mut Up| {
+        Step::api(format!("{} create namespace {namespace}", given.kubectl()), |up: &mut Up| {
             Box::pin(steps::create_namespace(up))
         })
         .when(tr!("if {namespace} does not exist (--create-namespace)", namespace), |up: &Up| {
             up.namespace_exists == Some(false)
         }),
-        Step::api(
-            format!(
-                "{kubectl} -n {namespace} apply --server-side --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # {}",
-                crate::lab::manifests::FIELD_MANAGER,
-                tr!("in {namespace}, the image by digest", namespace)
-            ),
-            |up: &mut Up| Box::pin(apply_manifests(up)),
+        deployment::apply(
+            &kubectl,
+            &tr!("in {namespace}, the image by digest", namespace),
+            Some(steps::my_config(&given.target())),
         ),
-        Step::api(
-            format!("{kubectl} -n {namespace} rollout status deployment/{DEPLOYMENT}"),
-            |up: &mut Up| Box::pin(steps::wait_rollout(up)),
-        ),
+        deployment::rollout(&kubectl, namespace),
     ]
-}
-
-/// The record: lab.json, which the suites read.
-fn record(state_dir: &Path) -> Vec<Step<Up>> {
-    vec![Step::own(tr!("write {path}", path = shown(&LabFile::path(state_dir))), |up| {
-        Box::pin(write_lab_file(up))
-    })]
 }
 
 /// A cluster the kit did not make, the controller a Deployment in one namespace.

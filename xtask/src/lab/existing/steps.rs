@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -13,17 +12,14 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use super::Given;
-use crate::lab::controller::SERVICE_ACCOUNT;
+use crate::lab::deployment::{BY, Deploys};
 use crate::lab::manifests::{self, FIELD_MANAGER};
 use crate::lab::provider::Provider;
 use controller::version::{Skew, parse_minor, target_minor};
 use labkit::accounts::access;
 use labkit::lab_file::{self, Applied, Existing, LabFile, Offers};
-use labkit::record::{How, Record};
+use labkit::record::Record;
 use labkit::tr;
-
-/// What `lab up` makes is recorded as made by it.
-const BY: &str = "lab up";
 
 /// What `lab up` learns on the way.
 pub struct Up {
@@ -59,24 +55,43 @@ impl Up {
             cluster_wide: false,
         }
     }
+}
 
+impl Up {
+    fn namespace(&self) -> &str {
+        &self.given.namespace
+    }
+}
+
+impl Deploys for Up {
     fn client(&self) -> Result<kube::Client> {
         self.client.clone().with_context(|| tr!("no client for the cluster yet"))
     }
 
-    fn namespace(&self) -> &str {
-        &self.given.namespace
+    fn record(&mut self) -> Result<&mut Record> {
+        Ok(&mut self.record)
     }
 
-    /// The ConfigMap the lab's controller will keep.
-    fn my_config(&self) -> Applied {
-        let target = self.given.target();
-        Applied {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespace: Some(target.namespace),
-            name: target.name,
-        }
+    fn documents(&self) -> Result<Vec<Value>> {
+        let image = self.digest.clone().with_context(|| tr!("no pushed image"))?;
+        manifests(self.namespace(), &image, &self.given.target())
+    }
+
+    /// With a kubeconfig of the one context next to it.
+    fn lab_file(&self, controller: lab_file::Controller) -> Result<LabFile> {
+        let existing = Existing {
+            kubeconfig: self.given.kubeconfig.clone(),
+            context: self.given.context.clone(),
+            namespace: self.namespace().to_string(),
+            controller_image: self.digest.clone().unwrap_or_default(),
+        };
+        Ok(LabFile {
+            kubernetes_version: self.version.clone(),
+            api_server_url: self.server.clone(),
+            offers: Offers { cluster_wide: self.cluster_wide, ..super::Existing.offers() },
+            existing: Some(existing),
+            ..super::Existing.lab_file(&self.name, &self.state_dir, self.given.target(), controller)
+        })
     }
 }
 
@@ -265,7 +280,7 @@ pub async fn check_nothing_in_the_way(up: &mut Up) -> Result<()> {
     for document in manifests(up.namespace(), image, &up.given.target())? {
         objects.push(labkit::apply::identify(&client, &document).await?.0);
     }
-    objects.push(up.my_config());
+    objects.push(my_config(&up.given.target()));
     let in_the_way = labkit::owned::in_the_way(&client, &up.record, &objects).await?;
     if let Some(first) = in_the_way.first() {
         let more = match in_the_way.len() {
@@ -281,45 +296,8 @@ pub async fn check_nothing_in_the_way(up: &mut Up) -> Result<()> {
     labkit::test_hook::at("lab up:checked")
 }
 
-/// Applies the manifests as this lab's ([`labkit::owned::apply`]): made, or
-/// updated when the record claims them. The my-config the controller will
-/// make is recorded before the Deployment that makes it.
-pub async fn apply_manifests(up: &mut Up) -> Result<()> {
-    let client = up.client()?;
-    let image = up.digest.clone().with_context(|| tr!("no pushed image"))?;
-    let documents = manifests(up.namespace(), &image, &up.given.target())?;
-    for document in documents {
-        if document["kind"] == "Deployment" {
-            let my_config = up.my_config();
-            up.record.intend(&my_config, BY, How::ByController)?;
-        }
-        labkit::owned::apply(&client, &mut up.record, BY, FIELD_MANAGER, document).await?;
-    }
-    Ok(())
-}
-
-pub async fn wait_rollout(up: &mut Up) -> Result<()> {
-    labkit::deployment::wait_rollout(&Api::<Deployment>::namespaced(up.client()?, up.namespace()))
-        .await
-}
-
-/// lab.json, with a kubeconfig of the one context next to it.
-pub async fn write_lab_file(up: &mut Up) -> Result<()> {
-    let namespace = up.namespace().to_string();
-    let controller = lab_file::Controller::deployment(format!("{namespace}/{SERVICE_ACCOUNT}"));
-    let existing = Existing {
-        kubeconfig: up.given.kubeconfig.clone(),
-        context: up.given.context.clone(),
-        namespace,
-        controller_image: up.digest.clone().unwrap_or_default(),
-    };
-    let lab = LabFile {
-        kubernetes_version: up.version.clone(),
-        api_server_url: up.server.clone(),
-        offers: Offers { cluster_wide: up.cluster_wide, ..super::Existing.offers() },
-        existing: Some(existing),
-        ..super::Existing.lab_file(&up.name, &up.state_dir, up.given.target(), controller)
-    };
-    labkit::test_hook::at("lab up:lab.json")?;
-    lab.write()
+/// The ConfigMap the lab's controller will keep.
+pub fn my_config(target: &lab_file::Target) -> Applied {
+    let (namespace, name) = (Some(target.namespace.clone()), target.name.clone());
+    Applied { api_version: "v1".into(), kind: "ConfigMap".into(), namespace, name }
 }

@@ -311,36 +311,46 @@ impl Provider for Kind {
         Box::pin(deployment::logs(name, follow))
     }
 
-    /// Docker and kind, and what a kind node needs of the host.
+    /// Docker and kind, and what a kind node needs of the host ([`host_checks`]).
     fn machine_checks(&self, name: &str, _machine: &Machine) -> Result<Vec<Check>> {
-        let table = labkit::kind_releases::table()?;
         let docker = docker_version();
-        let mut checks = vec![
-            preflight::kind_version(probe(&["kind", "version"]).as_deref(), &table),
-            preflight::docker_daemon(docker.as_deref().map_err(String::as_str)),
-        ];
         let docker_info = |format: &str| match docker {
             Ok(_) => probe(&["docker", "info", "--format", format]),
             Err(_) => None,
         };
-        if docker.is_ok() {
-            checks.push(preflight::image_store(
-                &docker_info("{{json .DriverStatus}}").unwrap_or_default(),
-            ));
-        }
-        checks.extend([
-            preflight::inotify(
-                labkit::files::read_number("/proc/sys/fs/inotify/max_user_watches"),
-                labkit::files::read_number("/proc/sys/fs/inotify/max_user_instances"),
-            ),
-            preflight::cgroups(docker_info("{{.CgroupVersion}}").as_deref()),
-            preflight::existing_cluster(
-                &probe(&["kind", "get", "clusters"]).unwrap_or_default(),
-                name,
-            ),
-        ]);
-        Ok(checks)
+        let kind = probe(&["kind", "version"]);
+        let store =
+            docker.is_ok().then(|| docker_info("{{json .DriverStatus}}").unwrap_or_default());
+        let docker = docker.as_deref().map_err(String::as_str);
+        let cgroup = docker_info("{{.CgroupVersion}}");
+        let clusters = probe(&["kind", "get", "clusters"]).unwrap_or_default();
+        host_checks(name, docker, kind.as_deref(), store.as_deref(), cgroup.as_deref(), &clusters)
     }
+}
+
+/// Docker and kind, and what a kind node needs of the host, from what the
+/// probes printed: doctor's rows, and `lab up`'s first check (which has no
+/// `store`, Docker's image store).
+pub(crate) fn host_checks(
+    name: &str,
+    docker: std::result::Result<&str, &str>,
+    kind: Option<&str>,
+    store: Option<&str>,
+    cgroup: Option<&str>,
+    clusters: &str,
+) -> Result<Vec<Check>> {
+    let table = labkit::kind_releases::table()?;
+    let mut checks = vec![preflight::kind_version(kind, &table), preflight::docker_daemon(docker)];
+    checks.extend(store.map(preflight::image_store));
+    checks.extend([
+        preflight::inotify(
+            labkit::files::read_number("/proc/sys/fs/inotify/max_user_watches"),
+            labkit::files::read_number("/proc/sys/fs/inotify/max_user_instances"),
+        ),
+        preflight::cgroups(cgroup),
+        preflight::existing_cluster(clusters, name),
+    ]);
+    Ok(checks)
 }
 
 #[cfg(test)]

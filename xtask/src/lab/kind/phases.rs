@@ -11,19 +11,19 @@ use anyhow::{Context as _, Result};
 use kube::api::{Patch, PatchParams};
 
 use super::steps::{
-    BY, CLEAR_ARGS, Up, apply_manifests, check_cluster_is_ours, connect, deployments,
-    look_at_deployment, machine_checks, record_cluster, strip_platform, write_cluster_config,
-    write_lab_file,
+    CLEAR_ARGS, Up, check_cluster_is_ours, connect, deployments, look_at_deployment,
+    machine_checks, record_cluster, strip_platform, write_cluster_config,
 };
 use super::{
-    CLUSTER_FILE, DEPLOYMENT, Images, NodeImage, WAIT, build_node_image, bundle, cluster_entry,
-    docker_arch, image_present, kind_version, node_container, save_platform, shown,
+    CLUSTER_FILE, DEPLOYMENT, Images, NAMESPACE, NodeImage, WAIT, build_node_image, bundle,
+    cluster_entry, docker_arch, image_present, kind_version, node_container, save_platform, shown,
 };
 use crate::image;
-use crate::lab::{manifests, provider::Provider};
+use crate::lab::deployment::{self, BY, Deploys};
+use crate::lab::provider::Provider;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
-use labkit::lab_file::{self, LabFile};
+use labkit::lab_file::LabFile;
 use labkit::project;
 use labkit::record::{How, Record};
 use labkit::tr;
@@ -67,7 +67,7 @@ pub fn up_plan(
         course_images(&names, images),
         controller_image(&names, images)?,
         deploy(&names, target),
-        record(&names),
+        vec![deployment::write_lab_file(&names.dir, NAMESPACE)],
     ]
     .into_iter()
     .flatten()
@@ -348,6 +348,14 @@ fn controller_image(names: &Names, images: &Images) -> Result<Vec<Step<Up>>> {
 /// image, the rollout awaited.
 fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
     let Names { kubeconfig, container, .. } = names;
+    let kubectl = format!("kubectl --kubeconfig {kubeconfig}");
+    let made_for = if target.is_default() {
+        String::new()
+    } else {
+        let made =
+            tr!("made for {target}: Role, RoleBinding and the controller's environment", target);
+        format!("    # {made}")
+    };
     vec![
         Step::probe(
             Cmd::argv([
@@ -364,20 +372,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
             format!("kubectl --kubeconfig {kubeconfig} get deployment/{DEPLOYMENT} -o yaml"),
             |up: &mut Up| Box::pin(async move { look_at_deployment(up).await }),
         ),
-        Step::api(
-            format!(
-                "kubectl --kubeconfig {kubeconfig} apply --server-side --force-conflicts --field-manager={} -f manifests/rbac.yaml -f manifests/deployment.yaml    # {}{}",
-                manifests::FIELD_MANAGER,
-                tr!("made by this lab, or new"),
-                if target.is_default() {
-                    String::new()
-                } else {
-                    let made = tr!("made for {target}: Role, RoleBinding and the controller's environment", target);
-                    format!("    # {made}")
-                }
-            ),
-            |up: &mut Up| Box::pin(async move { apply_manifests(up).await }),
-        ),
+        deployment::apply(&kubectl, &format!("{}{made_for}", tr!("made by this lab, or new")), None),
         Step::api(
             format!(
                 "kubectl --kubeconfig {kubeconfig} patch deployment/{DEPLOYMENT} --type strategic -p '{}'",
@@ -397,18 +392,8 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
             |up: &mut Up| Box::pin(async move { labkit::deployment::DeploymentHost::new(up.client()?).restart().await }),
         )
         .when(tr!("if the Deployment existed and its pod runs another image than the one built"), Up::needs_restart),
-        Step::api(
-            format!("kubectl --kubeconfig {kubeconfig} rollout status deployment/{DEPLOYMENT}"),
-            |up: &mut Up| Box::pin(async move { labkit::deployment::wait_rollout(&deployments(up)?).await }),
-        ),
+        deployment::rollout(&kubectl, NAMESPACE),
     ]
-}
-
-/// The record: lab.json, which the suites read.
-fn record(names: &Names) -> Vec<Step<Up>> {
-    vec![Step::own(tr!("write {path}", path = shown(&names.dir.join(lab_file::FILE_NAME))), |up| {
-        Box::pin(async move { write_lab_file(up).await })
-    })]
 }
 
 /// `lab up --provider kind`: carries out [`up_plan`], the cluster recorded

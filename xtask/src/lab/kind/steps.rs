@@ -10,17 +10,13 @@ use kube::api::Api;
 
 use super::{CLUSTER_FILE, DEPLOYMENT, Kind, NAMESPACE, cluster_entry, config, node_container};
 use crate::image;
-use crate::lab::controller::{SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE};
+use crate::lab::deployment::Deploys;
 use crate::lab::{kubeconfig, manifests, provider::Provider};
-use crate::preflight::{self, Check, Status};
+use crate::preflight::Status;
 use labkit::command::Cmd;
-use labkit::kind_releases;
 use labkit::lab_file::{self, LabFile};
 use labkit::record::Record;
 use labkit::tr;
-
-/// What `lab up` makes is recorded as made by it.
-pub(super) const BY: &str = "lab up";
 
 /// What `lab up` learns on the way.
 #[derive(Default)]
@@ -50,6 +46,8 @@ pub struct Up {
     pub(super) loaded_id: Option<String>,
     pub(super) bundle_images: Vec<String>,
     pub(super) client: Option<kube::Client>,
+    /// The API server's version, asked once connected.
+    pub(super) version: String,
     /// Before the apply: whether the Deployment existed, the images its
     /// containers run in the node (image IDs), leftover test arguments.
     pub(super) deployment_existed: bool,
@@ -61,14 +59,6 @@ pub struct Up {
 }
 
 impl Up {
-    pub(super) fn client(&self) -> Result<kube::Client> {
-        self.client.clone().with_context(|| tr!("no client for the cluster yet"))
-    }
-
-    pub(super) fn record(&mut self) -> Result<&mut Record> {
-        self.record.as_mut().with_context(|| tr!("no record opened"))
-    }
-
     /// The node must be (re)loaded with the controller image.
     pub(super) fn needs_load(&self) -> bool {
         self.built_id.is_none() || self.built_id != self.loaded_id
@@ -80,16 +70,6 @@ impl Up {
         self.deployment_existed
             && self.running_images.iter().any(|r| Some(r) != self.built_id.as_ref())
     }
-}
-
-/// The RBAC and the Deployment, applied as this lab's ([`labkit::owned::apply`]).
-pub(super) async fn apply_manifests(up: &mut Up) -> Result<()> {
-    let client = up.client()?;
-    let documents = [manifests::rbac(&up.target)?, manifests::deployment(&up.target)?].concat();
-    for document in documents {
-        labkit::owned::apply(&client, up.record()?, BY, manifests::FIELD_MANAGER, document).await?;
-    }
-    Ok(())
 }
 
 /// A cluster of the lab's name that exists must be the one this lab's
@@ -134,23 +114,15 @@ pub(super) fn strip_platform(save: &Cmd) -> Cmd {
 
 /// The preflight checks on what the probes saw; a FAIL stops `lab up`.
 pub(super) fn machine_checks(up: &mut Up) -> Result<()> {
-    let table = kind_releases::table()?;
     let docker = match &up.docker {
         Some(Ok(line)) => Ok(line.split(' ').next().unwrap_or_default()),
         Some(Err(error)) => Err(error.as_str()),
         None => Err("docker: command not found"),
     };
     let cgroup = up.cgroup_version.as_deref().map(str::trim);
-    let checks: Vec<Check> = vec![
-        preflight::docker_daemon(docker),
-        preflight::kind_version(up.kind_version.as_deref(), &table),
-        preflight::cgroups(cgroup),
-        preflight::inotify(
-            labkit::files::read_number("/proc/sys/fs/inotify/max_user_watches"),
-            labkit::files::read_number("/proc/sys/fs/inotify/max_user_instances"),
-        ),
-        preflight::existing_cluster(if up.cluster_exists { &up.name } else { "" }, &up.name),
-    ];
+    let clusters = if up.cluster_exists { &up.name } else { "" };
+    let checks =
+        super::host_checks(&up.name, docker, up.kind_version.as_deref(), None, cgroup, clusters)?;
     for check in &checks {
         labkit::progress!("{check}");
     }
@@ -227,13 +199,13 @@ pub(super) async fn connect(up: &mut Up, kubeconfig: &Path) -> Result<()> {
         );
     }
     let client = kubeconfig::client(kubeconfig).await?;
-    client.apiserver_version().await.with_context(|| {
+    let version = client.apiserver_version().await.with_context(|| {
         tr!(
             "the API server of cluster {name} does not answer: `cargo xtask lab down --name {name}` and up again",
             name = up.name
         )
     })?;
-    up.client = Some(client);
+    (up.client, up.version) = (Some(client), version.git_version);
     Ok(())
 }
 
@@ -253,32 +225,40 @@ pub(super) async fn look_at_deployment(up: &mut Up) -> Result<()> {
     Ok(())
 }
 
-pub(super) async fn write_lab_file(up: &mut Up) -> Result<()> {
-    let client = up.client()?;
-    let version = client.apiserver_version().await.context("GET /version")?.git_version;
-    let kubeconfig = kube::config::Kubeconfig::read_from(up.dir.join("kubeconfig"))?;
-    let api_server_url = kubeconfig
-        .clusters
-        .first()
-        .and_then(|c| c.cluster.as_ref())
-        .and_then(|c| c.server.clone())
-        .with_context(|| tr!("the kind kubeconfig names no server"))?;
-    let kind = lab_file::Kind {
-        node_image: up.node_image.clone(),
-        node: node_container(&up.name),
-        controller_image: image::reference()?,
-        controller_image_id: up.built_id.clone().unwrap_or_default(),
-    };
-    let service_account = format!("{SERVICE_ACCOUNT_NAMESPACE}/{SERVICE_ACCOUNT}");
-    let (dir, controller) = (&up.dir, lab_file::Controller::deployment(service_account));
-    let lab = LabFile {
-        kubernetes_version: version,
-        api_server_url,
-        kind: Some(kind),
-        ..Kind.lab_file(&up.name, dir, up.target.clone(), controller)
-    };
-    labkit::test_hook::at("lab up:lab.json")?;
-    lab.write()
+impl Deploys for Up {
+    fn client(&self) -> Result<kube::Client> {
+        self.client.clone().with_context(|| tr!("no client for the cluster yet"))
+    }
+
+    fn record(&mut self) -> Result<&mut Record> {
+        self.record.as_mut().with_context(|| tr!("no record opened"))
+    }
+
+    fn documents(&self) -> Result<Vec<serde_json::Value>> {
+        Ok([manifests::rbac(&self.target)?, manifests::deployment(&self.target)?].concat())
+    }
+
+    fn lab_file(&self, controller: lab_file::Controller) -> Result<LabFile> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.dir.join("kubeconfig"))?;
+        let api_server_url = kubeconfig
+            .clusters
+            .first()
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.server.clone())
+            .with_context(|| tr!("the kind kubeconfig names no server"))?;
+        let kind = lab_file::Kind {
+            node_image: self.node_image.clone(),
+            node: node_container(&self.name),
+            controller_image: image::reference()?,
+            controller_image_id: self.built_id.clone().unwrap_or_default(),
+        };
+        Ok(LabFile {
+            kubernetes_version: self.version.clone(),
+            api_server_url,
+            kind: Some(kind),
+            ..Kind.lab_file(&self.name, &self.dir, self.target.clone(), controller)
+        })
+    }
 }
 
 #[cfg(test)]
