@@ -6,7 +6,7 @@
 //! generated in microseconds where RSA would cost a noticeable part of the cold start.
 //! Validity is rcgen's default (1975–4096): the CA lives and dies with one lab.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose};
@@ -33,14 +33,10 @@ pub const SERVING_NAMES: &[&str] = &[
     "kubernetes.default.svc.cluster.local",
 ];
 
-/// Where the files are, and the PEM the kubeconfigs embed.
+/// The PEM the kubeconfigs embed; the files are `ca.crt`, `apiserver.{crt,key}`,
+/// `sa.{key,pub}` (the ServiceAccount token signing key), `admin.{crt,key}` and `ca.key`.
 #[derive(Clone)]
 pub struct Pki {
-    pub ca_cert: PathBuf,
-    pub serving_cert: PathBuf,
-    pub serving_key: PathBuf,
-    pub service_account_key: PathBuf,
-    pub service_account_pub: PathBuf,
     pub ca_pem: String,
     pub admin_cert_pem: String,
     pub admin_key_pem: String,
@@ -73,24 +69,19 @@ pub fn generate(dir: &Path) -> Result<Pki> {
     let service_account = KeyPair::generate().with_context(|| tr!("service account key"))?;
 
     let pki = Pki {
-        ca_cert: dir.join("ca.crt"),
-        serving_cert: dir.join("apiserver.crt"),
-        serving_key: dir.join("apiserver.key"),
-        service_account_key: dir.join("sa.key"),
-        service_account_pub: dir.join("sa.pub"),
         ca_pem: ca_cert.pem(),
         admin_cert_pem: admin_cert.pem(),
         admin_key_pem: admin_key.serialize_pem(),
     };
-    write_public(&pki.ca_cert, &pki.ca_pem)?;
+    write_public(&dir.join("ca.crt"), &pki.ca_pem)?;
     // The CA key is kept (0600) so a person can mint more identities for experiments.
     write_private(&dir.join("ca.key"), ca.key().serialize_pem())?;
-    write_public(&pki.serving_cert, serving_cert.pem())?;
-    write_private(&pki.serving_key, serving_key.serialize_pem())?;
+    write_public(&dir.join("apiserver.crt"), serving_cert.pem())?;
+    write_private(&dir.join("apiserver.key"), serving_key.serialize_pem())?;
     write_public(&dir.join("admin.crt"), &pki.admin_cert_pem)?;
     write_private(&dir.join("admin.key"), &pki.admin_key_pem)?;
-    write_private(&pki.service_account_key, service_account.serialize_pem())?;
-    write_public(&pki.service_account_pub, service_account.public_key_pem())?;
+    write_private(&dir.join("sa.key"), service_account.serialize_pem())?;
+    write_public(&dir.join("sa.pub"), service_account.public_key_pem())?;
     Ok(pki)
 }
 

@@ -9,9 +9,9 @@
 //! (docs/existing-cluster.md).
 
 mod attendee;
+mod attendee_kubeconfig;
 mod guard;
 mod isolation;
-mod kubeconfig;
 mod network;
 
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ use labkit::project::shown;
 use labkit::record::Record;
 use labkit::tr;
 
-pub use kubeconfig::token_seconds_within;
+pub use attendee_kubeconfig::token_seconds_within;
 
 use attendee::{ATTENDEE, LIMITS, ROOM_LABEL};
 
@@ -290,7 +290,7 @@ impl Making<'_> {
         let (token, expires) =
             labkit::accounts::token(self.client, namespace, ATTENDEE, self.token.0, None).await?;
         let path = self.dir.join(format!("{namespace}.kubeconfig"));
-        let config = kubeconfig::for_attendee(self.config, namespace, &token)?;
+        let config = attendee_kubeconfig::for_attendee(self.config, namespace, &token)?;
         labkit::files::write_private(&path, serde_saphyr::to_string(&config)?)?;
         file.kubeconfigs.push(path);
         file.expires = expires;

@@ -13,13 +13,10 @@ pub async fn health(lab: &LabFile) -> Health {
         let version = p.version.as_deref().unwrap_or("-");
         let (role, pid) = (format!("{:<15}", p.role), format!("{:<7}", p.pid));
         let source = binaries::said(&p.source);
-        lines.push(match running {
-            true => {
-                tr!("{role} pid {pid} running     {version} ({source})", role, pid, version, source)
-            }
-            false => {
-                tr!("{role} pid {pid} NOT RUNNING {version} ({source})", role, pid, version, source)
-            }
+        lines.push(if running {
+            tr!("{role} pid {pid} running     {version} ({source})", role, pid, version, source)
+        } else {
+            tr!("{role} pid {pid} NOT RUNNING {version} ({source})", role, pid, version, source)
         });
     }
     let checks = [
