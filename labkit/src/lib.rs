@@ -25,14 +25,11 @@
 //!
 //! Test support, for tests only (the `test-support` feature of a dev-dependency):
 //! `json_doc` holds the `-o json` documents against docs/output.md, `english` finds English
-//! left in a Chinese output (both in `tests/support/`: only tests call them), `cluster` a cluster's objects to compare before and after,
-//! `node` a kind node's crictl; and what only the faults do to a lab (`lab/fault_controls.rs`,
+//! left in a Chinese output (both in `tests/support/`: only tests call them), `node` a kind node's crictl; and what only the faults do to a lab (`lab/fault_controls.rs`,
 //! `deployment/controls.rs`).
 
 pub mod accounts;
 pub mod apply;
-#[cfg(any(test, feature = "test-support"))]
-pub mod cluster;
 pub mod command;
 pub mod converge;
 pub mod deployment;

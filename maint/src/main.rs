@@ -13,10 +13,12 @@
 //! | [`hunt`]         | `cargo maint hunt`: every lab test again and again, idle and busy |
 //! | [`pictures`]     | `cargo maint pictures`: docs/pictures/ drawn by code          |
 //! | [`node_image`]   | `cargo maint node-image`: kind's node built here, offline     |
+//! | [`cluster`]      | a cluster's objects, to compare before and after              |
 //!
 //! Its tests are the checks of the repository (`tidy`, rust-analyzer's name).
 
 mod bench;
+mod cluster;
 mod hunt;
 mod mirror;
 mod node_image;

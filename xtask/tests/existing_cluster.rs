@@ -215,7 +215,7 @@ fn grade_my_controller(name: &str, namespace: &str, program: &str) -> labkit::co
 #[serial]
 async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
     let admin = instructor().await;
-    let before = labkit::cluster::snapshot(&admin).await.unwrap();
+    let before = common::cluster::snapshot(&admin).await.unwrap();
     for (name, namespace) in INSTRUCTOR_LABS {
         instructor_lab_up(name, namespace);
     }
@@ -247,11 +247,11 @@ async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
         .map(|(name, _)| run(&xtask(&["lab", "down", "--name", name])))
         .collect();
     assert!(failed.is_empty(), "graded at once, not every row passed: {failed:?}");
-    labkit::cluster::difference(&made, &after_grades).unwrap();
+    common::cluster::difference(&made, &after_grades).unwrap();
     for down in downs {
         assert!(down.ok, "lab down failed:\n{}", down.stderr);
     }
-    labkit::cluster::difference(&before, &labkit::cluster::snapshot(&admin).await.unwrap())
+    common::cluster::difference(&before, &common::cluster::snapshot(&admin).await.unwrap())
         .unwrap();
 }
 
@@ -278,7 +278,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
     controller_node(&instructors).await;
     let down = run(&xtask(&["lab", "down", "--name", name]));
     assert!(!ran.ok && printed.contains("SIGHUP: the terminal went away"), "{printed}");
-    labkit::cluster::difference(&before, &after).unwrap();
+    common::cluster::difference(&before, &after).unwrap();
     assert!(down.ok, "lab down failed:\n{}", down.stderr);
 
     let attendees = lab().await;
@@ -288,7 +288,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
     let bench = maint(&bench).args(["--burst", "3", "--unrelated", "20", "--out"]).path(&out);
     let ran = run(&bench.env(labkit::test_hook::VARIABLE, "bench:block:1=SIGINT,put_back=SIGTERM"));
     assert!(!ran.ok && ran.stderr.contains("still putting the lab back"), "{}", ran.stderr);
-    labkit::cluster::difference(&before, &kit_objects(&admin).await).unwrap();
+    common::cluster::difference(&before, &kit_objects(&admin).await).unwrap();
     controller_node(&attendees).await;
 }
 
@@ -296,7 +296,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
 /// controller started again after a grade or a bench is a new pod (of a new
 /// ReplicaSet, where its arguments were put back), by design.
 async fn kit_objects(admin: &kube::Client) -> std::collections::BTreeSet<String> {
-    let all = labkit::cluster::snapshot(admin).await.unwrap();
+    let all = common::cluster::snapshot(admin).await.unwrap();
     all.into_iter()
         .filter(|o| !o.starts_with("/Pod ") && !o.starts_with("apps/ReplicaSet "))
         .collect()

@@ -196,7 +196,7 @@ fn programs_running() -> Vec<u32> {
 /// The cluster's objects, but for the namespaces the bench keeps with the
 /// lab (made once, by design) and the tests' own.
 async fn objects(lab: &Lab) -> BTreeSet<String> {
-    let all = labkit::cluster::snapshot(&lab.client()).await.unwrap();
+    let all = common::cluster::snapshot(&lab.client()).await.unwrap();
     all.into_iter().filter(|o| !o.contains(" bench-") && !o.contains("guest-")).collect()
 }
 
@@ -207,7 +207,7 @@ async fn objects(lab: &Lab) -> BTreeSet<String> {
 async fn assert_put_back(before: &BTreeSet<String>, printed: &str) {
     let lab = &lab().await;
     let after = objects(lab).await;
-    labkit::cluster::difference(before, &after).unwrap_or_else(|e| panic!("{e:#}\n{printed}"));
+    common::cluster::difference(before, &after).unwrap_or_else(|e| panic!("{e:#}\n{printed}"));
     assert!(lab.controller_running().await.unwrap(), "the controller is not back:\n{printed}");
     let my_config = lab.config_maps().get(lab.desired().name()).await.unwrap();
     assert!(lab.desired().is_satisfied_by(&my_config), "my-config: {my_config:?}\n{printed}");
@@ -391,7 +391,7 @@ async fn wait_ready(lab: &Lab) {
 #[serial]
 async fn a_failed_existing_up_leaves_the_cluster_as_it_was() {
     let lab = lab().await;
-    let before = labkit::cluster::snapshot(&lab.client()).await.unwrap();
+    let before = common::cluster::snapshot(&lab.client()).await.unwrap();
     let name = format!("{}-up-fails", lab.file().name);
     let up = ["lab", "up", "--provider", "existing", "--name", &name, "--create-namespace"];
     let flags = ["--namespace", "up-fails", "--registry", "localhost:9", "--kubeconfig"];
@@ -402,8 +402,8 @@ async fn a_failed_existing_up_leaves_the_cluster_as_it_was() {
         assert!(ran.stderr.contains(said), "{said:?} in:\n{}", ran.stderr);
     }
     assert!(!labkit::project::lab_dir(&name).exists(), "its folder is left:\n{}", ran.stderr);
-    let after = labkit::cluster::snapshot(&lab.client()).await.unwrap();
-    labkit::cluster::difference(&before, &after)
+    let after = common::cluster::snapshot(&lab.client()).await.unwrap();
+    common::cluster::difference(&before, &after)
         .unwrap_or_else(|e| panic!("{e:#}\n{}", ran.stderr));
 }
 

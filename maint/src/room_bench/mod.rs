@@ -127,7 +127,7 @@ async fn bench(args: &RoomBenchArgs, cluster: &Cluster) -> Result<Report> {
     let admin = cluster_metrics::client(&cluster.kubeconfig, cluster.context.as_deref()).await?;
     let labs: Vec<String> = (1..=n).map(|i| format!("{ROOM}-{i:02}")).collect();
     crate::test::existing::forget_an_interrupted_run(ROOM, &labs)?;
-    let before = labkit::cluster::snapshot(&admin).await?;
+    let before = crate::cluster::snapshot(&admin).await?;
     let api_before = cluster_metrics::api_server(&admin).await?;
     let mut report =
         Report::new(n, args.wave.unwrap_or(args.attendees), args.graders, &admin).await?;
@@ -162,8 +162,8 @@ async fn bench(args: &RoomBenchArgs, cluster: &Cluster) -> Result<Report> {
     report.api_server = cluster_metrics::api_server(&admin).await?.since(&api_before);
     report.timeline = timeline;
     report.failures.extend(morning.err().map(|e| format!("{e:#}")));
-    let after = labkit::cluster::snapshot(&admin).await?;
-    labkit::cluster::difference(&before, &after)?;
+    let after = crate::cluster::snapshot(&admin).await?;
+    crate::cluster::difference(&before, &after)?;
     report.objects = after.len();
     Ok(report)
 }

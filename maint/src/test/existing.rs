@@ -38,7 +38,7 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
     let mut cluster = room_cluster::make(&node).await?;
     forget_an_interrupted_run(ROOM, &LABS)?;
     let admin = xtask::lab::kubeconfig::client(&cluster.kubeconfig).await?;
-    let before = labkit::cluster::snapshot(&admin).await?;
+    let before = crate::cluster::snapshot(&admin).await?;
     let instructor = with_ca_file(&cluster.kubeconfig)?;
     let room = || RoomOptions {
         kubeconfig: Some(instructor.clone()),
@@ -60,8 +60,8 @@ pub async fn part(node_image: Option<&str>) -> Result<ExitCode> {
         xtask::lab::down::run(name, false).await?;
     }
     xtask::room::run(RoomCommand::Down { room: room() }).await?;
-    let after = labkit::cluster::snapshot(&admin).await?;
-    labkit::cluster::difference(&before, &after)?;
+    let after = crate::cluster::snapshot(&admin).await?;
+    crate::cluster::difference(&before, &after)?;
     eprintln!("the cluster is as it was: {} objects, the same before and after", after.len());
     cluster.remove_now();
     result

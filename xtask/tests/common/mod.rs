@@ -11,6 +11,10 @@ use std::{
 
 use labkit::lab::Lab;
 
+/// A cluster's objects, to compare before and after (maint's, whose room test uses it too).
+#[path = "../../../maint/src/cluster.rs"]
+pub mod cluster;
+
 use labkit::{
     command::{Cmd, cargo},
     eventually::{Check, eventually},

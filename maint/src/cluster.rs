@@ -1,5 +1,6 @@
 //! The objects a cluster lists, to compare before and after a command
-//! that must leave it as it was (the room's test, the interrupt tests).
+//! that must leave it as it was (the room's test and bench here; the lab
+//! tests of xtask/tests/ include this file as `common::cluster`).
 
 use std::collections::BTreeSet;
 
