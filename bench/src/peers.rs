@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::subject::Spec;
+use controller::template::{ConfigMapTemplate, ConfigMapTemplateSpec};
+use kube::{Api, api::PostParams};
 use labkit::command::Cmd;
 use labkit::lab::Lab;
-use labkit::{fingerprint::sha256_hex, go_build, project};
+use labkit::{fingerprint::sha256_hex, go_build, project, stage2};
 
 /// The course's program as it prints it: a Go module, relative to the repository.
 pub const COURSE_VERBATIM: &str = "bench/peers/course-verbatim";
@@ -128,7 +130,8 @@ pub fn kube_runtime(lab: &Lab, binary: &std::path::Path) -> Spec {
 }
 
 /// Installs what the kube-runtime peer needs: the CRD, its RBAC and
-/// kubeconfig, and the template naming my-config with the desired data.
+/// kubeconfig, and the template naming my-config with the desired data (in
+/// the stage-2 namespace: stage 2 then keeps my-config so).
 pub async fn kube_runtime_install(lab: &Lab) -> Result<()> {
     let desired = lab.desired();
     anyhow::ensure!(
@@ -137,7 +140,12 @@ pub async fn kube_runtime_install(lab: &Lab) -> Result<()> {
         desired.namespace()
     );
     labkit::stage2::install(lab).await?;
-    labkit::stage2::keep_with_template(lab, desired.name(), desired.data().clone()).await
+    let templates: Api<ConfigMapTemplate> = Api::namespaced(lab.client(), stage2::NAMESPACE);
+    let (name, data) = (desired.name(), desired.data().clone());
+    let spec = ConfigMapTemplateSpec { config_map_name: name.into(), data };
+    let template = ConfigMapTemplate::new(&format!("keeps-{name}"), spec);
+    templates.create(&PostParams::default(), &template).await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use super::{
     subject::{Spec, Subject},
     usage::Usage,
 };
+use controller::desired::Desired;
 use labkit::{converge::wait_idle, lab::Lab};
 
 /// Patches of a burst in flight at once.
@@ -97,7 +98,11 @@ pub async fn measure(
     let mut sides = Vec::new();
     let own = Place::kept_in(lab);
     for (spec, place) in specs.iter().chain([&floor]).zip(places::of_sides(&own, specs, sharing)) {
-        let lab = lab.keeping(&place.namespace, &place.name)?;
+        // The same lab keeping this side's ConfigMap (same data); lab.json stays the lab's.
+        let data = lab.desired().data().clone();
+        let desired =
+            Desired::new(&place.namespace, &place.name, data).map_err(anyhow::Error::msg)?;
+        let lab = lab.seen_as(lab.file().clone(), desired, false);
         sides.push(Side { spec: spec.clone(), rounds: Rounds::new(&lab).await?, lab });
     }
     let mut run = Run { lab, log, rounds: Rounds::new(lab).await?, spans: Vec::new() };
@@ -145,7 +150,7 @@ pub async fn measure(
 }
 
 /// A side of the latency blocks: a subject or the floor, the lab as it sees
-/// it (its own my-config, [`Lab::keeping`]) and its rounds' client.
+/// it (its own my-config, [`Lab::seen_as`]) and its rounds' client.
 struct Side {
     spec: Spec,
     lab: Lab,

@@ -106,7 +106,7 @@ impl Subject {
     /// Deletes my-config, starts the controller with `extra` flags (ours
     /// only) and waits until it has created my-config again: the one sign of
     /// readiness every implementation gives (ours also answers `/readyz`).
-    /// `lab` says which my-config ([`Lab::keeping`]). Its output is
+    /// `lab` says which my-config ([`Lab::seen_as`]). Its output is
     /// appended to `log`.
     pub async fn start(lab: &Lab, spec: &Spec, extra: &[&str], log: &Path) -> Result<Subject> {
         delete_and_wait_gone(&lab.config_maps(), lab.desired().name()).await?;
@@ -205,12 +205,34 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
             if !extra.is_empty() {
                 bail!("a peer takes no flags from the bench");
             }
-            let kubeconfig = lab.controller_kubeconfig()?;
+            let kubeconfig = controller_kubeconfig(lab)?;
             Cmd::argv(["sh", "-c", line])
                 .env("KUBECONFIG", kubeconfig.display().to_string())
                 .env(NAME_ENV, name)
         }
     })
+}
+
+/// The lab's controller kubeconfig, its context's namespace the one `lab` keeps my-config
+/// in: for programs that take their namespace from the kubeconfig, as kubectl does.
+/// Outside the lab's namespace a copy is written in the borrow's folder
+/// ([`Lab::borrowed_dir`]).
+fn controller_kubeconfig(lab: &Lab) -> Result<PathBuf> {
+    let (path, namespace) = (&lab.file().controller.kubeconfig, lab.desired().namespace());
+    if namespace == lab.file().target.namespace {
+        return Ok(path.clone());
+    }
+    let mut config = kube::config::Kubeconfig::read_from(path)?;
+    for named in &mut config.contexts {
+        if let Some(context) = named.context.as_mut() {
+            context.namespace = Some(namespace.to_string());
+        }
+    }
+    let dir = lab.borrowed_dir();
+    files::create_dir(&dir)?;
+    let copy = dir.join(format!("controller-{namespace}.kubeconfig"));
+    files::write_private(&copy, &serde_saphyr::to_string(&config)?)?;
+    Ok(copy)
 }
 
 #[cfg(test)]

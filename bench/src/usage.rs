@@ -43,8 +43,9 @@ pub fn of_group(pgid: u32) -> anyhow::Result<Usage> {
         let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", member.pid)) else {
             continue;
         };
+        let Some(cpu_ticks) = cpu_ticks(member.pid) else { continue };
         usage.processes += 1;
-        usage.cpu_ms += member.cpu_ticks as f64 * 1000.0 / ticks_per_second;
+        usage.cpu_ms += cpu_ticks as f64 * 1000.0 / ticks_per_second;
         usage.rss_kib += status_kib(&status, "VmRSS").unwrap_or(0);
         usage.peak_rss_kib += status_kib(&status, "VmHWM").unwrap_or(0);
     }
@@ -52,6 +53,12 @@ pub fn of_group(pgid: u32) -> anyhow::Result<Usage> {
         bail!("no process in group {pgid}: it is not running");
     }
     Ok(usage)
+}
+
+/// CPU time `pid` used so far, user and system (stat fields 14 and 15), in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let fields = labkit::process::stat_fields(pid)?;
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
 /// A `Name:   123 kB` line of `/proc/<pid>/status`, in KiB.

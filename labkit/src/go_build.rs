@@ -154,11 +154,6 @@ pub fn components<'a>(
 }
 
 impl GoComponent {
-    /// `<cache>/go/<name>-<fingerprint>/`.
-    pub fn out_dir(&self, cache: &Path) -> PathBuf {
-        cache.join("go").join(format!("{}-{}", self.name, self.fingerprint))
-    }
-
     /// `go build` of every package into `out` (a directory: Go then names
     /// each program after its package).
     pub fn build(&self, out: &Path) -> Cmd {

@@ -59,7 +59,7 @@ pub struct Lab {
     desired: Desired,
     /// Flags added to the lab's own, by role, for the processes running now.
     extra_args: BTreeMap<String, Vec<String>>,
-    /// The controller is a local process of the caller's ([`Lab::with_local_controller`]).
+    /// The controller is a local process of the caller's ([`Lab::seen_as`]).
     local_controller: bool,
     /// The lab's record while `grade` or `bench` borrows it: the processes
     /// they start go into it ([`Lab::started`]).

@@ -70,8 +70,9 @@ pub fn is_alive(pid: u32) -> bool {
     state(pid).is_some_and(|state| !matches!(state.as_str(), "Z" | "X"))
 }
 
-/// The fields of `/proc/PID/stat` after its command name (which may hold spaces).
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
+/// The fields of `/proc/PID/stat` after its command name (which may hold spaces): the
+/// first is field 3, the state.
+pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     Some(rest.split_whitespace().map(String::from).collect())
@@ -132,8 +133,6 @@ pub struct Member {
     pub zombie: bool,
     /// A zombie's wait status, as waitpid(2) will report it to its parent (field 52).
     pub exit_code: i32,
-    /// CPU time used so far, user and system (fields 14 and 15), in clock ticks.
-    pub cpu_ticks: u64,
 }
 
 /// The processes of process group `pgid`, zombies among them.
@@ -146,8 +145,6 @@ pub fn group_members(pgid: u32) -> Vec<Member> {
                 ppid: fields.get(1)?.parse().ok()?,
                 zombie: fields.first()? == "Z",
                 exit_code: fields.get(49)?.parse().ok()?,
-                cpu_ticks: fields.get(11)?.parse::<u64>().ok()?
-                    + fields.get(12)?.parse::<u64>().ok()?,
             })
         })
         .collect()

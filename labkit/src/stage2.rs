@@ -2,16 +2,16 @@
 //! and its RBAC from `manifests/stage2/`, a kubeconfig of its ServiceAccount
 //! (a TokenRequest token, so the Role is what it gets), and taking it away.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
-use controller::template::{ConfigMapTemplate, ConfigMapTemplateSpec};
+use controller::template::ConfigMapTemplate;
 use k8s_openapi::{
     api::core::v1::ServiceAccount,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams},
 };
 
 use crate::{
@@ -37,20 +37,6 @@ pub async fn uninstall(lab: &Lab) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     crds.delete(CRD, &DeleteParams::default()).await?;
     remove_rbac(&admin).await
-}
-
-/// A template for `name` in the stage-2 namespace with `data`: stage 2 then
-/// keeps that ConfigMap (the bench's kube-runtime peer keeps my-config so).
-pub async fn keep_with_template(
-    lab: &Lab,
-    name: &str,
-    data: BTreeMap<String, String>,
-) -> anyhow::Result<()> {
-    let templates: Api<ConfigMapTemplate> = Api::namespaced(lab.client(), NAMESPACE);
-    let spec = ConfigMapTemplateSpec { config_map_name: name.into(), data };
-    let template = ConfigMapTemplate::new(&format!("keeps-{name}"), spec);
-    templates.create(&PostParams::default(), &template).await?;
-    Ok(())
 }
 
 /// Applies manifests/stage2/crd.yaml and rbac.yaml to `lab`, waits until the

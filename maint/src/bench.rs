@@ -170,8 +170,7 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
     };
     let uid = made.context("no uid")?;
     // No longer than the lab's own credential: a room's attendee may mint no longer token.
-    let seconds =
-        xtask::room::token_seconds_within(&lab.file().admin_kubeconfig, SIDES_TOKEN_SECONDS);
+    let seconds = token_seconds_within(&lab.file().admin_kubeconfig, SIDES_TOKEN_SECONDS);
     let (token, expires) =
         labkit::accounts::token(&client, namespace, account, seconds, Some((TOKEN_SECRET, &uid)))
             .await?;
@@ -190,8 +189,32 @@ async fn sides_here(lab: &Lab, record: &Shared) -> Result<Option<Lab>> {
         kubeconfig.display(),
         lab.desired().namespace()
     );
-    let url = format!("http://127.0.0.1:{port}");
-    Ok(Some(lab.with_local_controller(&url, &kubeconfig)))
+    // The same lab, its controller a local process of ours with that kubeconfig, serving `url`.
+    let mut file = lab.file().clone();
+    file.controller.url = format!("http://127.0.0.1:{port}");
+    file.controller.kubeconfig = kubeconfig;
+    Ok(Some(lab.seen_as(file, lab.desired().clone(), true)))
+}
+
+/// The shortest token the API server issues (TokenRequest's minimum).
+const SHORTEST_TOKEN: i64 = 600;
+
+/// `seconds`, or less when the kubeconfig at `path` holds a token (a JWT)
+/// that ends sooner: a token minted with it need not outlive it, and in a
+/// room may not outlive the room's own (`xtask/src/room/guard.rs`).
+fn token_seconds_within(path: &Path, seconds: i64) -> i64 {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let config: serde_json::Value = serde_saphyr::from_str(&text).unwrap_or_default();
+    let expires = config["users"][0]["user"]["token"].as_str().and_then(expiry);
+    let left = |expires: i64| expires - k8s_openapi::jiff::Timestamp::now().as_second();
+    expires.map_or(seconds, |expires| seconds.min(left(expires).max(SHORTEST_TOKEN)))
+}
+
+/// A JWT's `exp` claim (seconds since the epoch); nothing is verified.
+fn expiry(token: &str) -> Option<i64> {
+    use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
+    let payload = URL_SAFE_NO_PAD.decode(token.split('.').nth(1)?).ok()?;
+    serde_json::from_slice::<serde_json::Value>(&payload).ok()?["exp"].as_i64()
 }
 
 pub async fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -379,4 +402,16 @@ fn build(build: Build, stage2: bool) -> Result<Built> {
         ensure!(binary.is_file(), "cargo built no {}", binary.display());
     }
     Ok(built)
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
+
+    #[test]
+    fn a_jwts_expiry_is_read_from_its_payload() {
+        let payload = URL_SAFE_NO_PAD.encode(r#"{"exp":1767225600,"sub":"x"}"#);
+        assert_eq!(super::expiry(&format!("e30.{payload}.c2ln")), Some(1767225600));
+        assert_eq!(super::expiry("not-a-jwt"), None);
+    }
 }

@@ -76,7 +76,7 @@ fn marker(out: &Path) -> PathBuf {
 
 /// The `go build` of `component` and its completion marker, unless it is built.
 fn build_steps(recipe: &Recipe, component: &GoComponent, cmd: Cmd) -> Vec<Step<Build>> {
-    let out = component.out_dir(&recipe.cache);
+    let out = recipe.out_dir(component);
     let done = marker(&out);
     let unless = format!("if {} is not built yet", shown(&out));
     let missing = {
@@ -117,7 +117,7 @@ pub fn steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
     for component in &recipe.components {
         // runc is built by [`runc_steps`]; kind's module only lends its files.
         if !matches!(component.name, "runc" | "kind") {
-            let out = component.out_dir(&recipe.cache);
+            let out = recipe.out_dir(component);
             steps.extend(build_steps(recipe, component, component.build(&out)));
         }
     }
@@ -131,7 +131,7 @@ pub fn runc_steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
     let sysroot = recipe.rootfs.sysroot(&recipe.cache);
     let pkgconfig = sysroot.join("usr/lib").join(recipe.arch.multiarch).join("pkgconfig");
     let cmd = runc
-        .build(&runc.out_dir(&recipe.cache))
+        .build(&recipe.out_dir(runc))
         .env("PKG_CONFIG_PATH", "")
         .env("PKG_CONFIG_LIBDIR", pkgconfig.display().to_string())
         .env("PKG_CONFIG_SYSROOT_DIR", sysroot.display().to_string());
@@ -139,8 +139,8 @@ pub fn runc_steps(recipe: &Recipe) -> Result<Vec<Step<Build>>> {
         Step::probe(Cmd::argv(["gcc", "-print-file-name=libc.a"]), |_, out| {
             static_libc(out.as_deref().ok())
         })
-        .when(format!("if {} is not built yet", shown(&runc.out_dir(&recipe.cache))), {
-            let done = marker(&runc.out_dir(&recipe.cache));
+        .when(format!("if {} is not built yet", shown(&recipe.out_dir(runc))), {
+            let done = marker(&recipe.out_dir(runc));
             move |_: &Build| !done.is_file()
         }),
     ];

@@ -143,7 +143,12 @@ impl Recipe {
 
     /// A program built by one of the components.
     pub fn binary(&self, component: &str, program: &str) -> Result<PathBuf> {
-        Ok(self.component(component)?.out_dir(&self.cache).join(program))
+        Ok(self.out_dir(self.component(component)?).join(program))
+    }
+
+    /// Where `component` is built: `<cache>/go/<name>-<fingerprint>/`.
+    pub fn out_dir(&self, component: &GoComponent) -> PathBuf {
+        self.cache.join("go").join(format!("{}-{}", component.name, component.fingerprint))
     }
 
     /// Where a module version is unpacked in the Go module cache (capital

@@ -3,16 +3,11 @@
 //! laptop, where the instructor's CA file is not), the attendee's token as
 //! its one user, one context named after the namespace and set to it.
 
-use std::path::Path;
-
 use anyhow::{Context as _, Result};
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::STANDARD;
 use kube::config::Kubeconfig;
 use labkit::tr;
-
-/// The shortest token the API server issues (TokenRequest's minimum).
-const SHORTEST_TOKEN: i64 = 600;
 
 pub fn for_attendee(instructor: &Kubeconfig, namespace: &str, token: &str) -> Result<Kubeconfig> {
     let mut config = labkit::accounts::with_token(instructor.clone(), token);
@@ -40,23 +35,6 @@ pub fn for_attendee(instructor: &Kubeconfig, namespace: &str, token: &str) -> Re
     Ok(config)
 }
 
-/// `seconds`, or less when the kubeconfig at `path` holds a token (a JWT)
-/// that ends sooner: a token minted with it need not outlive it, and in a
-/// room may not outlive the room's own ([`super::guard`]).
-pub fn token_seconds_within(path: &Path, seconds: i64) -> i64 {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let config: serde_json::Value = serde_saphyr::from_str(&text).unwrap_or_default();
-    let expires = config["users"][0]["user"]["token"].as_str().and_then(expiry);
-    let left = |expires: i64| expires - k8s_openapi::jiff::Timestamp::now().as_second();
-    expires.map_or(seconds, |expires| seconds.min(left(expires).max(SHORTEST_TOKEN)))
-}
-
-/// A JWT's `exp` claim (seconds since the epoch); nothing is verified.
-fn expiry(token: &str) -> Option<i64> {
-    let payload = URL_SAFE_NO_PAD.decode(token.split('.').nth(1)?).ok()?;
-    serde_json::from_slice::<serde_json::Value>(&payload).ok()?["exp"].as_i64()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,12 +56,5 @@ mod tests {
         let user = config.auth_infos[0].auth_info.as_ref().unwrap();
         assert!(user.token.is_some() && user.client_certificate.is_none());
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_jwts_expiry_is_read_from_its_payload() {
-        let payload = URL_SAFE_NO_PAD.encode(r#"{"exp":1767225600,"sub":"x"}"#);
-        assert_eq!(expiry(&format!("e30.{payload}.c2ln")), Some(1767225600));
-        assert_eq!(expiry("not-a-jwt"), None);
     }
 }

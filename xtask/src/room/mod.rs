@@ -32,8 +32,6 @@ use labkit::project::shown;
 use labkit::record::Record;
 use labkit::tr;
 
-pub use attendee_kubeconfig::token_seconds_within;
-
 use attendee::{ATTENDEE, LIMITS, ROOM_LABEL};
 
 /// Pod Security: an attendee's pods run as the course's controller does
