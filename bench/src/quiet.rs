@@ -20,7 +20,7 @@ use super::rounds::bench_writes;
 use labkit::{
     converge::{HEAL_WITHIN, wait_desired, wait_idle},
     lab::Lab,
-    metrics::Scrape,
+    scrape::Scrape,
 };
 
 /// A steady window: my-config right, nobody touching it.

@@ -110,7 +110,7 @@ async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
 pub async fn metrics_series_present_from_start(lab: &mut Lab) -> anyhow::Result<Measured> {
     use controller::metrics::{self as names, ReconcileResult, WriteVerb};
     let text = lab.metrics_text().await?;
-    let scrape = labkit::metrics::Scrape::parse(&text);
+    let scrape = labkit::scrape::Scrape::parse(&text);
     let families: Vec<&str> =
         text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next()).collect();
     let stray: Vec<&&str> = families.iter().filter(|f| !f.starts_with("my_controller_")).collect();

@@ -362,5 +362,5 @@ async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
     ))
 }
 
-mod stage2;
-pub use stage2::stage2_crd;
+mod stage2_controller;
+pub use stage2_controller::stage2_crd;

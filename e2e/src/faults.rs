@@ -58,7 +58,7 @@ use labkit::eventually::{Check, eventually};
 use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired},
     lab::{ControllerRun, Lab},
-    metrics::Scrape,
+    scrape::Scrape,
     suite::{Experiment, Measured, RunsOn, entry},
     tr,
 };

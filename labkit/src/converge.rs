@@ -42,7 +42,7 @@ pub async fn wait_desired(lab: &Lab) -> anyhow::Result<ConfigMap> {
 
 /// Waits until the controller is idle: nothing queued, no retry waiting,
 /// nothing running.
-pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::metrics::Scrape> {
+pub async fn wait_idle(lab: &Lab) -> anyhow::Result<crate::scrape::Scrape> {
     let what = tr!("the controller to be idle");
     eventually(&what, HEAL_WITHIN, || async {
         let m = lab.metrics().await?;

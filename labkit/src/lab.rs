@@ -18,7 +18,7 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 
-use crate::{deployment::DeploymentHost, http_probe, metrics::Scrape};
+use crate::{deployment::DeploymentHost, http_probe, scrape::Scrape};
 
 mod borrowed;
 mod controller_log;

@@ -19,7 +19,7 @@
 //! | [`converge`]      | waits for the controller to converge, and how long it took   |
 //! | [`accounts`], [`pki`] | ServiceAccount tokens; the envtest lab's CA and client certificates |
 //! | [`stage2`]        | stage 2 on a lab: its CRD, RBAC and account                  |
-//! | [`http_probe`], [`metrics`] | plain-HTTP requests, `/metrics`                      |
+//! | [`http_probe`], [`scrape`]  | plain-HTTP requests, `/metrics`                      |
 //! | [`files`], [`fingerprint`], [`tools`] | files' permissions, build inputs' fingerprints, where a program is |
 //! | [`go_build`]      | the one `go build`: the repository's Go modules, cached by fingerprint |
 //!
@@ -47,7 +47,6 @@ pub mod json_doc;
 pub mod kind_releases;
 pub mod lab;
 pub mod lab_file;
-pub mod metrics;
 #[cfg(any(test, feature = "test-support"))]
 pub mod node;
 pub mod owned;
@@ -57,6 +56,7 @@ pub mod project;
 pub mod record;
 pub mod results;
 pub mod say;
+pub mod scrape;
 pub mod stage2;
 pub mod suite;
 pub mod test_hook;

@@ -7,7 +7,7 @@
 //! The checks themselves live in `preflight` as pure functions of what these
 //! probes print.
 
-mod network;
+mod reachability;
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::ExitCode;
@@ -146,7 +146,12 @@ pub(crate) fn gather(args: &DoctorArgs, provider: &dyn Provider) -> Result<Vec<C
         preflight::port("controller port", CONTROLLER_PORT, port_taken(CONTROLLER_PORT)),
     ]);
     let envtest_missing = machine.located.iter().any(|(_, b)| b.is_none());
-    checks.extend(network::checks(args, &offers, (&pinned, toolchain_missing), envtest_missing));
+    checks.extend(reachability::checks(
+        args,
+        &offers,
+        (&pinned, toolchain_missing),
+        envtest_missing,
+    ));
     Ok(checks)
 }
 
@@ -288,7 +293,7 @@ mod tests {
         };
         let sources = [
             include_str!("doctor.rs"),
-            include_str!("doctor/network.rs"),
+            include_str!("doctor/reachability.rs"),
             include_str!("../../labkit/src/tools.rs"),
             include_str!("lab/provider.rs"),
             function(include_str!("lab/kind/mod.rs"), "fn machine_checks"),

@@ -20,7 +20,7 @@ use labkit::eventually::{Check, eventually};
 use labkit::{
     converge::{HEAL_WITHIN, measure_until_desired, wait_desired, wait_idle},
     lab::Lab,
-    metrics::Scrape,
+    scrape::Scrape,
     suite::Measured,
     tr,
 };

@@ -6,7 +6,7 @@
 pub mod binaries;
 pub mod certs;
 pub mod controller;
-pub mod deployment;
+pub mod deploy;
 pub mod down;
 pub mod env;
 pub mod envtest;

@@ -12,7 +12,7 @@ mod attendee;
 mod attendee_kubeconfig;
 mod guard;
 mod isolation;
-mod network;
+mod policy_sources;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -176,7 +176,7 @@ async fn up(
     let (config, context, client) = connect(room).await?;
     let namespaces: Vec<String> = (1..=attendees).map(|i| format!("{prefix}-{i:02}")).collect();
     nothing_in_the_way(&client, &room.name, &namespaces).await?;
-    let sources = network::sources(&client).await?;
+    let sources = policy_sources::sources(&client).await?;
     labkit::files::create_dir(&dir)?;
     let mut record = Record::open(&dir, &format!("room-{}", room.name), None)?;
     let mut file = RoomFile { name: room.name.clone(), context, ..RoomFile::default() };

@@ -17,7 +17,7 @@ use self::steps::{
     Up, check_nothing_in_the_way, check_rights, connect, look_at_namespace, record_digest,
 };
 use crate::image;
-use crate::lab::deployment::{self, DEPLOYMENT};
+use crate::lab::deploy::{self, DEPLOYMENT};
 use crate::lab::options::{ExistingOptions, UpOptions};
 use crate::lab::provider::{Answer, Health, Machine, Provider, docker_version};
 use crate::plan::{self, Step};
@@ -158,7 +158,7 @@ pub fn one_context(
 
 /// What `lab up --provider existing` does, in order.
 pub fn up_plan(state_dir: &Path, given: &Given, builder: image::Builder) -> Result<Vec<Step<Up>>> {
-    let record = vec![deployment::write_lab_file(state_dir, &given.namespace)];
+    let record = vec![deploy::write_lab_file(state_dir, &given.namespace)];
     Ok([checks(given), controller_image(given, builder)?, deploy(given), record]
         .into_iter()
         .flatten()
@@ -231,12 +231,12 @@ fn deploy(given: &Given) -> Vec<Step<Up>> {
         .when(tr!("if {namespace} does not exist (--create-namespace)", namespace), |up: &Up| {
             up.namespace_exists == Some(false)
         }),
-        deployment::apply(
+        deploy::apply(
             &kubectl,
             &tr!("in {namespace}, the image by digest", namespace),
             Some(steps::my_config(&given.target())),
         ),
-        deployment::rollout(&kubectl, namespace),
+        deploy::rollout(&kubectl, namespace),
     ]
 }
 
@@ -324,12 +324,12 @@ impl Provider for Existing {
                 path = existing.kubeconfig.display(),
                 namespace = existing.namespace
             );
-            deployment::status(lab, vec![line]).await
+            deploy::status(lab, vec![line]).await
         })
     }
 
     fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
-        Box::pin(deployment::logs(name, follow))
+        Box::pin(deploy::logs(name, follow))
     }
 
     /// The image is built and pushed here; the cluster is someone else's.

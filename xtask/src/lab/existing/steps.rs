@@ -12,7 +12,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use super::Given;
-use crate::lab::deployment::{BY, Deploys};
+use crate::lab::deploy::{BY, Deploys};
 use crate::lab::manifests::{self, FIELD_MANAGER};
 use crate::lab::provider::Provider;
 use controller::version::{Skew, parse_minor, target_minor};

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 
 use crate::image::Builder;
-use crate::lab::deployment;
+use crate::lab::deploy;
 use crate::lab::options::UpOptions;
 use crate::lab::provider::{Answer, Health, Machine, Provider, docker_version, probe};
 use crate::mirrors::RegistryMirror;
@@ -31,7 +31,7 @@ use labkit::project::shown;
 use labkit::record::Record;
 use labkit::tr;
 
-pub use crate::lab::deployment::{DEPLOYMENT, NAMESPACE};
+pub use crate::lab::deploy::{DEPLOYMENT, NAMESPACE};
 
 /// The cluster definition, relative to the project root.
 pub const CLUSTER_FILE: &str = "kind/cluster.yaml";
@@ -303,12 +303,12 @@ impl Provider for Kind {
                 .read()
                 .unwrap_or_default();
             let line = tr!("cluster {name}: node {node}, image {image}", name, node, image);
-            deployment::status(lab, vec![line]).await
+            deploy::status(lab, vec![line]).await
         })
     }
 
     fn logs<'a>(&'a self, name: &'a str, follow: bool) -> Answer<'a, ()> {
-        Box::pin(deployment::logs(name, follow))
+        Box::pin(deploy::logs(name, follow))
     }
 
     /// Docker and kind, and what a kind node needs of the host ([`host_checks`]).

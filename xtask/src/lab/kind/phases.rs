@@ -19,7 +19,7 @@ use super::{
     cluster_entry, docker_arch, image_present, kind_version, node_container, save_platform, shown,
 };
 use crate::image;
-use crate::lab::deployment::{self, BY, Deploys};
+use crate::lab::deploy::{self, BY, Deploys};
 use crate::lab::provider::Provider;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
@@ -67,7 +67,7 @@ pub fn up_plan(
         course_images(&names, images),
         controller_image(&names, images)?,
         deploy(&names, target),
-        vec![deployment::write_lab_file(&names.dir, NAMESPACE)],
+        vec![deploy::write_lab_file(&names.dir, NAMESPACE)],
     ]
     .into_iter()
     .flatten()
@@ -372,7 +372,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
             format!("kubectl --kubeconfig {kubeconfig} get deployment/{DEPLOYMENT} -o yaml"),
             |up: &mut Up| Box::pin(async move { look_at_deployment(up).await }),
         ),
-        deployment::apply(&kubectl, &format!("{}{made_for}", tr!("made by this lab, or new")), None),
+        deploy::apply(&kubectl, &format!("{}{made_for}", tr!("made by this lab, or new")), None),
         Step::api(
             format!(
                 "kubectl --kubeconfig {kubeconfig} patch deployment/{DEPLOYMENT} --type strategic -p '{}'",
@@ -392,7 +392,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
             |up: &mut Up| Box::pin(async move { labkit::deployment::DeploymentHost::new(up.client()?).restart().await }),
         )
         .when(tr!("if the Deployment existed and its pod runs another image than the one built"), Up::needs_restart),
-        deployment::rollout(&kubectl, NAMESPACE),
+        deploy::rollout(&kubectl, NAMESPACE),
     ]
 }
 

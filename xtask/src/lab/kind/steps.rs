@@ -10,7 +10,7 @@ use kube::api::Api;
 
 use super::{CLUSTER_FILE, DEPLOYMENT, Kind, NAMESPACE, cluster_entry, config, node_container};
 use crate::image;
-use crate::lab::deployment::Deploys;
+use crate::lab::deploy::Deploys;
 use crate::lab::{kubeconfig, manifests, provider::Provider};
 use crate::preflight::Status;
 use labkit::command::Cmd;
