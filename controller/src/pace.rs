@@ -16,7 +16,7 @@ use tokio::time::Instant;
 /// Corrections in a row that are written at once.
 pub const FREE: u32 = 3;
 /// The first wait after those; it doubles with each further correction.
-const FIRST_WAIT: Duration = Duration::from_secs(1);
+pub const FIRST_WAIT: Duration = Duration::from_secs(1);
 /// A correction this long after the previous one starts a new row.
 pub const QUIET: Duration = Duration::from_secs(10);
 
@@ -26,24 +26,6 @@ pub const SUMMARY: &str = "the first 3 corrections in a row are written at once,
      1s, 2s, 4s, 8s after the one before, and a correction more than 10s after the previous one \
      starts a new row: beside a second writer that puts its data back at once, 7 corrections \
      every 31s, for as long as it does";
-
-/// Corrections written within `window` of the first, beside a writer that
-/// puts its data back at once: [`SUMMARY`]'s rate, for a test to hold a
-/// real run to.
-pub fn corrections_within(window: Duration) -> u32 {
-    let (mut pace, start) = (Pace::default(), Instant::now());
-    let (mut now, mut written) = (start, 0);
-    while now <= start + window {
-        match pace.wait(now) {
-            None => {
-                pace.corrected(now);
-                written += 1;
-            }
-            Some(wait) => now += wait,
-        }
-    }
-    written
-}
 
 #[derive(Debug, Default)]
 pub struct Pace {
@@ -185,13 +167,6 @@ mod tests {
             cycle.as_secs()
         );
         assert_eq!(SUMMARY, derived);
-    }
-
-    #[test]
-    fn corrections_within_a_window_follow_the_rows() {
-        let within = |secs| corrections_within(Duration::from_secs(secs));
-        assert_eq!([within(0), within(1), within(8), within(30), within(31)], [3, 4, 6, 7, 10]);
-        assert_eq!(within(31 * 10 - 1), 7 * 10);
     }
 
     #[test]
