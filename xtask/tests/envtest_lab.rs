@@ -267,26 +267,25 @@ async fn lab_up_refuses_a_cluster_two_minors_behind_in_one_line() {
     let minor = controller::version::target_minor() - 2;
     let ours = lab.file().processes.iter().find(|p| p.role == "kube-apiserver").unwrap().clone();
     let binary = ours.binary.with_file_name(format!("kube-apiserver-as-1.{minor}"));
-    if !binary.is_file() {
-        let stamps = [
-            format!("k8s.io/component-base/version.gitVersion=v1.{minor}.0"),
-            "k8s.io/component-base/version.gitMajor=1".into(),
-            format!("k8s.io/component-base/version.gitMinor={minor}"),
-            "k8s.io/component-base/version.gitTreeState=clean".into(),
-        ];
-        let ldflags = std::iter::once("-s -w".to_string())
-            .chain(stamps.iter().map(|s| format!("-X {s}")))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let partial = binary.with_file_name(format!(".kube-apiserver-as-1.{minor}.partial"));
-        // The lab's own build command (its workspace, its flags) with these stamps.
-        let envtest = xtask::lab::binaries::ENVTEST;
-        let mut kubernetes = labkit::go_build::components(envtest).unwrap().remove(0);
-        assert_eq!(kubernetes.name, "kubernetes");
-        kubernetes.ldflags = ldflags;
-        succeeds(&kubernetes.build_cmd(&partial, &["k8s.io/kubernetes/cmd/kube-apiserver"]));
-        std::fs::rename(&partial, &binary).unwrap();
-    }
+    let stamps = [
+        format!("k8s.io/component-base/version.gitVersion=v1.{minor}.0"),
+        "k8s.io/component-base/version.gitMajor=1".into(),
+        format!("k8s.io/component-base/version.gitMinor={minor}"),
+        "k8s.io/component-base/version.gitTreeState=clean".into(),
+    ];
+    let ldflags = std::iter::once("-s -w".to_string())
+        .chain(stamps.iter().map(|s| format!("-X {s}")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    // The lab's own build command (its workspace, its flags) with these stamps.
+    let envtest = xtask::lab::binaries::ENVTEST;
+    let mut kubernetes = labkit::go_build::components(envtest).unwrap().remove(0);
+    assert_eq!(kubernetes.name, "kubernetes");
+    kubernetes.ldflags = ldflags;
+    labkit::go_build::build_once("kube-apiserver", &binary, |partial| {
+        kubernetes.build_cmd(partial, &["k8s.io/kubernetes/cmd/kube-apiserver"])
+    })
+    .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut args: Vec<String> =
         ours.args.iter().filter(|a| !a.starts_with("--secure-port=")).cloned().collect();
