@@ -32,14 +32,17 @@ pub fn quiet() -> bool {
     QUIET.load(Ordering::Relaxed)
 }
 
-/// A progress line on stderr (`eprintln!`'s arguments), unless `-q` chose
-/// [`set_quiet`].
+/// A progress line on stderr (`eprintln!`'s arguments, or one text such as a [`tr!`]'s),
+/// unless `-q` chose [`set_quiet`].
 #[macro_export]
 macro_rules! progress {
-    ($($arg:tt)*) => {
+    ($format:literal $($arg:tt)*) => {
         if !$crate::say::quiet() {
-            eprintln!($($arg)*);
+            eprintln!($format $($arg)*);
         }
+    };
+    ($text:expr) => {
+        $crate::progress!("{}", $text)
     };
 }
 

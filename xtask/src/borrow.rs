@@ -138,17 +138,14 @@ pub fn stop_leftovers(record: &Record) {
         for group in &borrow.groups {
             if labkit::process::kill_group(*group) {
                 let (pgid, by) = (group.pgid, &borrow.by);
-                labkit::progress!(
-                    "{}",
-                    tr!("  killed process group {pgid} (started by {by})", pgid, by)
-                );
+                labkit::progress!(tr!("  killed process group {pgid} (started by {by})", pgid, by));
             }
         }
     }
     let dir = record.borrowed_dir();
     if dir.exists() && std::fs::remove_dir_all(&dir).is_ok() {
         let dir = labkit::project::shown(&dir);
-        labkit::progress!("{}", tr!("  removed {dir} (the borrow's token files)", dir));
+        labkit::progress!(tr!("  removed {dir} (the borrow's token files)", dir));
     }
 }
 
@@ -185,7 +182,7 @@ async fn put_back(lab: &mut Lab, mut record: Record, by: &str) -> Result<Record>
     let made = labkit::owned::delete_all(&client, &mut record, |e| e.by == by, DELETE_WITHIN).await;
     failures.extend(made.err().map(what_made_stays));
     failures.extend(writable_my_config(lab).await.err());
-    labkit::progress!("{}", tr!("starting the lab's own controller again"));
+    labkit::progress!(tr!("starting the lab's own controller again"));
     let restored = async {
         lab.restore().await?;
         labkit::converge::wait_desired(lab).await
@@ -211,10 +208,10 @@ async fn writable_my_config(lab: &Lab) -> Result<()> {
     let uid = live.metadata.uid.clone();
     let params =
         DeleteParams::default().preconditions(Preconditions { uid, resource_version: None });
-    labkit::progress!(
-        "{}",
-        tr!("  {name} was left immutable: deleting it, the controller makes it anew", name)
-    );
+    labkit::progress!(tr!(
+        "  {name} was left immutable: deleting it, the controller makes it anew",
+        name
+    ));
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),

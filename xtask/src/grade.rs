@@ -160,7 +160,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let target = lab.desired().to_string();
     let file = lab.file().clone();
     announce(texts, &file, &target, &options, &command, lab.desired().namespace())?;
-    labkit::progress!("{}", texts.text("controller_stopped", &[]));
+    labkit::progress!(texts.text("controller_stopped", &[]));
 
     let mut borrow = Borrow::begin(&mut lab, "grade").await?;
     let result = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
@@ -224,22 +224,18 @@ fn announce(
     command: &str,
     namespace: &str,
 ) -> Result<()> {
-    labkit::progress!(
-        "{}",
-        texts.text(
-            "header",
-            &[
-                ("command", command),
-                ("lab", &file.name),
-                ("provider", &file.provider),
-                ("version", &file.kubernetes_version),
-            ]
-        )
-    );
+    labkit::progress!(texts.text(
+        "header",
+        &[
+            ("command", command),
+            ("lab", &file.name),
+            ("provider", &file.provider),
+            ("version", &file.kubernetes_version),
+        ]
+    ));
     let data_json = serde_json::to_string(&options.data)?;
     let user = format!("system:serviceaccount:{namespace}:{}", grade::IDENTITY);
     labkit::progress!(
-        "{}",
         texts.text("keeps", &[("target", target), ("data", &data_json), ("user", &user)])
     );
     Ok(())
@@ -276,13 +272,12 @@ fn progress(texts: &'static Texts) -> grade::Progress {
             let result = if row.passed { "pass" } else { "fail" };
             let row_title = Texts::get(&texts.rows, row.id.key());
             labkit::progress!(
-                "{}",
                 texts.text("row_done", &[("result", &texts.text(result, &[])), ("row", row_title)])
             );
         }
         grade::Step::Watching { window } => {
             let window = format!("{:.0} s", window.as_secs_f64());
-            labkit::progress!("{}", texts.text("watching", &[("window", &window)]));
+            labkit::progress!(texts.text("watching", &[("window", &window)]));
         }
     }))
 }

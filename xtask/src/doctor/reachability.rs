@@ -115,7 +115,7 @@ pub fn checks(
     toolchain: (&str, bool),
     envtest_missing: bool,
 ) -> Vec<Check> {
-    labkit::progress!("{}", tr!("probing the network this lab fetches from (at most 5 s)"));
+    labkit::progress!(tr!("probing the network this lab fetches from (at most 5 s)"));
     let rows = rows(args, offers, toolchain, offers.local_control_plane && envtest_missing);
     let answers = probe_all(&rows);
     let reached = |source| rows.iter().zip(&answers).any(|(r, a)| r.source == source && a.is_ok());

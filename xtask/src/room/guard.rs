@@ -145,13 +145,10 @@ pub async fn enforced(attendee: &kube::Client, namespace: &str, room: &str) -> R
         })
     })
     .await?;
-    labkit::progress!(
-        "{}",
-        tr!(
-            "policy {name} is enforced: the attendee's binding to anonymous callers is refused",
-            name
-        )
-    );
+    labkit::progress!(tr!(
+        "policy {name} is enforced: the attendee's binding to anonymous callers is refused",
+        name
+    ));
     Ok(())
 }
 

@@ -54,13 +54,10 @@ pub async fn check(client: &kube::Client, namespaces: &[String]) -> Result<()> {
             }
         }
     }
-    labkit::progress!(
-        "{}",
-        tr!(
-            "isolation: {asked} SubjectAccessReviews, each attendee denied everything in a neighbour's namespace and in default",
-            asked
-        )
-    );
+    labkit::progress!(tr!(
+        "isolation: {asked} SubjectAccessReviews, each attendee denied everything in a neighbour's namespace and in default",
+        asked
+    ));
     Ok(())
 }
 
