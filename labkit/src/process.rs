@@ -64,10 +64,16 @@ pub fn spawn_detached(name: &str, cmd: &Cmd, log: &Path, pid_file: &Path) -> Res
     Ok(Spawned { name: name.to_string(), pid, log: log.to_path_buf(), child })
 }
 
-/// Running: it exists (`/proc/PID/stat` is there) and is neither a zombie (a dead child
-/// nobody has reaped yet) nor dead.
+/// Running: it exists and is neither a zombie (a dead child nobody has reaped yet) nor
+/// dead. Existence is asked of the kernel, not of `/proc`, which macOS does not have.
 pub fn is_alive(pid: u32) -> bool {
-    state(pid).is_some_and(|state| !matches!(state.as_str(), "Z" | "X"))
+    let Ok(pid_t) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 only checks that the process exists and may be signalled.
+    let exists = unsafe { libc::kill(pid_t, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    exists && !state(pid).is_some_and(|state| matches!(state.as_str(), "Z" | "X"))
 }
 
 /// The fields of `/proc/PID/stat` after its command name (which may hold spaces): the
