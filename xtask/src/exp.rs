@@ -111,16 +111,6 @@ struct Narrations {
     experiment: Vec<Narrated>,
 }
 
-impl Narrations {
-    fn label(&self, key: &str) -> &str {
-        self.labels.get(key).unwrap_or_else(|| panic!("no label {key} (unit-tested)"))
-    }
-
-    fn text(&self, key: &str) -> &str {
-        self.texts.get(key).unwrap_or_else(|| panic!("no text {key} (unit-tested)"))
-    }
-}
-
 impl Lang {
     /// The narrations in this language.
     fn narrations(self) -> &'static Narrations {
@@ -260,12 +250,12 @@ impl Narrated {
 /// What `cargo xtask exp` alone prints: one line per experiment.
 fn listing(lang: Lang) -> String {
     let words = lang.narrations();
-    let mut text = format!("{}\n\n", words.text("listing_head"));
+    let mut text = format!("{}\n\n", words.texts["listing_head"]);
     for exp in &words.experiment {
         let course = labelled(&exp.course, "");
         let _ = writeln!(text, "  {:<8} {course} {}", exp.short, exp.about());
     }
-    let _ = writeln!(text, "\n{}", words.text("listing_foot"));
+    let _ = writeln!(text, "\n{}", words.texts["listing_foot"]);
     text
 }
 
@@ -283,17 +273,17 @@ fn print_lines(lines: Vec<String>) {
 
 /// The narration before the experiment runs.
 fn before(exp: &Narrated, hand: &Hand, words: &Narrations) -> Vec<String> {
-    let l = |key| words.label(key);
+    let l = |key: &str| words.labels[key].as_str();
     let mut lines = vec![
         fill(
-            words.text("header"),
+            &words.texts["header"],
             &[("short", &exp.short), ("course", &exp.course), ("about", exp.about())],
         ),
         labelled(l("about_to"), &hand.fill(&exp.about_to)),
     ];
     lines.extend(hand.commands(&exp.by_hand).iter().map(|step| labelled(l("by_hand"), step)));
     let running =
-        words.text("running").replace("{test}", &exp.test_name).replace("{short}", &exp.short);
+        words.texts["running"].replace("{test}", &exp.test_name).replace("{short}", &exp.short);
     lines.push(labelled(l("running"), &running));
     lines
 }
@@ -306,7 +296,7 @@ fn after(
     log: Option<&str>,
     words: &Narrations,
 ) -> Vec<String> {
-    let (l, t) = (|key| words.label(key), |key| words.text(key));
+    let (l, t) = (|key: &str| words.labels[key].as_str(), |key: &str| words.texts[key].as_str());
     let mut lines = Vec::new();
     match log {
         None => lines.push(labelled(
@@ -378,7 +368,7 @@ mod tests {
 
     /// The key lines' labels that no line of `transcript` starts with.
     fn missing_key_lines<'a>(transcript: &str, words: &'a Narrations) -> Vec<&'a str> {
-        let key_lines = KEY_LABELS.iter().map(|k| words.label(k));
+        let key_lines = KEY_LABELS.iter().map(|k| words.labels[*k].as_str());
         key_lines.filter(|key| !transcript.lines().any(|line| line.starts_with(key))).collect()
     }
 
@@ -572,10 +562,10 @@ mod tests {
         let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
         assert_eq!(keys(&en.labels), keys(&zh.labels), "the same labels in both");
         assert_eq!(keys(&en.texts), keys(&zh.texts), "the same texts in both");
-        let key_lines: Vec<&str> = KEY_LABELS.iter().map(|k| zh.label(k)).collect();
+        let key_lines: Vec<&str> = KEY_LABELS.iter().map(|k| zh.labels[*k].as_str()).collect();
         assert!(key_lines.iter().all(|l| !l.is_ascii()), "{key_lines:?}");
         for key in ["warning", "error"].iter().chain(&KEY_LABELS) {
-            assert!(!en.label(key).is_empty() && !zh.label(key).is_empty(), "{key}");
+            assert!(!en.labels[*key].is_empty() && !zh.labels[*key].is_empty(), "{key}");
         }
     }
 
@@ -588,7 +578,7 @@ mod tests {
             let words = lang.narrations();
             let rerun = in_language(narration("rerun"), words);
             let text = after(rerun, &Ok(measured(None)), None, words).join("\n");
-            let line = text.lines().find(|l| l.starts_with(words.label("measured"))).unwrap();
+            let line = text.lines().find(|l| l.starts_with(&words.labels["measured"])).unwrap();
             assert!(line.ends_with(expected), "{line}");
         }
     }
@@ -607,7 +597,7 @@ mod tests {
         let zh = Lang::Zh.narrations();
         let text = narrate(in_language(resolve("heal").unwrap(), zh), zh);
         assert!(text.starts_with("== heal（课程实验 2）："), "{text}");
-        let reaction = text.lines().find(|l| l.starts_with(zh.label("reaction_time"))).unwrap();
+        let reaction = text.lines().find(|l| l.starts_with(&zh.labels["reaction_time"])).unwrap();
         assert!(
             reaction.ends_with("56.0 ms（删除 → watch 看到它带着期望的数据回来）"),
             "{reaction}"

@@ -91,12 +91,8 @@ impl Texts {
         locale::table(lang, &TEXTS, files, "grade")
     }
 
-    fn get<'a>(table: &'a BTreeMap<String, String>, key: &str) -> &'a str {
-        table.get(key).map_or_else(|| panic!("no text {key} (unit-tested)"), String::as_str)
-    }
-
     fn text(&self, key: &str, values: &[(&str, &str)]) -> String {
-        locale::fill(Self::get(&self.texts, key), values)
+        locale::fill(&self.texts[key], values)
     }
 }
 
@@ -144,7 +140,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     // Bad input is refused before anything in the lab is touched.
     if let Some(why) = not_a_program(&args.command[0]) {
         let reason = locale::fill(
-            Texts::get(&texts.refused, "not_a_program"),
+            &texts.refused["not_a_program"],
             &[("program", &args.command[0]), ("why", &why)],
         );
         eprintln!("{}", texts.text("refused", &[("reason", &reason)]));
@@ -175,15 +171,10 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let outcome = match result.map_err(|error| error.downcast::<Refused>()) {
         Ok(report) => Ok(report),
         Err(Ok(refused)) => Err(refused),
-        Err(Err(error)) => {
-            restored.context(tr!("could not put the lab's controller back"))?;
-            return Err(error);
-        }
+        // A lab not put back is said first (its error says how to make it anew).
+        Err(Err(error)) => return restored.and(Err(error)),
     };
-    if let Err(e) = restored {
-        eprintln!("{}", not_put_back(&file.name, &e));
-        return Ok(ExitCode::FAILURE);
-    }
+    restored?;
     if interrupted {
         bail!(tr!("interrupted: the program was stopped and the lab put back as it was"));
     }
@@ -270,7 +261,7 @@ fn progress(texts: &'static Texts) -> grade::Progress {
     Some(std::sync::Arc::new(move |step: grade::Step<'_>| match step {
         grade::Step::Row(row) => {
             let result = if row.passed { "pass" } else { "fail" };
-            let row_title = Texts::get(&texts.rows, row.id.key());
+            let row_title = &texts.rows[row.id.key()];
             labkit::progress!(
                 texts.text("row_done", &[("result", &texts.text(result, &[])), ("row", row_title)])
             );
@@ -343,7 +334,7 @@ fn phrases(values: &BTreeMap<String, String>, texts: &Texts) -> Vec<(String, Str
             .iter()
             .filter_map(|(k, v)| Some((k.strip_prefix(name)?.strip_prefix('.')?, v.as_str())))
             .collect();
-        out.push((name.to_string(), locale::fill(Texts::get(&texts.stops, kind), &parts)));
+        out.push((name.to_string(), locale::fill(&texts.stops[kind], &parts)));
     }
     out
 }
@@ -355,10 +346,10 @@ impl GradedRow {
             phrases.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         GradedRow {
             id: row.id,
-            title: Texts::get(&texts.rows, row.id.key()).to_string(),
+            title: texts.rows[row.id.key()].clone(),
             passed: row.passed,
-            seen: locale::fill(Texts::get(&texts.seen, &row.seen), &values),
-            reread: row.hint.map(|h| Texts::get(&texts.hints, h.key()).to_string()),
+            seen: locale::fill(&texts.seen[&row.seen], &values),
+            reread: row.hint.map(|h| texts.hints[h.key()].clone()),
             seen_key: row.seen.clone(),
             values: row.values.clone(),
             hint: row.hint,
@@ -368,7 +359,7 @@ impl GradedRow {
 
 fn refused_text(refused: &Refused, texts: &Texts) -> String {
     let reason = locale::fill(
-        Texts::get(&texts.refused, refused.reason),
+        &texts.refused[refused.reason],
         &[("why", refused.value.as_str()), ("kubeconfig", grade::KUBECONFIG_WORD)],
     );
     format!("{}\n{}", texts.text("refused", &[("reason", &reason)]), program_lines(&refused.detail))
@@ -425,16 +416,6 @@ fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
     labkit::files::write_public(&partial, text)?;
     std::fs::rename(&partial, path)
         .with_context(|| tr!("cannot write {path}", path = path.display()))
-}
-
-/// The error of a lab whose controller did not come back, and what to do.
-fn not_put_back(name: &str, error: &anyhow::Error) -> String {
-    tr!(
-        "error: could not put the lab's controller back: {error}\n\
-         `cargo xtask lab reset --name {name}` starts it anew",
-        error = format!("{error:#}"),
-        name
-    )
 }
 
 /// Refused on a lab whose user lacks cluster-wide rights (a room attendee's).

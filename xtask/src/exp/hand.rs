@@ -37,7 +37,7 @@ impl Hand {
     /// terminal of its own; it is stopped there with Ctrl-C, not through the
     /// lab's pid file (which names the lab's own, stopped before).
     pub(super) fn commands(&self, steps: &[HandStep]) -> Vec<String> {
-        let t = |key| self.words.text(key);
+        let t = |key: &str| self.words.texts[key].as_str();
         let admin = t("admin");
         let kubeconfig = self.lab.admin_kubeconfig.display().to_string();
         let mut lines = vec![format!("export KUBECONFIG={}   # {admin}", shell_quote(&kubeconfig))];

@@ -46,7 +46,7 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
                 .rows
                 .iter()
                 .filter(|r| !r.passed)
-                .map(|r| Texts::get(&texts.rows, r.id.key()).to_string())
+                .map(|r| texts.rows[r.id.key()].clone())
                 .collect(),
         };
         let _ = writeln!(
