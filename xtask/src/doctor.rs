@@ -158,37 +158,25 @@ pub(crate) fn gather(args: &DoctorArgs, provider: &dyn Provider) -> Result<Vec<C
 /// The newest `go` line among the kit's Go modules (under xtask/, maint/ and
 /// bench/peers/): the Go its builds ask for.
 pub fn go_required() -> Result<(u32, u32)> {
-    fn walk(dir: &std::path::Path, depth: u32, newest: &mut (u32, u32)) -> Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.is_dir() && depth > 0 {
-                walk(&path, depth - 1, newest)?;
-            } else if path.file_name().is_some_and(|n| n == "go.mod") {
-                let text = std::fs::read_to_string(&path)?;
+    let mut newest = None;
+    for dir in ["xtask", "maint", "bench/peers"] {
+        for entry in walkdir::WalkDir::new(project::root().join(dir)).max_depth(3) {
+            let entry = entry?;
+            if entry.file_name() == "go.mod" {
+                let text = std::fs::read_to_string(entry.path())?;
                 let line = text.lines().find(|l| l.starts_with("go "));
-                if let Some(version) = line.and_then(preflight::go_version) {
-                    *newest = version.max(*newest);
-                }
+                newest = newest.max(line.and_then(preflight::go_version));
             }
         }
-        Ok(())
     }
-    let mut newest = (0, 0);
-    for dir in ["xtask", "maint", "bench/peers"] {
-        walk(&project::root().join(dir), 2, &mut newest)?;
-    }
-    anyhow::ensure!(newest != (0, 0), tr!("no go.mod with a `go` line in the kit's Go modules"));
-    Ok(newest)
+    newest.ok_or_else(|| anyhow::anyhow!(tr!("no go.mod with a `go` line in the kit's Go modules")))
 }
 
 /// The channel `rust-toolchain.toml` pins.
 fn pinned_toolchain() -> Result<String> {
-    let text = labkit::files::read_in_repo("rust-toolchain.toml")?;
-    Ok(text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("channel"))
-        .map(|v| v.trim_start_matches([' ', '=']).trim().trim_matches('"').to_string())
-        .unwrap_or_default())
+    let file: toml::Table = toml::from_str(&labkit::files::read_in_repo("rust-toolchain.toml")?)?;
+    let channel = file.get("toolchain").and_then(|t| t.get("channel")?.as_str());
+    Ok(channel.unwrap_or_default().to_string())
 }
 
 fn port_taken(port: u16) -> bool {

@@ -109,10 +109,9 @@ pub async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::Room(command) => room::run(command).await,
-        Command::E2e { exp, lab, output } => match borrow::put_back_if_left(&lab.name).await {
-            Ok(()) => e2e::run(&lab.name, exp.as_deref(), output.output),
-            Err(e) => Err(e),
-        },
+        Command::E2e { exp, lab, output } => borrow::put_back_if_left(&lab.name)
+            .await
+            .and_then(|()| e2e::run(&lab.name, exp.as_deref(), output.output)),
         Command::Exp { experiment, lab, by_hand: true } => {
             exp::print_by_hand(&lab.name, experiment.as_deref().unwrap_or_default(), lang).await
         }

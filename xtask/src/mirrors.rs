@@ -15,22 +15,11 @@ pub struct Source {
     pub name: &'static str,
     /// The setting that uses a mirror, as a person types or writes it, each line as is.
     pub setting: &'static [&'static str],
-    /// Whose mirror the setting names, and where else one is found ([`Source::whose`]).
-    whose: &'static str,
-    /// The way without this source, if there is one ([`Source::offline`]).
-    offline: Option<&'static str>,
-}
-
-impl Source {
-    /// [`Source::whose`] field, in the reader's language.
-    pub fn whose(&self) -> String {
-        labkit::say::translate(self.whose, &[])
-    }
-
-    /// [`Source::offline`] field, in the reader's language.
-    pub fn offline(&self) -> Option<String> {
-        self.offline.map(|way| labkit::say::translate(way, &[]))
-    }
+    /// Whose mirror the setting names, and where else one is found (in English: doctor
+    /// translates it).
+    pub whose: &'static str,
+    /// The way without this source, if there is one (in English, as `whose`).
+    pub offline: Option<&'static str>,
 }
 
 /// crates.io's index (cargo: the kit, a learner's project).

@@ -99,9 +99,10 @@ fn check(row: &Row, answer: &Answer, route: Option<&str>) -> Check {
             (status, tr!("unreachable ({why}): {url}", why, url))
         }
     };
-    let mut fix = vec![tr!("a mirror ({whose}):", whose = source.whose())];
+    let translated = |text: &str| labkit::say::translate(text, &[]);
+    let mut fix = vec![tr!("a mirror ({whose}):", whose = translated(source.whose))];
     fix.extend(source.setting.iter().map(|line| format!("  `{line}`")));
-    fix.extend(source.offline());
+    fix.extend(source.offline.map(translated));
     fix.extend(route.map(str::to_string));
     Check { name: source.name, status, found, fix: Some(fix.join("\n")) }
 }
