@@ -157,39 +157,20 @@ fn reconcile_timeout(s: &str) -> Result<Duration, String> {
 }
 
 /// Parses a duration as kubectl and Go write them — `250ms`, `30s`, `5m`,
-/// `1h`, `1m30s`, `1.5h` — and a bare number as seconds.
+/// `1h`, `1m30s`, `1.5h` — and a bare number as seconds (jiff's friendly
+/// format: `1h 30m` and `PT1M30S` are taken too).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let text = s.trim();
-    let unknown = |unit: &str| {
-        format!("unknown unit {unit:?} in {text:?}: use ms, s, m or h, e.g. 500ms, 30s, 1m30s")
+    let parsed = match text.parse::<f64>() {
+        Ok(seconds) => Duration::try_from_secs_f64(seconds).map_err(|e| e.to_string()),
+        Err(_) => text
+            .parse::<k8s_openapi::jiff::SignedDuration>()
+            .and_then(Duration::try_from)
+            .map_err(|e| e.to_string()),
     };
-    if text.is_empty() {
-        return Err("an empty duration: use e.g. 500ms, 30s, 1m30s".into());
-    }
-    if let Ok(seconds) = text.parse::<f64>() {
-        return Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"));
-    }
-    let mut rest = text;
-    let mut seconds = 0.0;
-    while !rest.is_empty() {
-        let split = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let (number, after) = rest.split_at(split);
-        let number: f64 = number
-            .parse()
-            .map_err(|_| format!("{text:?} is not a duration: use e.g. 500ms, 30s, 1m30s"))?;
-        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        seconds += number
-            * match unit {
-                "ms" => 0.001,
-                "s" => 1.0,
-                "m" => 60.0,
-                "h" => 3600.0,
-                other => return Err(unknown(other)),
-            };
-        rest = next;
-    }
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+    parsed.map_err(|e| {
+        format!("{text:?} is not a duration ({e}): use ms, s, m or h, e.g. 500ms, 30s, 1m30s")
+    })
 }
 
 #[cfg(test)]
@@ -280,7 +261,8 @@ mod tests {
         assert_eq!(parse_duration("1h2m3s"), Ok(Duration::from_secs(3723)));
         assert_eq!(parse_duration("2s500ms"), Ok(Duration::from_millis(2500)));
         assert!(parse_duration("1m30").is_err());
-        assert!(parse_duration("1x").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("1x").unwrap_err().contains("use ms, s, m or h"));
+        assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1d").is_err());
         assert!(parse_duration("").is_err());
     }
