@@ -75,8 +75,7 @@ impl Recorder {
             last_start: recorder.last_start.subscribe(),
             pending: recorder.pending.clone(),
             dropped: recorder.dropped.clone(),
-            filter: SpamFilter::default(),
-            series: HashMap::new(),
+            kept: HashMap::new(),
         };
         tokio::spawn(task.run(events));
         recorder
@@ -117,21 +116,29 @@ struct Task {
     last_start: watch::Receiver<Option<Instant>>,
     pending: watch::Sender<usize>,
     dropped: Counter,
-    filter: SpamFilter,
-    /// Per object and reason: the note of its current series, and the
-    /// resourceVersion of the series' first Event.
-    series: HashMap<(String, String), (Option<String>, Option<String>)>,
+    /// Per object (`namespace/name/uid`) and reason: its rate limit and its series.
+    kept: HashMap<(String, String), Kept>,
+}
+
+/// What is kept per object and reason: client-go's
+/// EventSourceObjectSpamFilter, a bucket of [`BURST`] tokens refilled by one
+/// every [`REFILL`]; and the note of the current series with the
+/// resourceVersion of the series' first Event.
+struct Kept {
+    tokens: f64,
+    since: Instant,
+    series: Option<(Option<String>, Option<String>)>,
 }
 
 impl Task {
-    /// Series kept at most; past it they start over (a new Event each).
-    const MAX_SERIES: usize = 1024;
+    /// Objects and reasons kept at most; past it the full buckets (objects
+    /// quiet for long) go first, and their series start over.
+    const MAX_KEPT: usize = 1024;
 
     async fn run(mut self, mut events: mpsc::Receiver<(Event, ObjectReference)>) {
         while let Some((event, reference)) = events.recv().await {
-            if self.filter.allow(&event, &reference, Instant::now()) {
+            if let Some(reference) = self.allow(&event, &reference, Instant::now()) {
                 self.quiet(Instant::now() + HOLD).await;
-                let reference = self.series(&event, &reference);
                 if let Err(e) = self.recorder.publish(&event, &reference).await {
                     let error = crate::connect::one_line(&e);
                     warn!(%error, reason = %event.reason, "could not record the Event");
@@ -164,65 +171,42 @@ impl Task {
         }
     }
 
-    /// `reference` as kube's Recorder must see it to fold `event` into its
-    /// series: with the version the series began at, a new one for a new note.
-    fn series(&mut self, event: &Event, reference: &ObjectReference) -> ObjectReference {
-        let key = (object_key(reference), event.reason.clone());
-        if self.series.len() >= Self::MAX_SERIES && !self.series.contains_key(&key) {
-            self.series.clear();
-        }
-        let version = match self.series.get(&key) {
-            Some((note, version)) if *note == event.note => version.clone(),
-            _ => {
-                let version = reference.resource_version.clone();
-                self.series.insert(key, (event.note.clone(), version.clone()));
-                version
-            }
-        };
-        ObjectReference { resource_version: version, ..reference.clone() }
-    }
-}
-
-/// `namespace/name/uid` of the object an Event is about.
-fn object_key(reference: &ObjectReference) -> String {
-    format!(
-        "{}/{}/{}",
-        reference.namespace.as_deref().unwrap_or_default(),
-        reference.name.as_deref().unwrap_or_default(),
-        reference.uid.as_deref().unwrap_or_default()
-    )
-}
-
-/// client-go's EventSourceObjectSpamFilter: per object and reason, a bucket
-/// of [`BURST`] tokens refilled by one every [`REFILL`].
-#[derive(Default)]
-struct SpamFilter {
-    buckets: HashMap<(String, String), (f64, Instant)>,
-}
-
-impl SpamFilter {
-    /// Buckets kept at most; full ones (objects quiet for long) go first.
-    const MAX_BUCKETS: usize = 1024;
-
-    fn allow(&mut self, event: &Event, reference: &ObjectReference, now: Instant) -> bool {
-        let object = object_key(reference);
+    /// `None` over the rate limit; else `reference` as kube's Recorder must
+    /// see it to fold `event` into its series: with the version the series
+    /// began at, a new one for a new note.
+    fn allow(
+        &mut self,
+        event: &Event,
+        reference: &ObjectReference,
+        now: Instant,
+    ) -> Option<ObjectReference> {
         let refill = |tokens: f64, since: Instant| {
             let earned = now.saturating_duration_since(since).as_secs_f64() / REFILL.as_secs_f64();
             (tokens + earned).min(f64::from(BURST))
         };
-        if self.buckets.len() >= Self::MAX_BUCKETS {
-            self.buckets.retain(|_, (tokens, since)| refill(*tokens, *since) < f64::from(BURST));
+        if self.kept.len() >= Self::MAX_KEPT {
+            self.kept.retain(|_, kept| refill(kept.tokens, kept.since) < f64::from(BURST));
         }
-        let (tokens, since) =
-            self.buckets.entry((object, event.reason.clone())).or_insert((f64::from(BURST), now));
-        *tokens = refill(*tokens, *since);
-        *since = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
+        let object = [&reference.namespace, &reference.name, &reference.uid]
+            .map(|part| part.as_deref().unwrap_or_default())
+            .join("/");
+        let fresh = Kept { tokens: f64::from(BURST), since: now, series: None };
+        let kept = self.kept.entry((object, event.reason.clone())).or_insert(fresh);
+        kept.tokens = refill(kept.tokens, kept.since) - 1.0;
+        kept.since = now;
+        if kept.tokens < 0.0 {
+            kept.tokens += 1.0;
+            return None;
         }
+        let version = match &kept.series {
+            Some((note, version)) if *note == event.note => version.clone(),
+            _ => {
+                let version = reference.resource_version.clone();
+                kept.series = Some((event.note.clone(), version.clone()));
+                version
+            }
+        };
+        Some(ObjectReference { resource_version: version, ..reference.clone() })
     }
 }
 
