@@ -39,9 +39,9 @@ pub struct Pace {
 }
 
 impl Pace {
-    /// A pace; `off` (`--no-pacing`): one that never makes a correction wait.
-    pub fn new(off: bool) -> Self {
-        Pace { off, ..Pace::default() }
+    /// A pace that never makes a correction wait (`--no-pacing`).
+    pub fn off() -> Self {
+        Pace { off: true, ..Pace::default() }
     }
 
     /// How long to wait before the next correction may be written (`None`: now).
@@ -92,7 +92,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn off_never_waits() {
-        let mut pace = Pace::new(true);
+        let mut pace = Pace::off();
         for _ in 0..20 {
             assert_eq!(pace.wait(Instant::now()), None);
             pace.corrected(Instant::now());

@@ -44,6 +44,7 @@ use crate::{
     desired::Desired,
     http::{self, Workers},
     metrics::{Metrics, ReconcileResult},
+    pace::Pace,
     reconcile::{self, Context, Error, key_of, result_label, show},
     shutdown::{Grace, finish_work, stop_serving},
     telemetry,
@@ -184,7 +185,7 @@ fn context(
         metrics: metrics.clone(),
         reconcile_delay: cli.reconcile_delay,
         reconcile_timeout: cli.reconcile_timeout,
-        pace: std::sync::Mutex::new(crate::pace::Pace::new(cli.no_pacing)),
+        pace: std::sync::Mutex::new(if cli.no_pacing { Pace::off() } else { Pace::default() }),
     }
 }
 
