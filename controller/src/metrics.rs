@@ -13,7 +13,7 @@ use std::time::Duration;
 use enum_ordinalize::Ordinalize;
 use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::{
-    encoding::{EncodeLabelSet, EncodeLabelValue, text::encode},
+    encoding::{EncodeLabelValue, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram, info::Info},
     registry::Registry,
 };
@@ -59,11 +59,6 @@ pub enum ReconcileResult {
     panicked,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: ReconcileResult,
-}
-
 /// The API verb of a write to the watched ConfigMap (`ALL`: both).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue, Ordinalize)]
 #[ordinalize(impl_trait = false, variants(pub const ALL))]
@@ -73,16 +68,11 @@ pub enum WriteVerb {
     update,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct VerbLabels {
-    verb: WriteVerb,
-}
-
 pub struct Metrics {
     registry: Registry,
-    reconciles: Family<ResultLabels, Counter>,
+    reconciles: Family<[(&'static str, ReconcileResult); 1], Counter>,
     duration: Histogram,
-    writes: Family<VerbLabels, Counter>,
+    writes: Family<[(&'static str, WriteVerb); 1], Counter>,
     /// Keys given up after the retry limit.
     pub give_ups: Counter,
     /// Reconciles that panicked.
@@ -110,10 +100,10 @@ impl Default for Metrics {
             queue_delayed: Gauge::default(),
         };
         for result in ReconcileResult::ALL {
-            let _ = m.reconciles.get_or_create(&ResultLabels { result });
+            let _ = m.reconciles.get_or_create(&[("result", result)]);
         }
         for verb in WriteVerb::ALL {
-            let _ = m.writes.get_or_create(&VerbLabels { verb });
+            let _ = m.writes.get_or_create(&[("verb", verb)]);
         }
         let registry = &mut m.registry;
         registry.register("reconciles", "Reconciles run, by result", m.reconciles.clone());
@@ -169,14 +159,14 @@ impl Metrics {
     /// A reconcile ended with `result` after `took` (`None`: it panicked,
     /// and its time says nothing).
     pub fn reconciled(&self, result: ReconcileResult, took: Option<Duration>) {
-        self.reconciles.get_or_create(&ResultLabels { result }).inc();
+        self.reconciles.get_or_create(&[("result", result)]).inc();
         if let Some(took) = took {
             self.duration.observe(took.as_secs_f64());
         }
     }
 
     pub fn wrote(&self, verb: WriteVerb) {
-        self.writes.get_or_create(&VerbLabels { verb }).inc();
+        self.writes.get_or_create(&[("verb", verb)]).inc();
     }
 
     /// Counts a running reconcile until the guard is dropped.
@@ -217,11 +207,11 @@ mod tests {
         }
 
         pub fn reconciles(&self, result: ReconcileResult) -> u64 {
-            self.reconciles.get_or_create(&ResultLabels { result }).get()
+            self.reconciles.get_or_create(&[("result", result)]).get()
         }
 
         pub fn writes(&self, verb: WriteVerb) -> u64 {
-            self.writes.get_or_create(&VerbLabels { verb }).get()
+            self.writes.get_or_create(&[("verb", verb)]).get()
         }
 
         pub fn give_ups(&self) -> u64 {
