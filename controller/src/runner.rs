@@ -425,14 +425,12 @@ async fn log_server_version(client: Client) {
 /// shutdown, the second for an immediate one.
 pub fn signals() -> std::io::Result<impl Stream<Item = ()> + Unpin> {
     use tokio::signal::unix::{SignalKind, signal};
-    let handlers = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?);
-    Ok(Box::pin(futures::stream::unfold(handlers, |(mut interrupt, mut terminate)| async move {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        }
-        Some(((), (interrupt, terminate)))
-    })))
+    let (mut interrupt, mut terminate) =
+        (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?);
+    Ok(futures::stream::poll_fn(move |cx| {
+        let signalled = interrupt.poll_recv(cx).is_ready() || terminate.poll_recv(cx).is_ready();
+        if signalled { std::task::Poll::Ready(Some(())) } else { std::task::Poll::Pending }
+    }))
 }
 
 #[cfg(test)]
