@@ -170,7 +170,7 @@ impl Grading<'_> {
             .get_opt(self.desired.name())
             .await?
             .and_then(|cm| cm.metadata.resource_version)
-            .unwrap_or_else(absent))
+            .unwrap_or_else(|| tr!("absent")))
     }
 
     /// What to re-read for each failed row, from what all the rows saw.
@@ -262,7 +262,7 @@ fn hot_loop_window(resync: Duration, quiet: Duration) -> Duration {
 /// What my-config looked like, in one line, in the language chosen.
 fn describe(cm: Option<&ConfigMap>) -> String {
     match cm {
-        None => absent(),
+        None => tr!("absent"),
         Some(cm) => {
             let data =
                 serde_json::to_string(&cm.data.clone().unwrap_or_default()).unwrap_or_default();
@@ -273,11 +273,6 @@ fn describe(cm: Option<&ConfigMap>) -> String {
             }
         }
     }
-}
-
-/// my-config is not there.
-fn absent() -> String {
-    tr!("absent")
 }
 
 /// How a stop went, as values `<name>.kind` (`exited`, `killed`, `gone`,
