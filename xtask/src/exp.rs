@@ -147,7 +147,7 @@ pub async fn run(lab_name: &str, exp: Option<&str>, lang: Lang) -> Result<ExitCo
 /// `lab_name`, one per line and nothing else (a lab test runs each of them).
 pub async fn print_by_hand(lab_name: &str, exp: &str, lang: Lang) -> Result<ExitCode> {
     let words = lang.narrations();
-    let exp = in_language(resolve(exp)?, words);
+    let exp = resolve(exp, words)?;
     let lab = Lab::find_named(lab_name).await?;
     for line in Hand::new(lab.file(), lab.desired(), words).commands(&exp.by_hand) {
         println!("{line}");
@@ -160,12 +160,12 @@ pub async fn print_by_hand(lab_name: &str, exp: &str, lang: Lang) -> Result<Exit
 /// test checks); its exit code.
 async fn narrated_run(lab_name: &str, exp: &str, lang: Lang) -> Result<ExitCode> {
     let words = lang.narrations();
-    let exp = in_language(resolve(exp)?, words);
+    let exp = resolve(exp, words)?;
     let mut lab = Lab::find_named(lab_name).await?;
     // A person may have stopped the controller to try something by hand.
     lab.restore().await?;
     let hand = Hand::new(lab.file(), lab.desired(), words);
-    print_lines(before(exp, &hand, words));
+    println!("{}", before(exp, &hand, words).join("\n"));
 
     // The log is a file on an envtest lab, the pod's log on kind.
     let mark = lab.log_mark().ok();
@@ -182,7 +182,7 @@ async fn narrated_run(lab_name: &str, exp: &str, lang: Lang) -> Result<ExitCode>
         None => None,
     };
     let restored = lab.restore().await;
-    print_lines(after(exp, &result, log.as_deref(), words));
+    println!("{}", after(exp, &result, log.as_deref(), words).join("\n"));
 
     let code = match (&result, restored) {
         (Ok(_), Ok(())) => ExitCode::SUCCESS,
@@ -209,18 +209,11 @@ async fn narrated_run(lab_name: &str, exp: &str, lang: Lang) -> Result<ExitCode>
     Ok(code)
 }
 
-/// `exp`'s narration in the language of `words`.
-fn in_language(exp: &Narrated, words: &'static Narrations) -> &'static Narrated {
-    words.experiment.iter().find(|n| n.test_name == exp.test_name).unwrap_or_else(|| {
-        panic!("{} is in every language's file (a unit test checks)", exp.test_name)
-    })
-}
-
 /// An experiment by any name the suite accepts for it (`heal`, `self-heal`,
-/// `self_heal_on_delete`, …).
-fn resolve(word: &str) -> Result<&'static Narrated> {
+/// `self_heal_on_delete`, …), in the language of `words`.
+fn resolve(word: &str, words: &'static Narrations) -> Result<&'static Narrated> {
     let narrated = grader::experiments::find(word)
-        .and_then(|entry| narrated().iter().find(|n| n.test_name == entry.name));
+        .and_then(|entry| words.experiment.iter().find(|n| n.test_name == entry.name));
     let Some(exp) = narrated else {
         let known = names().collect::<Vec<_>>().join(", ");
         bail!(tr!(
@@ -262,13 +255,6 @@ fn listing(lang: Lang) -> String {
 /// `label` padded to [`LABEL_WIDTH`] terminal columns, then `text`.
 fn labelled(label: &str, text: &str) -> String {
     format!("{}{text}", labkit::say::padded(label, LABEL_WIDTH))
-}
-
-/// Prints each line at once (the experiments take seconds; a person reads along).
-fn print_lines(lines: Vec<String>) {
-    for line in lines {
-        println!("{line}");
-    }
 }
 
 /// The narration before the experiment runs.
@@ -472,19 +458,19 @@ mod tests {
             ("idempotent_rerun", "rerun"),
             ("dedup", "dedup"),
         ] {
-            assert_eq!(resolve(word).unwrap().short, exp, "{word}");
+            assert_eq!(resolve(word, Lang::En.narrations()).unwrap().short, exp, "{word}");
         }
     }
 
     #[test]
     fn a_suite_experiment_without_narration_points_to_e2e() {
-        let error = resolve("version").err().unwrap().to_string();
+        let error = resolve("version", Lang::En.narrations()).err().unwrap().to_string();
         assert!(error.contains("cargo xtask e2e --exp version"), "{error}");
     }
 
     #[test]
     fn an_unknown_name_lists_the_narrated_ones() {
-        let error = resolve("explode").err().unwrap().to_string();
+        let error = resolve("explode", Lang::En.narrations()).err().unwrap().to_string();
         assert!(error.contains("create, heal, correct, rerun, dedup"), "{error}");
     }
 
@@ -576,7 +562,7 @@ mod tests {
             (Lang::Zh, "重启 2 次，对账 3 次，写 0 次，resourceVersion 42 没变"),
         ] {
             let words = lang.narrations();
-            let rerun = in_language(narration("rerun"), words);
+            let rerun = resolve("rerun", words).unwrap();
             let text = after(rerun, &Ok(measured(None)), None, words).join("\n");
             let line = text.lines().find(|l| l.starts_with(&words.labels["measured"])).unwrap();
             assert!(line.ends_with(expected), "{line}");
@@ -595,7 +581,7 @@ mod tests {
     #[test]
     fn chinese_lines_take_full_width_brackets() {
         let zh = Lang::Zh.narrations();
-        let text = narrate(in_language(resolve("heal").unwrap(), zh), zh);
+        let text = narrate(resolve("heal", zh).unwrap(), zh);
         assert!(text.starts_with("== heal（课程实验 2）："), "{text}");
         let reaction = text.lines().find(|l| l.starts_with(&zh.labels["reaction_time"])).unwrap();
         assert!(
@@ -627,7 +613,7 @@ mod tests {
     #[test]
     fn chinese_narration_is_chinese() {
         let zh = Lang::Zh.narrations();
-        let text = narrate(in_language(resolve("heal").unwrap(), zh), zh);
+        let text = narrate(resolve("heal", zh).unwrap(), zh);
         assert!(text.contains("手动"), "{text}");
         assert!(text.contains("kubectl delete configmap my-config -n default"), "{text}");
         assert!(text.contains("电平触发") || text.contains("watch"), "{text}");
