@@ -36,13 +36,6 @@ pub const QUOTA: &[(&str, &str)] = &[
     ("limits.memory", "2Gi"),
 ];
 
-/// A container that says nothing gets these (the quota then admits it); none may ask for more than `max`.
-const CONTAINER_DEFAULTS: &[(&str, &str, &str, &str)] = &[
-    // resource, request, limit, max
-    ("cpu", "10m", "200m", "1"),
-    ("memory", "32Mi", "128Mi", "512Mi"),
-];
-
 /// The rules of the attendee's Role: what the course's controller needs, and
 /// what `lab up`, the e2e suite, `lab down` and the bench do there. Tokens
 /// only for the lab's ServiceAccount (never the attendee's own: it would
@@ -81,20 +74,13 @@ pub fn objects(namespace: &str, sources: &[String]) -> Vec<Value> {
             "subjects": [{"kind": "ServiceAccount", "name": ATTENDEE, "namespace": namespace}]}),
         json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta(LIMITS),
             "spec": {"hard": QUOTA.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>()}}),
-        limit_range(meta(LIMITS)),
+        // A container that says nothing gets these (the quota then admits it); none may ask
+        // for more than `max`.
+        json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": meta(LIMITS), "spec": {"limits": [{
+            "type": "Container", "defaultRequest": {"cpu": "10m", "memory": "32Mi"},
+            "default": {"cpu": "200m", "memory": "128Mi"}, "max": {"cpu": "1", "memory": "512Mi"}}]}}),
         network_policy(meta(LIMITS), sources),
     ]
-}
-
-fn limit_range(metadata: Value) -> Value {
-    let (mut request, mut limit, mut max) = (json!({}), json!({}), json!({}));
-    for (resource, r, l, m) in CONTAINER_DEFAULTS {
-        request[resource] = json!(r);
-        limit[resource] = json!(l);
-        max[resource] = json!(m);
-    }
-    json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": metadata, "spec": {"limits": [{
-        "type": "Container", "defaultRequest": request, "default": limit, "max": max}]}})
 }
 
 /// Every pod of the namespace takes connections from the namespace's own

@@ -6,6 +6,7 @@ use anyhow::{Result, bail};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
@@ -63,14 +64,9 @@ pub async fn check(client: &kube::Client, namespaces: &[String]) -> Result<()> {
 
 /// A Role rule as (group, resource, verb) triples.
 fn expand(rule: &Value) -> Vec<(String, String, String)> {
-    let list = |key: &str| -> Vec<String> {
-        let values = rule[key].as_array().into_iter().flatten();
-        values.filter_map(|v| v.as_str().map(String::from)).collect()
-    };
-    let (resources, verbs) = (list("resources"), list("verbs"));
-    list("apiGroups")
-        .into_iter()
-        .flat_map(|g| resources.iter().map(move |r| (g.clone(), r.clone())))
-        .flat_map(|(g, r)| verbs.iter().map(move |v| (g.clone(), r.clone(), v.clone())))
-        .collect()
+    let rule: PolicyRule = serde_json::from_value(rule.clone()).unwrap_or_default();
+    let (groups, resources) =
+        (rule.api_groups.unwrap_or_default(), rule.resources.unwrap_or_default());
+    let pairs = groups.iter().flat_map(|g| resources.iter().map(move |r| (g, r)));
+    pairs.flat_map(|(g, r)| rule.verbs.iter().map(|v| (g.clone(), r.clone(), v.clone()))).collect()
 }
