@@ -246,7 +246,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     let mut interrupts = Interrupts::catch(&lab.file().state_dir.join("hangup.log"))?;
     labkit::progress!("stopping the lab's own controller for the run");
     let mut borrow = Borrow::begin(&mut lab, BY).await?;
-    let record = borrow.record();
+    let record = borrow.record.clone();
     let measured = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
         Err(error) => Err(error),
         Ok(()) => {

@@ -34,7 +34,9 @@ const COLLECTION_WITHIN: Duration = Duration::from_secs(600);
 /// A lab whose controller `by` has stopped.
 pub struct Borrow {
     by: &'static str,
-    record: Shared,
+    /// The record, for the work to add what it makes ([`labkit::owned`]),
+    /// the groups it starts and the files it writes.
+    pub record: Shared,
     /// Stopping the controller failed: nothing may run, the lab is put back.
     stop_failed: Option<anyhow::Error>,
 }
@@ -66,12 +68,6 @@ impl Borrow {
         lab.with_record(record.clone());
         let stop_failed = lab.stop_controller().await.err();
         Ok(Borrow { by, record, stop_failed })
-    }
-
-    /// The record, for the work to add what it makes ([`labkit::owned`]),
-    /// the groups it starts and the files it writes.
-    pub fn record(&self) -> Shared {
-        self.record.clone()
     }
 
     /// `Ok` when the controller was stopped: the work may run.

@@ -113,11 +113,10 @@ fn summary(
     // An experiment with no result (the suite stopped early) counts as failed.
     let failed = expected.len() - (ok + not_run.len()).min(expected.len());
     // The plain closing line CI reads: "e2e: N passed, N not run, N failed".
-    let not_run_n = not_run.len();
     let closing = tr!(
         "e2e: {ok} passed, {not_run} not run, {failed} failed",
         ok,
-        not_run = not_run_n,
+        not_run = not_run.len(),
         failed
     );
     let _ = writeln!(text, "{closing}");

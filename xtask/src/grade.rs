@@ -160,7 +160,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
 
     let mut borrow = Borrow::begin(&mut lab, "grade").await?;
     let result = match borrow.stopped().and_then(|()| labkit::test_hook::at("stopped")) {
-        Ok(()) => grade::run(&lab, &options, borrow.record(), signals.first(&program)).await,
+        Ok(()) => grade::run(&lab, &options, borrow.record.clone(), signals.first(&program)).await,
         Err(error) => Err(error),
     };
     labkit::progress!("== {}", texts.text("restoring", &[]));
@@ -377,12 +377,7 @@ fn program_lines(tail: &str) -> String {
 /// The table a person reads: one line per row, then what to re-read.
 fn table(graded: &GradeFile, texts: &Texts) -> String {
     let t = |key: &str| texts.text(key, &[]);
-    let mut out = format!(
-        "\n| {} | {} | {} |\n|---|---|---|\n",
-        t("col_row"),
-        t("col_result"),
-        t("col_seen")
-    );
+    let mut out = format!("\n{}", heading(texts, ["col_row", "col_result", "col_seen"]));
     for (n, row) in graded.rows.iter().enumerate() {
         let result = if row.passed { t("pass") } else { t("fail") };
         let _ = writeln!(out, "| {} {} | {result} | {} |", n + 1, row.title, row.seen);
@@ -404,6 +399,11 @@ fn table(graded: &GradeFile, texts: &Texts) -> String {
     let summary = if graded.passed { "summary_pass" } else { "summary_fail" };
     let _ = writeln!(out, "\n{}", texts.text(summary, &[("passed", &passed), ("total", &total)]));
     out
+}
+
+/// A table's heading: the texts of `columns`, and the line under them.
+fn heading(texts: &Texts, columns: [&str; 3]) -> String {
+    format!("| {} |\n|---|---|---|\n", columns.map(|key| texts.text(key, &[])).join(" | "))
 }
 
 /// Written whole or not at all: a collected folder never holds half a file.

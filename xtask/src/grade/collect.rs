@@ -29,13 +29,10 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
     if files == 0 {
         return Ok(format!("{}\n", texts.text("collect_none", &[("dir", &dir_shown)])));
     }
-    let t = |key: &str| texts.text(key, &[]);
     let mut out = format!(
-        "{}\n\n| {} | {} | {} |\n|---|---|---|\n",
+        "{}\n\n{}",
         texts.text("collect_head", &[("files", &files.to_string()), ("dir", &dir_shown)]),
-        t("collect_attendee"),
-        t("collect_passed"),
-        t("collect_failing"),
+        heading(texts, ["collect_attendee", "collect_passed", "collect_failing"])
     );
     for (attendee, graded) in &newest {
         let attendee = printable(attendee);
