@@ -127,7 +127,6 @@ where
     K: Clone + Eq + Hash + Send + 'static,
 {
     pub fn new(limits: RateLimit) -> Self {
-        let bucket = TokenBucket::new(limits.per_second, limits.burst);
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -137,7 +136,7 @@ where
                     failures: HashMap::new(),
                     waiting: HashMap::new(),
                     timers: 0,
-                    bucket,
+                    bucket: TokenBucket { tokens: limits.burst, last: None },
                     shutting_down: false,
                 }),
                 wakeup: Notify::new(),
@@ -231,7 +230,7 @@ where
                 s.failures.entry(key.clone()).or_insert_with(|| (0, limits.per_key_backoff()));
             entry.0 += 1;
             let per_key = entry.1.next().unwrap_or(limits.max_delay);
-            let overall = s.bucket.reserve(Instant::now());
+            let overall = s.bucket.reserve(limits, Instant::now());
             per_key.max(overall)
         };
         self.add_after(key, delay);
@@ -324,29 +323,23 @@ where
 /// token; when none is left, it waits for the next one.
 #[derive(Debug)]
 struct TokenBucket {
-    per_second: f64,
-    burst: f64,
     tokens: f64,
     last: Option<Instant>,
 }
 
 impl TokenBucket {
-    fn new(per_second: f64, burst: f64) -> Self {
-        Self { per_second, burst, tokens: burst, last: None }
-    }
-
     /// Takes a token and returns how long to wait for it.
-    fn reserve(&mut self, now: Instant) -> Duration {
+    fn reserve(&mut self, limits: &RateLimit, now: Instant) -> Duration {
         if let Some(last) = self.last {
-            let refill = now.saturating_duration_since(last).as_secs_f64() * self.per_second;
-            self.tokens = (self.tokens + refill).min(self.burst);
+            let refill = now.saturating_duration_since(last).as_secs_f64() * limits.per_second;
+            self.tokens = (self.tokens + refill).min(limits.burst);
         }
         self.last = Some(now);
         self.tokens -= 1.0;
         if self.tokens >= 0.0 {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64(-self.tokens / self.per_second)
+            Duration::from_secs_f64(-self.tokens / limits.per_second)
         }
     }
 }
