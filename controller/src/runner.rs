@@ -141,7 +141,8 @@ pub async fn run(
         _ = signals.next() => {}
     }
 
-    let grace = Grace::from_now(cli.shutdown_grace);
+    let grace =
+        Grace { of: cli.shutdown_grace, ends: tokio::time::Instant::now() + cli.shutdown_grace };
     info!(grace = ?grace.of, "{LOG_SHUTTING_DOWN}");
     workers.stopping();
     queue.shut_down();

@@ -30,13 +30,7 @@ pub enum Stopped {
 #[derive(Clone, Copy)]
 pub struct Grace {
     pub of: Duration,
-    ends: tokio::time::Instant,
-}
-
-impl Grace {
-    pub fn from_now(of: Duration) -> Grace {
-        Grace { of, ends: tokio::time::Instant::now() + of }
-    }
+    pub ends: tokio::time::Instant,
 }
 
 /// `work` within what is left of `grace`; its end, or a second signal, cuts
