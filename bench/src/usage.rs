@@ -61,8 +61,8 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
-/// A `Name:   123 kB` line of `/proc/<pid>/status`, in KiB.
-fn status_kib(status: &str, name: &str) -> Option<u64> {
+/// A `Name:   123 kB` line of `/proc/<pid>/status` (or `/proc/meminfo`), in KiB.
+pub fn status_kib(status: &str, name: &str) -> Option<u64> {
     status.lines().find_map(|line| {
         let value = line.strip_prefix(name)?.strip_prefix(':')?;
         value.trim().strip_suffix("kB")?.trim().parse().ok()

@@ -118,15 +118,12 @@ async fn observe(
     let within = MAX_GAP * u32::try_from(failures)? + Duration::from_secs(10);
     let log = eventually(&tr!("{failures} refused attempts", failures), within, || async {
         let log = lab.controller_log(mark).await?;
-        let refused = refused_attempts(&log, verb);
+        let refused = refusals(&log, verb).len();
         Ok(Check::done_if(refused >= failures, log, tr!("{refused} refused so far", refused)))
     })
     .await?;
-    let gaps: Vec<f64> = lines_with(&log, LOG_WATCH_FAILED)
-        .into_iter()
-        .filter(|l| is_refusal(l, verb))
-        .filter_map(rbac::retry_delay_ms)
-        .collect();
+    let gaps: Vec<f64> =
+        refusals(&log, verb).into_iter().filter_map(rbac::retry_delay_ms).collect();
     for (i, gap) in gaps.iter().enumerate() {
         let floor = FIRST_DELAY_MS * f64::from(1u32 << i.min(5));
         ensure!(
@@ -156,11 +153,8 @@ async fn observe(
     Ok((gaps, not_ready, relists))
 }
 
-fn refused_attempts(log: &str, verb: &str) -> usize {
-    lines_with(log, LOG_WATCH_FAILED).into_iter().filter(|l| is_refusal(l, verb)).count()
-}
-
-/// A watch failure line that is RBAC refusing `verb` (403 Forbidden).
-fn is_refusal(line: &str, verb: &str) -> bool {
-    line.contains("forbidden") && line.contains(&format!("cannot {verb}"))
+/// The watch failure lines that are RBAC refusing `verb` (403 Forbidden).
+fn refusals<'a>(log: &'a str, verb: &str) -> Vec<&'a str> {
+    let refused = |l: &&str| l.contains("forbidden") && l.contains(&format!("cannot {verb}"));
+    lines_with(log, LOG_WATCH_FAILED).into_iter().filter(refused).collect()
 }

@@ -9,16 +9,15 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 use serde::Serialize;
 
-/// A client of `kubeconfig`, as `context` (or its current one).
+/// A client of `kubeconfig`, as `context` (or its current one): the kit's one client stack.
 pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Client> {
-    let file = Kubeconfig::read_from(kubeconfig)
+    let mut file = Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("cannot read {}", kubeconfig.display()))?;
-    let options = KubeConfigOptions { context: context.map(String::from), ..Default::default() };
-    let config = kube::Config::from_custom_kubeconfig(file, &options).await?;
-    Ok(controller::connect::build(config)?)
+    file.current_context = context.map(String::from).or(file.current_context);
+    labkit::lab::client_of(file, |_| ()).await
 }
 
 /// Verbs whose duration is how long a stream stayed open, not a request's.

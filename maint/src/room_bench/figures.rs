@@ -59,11 +59,7 @@ impl Report {
             .len();
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let kib: f64 = meminfo
-            .lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-            .unwrap_or(0.0);
+        let kib = bench::usage::status_kib(&meminfo, "MemTotal").unwrap_or(0) as f64;
         Ok(Report {
             attendees,
             wave,
