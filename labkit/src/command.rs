@@ -97,7 +97,7 @@ impl Cmd {
     }
 
     /// The std command, configured but not echoed.
-    fn to_command(&self) -> anyhow::Result<Command> {
+    fn to_command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.args(&self.args);
         for key in self.env_remove.iter().chain(&package_variables()) {
@@ -121,7 +121,7 @@ impl Cmd {
                 Ok(())
             });
         }
-        Ok(command)
+        command
     }
 
     fn echo(&self) {
@@ -183,7 +183,7 @@ impl Cmd {
     /// In Chinese, its lines are relayed marked `  | `: they are another program's, in its
     /// own language (the threads returned end with its output).
     fn spawn_inherit(&self) -> anyhow::Result<(Child, Vec<std::thread::JoinHandle<()>>)> {
-        let mut command = self.to_command()?;
+        let mut command = self.to_command();
         if !crate::say::chinese() {
             let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
             command.stdout(Stdio::from(stderr));
@@ -219,7 +219,7 @@ impl Cmd {
     /// Echo, run, and return everything it did, whatever its exit status.
     pub fn output(&self) -> anyhow::Result<Output> {
         self.echo();
-        self.to_command()?
+        self.to_command()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .output()
@@ -243,7 +243,7 @@ impl Cmd {
         stderr: impl Into<Stdio>,
     ) -> anyhow::Result<tokio::process::Child> {
         self.echo();
-        let mut command = self.to_command()?;
+        let mut command = self.to_command();
         command.stdout(stdout).stderr(stderr);
         self.spawn_child(command)
     }
@@ -271,7 +271,7 @@ impl Cmd {
             .append(true)
             .open(log)
             .with_context(|| tr!("cannot open {path}", path = log.display()))?;
-        let mut command = self.to_command()?;
+        let mut command = self.to_command();
         command.stdout(out.try_clone()?).stderr(out).process_group(0);
         Ok(command)
     }
@@ -443,7 +443,6 @@ mod tests {
         for cmd in commands {
             let removed: Vec<String> = cmd
                 .to_command()
-                .unwrap()
                 .get_envs()
                 .filter(|(_, value)| value.is_none())
                 .map(|(name, _)| name.to_string_lossy().into_owned())

@@ -156,54 +156,48 @@ pub async fn delete(
     within: Duration,
 ) -> Result<Deleted> {
     let (object, api) = identify_object(client, entry.object.clone()).await?;
-    let uid = match (&entry.uid, entry.how) {
-        (Some(uid), How::Created) => uid.clone(),
-        // Not recorded yet (a create cut short), or made by the controller:
-        // what is there now, if it is this owner's.
-        _ => match api.get_opt(&object.name).await? {
-            None => {
-                record.forget(&entry.object)?;
-                return Ok(Deleted::Gone);
-            }
-            Some(live) => {
-                if !ours(record, &object, &live, Some(entry.how)) {
-                    record.forget(&entry.object)?;
-                    return Ok(Deleted::LeftAlone(not_ours(&object, &live)));
+    let deleted = 'deleted: {
+        let uid = match (&entry.uid, entry.how) {
+            (Some(uid), How::Created) => uid.clone(),
+            // Not recorded yet (a create cut short), or made by the controller:
+            // what is there now, if it is this owner's.
+            _ => match api.get_opt(&object.name).await? {
+                None => break 'deleted Deleted::Gone,
+                Some(live) if !ours(record, &object, &live, Some(entry.how)) => {
+                    break 'deleted Deleted::LeftAlone(not_ours(&object, &live));
                 }
-                live.metadata.uid.unwrap_or_default()
+                Some(live) => live.metadata.uid.unwrap_or_default(),
+            },
+        };
+        // A Deployment goes with its pods (foreground: gone means its controller
+        // has stopped); anything else at once — without a garbage collector (an
+        // envtest lab) a foreground deletion would never finish.
+        let propagation = match object.kind.as_str() {
+            "Deployment" => DeleteParams::foreground(),
+            _ => DeleteParams::background(),
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+            ..propagation
+        };
+        match api.delete(&object.name, &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => break 'deleted Deleted::Gone,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                break 'deleted Deleted::LeftAlone(tr!(
+                    "{object} is not the one this lab made (uid {uid}): someone made it again; left alone",
+                    object,
+                    uid
+                ));
             }
-        },
-    };
-    // A Deployment goes with its pods (foreground: gone means its controller
-    // has stopped); anything else at once — without a garbage collector (an
-    // envtest lab) a foreground deletion would never finish.
-    let propagation = match object.kind.as_str() {
-        "Deployment" => DeleteParams::foreground(),
-        _ => DeleteParams::background(),
-    };
-    let params = DeleteParams {
-        preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
-        ..propagation
-    };
-    match api.delete(&object.name, &params).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            record.forget(&entry.object)?;
-            return Ok(Deleted::Gone);
+            Err(e) => return Err(e).with_context(|| tr!("cannot delete {object}", object)),
         }
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            record.forget(&entry.object)?;
-            return Ok(Deleted::LeftAlone(tr!(
-                "{object} is not the one this lab made (uid {uid}): someone made it again; left alone",
-                object,
-                uid
-            )));
-        }
-        Err(e) => return Err(e).with_context(|| tr!("cannot delete {object}", object)),
-    }
-    gone(&api, &object, &uid, within).await?;
+        gone(&api, &object, &uid, within).await?;
+        Deleted::Deleted
+    };
+    // Gone, deleted, or someone else's: no longer this owner's to delete.
     record.forget(&entry.object)?;
-    Ok(Deleted::Deleted)
+    Ok(deleted)
 }
 
 /// Until no object of `object`'s name has `uid` (a new one of the name is not ours to wait for).

@@ -153,7 +153,7 @@ impl Record {
             Some(record) => record,
             None => Record {
                 format: FORMAT,
-                owner: new_owner(name),
+                owner: new_owner(name)?,
                 provider: provider.map(str::to_string),
                 entries: Vec::new(),
                 borrow: None,
@@ -281,21 +281,13 @@ impl Record {
 
 /// `<name>-<8 hex>`, the hex from the system's random source: two labs of
 /// the same name (two laptops, one cluster) are two owners.
-fn new_owner(name: &str) -> String {
-    use ring::rand::SecureRandom as _;
-    let mut bytes = [0u8; 4];
-    // The system's random source does not fail on Linux or macOS; the time is a fallback.
-    if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or_default();
-        bytes = (nanos ^ std::process::id()).to_be_bytes();
-    }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+fn new_owner(name: &str) -> Result<String> {
+    // The system's random source, which does not fail on Linux or macOS.
+    let random = ring::rand::generate::<[u8; 4]>(&ring::rand::SystemRandom::new())
+        .map_err(|_| anyhow::anyhow!(tr!("the system's random source failed")))?;
     // A label value is at most 63 characters: lab and room names are at most 40.
     let name: String = name.chars().take(54).collect();
-    format!("{name}-{hex}")
+    Ok(format!("{name}-{:08x}", u32::from_be_bytes(random.expose())))
 }
 
 #[cfg(test)]
@@ -366,7 +358,7 @@ mod tests {
 
     #[test]
     fn a_long_name_still_makes_a_label_value() {
-        let owner = new_owner(&"a".repeat(80));
+        let owner = new_owner(&"a".repeat(80)).unwrap();
         assert!(owner.len() <= 63, "{owner}");
     }
 }

@@ -5,16 +5,14 @@
 use std::time::Duration;
 
 use controller::template::ConfigMapTemplate;
-use k8s_openapi::{
-    api::core::v1::ServiceAccount,
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams},
 };
 
 use crate::{
+    apply::{identify, read_documents},
     eventually::{Check, eventually},
     lab::Lab,
     project, tr,
@@ -27,16 +25,22 @@ pub const ACCOUNT: &str = "my-controller-stage2";
 /// The ConfigMapTemplate CRD's name.
 pub const CRD: &str = "configmaptemplates.lab.my-controller.dev";
 const WITHIN: Duration = Duration::from_secs(30);
+/// What [`install`] applies, in order.
+const MANIFESTS: [&str; 2] = ["manifests/stage2/crd.yaml", "manifests/stage2/rbac.yaml"];
 
-/// Deletes every template, the CRD and what manifests/stage2/rbac.yaml made
+/// Deletes every template, then every object of [`MANIFESTS`], the last first
 /// (the ConfigMaps the templates made stay: envtest has no garbage collector).
 pub async fn uninstall(lab: &Lab) -> anyhow::Result<()> {
     let admin = lab.client();
     let templates: Api<ConfigMapTemplate> = Api::namespaced(admin.clone(), NAMESPACE);
     templates.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    crds.delete(CRD, &DeleteParams::default()).await?;
-    remove_rbac(&admin).await
+    for file in MANIFESTS.iter().rev() {
+        for document in read_documents(&project::root().join(file))?.iter().rev() {
+            let (object, api) = identify(&admin, document).await?;
+            api.delete(&object.name, &DeleteParams::default()).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Applies manifests/stage2/crd.yaml and rbac.yaml to `lab`, waits until the
@@ -44,10 +48,9 @@ pub async fn uninstall(lab: &Lab) -> anyhow::Result<()> {
 /// ServiceAccount (`target/lab/<name>/stage2.kubeconfig`); its path.
 pub async fn install(lab: &Lab) -> anyhow::Result<std::path::PathBuf> {
     let admin = lab.client();
-    for file in ["manifests/stage2/crd.yaml", "manifests/stage2/rbac.yaml"] {
+    for file in MANIFESTS {
         let path = project::root().join(file);
-        crate::apply::documents(&admin, "e2e-stage2", &path, crate::apply::read_documents(&path)?)
-            .await?;
+        crate::apply::documents(&admin, "e2e-stage2", &path, read_documents(&path)?).await?;
     }
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     let what = tr!("the CRD to be established");
@@ -75,14 +78,4 @@ async fn account_kubeconfig(lab: &Lab, admin: &Client) -> anyhow::Result<std::pa
     let text = serde_saphyr::to_string(&config)?;
     crate::files::write_private(&path, &text)?;
     Ok(path)
-}
-
-/// Deletes what manifests/stage2/rbac.yaml made (all named [`ACCOUNT`]).
-async fn remove_rbac(admin: &Client) -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    let params = DeleteParams::default();
-    Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
-    Api::<Role>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
-    Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE).delete(ACCOUNT, &params).await?;
-    Ok(())
 }
