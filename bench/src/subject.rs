@@ -182,25 +182,22 @@ fn command(lab: &Lab, spec: &Spec, extra: &[&str]) -> Result<Cmd> {
     let controller = &lab.file().controller;
     let (namespace, name) = (lab.desired().namespace(), lab.desired().name());
     Ok(match spec {
-        Spec::Ours { binary } => {
+        Spec::Ours { binary } | Spec::Floor { binary } => {
+            let cmd = Cmd::new(binary.display().to_string())
+                .arg("--kubeconfig")
+                .path(&controller.kubeconfig)
+                .args(["--namespace", namespace, "--name", name]);
+            if !spec.is_ours() {
+                return Ok(cmd);
+            }
             let listen = controller
                 .url
                 .strip_prefix("http://")
                 .with_context(|| format!("controller URL {} is not http://", controller.url))?;
-            Cmd::new(binary.display().to_string())
-                .arg("--kubeconfig")
-                .path(&controller.kubeconfig)
-                .args(["--namespace", namespace, "--name", name])
-                .args(["--listen", listen])
-                // The correction rounds are a second writer on purpose: a
-                // paced controller would wait seconds from the fourth round on.
-                .arg("--no-pacing")
-                .args(extra)
+            // The correction rounds are a second writer on purpose: a
+            // paced controller would wait seconds from the fourth round on.
+            cmd.args(["--listen", listen]).arg("--no-pacing").args(extra)
         }
-        Spec::Floor { binary } => Cmd::new(binary.display().to_string())
-            .arg("--kubeconfig")
-            .path(&controller.kubeconfig)
-            .args(["--namespace", namespace, "--name", name]),
         Spec::Peer { command: line, .. } => {
             if !extra.is_empty() {
                 bail!("a peer takes no flags from the bench");

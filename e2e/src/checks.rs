@@ -56,15 +56,10 @@ pub const ALL: &[Experiment] = &[
     ),
 ];
 
-/// With a 1 s resync, over 5 s reconciles keep running and nothing is written.
+/// With a 1 s resync, over 5 s reconciles keep running and nothing is written. The suite
+/// puts the lab's own flags back after it (`crate::run_test`), as after every test.
 pub async fn no_hot_loop(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.restart_controller(&["--resync", "1s"]).await?;
-    let result = watch_quiet_resyncs(lab).await;
-    lab.restart_controller(&[]).await?;
-    result
-}
-
-async fn watch_quiet_resyncs(lab: &mut Lab) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     let start = lab.metrics().await?;
     let (writes0, reconciles0) = (start.sum(WRITES), start.sum(RECONCILES));

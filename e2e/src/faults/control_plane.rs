@@ -308,7 +308,6 @@ pub async fn reconcile_cannot_hang(lab: &mut Lab) -> anyhow::Result<Measured> {
     if let Ok(pid) = lab.pid(API_SERVER) {
         signal(pid, libc::SIGCONT);
     }
-    lab.restart_controller(&[]).await?;
     then_restore(lab, result).await
 }
 

@@ -253,25 +253,23 @@ impl Stage {
                 .with_context(|| format!("cannot copy {}", binary.display()))?;
             set_mode(&to, 0o755)?;
         }
-        let config = self.dir.join("etc/containerd/config.toml");
-        let text = labkit::files::read(&config)?;
-        write(&config, &with_sandbox_image(&text, &images::pause_tag()), 0o644)?;
-        write(&self.dir.join("etc/containerd/cri-base.json"), &cri_base(oci_spec)?, 0o644)?;
-        write(&self.dir.join("kind/version"), &self.kubernetes, 0o644)?;
-        write(
-            &self.dir.join("kind/manifests/default-cni.yaml"),
-            &CNI_MANIFEST.replace("POD_RANGE", POD_RANGE),
-            0o644,
-        )?;
-        write(&self.dir.join("kind/manifests/default-storage.yaml"), STORAGE_MANIFEST, 0o644)?;
-        write(
-            &self.dir.join("etc/cni/net.d/10-lab-kit.conflist"),
-            &CONFLIST.replace("POD_RANGE", POD_RANGE),
-            0o644,
-        )?;
+        let config = labkit::files::read(&self.dir.join("etc/containerd/config.toml"))?;
+        let files = [
+            ("etc/containerd/config.toml", with_sandbox_image(&config, &images::pause_tag())),
+            ("etc/containerd/cri-base.json", cri_base(oci_spec)?),
+            ("kind/version", self.kubernetes.clone()),
+            ("kind/manifests/default-cni.yaml", CNI_MANIFEST.replace("POD_RANGE", POD_RANGE)),
+            ("kind/manifests/default-storage.yaml", STORAGE_MANIFEST.into()),
+            ("etc/cni/net.d/10-lab-kit.conflist", CONFLIST.replace("POD_RANGE", POD_RANGE)),
+            ("tmp/lab-kit-setup.sh", SETUP.into()),
+        ];
+        for (path, text) in files {
+            let path = self.dir.join(path);
+            create_parent(&path)?;
+            labkit::files::write_public(&path, text)?;
+        }
         std::fs::create_dir_all(self.dir.join("etc/kubernetes/manifests"))?;
-        write(&self.dir.join("tmp/lab-kit-setup.sh"), SETUP, 0o755)?;
-        Ok(())
+        set_mode(&self.dir.join("tmp/lab-kit-setup.sh"), 0o755)
     }
 }
 
@@ -306,12 +304,6 @@ fn create_parent(path: &Path) -> Result<()> {
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("cannot chmod {}", path.display()))
-}
-
-fn write(path: &Path, text: &str, mode: u32) -> Result<()> {
-    create_parent(path)?;
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
-    set_mode(path, mode)
 }
 
 /// containerd's sandbox image set to the pause image the node carries.
