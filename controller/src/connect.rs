@@ -195,7 +195,7 @@ pub fn build(config: Config) -> kube::Result<Client> {
 /// keepalive as Go's client has it (15 s idle, then 9 probes 15 s apart), so
 /// a dead peer behind a silent network path is noticed in about 2.5 minutes
 /// rather than hours, and a watch reconnects.
-pub fn tcp_connector() -> hyper_util::client::legacy::connect::HttpConnector {
+fn tcp_connector() -> hyper_util::client::legacy::connect::HttpConnector {
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);

@@ -24,7 +24,6 @@ pub struct Identity {
     /// Its kubeconfig: the lab's cluster, the ServiceAccount's token. Never
     /// written: the proxy ([`super::proxy`]) holds the token for the program.
     pub kubeconfig: Kubeconfig,
-    pub token: String,
 }
 
 impl Identity {
@@ -43,7 +42,7 @@ impl Identity {
             accounts::token(&admin, namespace, IDENTITY, TOKEN_SECONDS, None).await?;
         let kubeconfig = accounts::kubeconfig_with_token(lab.file(), &token)?;
         let namespace = namespace.to_string();
-        let identity = Identity { namespace, kubeconfig, token };
+        let identity = Identity { namespace, kubeconfig };
         identity.prove_allowed().await?;
         Ok(identity)
     }

@@ -31,22 +31,16 @@ use std::{
     },
 };
 
-use anyhow::Context as _;
 use bytes::Bytes;
 use controller::connect;
 use http::{HeaderName, Request, Response, StatusCode, Uri, header};
 use http_body_util::{BodyExt as _, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
-use hyper_util::{
-    client::legacy::connect::HttpConnector,
-    rt::{TokioExecutor, TokioIo},
-};
+use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Config,
     api::{Patch, PatchParams},
-    client::ConfigExt as _,
     config::{KubeConfigOptions, Kubeconfig},
 };
 
@@ -69,7 +63,6 @@ pub const RIVAL_ANNOTATION: &str = "lab-kit.grade/rival";
 
 type Body = UnsyncBoxBody<Bytes, BoxError>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Upstream = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Incoming>;
 
 /// How the program's update went when another writer wrote first.
 #[derive(Clone, Debug)]
@@ -90,12 +83,9 @@ pub struct Proxy {
 }
 
 struct Shared {
-    /// The client to the API server.
-    upstream: Upstream,
-    /// `Bearer <the program's token>`.
-    authorization: http::HeaderValue,
-    /// `https://host:port` of the API server.
-    base: Uri,
+    /// The client to the API server, as the program: the identity's
+    /// kubeconfig (its cluster, its CA, its token).
+    upstream: kube::Client,
     target: Target,
     /// The admin's ConfigMaps: the other writer.
     api: Api<ConfigMap>,
@@ -122,20 +112,15 @@ impl Proxy {
     ) -> anyhow::Result<Proxy> {
         let kubeconfig = identity.kubeconfig.clone();
         let options = KubeConfigOptions::default();
-        let config = Config::from_custom_kubeconfig(kubeconfig.clone(), &options).await?;
-        // The controller's own connections: TCP_NODELAY, keepalive as Go's.
-        let https = config.rustls_https_connector_with_connector(connect::tcp_connector())?;
-        let mut authorization = http::HeaderValue::try_from(format!("Bearer {}", identity.token))
-            .with_context(|| tr!("the token is not a header value"))?;
-        authorization.set_sensitive(true);
-        let upstream =
-            hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
+        let mut config = Config::from_custom_kubeconfig(kubeconfig.clone(), &options).await?;
+        // The program sees every answer as the API server gave it: no retry of a 429 here.
+        config.default_retry = false;
+        // The controller's own client stack: TCP_NODELAY, keepalive as Go's.
+        let upstream = connect::build(config)?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             upstream,
-            authorization,
-            base: config.cluster_url.clone(),
             api: Api::namespaced(admin, &target.namespace),
             target,
             conflict: Mutex::new(None),
@@ -272,22 +257,20 @@ impl Shared {
             .map_err(|e| tr!("the other writer's patch of {name}: {e}", name = self.target.name, e))
     }
 
-    /// The request, passed to the API server; its response, streamed back.
+    /// The request, passed to the API server (the client adds its address
+    /// and the program's token); its response, streamed back.
     async fn pass(self: &Arc<Self>, request: Request<Incoming>, kind: Kind) -> Response<Body> {
         let (mut parts, body) = request.into_parts();
-        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let base = self.base.to_string();
-        parts.uri = match format!("{}{path}", base.trim_end_matches('/')).parse() {
-            Ok(uri) => uri,
-            Err(e) => {
-                return status(StatusCode::BAD_REQUEST, &tr!("the path {path}: {e}", path, e));
-            }
-        };
+        parts.uri = parts.uri.path_and_query().cloned().map_or(Uri::from_static("/"), Uri::from);
         for name in HOP_BY_HOP {
             parts.headers.remove(name);
         }
-        parts.headers.insert(header::AUTHORIZATION, self.authorization.clone());
-        let response = match self.upstream.request(Request::from_parts(parts, body)).await {
+        let sent = async {
+            let body = body.collect().await?.to_bytes().to_vec();
+            let request = Request::from_parts(parts, kube::client::Body::from(body));
+            self.upstream.send(request).await.map_err(BoxError::from)
+        };
+        let response = match sent.await {
             Ok(response) => response,
             Err(e) => {
                 let why = tr!("the grade's proxy could not reach the API server: {e}", e);
@@ -307,7 +290,7 @@ impl Shared {
 
     /// A watch's body, passed on until [`Proxy::relist`] cuts it; its
     /// receiver of the cut, dropped with it, counts it open.
-    fn cuttable(&self, body: Incoming) -> Body {
+    fn cuttable(&self, body: kube::client::Body) -> Body {
         let cut = self.cut.subscribe();
         let frames = futures::stream::unfold((body, cut), |(mut body, mut cut)| async move {
             tokio::select! {
