@@ -19,7 +19,7 @@ use anyhow::Context as _;
 use crate::{project, tr};
 
 /// A command line: program, arguments, extra environment, working directory.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cmd {
     program: String,
     args: Vec<String>,
@@ -30,13 +30,7 @@ pub struct Cmd {
 
 impl Cmd {
     pub fn new(program: impl Into<String>) -> Cmd {
-        Cmd {
-            program: program.into(),
-            args: Vec::new(),
-            env: Vec::new(),
-            env_remove: Vec::new(),
-            dir: None,
-        }
+        Cmd { program: program.into(), ..Cmd::default() }
     }
 
     /// `Cmd::new(argv[0]).args(argv[1..])`.

@@ -18,7 +18,7 @@ pub const FORMAT: u32 = 3;
 pub const FILE_NAME: &str = "lab.json";
 
 /// One lab.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LabFile {
     /// [`FORMAT`] at the time of writing.
     pub format: u32,
@@ -146,7 +146,7 @@ impl std::fmt::Display for Applied {
 }
 
 /// The controller under test.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Controller {
     /// Base URL of its HTTP server: `<url>/healthz`, `/readyz`, `/metrics`.
     pub url: String,
@@ -165,11 +165,9 @@ impl Controller {
     /// through the API server's pod proxy (see e2e::lab), no log file here.
     pub fn deployment(service_account: String) -> Controller {
         Controller {
-            url: String::new(),
-            kubeconfig: PathBuf::new(),
             service_account,
             token_expires: "projected by the kubelet (rotated)".into(),
-            log: PathBuf::new(),
+            ..Controller::default()
         }
     }
 }
@@ -242,16 +240,12 @@ impl LabFile {
             name: name.into(),
             state_dir: state_dir.into(),
             created_unix: now.map(|d| d.as_secs()).unwrap_or_default(),
-            kubernetes_version: String::new(),
-            api_server_url: String::new(),
             admin_kubeconfig: state_dir.join("kubeconfig"),
             controller,
-            processes: Vec::new(),
             provider: provider.into(),
             offers,
-            kind: None,
-            existing: None,
             target,
+            ..LabFile::default()
         }
     }
 

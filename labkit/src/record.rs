@@ -40,7 +40,7 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "my-controller-lab-kit";
 
 /// What is made of whom: one lab or one room.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Record {
     pub format: u32,
     /// `<name>-<8 hex>`: this lab or room, not any other of the kit's, on
@@ -155,9 +155,8 @@ impl Record {
                 format: FORMAT,
                 owner: new_owner(name)?,
                 provider: provider.map(str::to_string),
-                entries: Vec::new(),
-                borrow: None,
                 path: Self::path(dir),
+                ..Record::default()
             },
         })
     }

@@ -83,17 +83,9 @@ pub async fn api_server_ready(client: Client) -> anyhow::Result<Check<()>> {
                 failing = failing.join(", ")
             ))
         }
-        Err(e) => Check::NotYet(format!("/readyz: {}", root_cause(&e))),
+        // The innermost error: "Connection refused" rather than four layers of client plumbing.
+        Err(e) => Check::NotYet(format!("/readyz: {}", anyhow::Error::new(e).root_cause())),
     })
-}
-
-/// The innermost error: "Connection refused" rather than four layers of client plumbing.
-fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut current = error;
-    while let Some(source) = current.source() {
-        current = source;
-    }
-    current.to_string()
 }
 
 /// etcd's `/health` says `"health":"true"`.
