@@ -50,15 +50,10 @@ pub const ENVTEST: &[Definition] = &[
     },
 ];
 
-/// Where a program was found, as lab.json holds it, in the reader's language (`lab status`).
+/// Where a program was found, as lab.json holds it, in the reader's language (`lab status`):
+/// the catalogue's entry for the words [`checked`] is given (`project cache`, …), else as it is.
 pub fn said(source: &str) -> String {
-    match source {
-        "project cache" => tr!("project cache"),
-        "cargo build" => tr!("cargo build"),
-        "downloaded release" => tr!("downloaded release"),
-        "built with go" => tr!("built with go"),
-        other => other.to_string(),
-    }
+    labkit::say::translate(source, &[])
 }
 
 /// One program, ready to run.

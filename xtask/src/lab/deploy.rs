@@ -8,17 +8,15 @@
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, LogParams};
+use kube::api::LogParams;
 use serde_json::Value;
 
 use crate::lab::controller::SERVICE_ACCOUNT;
 use crate::lab::manifests::FIELD_MANAGER;
 use crate::lab::{kubeconfig, provider::Health};
 use crate::plan::Step;
-pub use labkit::deployment::{NAME as DEPLOYMENT, NAMESPACE};
+pub use labkit::deployment::{DeploymentHost, NAME as DEPLOYMENT, NAMESPACE};
 use labkit::lab_file::{Applied, Controller, LabFile};
 use labkit::project::shown;
 use labkit::record::{How, Record};
@@ -71,7 +69,8 @@ pub fn rollout<C: Deploys>(kubectl: &str, namespace: &str) -> Step<C> {
     let namespace = namespace.to_string();
     Step::api(format!("{kubectl} rollout status deployment/{DEPLOYMENT}"), |up: &mut C| {
         Box::pin(async move {
-            let deployments = Api::<Deployment>::namespaced(up.client()?, &namespace);
+            let deployments =
+                DeploymentHost::new(up.client()?).in_namespace(&namespace).deployments();
             labkit::deployment::wait_rollout(&deployments).await
         })
     })
@@ -90,13 +89,6 @@ pub fn write_lab_file<C: Deploys>(dir: &Path, namespace: &str) -> Step<C> {
     })
 }
 
-/// The controller's pod: the Deployment's newest pod (by creation time).
-async fn controller_pod(client: &kube::Client, lab: &LabFile) -> Result<Option<Pod>> {
-    let host = labkit::deployment::DeploymentHost::new(client.clone())
-        .in_namespace(lab.deployment_namespace());
-    host.newest_pod().await
-}
-
 /// What `lab status` shows of the lab after the provider's `lines`, and whether it is healthy.
 pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
@@ -106,8 +98,8 @@ pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
         .map(|v| v.git_version)
         .unwrap_or_else(|error| tr!("unreachable: {error}", error));
     lines.push(tr!("API server:   {url} ({version})", url = lab.api_server_url, version));
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), lab.deployment_namespace());
-    let ready = match deployments.get_opt(DEPLOYMENT).await? {
+    let host = DeploymentHost::new(client).in_namespace(lab.deployment_namespace());
+    let ready = match host.deployments().get_opt(DEPLOYMENT).await? {
         Some(d) => {
             let status = d.status.unwrap_or_default();
             let (ready, want) =
@@ -121,7 +113,7 @@ pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
             false
         }
     };
-    if let Some(pod) = controller_pod(&client, lab).await? {
+    if let Some(pod) = host.newest_pod().await? {
         let status = pod.status.clone().unwrap_or_default();
         let container =
             status.container_statuses.as_ref().and_then(|c| c.first()).cloned().unwrap_or_default();
@@ -143,7 +135,9 @@ pub async fn logs(name: &str, follow: bool) -> Result<()> {
     use futures::{AsyncBufReadExt, TryStreamExt};
     let lab = labkit::lab::file_of(name)?;
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
-    let pod = controller_pod(&client, &lab)
+    let host = DeploymentHost::new(client).in_namespace(lab.deployment_namespace());
+    let pod = host
+        .newest_pod()
         .await?
         .with_context(|| tr!("no controller pod: `cargo xtask lab status` shows why"))?;
     let (name, namespace) = (pod.name_any(), lab.deployment_namespace());
@@ -153,7 +147,7 @@ pub async fn logs(name: &str, follow: bool) -> Result<()> {
     labkit::progress!(
         "$ kubectl --kubeconfig {kubeconfig} -n {namespace} logs {f}pod/{name}    # {how}"
     );
-    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    let pods = host.pods();
     if !follow {
         print!("{}", pods.logs(&name, &LogParams::default()).await?);
         return Ok(());

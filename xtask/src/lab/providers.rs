@@ -53,9 +53,7 @@ fn auto() -> (&'static str, String) {
     if labkit::tools::on_path("docker").is_none() {
         return ("envtest", tr!("docker is not on PATH"));
     }
-    let daemon =
-        labkit::command::Cmd::argv(["docker", "info", "--format", "{{.ServerVersion}}"]).succeeds();
-    if daemon {
+    if super::provider::docker_version().is_ok() {
         ("kind", tr!("Docker answers and kind is installed"))
     } else {
         ("envtest", tr!("the Docker daemon does not answer"))

@@ -91,14 +91,6 @@ impl Given {
         Ok(format!("{}/{name}", self.registry))
     }
 
-    /// `HOST[:PORT]/NAME`: the pushed image without its tag, as its digests are named.
-    fn repository(&self) -> Result<String> {
-        let pushed = self.pushed()?;
-        let (repository, _tag) =
-            pushed.rsplit_once(':').with_context(|| tr!("the image reference has no tag"))?;
-        Ok(repository.to_string())
-    }
-
     pub fn target(&self) -> Target {
         Target { namespace: self.namespace.clone(), name: Target::default().name }
     }

@@ -55,9 +55,7 @@ impl Up {
             cluster_wide: false,
         }
     }
-}
 
-impl Up {
     fn namespace(&self) -> &str {
         &self.given.namespace
     }
@@ -220,7 +218,9 @@ pub async fn check_rights(up: &mut Up) -> Result<()> {
 
 /// `docker image inspect`'s repo digests → the pushed image by digest.
 pub fn record_digest(up: &mut Up, out: Result<String>) -> Result<()> {
-    let repository = up.given.repository()?;
+    let pushed = up.given.pushed()?;
+    let (repository, _tag) =
+        pushed.rsplit_once(':').with_context(|| tr!("the image reference has no tag"))?;
     let out = out.with_context(|| tr!("the pushed image is not in Docker"))?;
     let digest = out.split_whitespace().find(|d| d.starts_with(&format!("{repository}@sha256:")));
     up.digest = Some(

@@ -14,6 +14,8 @@ pub mod config;
 mod phases;
 mod steps;
 
+use self::steps::Up;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
@@ -137,39 +139,46 @@ pub fn docker_arch() -> &'static str {
     }
 }
 
+/// `kind get clusters`: whether a cluster of the lab's name exists (`lab up`'s checks, `lab down`).
+fn find_cluster() -> Step<Up> {
+    Step::probe(Cmd::argv(["kind", "get", "clusters"]), |up: &mut Up, out: Result<String>| {
+        up.cluster_exists = out.unwrap_or_default().lines().any(|c| c.trim() == up.name);
+        Ok(())
+    })
+}
+
+/// The ID of the node container of a cluster of the lab's name that exists.
+fn find_node(name: &str) -> Step<Up> {
+    let container = node_container(name);
+    Step::probe(
+        Cmd::argv(["docker", "inspect", "--format", "{{.Id}}", &container]),
+        |up: &mut Up, out: Result<String>| {
+            up.node_id = out.ok().map(|id| id.trim().to_string());
+            Ok(())
+        },
+    )
+    .when(tr!("if a cluster named {name} exists", name), |up: &Up| up.cluster_exists)
+}
+
 /// What `lab down` does for a kind lab (also when lab.json is gone): the
 /// cluster deleted when this lab's record names it and its node is the one
 /// recorded; a cluster of the name that is not this lab's is left and named.
-pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
+pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Up>> {
     let kubeconfig = shown(&state_dir.join("kubeconfig"));
     let dir = state_dir.to_path_buf();
-    let container = node_container(name);
     vec![
-        Step::probe(
-            Cmd::argv(["kind", "get", "clusters"]),
-            |down: &mut Down, out: Result<String>| {
-                down.exists = out.unwrap_or_default().lines().any(|c| c.trim() == down.name);
-                Ok(())
-            },
-        ),
-        Step::probe(
-            Cmd::argv(["docker", "inspect", "--format", "{{.Id}}", &container]),
-            |down: &mut Down, out: Result<String>| {
-                down.node_id = out.ok().map(|id| id.trim().to_string());
-                Ok(())
-            },
-        )
-        .when(tr!("if a cluster named {name} exists", name), |down: &Down| down.exists),
+        find_cluster(),
+        find_node(name),
         Step::own(
             tr!("check that this lab's record names the cluster {name} and its node", name),
-            |down: &mut Down| {
+            |down: &mut Up| {
                 Box::pin(async move {
-                    down.ours = down.exists && down.judge();
+                    down.ours = down.cluster_exists && down.judge();
                     Ok(())
                 })
             },
         )
-        .when(tr!("if a cluster named {name} exists", name), |down: &Down| down.exists),
+        .when(tr!("if a cluster named {name} exists", name), |down: &Up| down.cluster_exists),
         Step::run(Cmd::argv([
             "kind",
             "delete",
@@ -179,27 +188,15 @@ pub fn down_plan(name: &str, state_dir: &Path) -> Vec<Step<Down>> {
             "--kubeconfig",
             &kubeconfig,
         ]))
-        .when(tr!("if this lab made the cluster {name}", name), |down: &Down| down.ours),
+        .when(tr!("if this lab made the cluster {name}", name), |down: &Up| down.ours),
         Step::own(tr!("remove {path}", path = shown(state_dir)), move |_| {
             Box::pin(async move { labkit::files::remove_dir(&dir).map(drop) })
         }),
     ]
 }
 
-/// What `lab down` learns.
-pub struct Down {
-    pub name: String,
-    pub exists: bool,
-    /// The ID of the node container of the cluster of that name.
-    pub node_id: Option<String>,
-    /// What this lab made, when its record is there.
-    pub record: Option<Record>,
-    /// The cluster is this lab's: deleted.
-    pub ours: bool,
-}
-
-impl Down {
-    /// Whether the cluster of the name is this lab's, saying why not.
+impl Up {
+    /// `lab down`: whether the cluster of the name is this lab's, saying why not.
     fn judge(&self) -> bool {
         let name = &self.name;
         let Some(why) = not_ours(name, self.record.as_ref(), self.node_id.as_deref()) else {
@@ -282,8 +279,7 @@ impl Provider for Kind {
             }
             let state_dir = labkit::project::lab_dir(name);
             let record = Record::load(&state_dir)?;
-            let mut down =
-                Down { name: name.to_string(), exists: false, node_id: None, record, ours: false };
+            let mut down = Up { name: name.to_string(), record, ..Up::default() };
             plan::print_or_execute(down_plan(name, &state_dir), &mut down, dry_run).await?;
             Ok(down.ours)
         })
@@ -412,16 +408,16 @@ mod tests {
         // The down plan's steps whose turn comes, its probes having seen a
         // cluster named `lab` on node container `node`.
         let runs = |failed: &str, record: &Record, node: &str| {
-            let mut down = Down {
+            let mut down = Up {
                 name: "lab".into(),
-                exists: true,
+                cluster_exists: true,
                 node_id: Some(node.into()),
                 record: Some(record.clone()),
-                ours: false,
+                ..Up::default()
             };
             down.ours = down.judge();
             let plan = down_plan("lab", Path::new(shown));
-            let holds = |s: &&Step<Down>| s.when.as_ref().is_none_or(|(_, holds)| holds(&down));
+            let holds = |s: &&Step<Up>| s.when.as_ref().is_none_or(|(_, holds)| holds(&down));
             let steps: String = plan.iter().filter(holds).map(|s| format!("{s}\n")).collect();
             format!("## failed {failed}\n{steps}")
         };

@@ -11,15 +11,16 @@ use anyhow::{Context as _, Result};
 use kube::api::{Patch, PatchParams};
 
 use super::steps::{
-    CLEAR_ARGS, Up, check_cluster_is_ours, connect, deployments, look_at_deployment,
-    machine_checks, record_cluster, strip_platform, write_cluster_config,
+    CLEAR_ARGS, Up, check_cluster_is_ours, connect, look_at_deployment, machine_checks,
+    record_cluster, strip_platform, write_cluster_config,
 };
 use super::{
     CLUSTER_FILE, DEPLOYMENT, Images, NAMESPACE, NodeImage, WAIT, build_node_image, bundle,
-    cluster_entry, docker_arch, image_present, kind_version, node_container, save_platform, shown,
+    cluster_entry, docker_arch, find_cluster, find_node, image_present, kind_version,
+    node_container, save_platform, shown,
 };
 use crate::image;
-use crate::lab::deploy::{self, BY, Deploys};
+use crate::lab::deploy::{self, BY, DeploymentHost, Deploys};
 use crate::lab::provider::Provider;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
@@ -77,7 +78,7 @@ pub fn up_plan(
 /// Checks: Docker, cgroups, kind, an existing cluster (this lab's, or
 /// refused) — asked, then judged.
 fn checks(names: &Names) -> Vec<Step<Up>> {
-    let Names { name, container, .. } = names;
+    let name = &names.name;
     vec![
         Step::probe(
             Cmd::argv([
@@ -101,26 +102,12 @@ fn checks(names: &Names) -> Vec<Step<Up>> {
                 Ok(())
             },
         ),
-        Step::probe(
-            Cmd::argv(["kind", "get", "clusters"]),
-            move |up: &mut Up, out: Result<String>| {
-                let clusters = out.unwrap_or_default();
-                up.cluster_exists = clusters.lines().any(|c| c.trim() == up.name);
-                Ok(())
-            },
-        ),
+        find_cluster(),
         Step::own(
             tr!("check the machine: Docker, kind, cgroups, inotify, an existing cluster"),
             |up| Box::pin(async move { machine_checks(up) }),
         ),
-        Step::probe(
-            Cmd::argv(["docker", "inspect", "--format", "{{.Id}}", container]),
-            |up: &mut Up, out: Result<String>| {
-                up.node_id = out.ok().map(|id| id.trim().to_string());
-                Ok(())
-            },
-        )
-        .when(tr!("if a cluster named {name} exists", name), |up: &Up| up.cluster_exists),
+        find_node(name),
         Step::own(
             tr!(
                 "check that a cluster named {name} is this lab's (its record names its node)",
@@ -381,7 +368,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
             |up: &mut Up| {
                 Box::pin(async move {
                     let patch: serde_json::Value = serde_json::from_str(CLEAR_ARGS)?;
-                    deployments(up)?.patch(DEPLOYMENT, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
+                    DeploymentHost::new(up.client()?).deployments().patch(DEPLOYMENT, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
                     Ok(())
                 })
             },
@@ -389,7 +376,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
         .when(tr!("if a test left arguments on the controller's container"), |up: &Up| up.leftover_args),
         Step::api(
             format!("kubectl --kubeconfig {kubeconfig} rollout restart deployment/{DEPLOYMENT}"),
-            |up: &mut Up| Box::pin(async move { labkit::deployment::DeploymentHost::new(up.client()?).restart().await }),
+            |up: &mut Up| Box::pin(async move { DeploymentHost::new(up.client()?).restart().await }),
         )
         .when(tr!("if the Deployment existed and its pod runs another image than the one built"), Up::needs_restart),
         deploy::rollout(&kubectl, NAMESPACE),

@@ -1,16 +1,14 @@
 //! The steps of `lab up --provider kind` that are more than a command, and
-//! what every step learns on the way ([`Up`]); [`super::phases`] puts them in
+//! what every step learns on the way ([`Up`], `lab down`'s too); [`super::phases`] puts them in
 //! order.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::Api;
 
-use super::{CLUSTER_FILE, DEPLOYMENT, Kind, NAMESPACE, cluster_entry, config, node_container};
+use super::{CLUSTER_FILE, DEPLOYMENT, Kind, cluster_entry, config, node_container};
 use crate::image;
-use crate::lab::deploy::Deploys;
+use crate::lab::deploy::{DeploymentHost, Deploys};
 use crate::lab::{kubeconfig, manifests, provider::Provider};
 use crate::preflight::Status;
 use labkit::command::Cmd;
@@ -56,6 +54,8 @@ pub struct Up {
     /// What this lab made: the cluster first (its node container's ID as
     /// its uid), then what `lab up` applied in it.
     pub(super) record: Option<Record>,
+    /// `lab down`: the cluster is this lab's, deleted.
+    pub(super) ours: bool,
 }
 
 impl Up {
@@ -98,10 +98,6 @@ pub(super) fn record_cluster(up: &mut Up, out: Result<String>) -> Result<()> {
 /// The strategic merge patch that removes a test's `args` from the controller's container.
 pub(super) const CLEAR_ARGS: &str =
     r#"{"spec":{"template":{"spec":{"containers":[{"name":"controller","args":null}]}}}}"#;
-
-pub(super) fn deployments(up: &Up) -> Result<Api<Deployment>> {
-    Ok(Api::namespaced(up.client()?, NAMESPACE))
-}
 
 /// `docker save` without `--platform`, for a Docker that has no such flag.
 pub(super) fn strip_platform(save: &Cmd) -> Cmd {
@@ -212,7 +208,9 @@ pub(super) async fn connect(up: &mut Up, kubeconfig: &Path) -> Result<()> {
 /// Before the apply: does the Deployment exist, which image does its pod
 /// run, did a test leave arguments on it?
 pub(super) async fn look_at_deployment(up: &mut Up) -> Result<()> {
-    let Some(deployment) = deployments(up)?.get_opt(DEPLOYMENT).await? else {
+    let Some(deployment) =
+        DeploymentHost::new(up.client()?).deployments().get_opt(DEPLOYMENT).await?
+    else {
         return Ok(());
     };
     up.deployment_existed = true;
