@@ -131,26 +131,23 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     narrated().iter().map(|n| n.short.as_str())
 }
 
-/// `cargo xtask exp [NAME] [--name LAB]`: without NAME, the list; with it,
-/// the experiment against lab `lab_name`. Fails when it fails.
-pub async fn run(lab_name: &str, exp: Option<&str>, lang: Lang) -> Result<ExitCode> {
-    match exp {
-        None => {
-            print!("{}", listing(lang));
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(exp) => narrated_run(lab_name, exp, lang).await,
+/// `cargo xtask exp [NAME] [--by-hand] [--name LAB]`: without NAME, the list; with it, the
+/// experiment against lab `lab_name` (put back first if a borrower left it), failing when it
+/// fails; with `--by-hand`, only its by-hand commands for that lab, one per line and nothing
+/// else (a lab test runs each of them).
+pub async fn run(lab_name: &str, exp: Option<&str>, by_hand: bool, lang: Lang) -> Result<ExitCode> {
+    if !by_hand {
+        crate::borrow::put_back_if_left(lab_name).await?;
     }
-}
-
-/// `cargo xtask exp NAME --by-hand`: the narration's by-hand commands for lab
-/// `lab_name`, one per line and nothing else (a lab test runs each of them).
-pub async fn print_by_hand(lab_name: &str, exp: &str, lang: Lang) -> Result<ExitCode> {
-    let words = lang.narrations();
-    let exp = resolve(exp, words)?;
-    let lab = Lab::find_named(lab_name).await?;
-    for line in Hand::new(lab.file(), lab.desired(), words).commands(&exp.by_hand) {
-        println!("{line}");
+    match exp {
+        None => print!("{}", listing(lang)),
+        Some(exp) if by_hand => {
+            let exp = resolve(exp, lang.narrations())?;
+            let lab = Lab::find_named(lab_name).await?;
+            let hand = Hand::new(lab.file(), lab.desired(), lang.narrations());
+            println!("{}", hand.commands(&exp.by_hand).join("\n"));
+        }
+        Some(exp) => return narrated_run(lab_name, exp, lang).await,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -112,13 +112,9 @@ pub async fn main() -> ExitCode {
         Command::E2e { exp, lab, output } => borrow::put_back_if_left(&lab.name)
             .await
             .and_then(|()| e2e::run(&lab.name, exp.as_deref(), output.output)),
-        Command::Exp { experiment, lab, by_hand: true } => {
-            exp::print_by_hand(&lab.name, experiment.as_deref().unwrap_or_default(), lang).await
+        Command::Exp { experiment, lab, by_hand } => {
+            exp::run(&lab.name, experiment.as_deref(), by_hand, lang).await
         }
-        Command::Exp { experiment, lab, .. } => match borrow::put_back_if_left(&lab.name).await {
-            Ok(()) => exp::run(&lab.name, experiment.as_deref(), lang).await,
-            Err(e) => Err(e),
-        },
         Command::Grade(args) => grade::run(args).await,
         Command::Doctor(args) => doctor::run(args),
         Command::EnvtestBins => envtest_bins().await,
