@@ -150,18 +150,15 @@ fn chinese_asked(args: &[String]) -> Option<bool> {
 /// clap's own message in English; in Chinese, what is wrong in one line and where the usage
 /// is (clap speaks English only). Exit status 2, as clap's.
 fn bad_command_line(e: clap::Error) -> ExitCode {
-    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    use clap::error::{ContextKind, ErrorKind};
     if !labkit::say::chinese()
         || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
     {
         let _ = e.print();
         return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
     }
-    let said = |kind| match e.get(kind) {
-        Some(ContextValue::String(s)) => s.clone(),
-        Some(ContextValue::Strings(s)) => s.join(", "),
-        _ => String::new(),
-    };
+    // A list of values is said "a, b" (clap's Display).
+    let said = |kind| e.get(kind).map(ToString::to_string).unwrap_or_default();
     let (arg, value) = (said(ContextKind::InvalidArg), said(ContextKind::InvalidValue));
     let line = match e.kind() {
         ErrorKind::InvalidValue => labkit::tr!(
