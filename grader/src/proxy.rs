@@ -32,16 +32,15 @@ use std::{
 };
 
 use bytes::Bytes;
-use controller::connect;
 use http::{HeaderName, Request, Response, StatusCode, Uri, header};
 use http_body_util::{BodyExt as _, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
-    Api, Config,
+    Api,
     api::{Patch, PatchParams},
-    config::{KubeConfigOptions, Kubeconfig},
+    config::Kubeconfig,
 };
 
 use crate::identity::Identity;
@@ -111,12 +110,10 @@ impl Proxy {
         admin: kube::Client,
     ) -> anyhow::Result<Proxy> {
         let kubeconfig = identity.kubeconfig.clone();
-        let options = KubeConfigOptions::default();
-        let mut config = Config::from_custom_kubeconfig(kubeconfig.clone(), &options).await?;
-        // The program sees every answer as the API server gave it: no retry of a 429 here.
-        config.default_retry = false;
-        // The controller's own client stack: TCP_NODELAY, keepalive as Go's.
-        let upstream = connect::build(config)?;
+        // The kit's one client stack; the program sees every answer as the
+        // API server gave it: no retry of a 429 here.
+        let no_retry = |config: &mut kube::Config| config.default_retry = false;
+        let upstream = labkit::lab::client_of(kubeconfig.clone(), no_retry).await?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
