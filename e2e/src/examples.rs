@@ -328,15 +328,10 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// etcd behind its back and etcd compacted, so the step's watch comes back
 /// to a 410 and lists again. No Delete event ever comes (kube's watcher has
 /// no tombstone, unlike client-go's informer); the kick after the re-list
-/// must bring the key, and my-config back.
+/// must bring the key, and my-config back. The suite puts the lab's controller and
+/// kube-apiserver back after it (`crate::run_test`), as after every test.
 pub async fn step4_heals_across_a_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.stop_controller().await?;
-    let result = relist_while_running(lab).await;
-    lab.restore().await?;
-    result
-}
-
-async fn relist_while_running(lab: &mut Lab) -> anyhow::Result<Measured> {
     let mut running = Running::start(lab, "step4_controller")?;
     running.until("cache synced", |l| l.contains("cache synced")).await?;
     labkit::converge::wait_desired(lab).await?;

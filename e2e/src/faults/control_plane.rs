@@ -48,7 +48,7 @@ pub async fn reconnects_after_api_server_restart(lab: &mut Lab) -> anyhow::Resul
 /// went through an earlier fault's failures less than 2 minutes ago would
 /// wait longer (client-go's reflector keeps its backoff that long too), and
 /// the figures would depend on the order the faults ran in.
-async fn fresh_controller(lab: &mut Lab) -> anyhow::Result<()> {
+pub(super) async fn fresh_controller(lab: &mut Lab) -> anyhow::Result<()> {
     lab.restart_controller(&[]).await?;
     wait_desired(lab).await.map(drop)
 }

@@ -15,12 +15,7 @@ use super::{
     ensure_not_restarted, heal_after_delete, lines_with, ms, rbac, secs, then_restore, until_status,
 };
 use labkit::eventually::{Check, eventually};
-use labkit::{
-    converge::{HEAL_WITHIN, wait_desired},
-    lab::Lab,
-    suite::Measured,
-    tr,
-};
+use labkit::{converge::HEAL_WITHIN, lab::Lab, suite::Measured, tr};
 
 /// The first delay of the watch's backoff; each next one is at least twice.
 const FIRST_DELAY_MS: f64 = 800.0;
@@ -46,10 +41,8 @@ pub async fn watch_refused_not_ready(lab: &mut Lab) -> anyhow::Result<Measured> 
 /// server (every connection starts anew), waits for `failures` refused
 /// attempts, then gives the verb back.
 async fn refused(lab: &mut Lab, verb: &str, failures: usize) -> anyhow::Result<Measured> {
-    // A fresh controller: its backoff starts at the first delay (an earlier
-    // fault's failures would otherwise still count for 2 minutes).
-    lab.restart_controller(&[]).await?;
-    wait_desired(lab).await?;
+    // Its backoff starts at the first delay.
+    super::control_plane::fresh_controller(lab).await?;
     let (was, mark) = (lab.controller_identity().await?, lab.log_mark()?);
     let original = rbac::edit_rules(lab, |rules| {
         for rule in rules.iter_mut().filter(|r| r.resource_names.is_some()) {
