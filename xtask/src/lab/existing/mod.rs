@@ -32,7 +32,7 @@ use labkit::tr;
 const DELETE_WITHIN: Duration = Duration::from_secs(120);
 
 /// Where and how, as `lab up` was asked, the kubeconfig read.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Given {
     /// `--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`, as kubectl reads them.
     pub kubeconfig: PathBuf,
@@ -279,7 +279,8 @@ impl Provider for Existing {
                 ));
             }
             let record = Record::open(&state_dir, name, Some(self.name()))?;
-            let mut up = Up::new(name, &state_dir, &given, record);
+            let (name, dir) = (name.to_string(), state_dir.clone());
+            let mut up = Up { name, state_dir: dir, given, record, ..Up::default() };
             plan::print_or_execute(steps, &mut up, options.dry_run).await?;
             Ok(if options.dry_run { None } else { LabFile::read(&state_dir)? })
         })

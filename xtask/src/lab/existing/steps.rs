@@ -1,7 +1,7 @@
 //! The steps of `lab up --provider existing` that are more than a command,
 //! and what they learn on the way ([`Up`]); [`super::up_plan`] puts them in order.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::authorization::v1::{
@@ -22,40 +22,26 @@ use labkit::record::Record;
 use labkit::tr;
 
 /// What `lab up` learns on the way.
+#[derive(Default)]
 pub struct Up {
-    name: String,
-    state_dir: PathBuf,
-    given: Given,
+    pub(super) name: String,
+    pub(super) state_dir: PathBuf,
+    pub(super) given: Given,
     /// What this lab made, an earlier `up`'s included (this is then an update
     /// or the completion of an interrupted one).
-    record: Record,
-    client: Option<kube::Client>,
-    server: String,
-    version: String,
+    pub(super) record: Record,
+    pub(super) client: Option<kube::Client>,
+    pub(super) server: String,
+    pub(super) version: String,
     /// `None`: not allowed to look (an attendee may not read namespaces).
-    pub namespace_exists: Option<bool>,
+    pub(super) namespace_exists: Option<bool>,
     /// The pushed image by digest.
-    digest: Option<String>,
+    pub(super) digest: Option<String>,
     /// See [`Existing::cluster_wide`].
-    cluster_wide: bool,
+    pub(super) cluster_wide: bool,
 }
 
 impl Up {
-    pub fn new(name: &str, state_dir: &Path, given: &Given, record: Record) -> Up {
-        Up {
-            name: name.into(),
-            state_dir: state_dir.into(),
-            given: given.clone(),
-            record,
-            client: None,
-            server: String::new(),
-            version: String::new(),
-            namespace_exists: None,
-            digest: None,
-            cluster_wide: false,
-        }
-    }
-
     fn namespace(&self) -> &str {
         &self.given.namespace
     }

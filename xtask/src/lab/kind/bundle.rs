@@ -104,7 +104,11 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
         kind_release,
         course_images: COURSE_IMAGES.iter().map(|i| i.to_string()).collect(),
     };
-    save(&manifest.images().iter().map(String::as_str).collect::<Vec<_>>(), output)?;
+    Cmd::argv(["docker", "save", "-o"])
+        .path(output)
+        .args(manifest.images())
+        .run()
+        .with_context(|| tr!("docker save failed"))?;
     let dir = output.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let entry = dir.join(MANIFEST_ENTRY);
     labkit::files::write_public(&entry, serde_json::to_string_pretty(&manifest)? + "\n")?;
@@ -128,15 +132,6 @@ pub async fn create(output: &Path, builder: Builder, node: NodeImage) -> Result<
     );
     println!("{} $ cargo xtask lab up --provider kind --bundle {path}", tr!("attendees:"));
     Ok(())
-}
-
-/// `docker save` of `images` into one archive.
-pub fn save(images: &[&str], output: &Path) -> Result<()> {
-    Cmd::argv(["docker", "save", "-o"])
-        .path(output)
-        .args(images)
-        .run()
-        .with_context(|| tr!("docker save failed"))
 }
 
 /// The manifest of a bundle (read before anything is loaded).
