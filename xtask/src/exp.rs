@@ -280,27 +280,20 @@ fn after(
     words: &Narrations,
 ) -> Vec<String> {
     let (l, t) = (|key: &str| words.labels[key].as_str(), |key: &str| words.texts[key].as_str());
-    let mut lines = Vec::new();
-    match log {
-        None => lines.push(labelled(
-            l("controller_logged"),
-            &t("log_unreadable").replace("{deployment}", DEPLOYMENT),
-        )),
-        Some(log) => {
-            let logged: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-            let skipped = logged.len().saturating_sub(MAX_LOG_LINES);
-            let summary = match (logged.len(), skipped) {
-                (0, _) => t("log_none").to_string(),
-                (1, _) => t("log_one").to_string(),
-                (n, 0) => t("log_many").replace("{n}", &n.to_string()),
-                (n, _) => t("log_cut")
-                    .replace("{n}", &n.to_string())
-                    .replace("{max}", &MAX_LOG_LINES.to_string()),
-            };
-            lines.push(labelled(l("controller_logged"), &summary));
-            lines.extend(logged[skipped..].iter().map(|l| format!("  | {l}")));
+    let logged: Vec<&str> =
+        log.iter().flat_map(|log| log.lines()).filter(|l| !l.trim().is_empty()).collect();
+    let skipped = logged.len().saturating_sub(MAX_LOG_LINES);
+    let summary = match (log, logged.len(), skipped) {
+        (None, ..) => t("log_unreadable").replace("{deployment}", DEPLOYMENT),
+        (_, 0, _) => t("log_none").to_string(),
+        (_, 1, _) => t("log_one").to_string(),
+        (_, n, 0) => t("log_many").replace("{n}", &n.to_string()),
+        (_, n, _) => {
+            t("log_cut").replace("{n}", &n.to_string()).replace("{max}", &MAX_LOG_LINES.to_string())
         }
-    }
+    };
+    let mut lines = vec![labelled(l("controller_logged"), &summary)];
+    lines.extend(logged[skipped..].iter().map(|l| format!("  | {l}")));
     match result {
         Ok(measured) => {
             let reaction = match (&exp.reaction, measured.latency) {

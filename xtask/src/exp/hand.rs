@@ -48,15 +48,11 @@ impl Hand {
             let command = match step.action {
                 Do::Stop if process && started_by_hand => {
                     started_by_hand = false;
-                    lines.push(match why.is_empty() {
-                        true => format!("# {}", t("ctrl_c")),
-                        false => {
-                            format!(
-                                "# {}",
-                                fill(t("then"), &[("first", t("ctrl_c")), ("why", &why)])
-                            )
-                        }
-                    });
+                    let stop = match why.is_empty() {
+                        true => t("ctrl_c").to_string(),
+                        false => fill(t("then"), &[("first", t("ctrl_c")), ("why", &why)]),
+                    };
+                    lines.push(format!("# {stop}"));
                     continue;
                 }
                 Do::Start | Do::StartSlow | Do::StartOwn if process => {
