@@ -46,7 +46,7 @@ impl Unrelated {
     /// The lab's (its record's owner's, when it is borrowed: recorded then).
     pub async fn of(lab: &Lab) -> anyhow::Result<Unrelated> {
         let mut labels = BTreeMap::from([(LABEL.to_string(), "true".to_string())]);
-        if let Some(record) = lab.record() {
+        if let Some(record) = &lab.record {
             let mut record = record.lock().await;
             labels.insert(OWNER_LABEL.to_string(), record.owner.clone());
             let selector = selector_of(&labels);

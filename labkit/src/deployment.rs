@@ -34,24 +34,17 @@ const PROXY_WITHIN: Duration = Duration::from_secs(5);
 
 pub struct DeploymentHost {
     client: Client,
-    /// For [`DeploymentHost::status`]: a client that returns a 503 as it is.
-    probe: Client,
+    /// For [`DeploymentHost::status`]: a client that returns a 503 as it is (the lab's
+    /// probe client; kube's default one retries a 503 for minutes).
+    pub(crate) probe: Client,
     namespace: String,
 }
 
 impl DeploymentHost {
-    pub fn new(client: Client) -> Self {
-        Self { probe: client.clone(), client, namespace: NAMESPACE.into() }
-    }
-
-    pub fn in_namespace(self, namespace: &str) -> Self {
-        Self { namespace: namespace.into(), ..self }
-    }
-
-    /// `probe` sends the GETs of [`DeploymentHost::status`]; it must not
-    /// retry a 503 (kube's default client does, for minutes).
-    pub fn probing_with(self, probe: Client) -> Self {
-        Self { probe, ..self }
+    /// The Deployment in `namespace` ([`NAMESPACE`] unless an existing cluster's lab
+    /// gave another), through `client`.
+    pub fn new(client: Client, namespace: &str) -> Self {
+        Self { probe: client.clone(), client, namespace: namespace.into() }
     }
 
     pub fn deployments(&self) -> Api<Deployment> {

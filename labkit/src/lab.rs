@@ -61,9 +61,10 @@ pub struct Lab {
     extra_args: BTreeMap<String, Vec<String>>,
     /// The controller is a local process of the caller's ([`Lab::seen_as`]).
     local_controller: bool,
-    /// The lab's record while `grade` or `bench` borrows it: the processes
-    /// they start go into it ([`Lab::started`]).
-    record: Option<Shared>,
+    /// The lab's record while `grade` or `bench` borrows it (xtask's `borrow` sets
+    /// it, and takes it back when the borrow is over): the processes they start go
+    /// into it ([`Lab::started`]).
+    pub record: Option<Shared>,
 }
 
 /// The lab file of the lab called `name`; an error saying how to start it
@@ -268,9 +269,12 @@ impl Lab {
         if self.local_controller {
             return None;
         }
-        let host = DeploymentHost::new(self.client()).probing_with(self.probe.clone());
         match self.file.controller_runs() {
-            ControllerRuns::Deployment(namespace) => Some(host.in_namespace(namespace)),
+            ControllerRuns::Deployment(namespace) => {
+                let mut host = DeploymentHost::new(self.client(), namespace);
+                host.probe = self.probe.clone();
+                Some(host)
+            }
             ControllerRuns::Process(_) => None,
         }
     }

@@ -65,7 +65,7 @@ impl Borrow {
         });
         record.save()?;
         let record = record.shared();
-        lab.with_record(record.clone());
+        lab.record = Some(record.clone());
         let stop_failed = lab.stop_controller().await.err();
         Ok(Borrow { by, record, stop_failed })
     }
@@ -94,7 +94,7 @@ impl Borrow {
         });
         // The work is over: what it recorded is read once, and the lab forgets the shared copy.
         let record = self.record.lock().await.clone();
-        lab.forget_record();
+        lab.record = None;
         put_back(lab, record, self.by).await.map(|_| ())
     }
 }

@@ -39,7 +39,11 @@ fn args(words: &[String]) -> Vec<&str> {
 }
 
 async fn ready_pod(lab: &Lab) -> String {
-    DeploymentHost::new(lab.client()).ready_pod().await.unwrap().expect("a ready controller pod")
+    DeploymentHost::new(lab.client(), labkit::deployment::NAMESPACE)
+        .ready_pod()
+        .await
+        .unwrap()
+        .expect("a ready controller pod")
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 pub async fn pod_ready_non_root_read_only(lab: &mut Lab) -> anyhow::Result<Measured> {
     let kind = lab.file().kind.clone().with_context(|| tr!("lab.json has no kind section"))?;
     let pods: Api<Pod> = Api::namespaced(lab.client(), labkit::deployment::NAMESPACE);
-    let name = labkit::deployment::DeploymentHost::new(lab.client())
+    let name = labkit::deployment::DeploymentHost::new(lab.client(), labkit::deployment::NAMESPACE)
         .ready_pod()
         .await?
         .with_context(|| tr!("no ready controller pod"))?;

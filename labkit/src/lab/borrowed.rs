@@ -1,27 +1,10 @@
 //! The lab while `grade` or `bench` borrows it (xtask's `borrow`): the
-//! lab's record shared with the work, so that every process group started
-//! for the lab is in it, and the folder for the borrow's token files.
-
-use crate::record::Shared;
+//! lab's record shared with the work ([`Lab::record`]), so that every process
+//! group started for the lab is in it, and the folder for the borrow's token files.
 
 use super::Lab;
 
 impl Lab {
-    /// From now on the process groups started for this lab go into `record`.
-    pub fn with_record(&mut self, record: Shared) {
-        self.record = Some(record);
-    }
-
-    /// The borrow is over: processes started from now on are not recorded.
-    pub fn forget_record(&mut self) {
-        self.record = None;
-    }
-
-    /// The lab's record while it is borrowed ([`Lab::with_record`]).
-    pub fn record(&self) -> Option<Shared> {
-        self.record.clone()
-    }
-
     /// `pid` (a process group's leader) was started for this lab: in the
     /// lab's record while it is borrowed, so that it never outlives the borrow.
     pub async fn started(&self, pid: u32) {

@@ -69,8 +69,7 @@ pub fn rollout<C: Deploys>(kubectl: &str, namespace: &str) -> Step<C> {
     let namespace = namespace.to_string();
     Step::api(format!("{kubectl} rollout status deployment/{DEPLOYMENT}"), |up: &mut C| {
         Box::pin(async move {
-            let deployments =
-                DeploymentHost::new(up.client()?).in_namespace(&namespace).deployments();
+            let deployments = DeploymentHost::new(up.client()?, &namespace).deployments();
             labkit::deployment::wait_rollout(&deployments).await
         })
     })
@@ -98,7 +97,7 @@ pub async fn status(lab: &LabFile, mut lines: Vec<String>) -> Result<Health> {
         .map(|v| v.git_version)
         .unwrap_or_else(|error| tr!("unreachable: {error}", error));
     lines.push(tr!("API server:   {url} ({version})", url = lab.api_server_url, version));
-    let host = DeploymentHost::new(client).in_namespace(lab.deployment_namespace());
+    let host = DeploymentHost::new(client, lab.deployment_namespace());
     let ready = match host.deployments().get_opt(DEPLOYMENT).await? {
         Some(d) => {
             let status = d.status.unwrap_or_default();
@@ -135,7 +134,7 @@ pub async fn logs(name: &str, follow: bool) -> Result<()> {
     use futures::{AsyncBufReadExt, TryStreamExt};
     let lab = labkit::lab::file_of(name)?;
     let client = kubeconfig::client(&lab.admin_kubeconfig).await?;
-    let host = DeploymentHost::new(client).in_namespace(lab.deployment_namespace());
+    let host = DeploymentHost::new(client, lab.deployment_namespace());
     let pod = host
         .newest_pod()
         .await?

@@ -368,7 +368,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
             |up: &mut Up| {
                 Box::pin(async move {
                     let patch: serde_json::Value = serde_json::from_str(CLEAR_ARGS)?;
-                    DeploymentHost::new(up.client()?).deployments().patch(DEPLOYMENT, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
+                    DeploymentHost::new(up.client()?, NAMESPACE).deployments().patch(DEPLOYMENT, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
                     Ok(())
                 })
             },
@@ -376,7 +376,7 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
         .when(tr!("if a test left arguments on the controller's container"), |up: &Up| up.leftover_args),
         Step::api(
             format!("kubectl --kubeconfig {kubeconfig} rollout restart deployment/{DEPLOYMENT}"),
-            |up: &mut Up| Box::pin(async move { DeploymentHost::new(up.client()?).restart().await }),
+            |up: &mut Up| Box::pin(async move { DeploymentHost::new(up.client()?, NAMESPACE).restart().await }),
         )
         .when(tr!("if the Deployment existed and its pod runs another image than the one built"), Up::needs_restart),
         deploy::rollout(&kubectl, NAMESPACE),

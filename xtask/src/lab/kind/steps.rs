@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail, ensure};
 
-use super::{CLUSTER_FILE, DEPLOYMENT, Kind, cluster_entry, config, node_container};
+use super::{CLUSTER_FILE, DEPLOYMENT, Kind, NAMESPACE, cluster_entry, config, node_container};
 use crate::image;
 use crate::lab::deploy::{DeploymentHost, Deploys};
 use crate::lab::{kubeconfig, manifests, provider::Provider};
@@ -209,7 +209,7 @@ pub(super) async fn connect(up: &mut Up, kubeconfig: &Path) -> Result<()> {
 /// run, did a test leave arguments on it?
 pub(super) async fn look_at_deployment(up: &mut Up) -> Result<()> {
     let Some(deployment) =
-        DeploymentHost::new(up.client()?).deployments().get_opt(DEPLOYMENT).await?
+        DeploymentHost::new(up.client()?, NAMESPACE).deployments().get_opt(DEPLOYMENT).await?
     else {
         return Ok(());
     };
