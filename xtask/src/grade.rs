@@ -378,19 +378,16 @@ fn program_lines(tail: &str) -> String {
 fn table(graded: &GradeFile, texts: &Texts) -> String {
     let t = |key: &str| texts.text(key, &[]);
     let mut out = format!("\n{}", heading(texts, ["col_row", "col_result", "col_seen"]));
+    let mut rereads = Vec::new();
     for (n, row) in graded.rows.iter().enumerate() {
+        let n = (n + 1).to_string();
         let result = if row.passed { t("pass") } else { t("fail") };
-        let _ = writeln!(out, "| {} {} | {result} | {} |", n + 1, row.title, row.seen);
+        let _ = writeln!(out, "| {n} {} | {result} | {} |", row.title, row.seen);
+        if let Some(hint) = &row.reread {
+            rereads
+                .push(texts.text("reread_row", &[("n", &n), ("row", &row.title), ("hint", hint)]));
+        }
     }
-    let rereads: Vec<String> = graded
-        .rows
-        .iter()
-        .enumerate()
-        .filter_map(|(n, row)| {
-            let (n, hint) = ((n + 1).to_string(), row.reread.as_ref()?);
-            Some(texts.text("reread_row", &[("n", &n), ("row", &row.title), ("hint", hint)]))
-        })
-        .collect();
     if !rereads.is_empty() {
         let _ = writeln!(out, "\n{}\n{}", t("reread"), rereads.join("\n"));
     }
