@@ -153,9 +153,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let mut lab = Lab::find_named(&args.lab.name).await?;
     cluster_wide(lab.file())?;
     let command = labkit::command::Cmd::argv(&args.command).to_string();
-    let target = lab.desired().to_string();
-    let file = lab.file().clone();
-    announce(texts, &file, &target, &options, &command, lab.desired().namespace())?;
+    announce(texts, &lab, &options, &command)?;
     labkit::progress!(texts.text("controller_stopped", &[]));
 
     let mut borrow = Borrow::begin(&mut lab, "grade").await?;
@@ -178,7 +176,7 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     if interrupted {
         bail!(tr!("interrupted: the program was stopped and the lab put back as it was"));
     }
-    let graded = GradeFile::new(&args, &outcome, texts, lang, &file, &command, &target);
+    let graded = GradeFile::new(&args, &outcome, texts, lang, &lab, &command);
     show(&args, &outcome, &graded, texts)?;
     Ok(match &outcome {
         Ok(report) if report.passed() => ExitCode::SUCCESS,
@@ -207,14 +205,8 @@ fn options(args: &GradeArgs, texts: &'static Texts) -> Result<Options> {
 }
 
 /// What is about to be graded, where, as whom.
-fn announce(
-    texts: &Texts,
-    file: &labkit::lab_file::LabFile,
-    target: &str,
-    options: &Options,
-    command: &str,
-    namespace: &str,
-) -> Result<()> {
+fn announce(texts: &Texts, lab: &Lab, options: &Options, command: &str) -> Result<()> {
+    let (file, desired) = (lab.file(), lab.desired());
     labkit::progress!(texts.text(
         "header",
         &[
@@ -225,9 +217,10 @@ fn announce(
         ]
     ));
     let data_json = serde_json::to_string(&options.data)?;
-    let user = format!("system:serviceaccount:{namespace}:{}", grade::IDENTITY);
+    let user = format!("system:serviceaccount:{}:{}", desired.namespace(), grade::IDENTITY);
+    let target = desired.to_string();
     labkit::progress!(
-        texts.text("keeps", &[("target", target), ("data", &data_json), ("user", &user)])
+        texts.text("keeps", &[("target", &target), ("data", &data_json), ("user", &user)])
     );
     Ok(())
 }
@@ -289,9 +282,8 @@ impl GradeFile {
         outcome: &Outcome,
         texts: &Texts,
         lang: Lang,
-        lab: &labkit::lab_file::LabFile,
+        lab: &Lab,
         command: &str,
-        target: &str,
     ) -> GradeFile {
         let (rows, refused) = match outcome {
             Ok(report) => (report.rows.iter().map(|r| GradedRow::new(r, texts)).collect(), None),
@@ -308,10 +300,10 @@ impl GradeFile {
             host: rustix::system::uname().nodename().to_string_lossy().into_owned(),
             graded_at: k8s_openapi::jiff::Timestamp::now().to_string(),
             command: command.to_string(),
-            lab: lab.name.clone(),
-            provider: lab.provider.clone(),
-            kubernetes_version: lab.kubernetes_version.clone(),
-            target: target.to_string(),
+            lab: lab.file().name.clone(),
+            provider: lab.file().provider.clone(),
+            kubernetes_version: lab.file().kubernetes_version.clone(),
+            target: lab.desired().to_string(),
             passed,
             refused,
             lang: lang.file_stem().to_string(),
