@@ -252,15 +252,7 @@ impl Provider for Kind {
     }
 
     fn up<'a>(&'a self, name: &'a str, options: &'a UpOptions) -> Answer<'a, Option<LabFile>> {
-        let images = match &options.bundle {
-            Some(bundle) => Images::Bundle(bundle.clone()),
-            None => Images::Build(
-                options.image_builder,
-                NodeImage::parse(options.node_image.as_deref()),
-                options.mirror.clone(),
-            ),
-        };
-        Box::pin(async move { phases::up(name, &images, &options.target, options.dry_run).await })
+        Box::pin(phases::up(name, options))
     }
 
     /// The cluster deleted if this lab made it, the state removed; `true`

@@ -21,6 +21,7 @@ use super::{
 };
 use crate::image;
 use crate::lab::deploy::{self, BY, DeploymentHost, Deploys};
+use crate::lab::options::UpOptions;
 use crate::lab::provider::Provider;
 use crate::plan::{self, Step};
 use labkit::command::Cmd;
@@ -386,12 +387,16 @@ fn deploy(names: &Names, target: &labkit::lab_file::Target) -> Vec<Step<Up>> {
 /// `lab up --provider kind`: carries out [`up_plan`], the cluster recorded
 /// before kind makes it. A failure is undone by the caller
 /// ([`crate::lab::up`]) from that record: the cluster this run made is deleted.
-pub async fn up(
-    name: &str,
-    images: &Images,
-    target: &labkit::lab_file::Target,
-    dry_run: bool,
-) -> Result<Option<LabFile>> {
+pub async fn up(name: &str, options: &UpOptions) -> Result<Option<LabFile>> {
+    let images = &match &options.bundle {
+        Some(bundle) => Images::Bundle(bundle.clone()),
+        None => Images::Build(
+            options.image_builder,
+            NodeImage::parse(options.node_image.as_deref()),
+            options.mirror.clone(),
+        ),
+    };
+    let (target, dry_run) = (&options.target, options.dry_run);
     let state_dir = project::lab_dir(name);
     // The kind release decides the pinned node image: it is asked before the plan is made.
     let kind_version = kind_version();
@@ -410,10 +415,6 @@ pub async fn up(
         Images::Build(_, node, _) => node.reference(kind_version.as_deref())?,
     };
     let steps = up_plan(name, &state_dir, images, &node, target)?;
-    if dry_run {
-        print!("{}", plan::render(&steps));
-        return Ok(None);
-    }
     let mut up = Up {
         name: name.to_string(),
         dir: state_dir.clone(),
@@ -423,6 +424,6 @@ pub async fn up(
         record: Some(Record::open(&state_dir, name, Some(super::Kind.name()))?),
         ..Up::default()
     };
-    plan::execute(steps, &mut up).await?;
-    LabFile::read(&state_dir)
+    plan::print_or_execute(steps, &mut up, dry_run).await?;
+    Ok(if dry_run { None } else { LabFile::read(&state_dir)? })
 }
