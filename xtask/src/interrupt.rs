@@ -72,9 +72,7 @@ impl Interrupts {
 /// stdout and stderr appended to `log` (made if need be): what xtask says
 /// after a hang-up is kept there instead of lost (or panicking).
 fn output_to(log: &Path) -> Result<()> {
-    if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
+    labkit::files::create_dir(log.parent().unwrap_or(Path::new(".")))?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
