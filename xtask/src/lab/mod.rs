@@ -187,12 +187,8 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
 }
 
 fn parse_name(name: &str) -> Result<String, String> {
-    let valid = !name.is_empty()
-        && name.len() <= 40
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if valid {
+    // A DNS label (a kind cluster's name is one) of at most 40.
+    if name.len() <= 40 && ::controller::desired::is_dns1123_label(name) {
         Ok(name.to_string())
     } else {
         Err(tr!("use 1 to 40 lowercase letters, digits and '-', not starting or ending with '-'"))
