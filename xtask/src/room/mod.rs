@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kube::config::Kubeconfig;
 use serde::{Deserialize, Serialize};
@@ -230,7 +232,7 @@ async fn nothing_in_the_way(
     room: &str,
     namespaces: &[String],
 ) -> Result<()> {
-    let namespace_api = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    let namespace_api = Api::<Namespace>::all(client.clone());
     for namespace in namespaces {
         if namespace_api.get_opt(namespace).await?.is_some() {
             bail!(tr!(
@@ -239,10 +241,7 @@ async fn nothing_in_the_way(
             ));
         }
     }
-    let policies =
-        Api::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>::all(
-            client.clone(),
-        );
+    let policies = Api::<ValidatingAdmissionPolicy>::all(client.clone());
     if policies.get_opt(&guard::name(room)).await?.is_some() {
         bail!(tr!(
             "ValidatingAdmissionPolicy {name} exists already: another room of this name is up on this cluster (another --name)",
