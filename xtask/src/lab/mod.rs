@@ -1,7 +1,7 @@
 //! `cargo xtask lab …`: a local Kubernetes API with the controller running against it.
 //!
 //! A lab has a name (`--name`, default `my-controller-lab`) and a state directory
-//! `target/lab/<name>/`; `lab.json` there (see [`lab_file`]) tells every other tool about it.
+//! `target/lab/<name>/`; `lab.json` there (see [`labkit::lab_file`]) tells every other tool about it.
 
 pub mod binaries;
 pub mod certs;
@@ -163,12 +163,12 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         }
         LabCommand::Stage2 { lab } => {
             let lab = labkit::lab::Lab::find_named(&lab.name).await?;
-            if let Some(existing) = &lab.file().existing {
+            if !lab.file().offers.own_cluster {
                 anyhow::bail!(tr!(
                     "lab stage2 installs a CustomResourceDefinition, cluster-wide, which the kit does \
-                     not do on a cluster it did not make (lab {name} is on context {context}): use an envtest or kind lab",
+                     not do on a cluster it did not make (lab {name} is on {place}): use an envtest or kind lab",
                     name = lab.file().name,
-                    context = existing.context
+                    place = lab.file().offers.place
                 ));
             }
             let kubeconfig = labkit::stage2::install(&lab).await?.display().to_string();
