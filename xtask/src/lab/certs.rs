@@ -85,6 +85,18 @@ pub fn generate(dir: &Path) -> Result<Pki> {
     Ok(pki)
 }
 
+/// kube-apiserver's flags for the files [`generate`] wrote into `dir`.
+pub fn api_server_flags(dir: &Path) -> [String; 5] {
+    let file = |name: &str| dir.join(name).display().to_string();
+    [
+        format!("--tls-cert-file={}", file("apiserver.crt")),
+        format!("--tls-private-key-file={}", file("apiserver.key")),
+        format!("--client-ca-file={}", file("ca.crt")),
+        format!("--service-account-key-file={}", file("sa.pub")),
+        format!("--service-account-signing-key-file={}", file("sa.key")),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

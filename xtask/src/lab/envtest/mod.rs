@@ -334,14 +334,10 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
     let binary = up.binaries()?.kube_apiserver.clone();
     let pki = up.pki()?.clone();
     let port = up.ports[2];
-    let file = |name: &str| up.dir.join("pki").join(name).display().to_string();
     // controller-runtime envtest's flags, plus our own PKI.
     let cmd = Cmd::new(binary.path.display().to_string()).args([
         format!("--etcd-servers={}", up.url(0)),
         format!("--cert-dir={}", up.dir.join("pki").display()),
-        format!("--tls-cert-file={}", file("apiserver.crt")),
-        format!("--tls-private-key-file={}", file("apiserver.key")),
-        format!("--client-ca-file={}", file("ca.crt")),
         format!("--secure-port={port}"),
         "--bind-address=127.0.0.1".into(),
         "--advertise-address=127.0.0.1".into(),
@@ -353,11 +349,10 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
         // Every other default admission plugin (PodSecurity included) stays on.
         "--disable-admission-plugins=ServiceAccount".into(),
         format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}"),
-        format!("--service-account-key-file={}", file("sa.pub")),
-        format!("--service-account-signing-key-file={}", file("sa.key")),
         // Lets the controller's TokenRequest get the whole 48 h it asks for.
         format!("--service-account-max-token-expiration={}h", controller::TOKEN_SECONDS / 3600),
     ]);
+    let cmd = cmd.args(certs::api_server_flags(&up.dir.join("pki")));
     let admin = kubeconfig::client_certificate(&pki.admin_cert_pem, &pki.admin_key_pem);
     let url = format!("https://127.0.0.1:{port}");
     let kubeconfig = &up.dir.join("kubeconfig");
