@@ -6,7 +6,7 @@
 //! controller-runtime reconciler; stage 2's kube-runtime `Controller`.
 //!
 //! Peers run as the lab's controller ServiceAccount, like my-controller, with
-//! the Role that [`crate::places::Grant`] binds (the course's informer
+//! the Role that [`crate::places::grant`] binds (the course's informer
 //! lists and watches every ConfigMap of its namespace, which the kit's Role,
 //! naming my-config, does not grant).
 

@@ -218,7 +218,7 @@ pub struct Refused {
 /// returns, whether it returns a report, an error, or `cancel` fires first
 /// (then the error says so). What it makes — the identity, the ConfigMap
 /// the hot-loop row makes, the program's process group — is in `record` (the lab's)
-/// before it exists, as made by [`BY`], so that whoever puts the lab back
+/// before it exists, as made by [`crate::identity::BY`], so that whoever puts the lab back
 /// after a grade that was killed finds it.
 pub async fn run(
     lab: &Lab,

@@ -1,7 +1,7 @@
 //! The language the kit talks to a person in: English, or Chinese under `--lang zh` or a
 //! Chinese locale (`LC_ALL`, `LC_MESSAGES` or `LANG` starting with `zh`), for every verb.
 //! Process-wide: one terminal, one reader, one language; a suite the kit runs is told with
-//! [`LANG_ENV`]. Every sentence is English in the code, put through [`tr!`], and its Chinese
+//! [`LANG_ENV`]. Every sentence is English in the code, put through [`tr!`](crate::tr), and its Chinese
 //! is in the catalogue, `labkit/zh-CN/*.toml` (`"English {name}" = "中文 {name}"`); the
 //! narrations of `exp` and the rows of `grade` are tables of their own (`xtask/*/zh-CN.toml`).
 //!
@@ -11,7 +11,7 @@
 //!
 //! [`english_in`](crate::english::english_in) is the check that a Chinese output holds no
 //! English sentence, for the tests that run the verbs; `maint`'s tidy test holds every
-//! [`tr!`] text to its catalogue entry.
+//! [`tr!`](crate::tr) text to its catalogue entry.
 
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -32,7 +32,7 @@ pub fn quiet() -> bool {
     QUIET.load(Ordering::Relaxed)
 }
 
-/// A progress line on stderr (`eprintln!`'s arguments, or one text such as a [`tr!`]'s),
+/// A progress line on stderr (`eprintln!`'s arguments, or one text such as a [`tr!`](crate::tr)'s),
 /// unless `-q` chose [`set_quiet`].
 #[macro_export]
 macro_rules! progress {
@@ -75,7 +75,7 @@ pub fn padded(text: &str, width: usize) -> String {
     format!("{text}{}", " ".repeat(width.saturating_sub(columns)))
 }
 
-/// The catalogue's files: the Chinese of every [`tr!`] text, one file per part of the kit.
+/// The catalogue's files: the Chinese of every [`tr!`](crate::tr) text, one file per part of the kit.
 pub const CATALOGUE: &[(&str, &str)] = &[
     ("labkit.toml", include_str!("../zh-CN/labkit.toml")),
     ("lab.toml", include_str!("../zh-CN/lab.toml")),
@@ -97,7 +97,7 @@ static ZH: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
 });
 
 /// `template` in the chosen language, each `{name}` of `values` filled in; a brace that
-/// names no value stays as it is (`{{.CgroupVersion}}` in a Go template). [`tr!`] calls it.
+/// names no value stays as it is (`{{.CgroupVersion}}` in a Go template). [`tr!`](crate::tr) calls it.
 pub fn translate(template: &str, values: &[(&str, &dyn Display)]) -> String {
     let text = match chinese() {
         true => ZH.get(template).map_or(template, String::as_str),

@@ -3,7 +3,7 @@
 //! any check fails. It checks what the lab it would make needs: `--provider`
 //! chosen as `lab up` chooses it (kind: Docker, kind, cgroups, inotify, an
 //! existing cluster; envtest: kube-apiserver and etcd, or Go to build them), and
-//! the network that lab fetches from ([`network`]: each source, and its mirror).
+//! the network that lab fetches from ([`reachability`]: each source, and its mirror).
 //! The checks themselves live in `preflight` as pure functions of what these
 //! probes print.
 

@@ -3,10 +3,10 @@
 //!
 //! The experiment itself is the e2e suite's function (`grader::experiments::…`):
 //! one definition, two uses. This module only wraps it, and each narration is
-//! a row of [`NARRATED`]: what is about to happen, the kubectl commands that
+//! an entry of [`narrated`]: what is about to happen, the kubectl commands that
 //! repeat it by hand, what the controller logged meanwhile, the reaction time
 //! and what the suite measured, and what to notice. Every part starts its line
-//! with a fixed label ([`Labels`]), so the output can be checked by grep
+//! with a fixed label (`[labels]` of [`Narrations`]), so the output can be checked by grep
 //! (and is, for every narration, by a unit test). The texts are tables, one file per
 //! language: `xtask/exp/en.toml` and `xtask/exp/zh-CN.toml` (`--lang`, by
 //! default the locale's).

@@ -8,7 +8,7 @@
 //! | [`lab`]          | `lab up`, `down`, `status`, `logs`, … on each provider        |
 //! | [`plan`]         | the steps `--dry-run` prints and a real run carries out       |
 //! | [`room`]         | `room up` and `down`: a namespace, kubeconfig, quota and policy per attendee |
-//! | [`e2e`], [`exp`], [`grade`], [`doctor`] | the verbs of those names (`envtest-bins` is [`lab::binaries`]'s) |
+//! | [`e2e`], [`exp`], [`grade`], [`doctor`] | the verbs of those names (`envtest-bins` builds what [`lab::binaries`] finds) |
 //! | [`borrow`]       | how `grade` and `bench` take a lab's controller and put it back |
 //! | [`interrupt`]    | the signals `lab up`, `grade` and `bench` catch               |
 //! | [`preflight`]    | checks of the machine a lab runs on                           |

@@ -23,7 +23,7 @@ impl Hand {
         Hand { lab: file.clone(), desired: desired.clone(), key: first_key(desired), words }
     }
 
-    /// A template of [`NARRATED`] with this lab's words.
+    /// A template of [`narrated`](super::narrated) with this lab's words.
     pub(super) fn fill(&self, template: &str) -> String {
         template
             .replace("{cm}", &self.desired.to_string())

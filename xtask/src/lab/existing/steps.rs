@@ -37,7 +37,7 @@ pub struct Up {
     pub(super) namespace_exists: Option<bool>,
     /// The pushed image by digest.
     pub(super) digest: Option<String>,
-    /// See [`Existing::cluster_wide`].
+    /// See [`Offers::cluster_wide`](labkit::lab_file::Offers::cluster_wide).
     pub(super) cluster_wide: bool,
 }
 
