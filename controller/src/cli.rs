@@ -163,6 +163,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let text = s.trim();
     let parsed = match text.parse::<f64>() {
         Ok(seconds) => Duration::try_from_secs_f64(seconds).map_err(|e| e.to_string()),
+        // The units `--help` names and no others: jiff alone would also read `8 hours`.
+        Err(_) if !text.chars().all(|c| c.is_ascii_digit() || ".msh".contains(c)) => {
+            Err("a unit other than ms, s, m and h".to_string())
+        }
         Err(_) => text
             .parse::<k8s_openapi::jiff::SignedDuration>()
             .and_then(Duration::try_from)
@@ -262,6 +266,10 @@ mod tests {
         assert_eq!(parse_duration("2s500ms"), Ok(Duration::from_millis(2500)));
         assert!(parse_duration("1m30").is_err());
         assert!(parse_duration("1x").unwrap_err().contains("use ms, s, m or h"));
+        assert!(
+            parse_duration("8 hours").unwrap_err().contains("a unit other than ms, s, m and h")
+        );
+        assert!(parse_duration("PT1M").is_err(), "ISO 8601 is not a unit the help names");
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1d").is_err());
         assert!(parse_duration("").is_err());
