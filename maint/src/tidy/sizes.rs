@@ -90,7 +90,7 @@ const GOALS: (usize, usize) = (13_000, 22_000);
 
 /// Ceilings that only come down: today's measure, lowered as code is removed
 /// (a change that adds lines past them fails here and says the goal).
-const CEILINGS: (usize, usize) = (14_264, 23_257);
+const CEILINGS: (usize, usize) = (13_940, 22_914);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {
