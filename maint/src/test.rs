@@ -127,13 +127,16 @@ pub async fn run(only: Option<Part>) -> Result<ExitCode> {
         section(format!("NOT RUN: the suite on kind, and the room ({why})"));
         return envtest_part().await;
     }
+    // Compiled now rather than beside the suites' timing-bound checks: the kind lab's image
+    // and the bench's release binaries share these dependencies. And before the Docker labs:
+    // the kind lab and the room's three attendees each build the controller's image from it at
+    // once, and lab up does not yet keep two such builds apart (one image tag and one build
+    // folder on the machine): from one binary they make one image.
+    section("the controller's static release build, before the Docker labs");
+    let release = xtask::image::StaticTarget::detect()?.controller_build();
+    release.run_long("building the static controller")?;
     let docker = match building {
         Some(build) => {
-            // Compiled now rather than beside the suites' timing-bound checks: the kind
-            // lab's image and the bench's release binaries share these dependencies.
-            section("the controller's static release build, while the node image builds");
-            let release = xtask::image::StaticTarget::detect()?.controller_build();
-            release.run_long("building the static controller")?;
             let docker = Alongside::start(Part::Docker)?;
             // On an error the Docker part is interrupted (Alongside's drop).
             node_image_built(build).await?;
