@@ -194,7 +194,8 @@ async fn an_interrupted_benchmark_stops_its_controllers_and_puts_the_lab_back() 
 /// bench), with a kubeconfig of `lab`'s (in its command line or
 /// environment): a bench on another lab may run at the same time.
 fn bench_processes(lab: &labkit::lab::Lab) -> Vec<String> {
-    let state_dir = lab.file().state_dir.display().to_string();
+    // With its slash: lab `x`'s folder is a prefix of lab `x-docker`'s, whose bench may run now.
+    let state_dir = format!("{}/", lab.file().state_dir.display());
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let read = |file: &str| {
