@@ -7,6 +7,7 @@
 //! | [`lab_file`]      | `lab.json`, the contract between xtask and the suites        |
 //! | [`project`]       | where things are in the repository                           |
 //! | [`process`]       | the lab's detached processes                                 |
+//! | [`lock`]          | one run of a lab or room at a time                           |
 //! | [`apply`]         | server-side apply of manifests, as `kubectl apply --server-side` |
 //! | [`record`]        | the one record of what a lab or room made on a cluster       |
 //! | [`owned`]         | making and deleting objects only as that record says         |
@@ -47,6 +48,7 @@ pub mod json_doc;
 pub mod kind_releases;
 pub mod lab;
 pub mod lab_file;
+pub mod lock;
 #[cfg(any(test, feature = "test-support"))]
 pub mod node;
 pub mod owned;

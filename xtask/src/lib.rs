@@ -106,6 +106,12 @@ pub async fn main() -> ExitCode {
     };
     labkit::say::set_quiet(cli.quiet);
     let lang = locale::Lang::chosen();
+    let typed = format!("cargo xtask {}", args[1..].join(" "));
+    let held = changes(&cli.command).map(|(dir, what)| labkit::lock::take(&dir, &what, &typed));
+    let _held = match held.transpose() {
+        Ok(held) => held,
+        Err(e) => return exit_code(Err(e)),
+    };
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::Room(command) => room::run(command).await,
@@ -120,6 +126,30 @@ pub async fn main() -> ExitCode {
         Command::EnvtestBins => envtest_bins().await,
     };
     exit_code(result)
+}
+
+/// The lab or room `command` changes, and how a person calls it: the command holds its
+/// lock while it runs ([`labkit::lock`]); reading one takes none.
+fn changes(command: &Command) -> Option<(std::path::PathBuf, String)> {
+    use lab::LabCommand as L;
+    let lab = |name: &str| (labkit::project::lab_dir(name), labkit::tr!("lab {name}", name));
+    match command {
+        Command::Lab(
+            L::Up { lab: named, .. }
+            | L::Down { lab: named, .. }
+            | L::Reset { lab: named, .. }
+            | L::Controller { lab: named, .. }
+            | L::Stage2 { lab: named },
+        )
+        | Command::E2e { lab: named, .. }
+        | Command::Exp { experiment: Some(_), lab: named, .. } => Some(lab(&named.name)),
+        Command::Room(room::RoomCommand::Up { room, .. } | room::RoomCommand::Down { room }) => {
+            let what = labkit::tr!("room {name}", name = room.name);
+            Some((room::room_dir(&room.name), what))
+        }
+        Command::Grade(args) => args.graded_lab().map(lab),
+        _ => None,
+    }
 }
 
 /// `cargo xtask envtest-bins`: find (or build) the envtest programs and say where they are.
