@@ -26,9 +26,18 @@ pub fn path_of(dir: &Path) -> PathBuf {
     dir.with_file_name(format!("{name}.lock"))
 }
 
+/// This process as a person typed it: `cargo xtask lab up --name x`.
+fn typed() -> String {
+    let mut args = std::env::args();
+    let program = args.next().map(PathBuf::from);
+    let stem = program.as_deref().and_then(Path::file_stem).unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    format!("cargo {} {}", stem.to_string_lossy(), rest.join(" "))
+}
+
 /// Takes the lock of the lab or room whose state is in `dir` (called `what` to a
-/// person) for `command`, or says in one line who holds it.
-pub fn take(dir: &Path, what: &str, command: &str) -> Result<Held> {
+/// person) for this process, or says in one line who holds it.
+pub fn take(dir: &Path, what: &str) -> Result<Held> {
     let path = path_of(dir);
     files::create_dir(path.parent().unwrap_or(Path::new(".")))?;
     let open = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
@@ -37,7 +46,7 @@ pub fn take(dir: &Path, what: &str, command: &str) -> Result<Held> {
         Ok(()) => {
             let since = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC");
             file.set_len(0)?;
-            writeln!(file, "{}\t{since}\t{command}", std::process::id())?;
+            writeln!(file, "{}\t{since}\t{}", std::process::id(), typed())?;
             Ok(Held { _file: file })
         }
         Err(TryLockError::WouldBlock) => {
@@ -67,18 +76,14 @@ mod tests {
     fn a_second_taker_is_told_who_holds_it_until_it_lets_go() {
         let dir = std::env::temp_dir().join(format!("labkit-lock-{}", std::process::id()));
         let lab = dir.join("lab").join("x");
-        let held = take(&lab, "lab x", "cargo xtask lab up --name x").unwrap();
+        let held = take(&lab, "lab x").unwrap();
         assert_eq!(path_of(&lab), dir.join("lab").join("x.lock"));
-        let refused = take(&lab, "lab x", "cargo xtask grade").unwrap_err().to_string();
-        let pid = std::process::id();
-        assert!(
-            refused.starts_with(&format!(
-                "lab x is in use: `cargo xtask lab up --name x` (pid {pid}) holds it since 20"
-            )),
-            "{refused}"
-        );
+        let refused = take(&lab, "lab x").unwrap_err().to_string();
+        let (pid, typed) = (std::process::id(), typed());
+        let said = format!("lab x is in use: `{typed}` (pid {pid}) holds it since 20");
+        assert!(refused.starts_with(&said), "{refused}");
         drop(held);
-        take(&lab, "lab x", "cargo xtask grade").unwrap();
+        take(&lab, "lab x").unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

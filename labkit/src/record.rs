@@ -91,7 +91,7 @@ pub struct Borrow {
     /// `grade` or `bench`.
     pub by: String,
     /// The binary it runs as (`xtask`, `maint`): `cargo {program} {by}` is
-    /// what was typed, and a live borrower's command line names it.
+    /// what was typed.
     #[serde(default = "xtask")]
     pub program: String,
     /// The process that borrowed the lab.

@@ -3,8 +3,9 @@
 //! `kill -9` would, and then compare the cluster before and after.
 //!
 //! `LAB_KIT_TEST_AT=PHASE=ACTION[,PHASE=ACTION…]`, where ACTION is
-//! `SIGINT`, `SIGTERM`, `SIGHUP` or `SIGKILL` (sent to this process when the
-//! phase is reached) or `fail` (the phase fails). Unset — every real run —
+//! `SIGINT`, `SIGTERM`, `SIGHUP`, `SIGKILL` or `SIGSTOP` (sent to this process
+//! when the phase is reached; a stopped one goes on at the test's `SIGCONT`) or
+//! `fail` (the phase fails). Unset — every real run —
 //! each [`at`] is one environment lookup.
 
 use anyhow::{Result, bail};
@@ -25,7 +26,8 @@ pub fn at(phase: &str) -> Result<()> {
             "SIGTERM" => libc::SIGTERM,
             "SIGHUP" => libc::SIGHUP,
             "SIGKILL" => libc::SIGKILL,
-            other => bail!("{VARIABLE}: {other:?} is not SIGINT, SIGTERM, SIGHUP, SIGKILL or fail"),
+            "SIGSTOP" => libc::SIGSTOP,
+            other => bail!("{VARIABLE}: {other:?} is not a signal the hook sends, nor fail"),
         };
         eprintln!("{VARIABLE}: {action} at {phase}");
         // SAFETY: kill(2) to this very process; no memory is involved.

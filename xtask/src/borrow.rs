@@ -16,7 +16,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use kube::api::{DeleteParams, Preconditions};
 
 use crate::interrupt::Interrupts;
@@ -39,6 +39,8 @@ pub struct Borrow {
     pub record: Shared,
     /// Stopping the controller failed: nothing may run, the lab is put back.
     stop_failed: Option<anyhow::Error>,
+    /// Held until the lab is put back.
+    _lock: labkit::lock::Held,
 }
 
 impl Borrow {
@@ -47,15 +49,16 @@ impl Borrow {
     pub async fn begin(lab: &mut Lab, by: &'static str) -> Result<Borrow> {
         let dir = lab.file().state_dir.clone();
         let name = lab.file().name.clone();
+        let lock = labkit::lock::take(&dir, &tr!("lab {name}", name))?;
         let mut record = Record::open(&dir, &name, Some(&lab.file().provider))?;
         if let Some(earlier) = record.borrow.clone() {
-            left_behind(&name, &earlier)?;
+            left_behind(&earlier);
             record = put_back(lab, record, earlier.by.as_str()).await?;
         }
+        let since = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs());
         // This process's binary (`xtask`, `maint`), as its command line names it.
         let exe = std::env::current_exe().ok();
         let program = exe.and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()));
-        let since = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs());
         record.borrow = Some(Borrowed {
             by: by.into(),
             program: program.unwrap_or_default(),
@@ -67,7 +70,7 @@ impl Borrow {
         let record = record.shared();
         lab.record = Some(record.clone());
         let stop_failed = lab.stop_controller().await.err();
-        Ok(Borrow { by, record, stop_failed })
+        Ok(Borrow { by, record, stop_failed, _lock: lock })
     }
 
     /// `Ok` when the controller was stopped: the work may run.
@@ -99,32 +102,16 @@ impl Borrow {
     }
 }
 
-/// A borrower that still runs is not disturbed: refused in one line; one that ended is
-/// said to have left the lab borrowed.
-fn left_behind(name: &str, earlier: &Borrowed) -> Result<()> {
-    let alive = labkit::process::is_alive(earlier.pid)
-        && labkit::process::belongs_to(earlier.pid, &earlier.program);
-    // The command a person typed for it.
+/// Says that a borrower which ended left the lab borrowed: one that runs holds the
+/// lab's lock ([`labkit::lock`]), which whoever asks holds now.
+fn left_behind(earlier: &Borrowed) {
     let (by, pid) = (format!("cargo {} {}", earlier.program, earlier.by), earlier.pid);
-    if alive && pid != std::process::id() {
-        bail!(tr!(
-            "lab {name} is in use by `{by}` (pid {pid}): wait until it ends, \
-             or stop it (`kill {pid}`)",
-            name,
-            by,
-            pid
-        ));
-    }
-    eprintln!(
-        "{}",
-        tr!(
-            "the lab was left borrowed by `{by}` (pid {pid}, no longer running): \
-             putting it back first",
-            by,
-            pid
-        )
+    let said = tr!(
+        "the lab was left borrowed by `{by}` (pid {pid}, no longer running): putting it back first",
+        by,
+        pid
     );
-    Ok(())
+    eprintln!("{said}");
 }
 
 /// Kills the process groups a borrow recorded and removes its token files:
@@ -150,7 +137,7 @@ pub fn stop_leftovers(record: &Record) {
 pub async fn put_back_if_left(name: &str) -> Result<()> {
     let Some(mut record) = Record::load(&labkit::project::lab_dir(name))? else { return Ok(()) };
     let Some(earlier) = record.borrow.clone() else { return Ok(()) };
-    left_behind(name, &earlier)?;
+    left_behind(&earlier);
     match Lab::find_named(name).await {
         Ok(mut lab) => put_back(&mut lab, record, &earlier.by).await.map(|_| ()),
         // No lab.json (an `up` that did not finish): nothing runs to start again.

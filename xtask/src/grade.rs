@@ -71,13 +71,6 @@ pub struct GradeArgs {
     command: Vec<String>,
 }
 
-impl GradeArgs {
-    /// The lab a grade borrows (none for `--collect`).
-    pub fn graded_lab(&self) -> Option<&str> {
-        self.collect.is_none().then_some(self.lab.name.as_str())
-    }
-}
-
 /// One language's words (`xtask/grade/<lang>.toml`; its header says what each table holds).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -106,8 +106,7 @@ pub async fn main() -> ExitCode {
     };
     labkit::say::set_quiet(cli.quiet);
     let lang = locale::Lang::chosen();
-    let typed = format!("cargo xtask {}", args[1..].join(" "));
-    let held = changes(&cli.command).map(|(dir, what)| labkit::lock::take(&dir, &what, &typed));
+    let held = changes(&cli.command).map(|(dir, what)| labkit::lock::take(&dir, &what));
     let _held = match held.transpose() {
         Ok(held) => held,
         Err(e) => return exit_code(Err(e)),
@@ -129,7 +128,8 @@ pub async fn main() -> ExitCode {
 }
 
 /// The lab or room `command` changes, and how a person calls it: the command holds its
-/// lock while it runs ([`labkit::lock`]); reading one takes none.
+/// lock while it runs ([`labkit::lock`]); reading one takes none, and a borrow takes
+/// it itself ([`borrow::Borrow::begin`]).
 fn changes(command: &Command) -> Option<(std::path::PathBuf, String)> {
     use lab::LabCommand as L;
     let lab = |name: &str| (labkit::project::lab_dir(name), labkit::tr!("lab {name}", name));
@@ -147,7 +147,6 @@ fn changes(command: &Command) -> Option<(std::path::PathBuf, String)> {
             let what = labkit::tr!("room {name}", name = room.name);
             Some((room::room_dir(&room.name), what))
         }
-        Command::Grade(args) => args.graded_lab().map(lab),
         _ => None,
     }
 }

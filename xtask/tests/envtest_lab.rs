@@ -419,3 +419,51 @@ async fn envtest_lab_down_runs_what_its_dry_run_prints() {
     let left = common::processes_naming(&labkit::project::lab_dir(&name));
     assert!(left.is_empty(), "lab down left {left:?}");
 }
+
+/// Two `lab up`s of one lab: the second, started while the first holds the
+/// lab's lock (stopped there by the test), says in one line which command holds
+/// it and exits having run nothing; the first, let go on, brings the lab up.
+#[tokio::test]
+#[serial]
+async fn a_second_lab_up_is_refused_while_the_first_runs() {
+    let name = format!("{}-locked", lab().await.file().name);
+    let up = xtask(&["lab", "up", "--provider", "envtest", "--name", &name]);
+    let dir = labkit::project::lab_dir(&name);
+    let log = labkit::project::target_dir().join(format!("{name}-first-up.log"));
+    let lock = labkit::lock::path_of(&dir);
+    let _ = std::fs::remove_file(&lock);
+    let held = up.clone().env(labkit::test_hook::VARIABLE, "lab up:locked=SIGSTOP");
+    let mut first = held.spawn_to_log(&log).unwrap();
+    let pid =
+        eventually("the first lab up to stop holding the lock", Duration::from_secs(300), || {
+            let lock = lock.clone();
+            async move {
+                let text = std::fs::read_to_string(&lock).unwrap_or_default();
+                let pid: Option<u32> = text.split('\t').next().and_then(|p| p.trim().parse().ok());
+                let stopped = |&pid: &u32| {
+                    labkit::process::is_alive(pid) && labkit::process::stopped_or_gone(pid)
+                };
+                Ok(match pid.filter(stopped) {
+                    Some(pid) => Check::Done(pid),
+                    None => Check::NotYet(format!("{}: {text:?}", lock.display())),
+                })
+            }
+        })
+        .await
+        .unwrap();
+    let second = run(&up);
+    // SAFETY: kill(2) with SIGCONT to the process the lock names; no memory is involved.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    let first_ok = first.wait().unwrap().success();
+    let first_said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!second.ok, "the second lab up ran:\n{}", second.stderr);
+    let said = format!(
+        "lab {name} is in use: `cargo xtask lab up --provider envtest --name {name}` (pid {pid}) holds it since "
+    );
+    assert!(second.stderr.contains(&said), "{said:?} in:\n{}", second.stderr);
+    let ran: Vec<&str> = second.stderr.lines().filter(|l| l.starts_with("$ ")).collect();
+    assert!(ran.is_empty(), "the refused lab up ran {ran:?}");
+    assert!(first_ok, "the first lab up failed:\n{first_said}");
+    assert!(first_said.contains(&format!("lab {name} is up in")), "{first_said}");
+    common::lab_down_runs_what_its_dry_run_prints(&name);
+}

@@ -23,6 +23,7 @@ pub async fn run(name: &str, options: &UpOptions) -> Result<ExitCode> {
         provider.up(name, options).await?;
         return Ok(ExitCode::SUCCESS);
     }
+    labkit::test_hook::at("lab up:locked")?;
     let state_dir = labkit::project::lab_dir(name);
     crate::borrow::put_back_if_left(name).await?;
     // lab.json's provider, or the record's of an `up` that did not finish: an

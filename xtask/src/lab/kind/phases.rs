@@ -109,15 +109,19 @@ fn checks(names: &Names) -> Vec<Step<Up>> {
             |up| Box::pin(async move { machine_checks(up) }),
         ),
         find_node(name),
-        Step::own(
-            tr!(
-                "check that a cluster named {name} is this lab's (its record names its node)",
-                name
-            ),
-            |up| Box::pin(async move { check_cluster_is_ours(up) }),
-        )
-        .when(tr!("if a cluster named {name} exists", name), |up: &Up| up.cluster_exists),
+        check_ours(name),
     ]
+}
+
+/// A cluster of the lab's name must be this lab's; asked again right before
+/// `kind create cluster`, as one made meanwhile would fail the create and its
+/// undo must not take it.
+fn check_ours(name: &str) -> Step<Up> {
+    Step::own(
+        tr!("check that a cluster named {name} is this lab's (its record names its node)", name),
+        |up| Box::pin(async move { check_cluster_is_ours(up) }),
+    )
+    .when(tr!("if a cluster named {name} exists", name), |up: &Up| up.cluster_exists)
 }
 
 /// The node image: from the bundle, built here, or in Docker (pulled when
@@ -213,6 +217,9 @@ fn cluster(names: &Names) -> Vec<Step<Up>> {
     let cluster_config = shown(&file);
     let kubeconfig_path = dir.join("kubeconfig");
     vec![
+        find_cluster(),
+        find_node(name),
+        check_ours(name),
         Step::own(
             tr!(
                 "check the node image's Kubernetes minor; write {config}: {file} + what this host needs",
