@@ -98,11 +98,14 @@ pub fn not_ours(object: &Applied, live: &DynamicObject) -> String {
     tr!("{object} is there already and this lab did not make it ({whose})", object, whose)
 }
 
-/// Whether `live` is `record`'s: claimed (its uid, its owner label), or made by the lab's
-/// controller (`how` it was recorded; its uid changes as it heals).
+/// Whether `live` is `record`'s: claimed ([`Record::claims`]), or the ConfigMap the lab's
+/// controller keeps (`how` it was recorded) made anew by it: a heal gives it a new uid and
+/// no owner label, so one carrying an owner's label (a copy's) is not a heal.
 fn ours(record: &Record, object: &Applied, live: &DynamicObject, how: Option<How>) -> bool {
-    how == Some(How::ByController)
-        || record.claims(object, live.metadata.uid.as_deref(), live.metadata.labels.as_ref())
+    let labels = live.metadata.labels.as_ref();
+    let healed = how == Some(How::ByController)
+        && labels.is_none_or(|labels| !labels.contains_key(OWNER_LABEL));
+    healed || record.claims(object, live.metadata.uid.as_deref(), labels)
 }
 
 /// Of `objects` (as [`Applied`]), each that exists and that `record` does

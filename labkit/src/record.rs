@@ -77,9 +77,10 @@ pub struct Entry {
 pub enum How {
     /// Created by the kit: its uid, else its owner label.
     Created,
-    /// Made at run time by the lab's own controller (its my-config), which
-    /// `lab up` found absent: deleted with the uid it has when the
-    /// controller is gone (the controller recreates it with a new uid).
+    /// The ConfigMap the lab's controller keeps (its my-config), made by
+    /// `lab up` before the controller starts: each heal makes it anew with a
+    /// new uid and no owner label, which `down` deletes once the controller
+    /// is gone ([`crate::owned`]).
     ByController,
 }
 
@@ -215,7 +216,8 @@ impl Record {
 
     /// Whether an object found on the cluster as `object`, with `uid` and
     /// `labels`, is this owner's: its recorded uid, or (a create answered but
-    /// not recorded) its owner label.
+    /// not recorded) its owner label; once a uid is recorded, a copied label
+    /// makes nothing this owner's.
     pub fn claims(
         &self,
         object: &Applied,
@@ -225,7 +227,7 @@ impl Record {
         let recorded = self.find(object).and_then(|e| e.uid.as_deref());
         let labelled = labels.and_then(|l| l.get(OWNER_LABEL)).is_some_and(|o| *o == self.owner);
         match recorded {
-            Some(recorded) => uid == Some(recorded) || labelled,
+            Some(recorded) => uid == Some(recorded),
             None => labelled,
         }
     }
@@ -344,6 +346,8 @@ mod tests {
         record.made(&a, "u1").unwrap();
         assert!(record.claims(&a, Some("u1"), None));
         assert!(!record.claims(&a, Some("u2"), None), "made again by someone else");
+        let copied = Some(&record.labels());
+        assert!(!record.claims(&a, Some("u2"), copied), "made again, the owner's label copied");
         assert!(!record.claims(&b, Some("u1"), None), "never recorded");
         let _ = std::fs::remove_dir_all(&dir);
     }

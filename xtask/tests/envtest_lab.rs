@@ -430,30 +430,12 @@ async fn a_second_lab_up_is_refused_while_the_first_runs() {
     let up = xtask(&["lab", "up", "--provider", "envtest", "--name", &name]);
     let dir = labkit::project::lab_dir(&name);
     let log = labkit::project::target_dir().join(format!("{name}-first-up.log"));
-    let lock = labkit::lock::path_of(&dir);
-    let _ = std::fs::remove_file(&lock);
+    let _ = std::fs::remove_file(labkit::lock::path_of(&dir));
     let held = up.clone().env(labkit::test_hook::VARIABLE, "lab up:locked=SIGSTOP");
     let mut first = held.spawn_to_log(&log).unwrap();
-    let pid =
-        eventually("the first lab up to stop holding the lock", Duration::from_secs(300), || {
-            let lock = lock.clone();
-            async move {
-                let text = std::fs::read_to_string(&lock).unwrap_or_default();
-                let pid: Option<u32> = text.split('\t').next().and_then(|p| p.trim().parse().ok());
-                let stopped = |&pid: &u32| {
-                    labkit::process::is_alive(pid) && labkit::process::stopped_or_gone(pid)
-                };
-                Ok(match pid.filter(stopped) {
-                    Some(pid) => Check::Done(pid),
-                    None => Check::NotYet(format!("{}: {text:?}", lock.display())),
-                })
-            }
-        })
-        .await
-        .unwrap();
+    let pid = common::stopped_holder(&dir).await;
     let second = run(&up);
-    // SAFETY: kill(2) with SIGCONT to the process the lock names; no memory is involved.
-    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    common::go_on(pid);
     let first_ok = first.wait().unwrap().success();
     let first_said = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!second.ok, "the second lab up ran:\n{}", second.stderr);

@@ -687,3 +687,44 @@ async fn an_attendees_kubeconfig_carries_its_ca_and_works_from_another_folder() 
         "attendee-01's kubeconfig, copied elsewhere, the instructor's CA file gone: {listed} ConfigMaps listed"
     );
 }
+
+/// A my-config someone makes while `lab up` builds and pushes (the test stops it
+/// right after its checks) stops the up in one line: that my-config is left as
+/// it was, and nothing of the lab stays.
+#[tokio::test]
+#[serial]
+async fn a_my_config_made_during_lab_up_stops_it_and_is_left_as_it_was() {
+    let (name, namespace) = ("raced", "room-raced");
+    let admin = instructor().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    let made: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": namespace}})).unwrap();
+    namespaces.create(&PostParams::default(), &made).await.unwrap();
+    let kubeconfig = instructor_kubeconfig();
+    let up = ["lab", "up", "--provider", "existing", "--name", name, "--kubeconfig", &kubeconfig];
+    let up = xtask(&up).args(["--namespace", namespace, "--registry", REGISTRY]);
+    let dir = labkit::project::lab_dir(name);
+    let log = labkit::project::target_dir().join(format!("{name}-up.log"));
+    let up = up.env(labkit::test_hook::VARIABLE, "lab up:checked=SIGSTOP");
+    let mut child = up.spawn_to_log(&log).unwrap();
+    let pid = common::stopped_holder(&dir).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), namespace);
+    let theirs: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "my-config"}, "data": {"theirs": "yes"}
+    }))
+    .unwrap();
+    let theirs = config_maps.create(&PostParams::default(), &theirs).await.unwrap();
+    common::go_on(pid);
+    let ok = child.wait().unwrap().success();
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    let now = config_maps.get("my-config").await.unwrap();
+    nothing_applied_in(namespace).await;
+    namespaces.delete(namespace, &DeleteParams::default()).await.unwrap();
+    assert!(!ok, "lab up took a my-config made meanwhile:\n{said}");
+    let last = said.lines().last().unwrap_or_default();
+    let refusal =
+        format!("ConfigMap {namespace}/my-config is there already and this lab did not make it");
+    assert!(last.starts_with("error: ") && last.contains(&refusal), "{said}");
+    assert_eq!((now.metadata.uid, now.data), (theirs.metadata.uid, theirs.data));
+    assert!(!dir.exists(), "the stopped lab up left {}", dir.display());
+}

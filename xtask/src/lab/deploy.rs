@@ -37,10 +37,12 @@ pub trait Deploys: Send + 'static {
 }
 
 /// The manifests applied as this lab's ([`labkit::owned::apply`]): made, or
-/// updated when the record claims them; `by_controller`, what the controller
-/// will make, recorded before the Deployment. `kubectl` is the command a
+/// updated when the record claims them. `kept`, the ConfigMap the controller
+/// keeps, is made by the lab before the Deployment (the controller then finds
+/// it right), so one that appeared meanwhile stops `up` in one line; a lab that
+/// has it already leaves it to the controller. `kubectl` is the command a
 /// person would type up to its verb, `note` what the plan says of it.
-pub fn apply<C: Deploys>(kubectl: &str, note: &str, by_controller: Option<Applied>) -> Step<C> {
+pub fn apply<C: Deploys>(kubectl: &str, note: &str, kept: Option<Applied>) -> Step<C> {
     let files = "-f manifests/rbac.yaml -f manifests/deployment.yaml";
     Step::api(
         format!(
@@ -50,10 +52,13 @@ pub fn apply<C: Deploys>(kubectl: &str, note: &str, by_controller: Option<Applie
             Box::pin(async move {
                 let client = up.client()?;
                 for document in up.documents()? {
-                    if let Some(made) =
-                        by_controller.as_ref().filter(|_| document["kind"] == "Deployment")
+                    if let Some(kept) = kept.as_ref().filter(|_| document["kind"] == "Deployment")
+                        && up.record()?.find(kept).is_none()
                     {
-                        up.record()?.intend(made, BY, How::ByController)?;
+                        up.record()?.intend(kept, BY, How::ByController)?;
+                        let made = kept_config_map(kept);
+                        labkit::owned::apply(&client, up.record()?, BY, FIELD_MANAGER, made)
+                            .await?;
                     }
                     labkit::owned::apply(&client, up.record()?, BY, FIELD_MANAGER, document)
                         .await?;
@@ -62,6 +67,16 @@ pub fn apply<C: Deploys>(kubectl: &str, note: &str, by_controller: Option<Applie
             })
         },
     )
+}
+
+/// `kept` with the course's data, as the controller would make it.
+fn kept_config_map(kept: &Applied) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": { "namespace": kept.namespace, "name": kept.name },
+        "data": controller::desired::default_data(),
+    })
 }
 
 /// The rollout in `namespace` awaited.

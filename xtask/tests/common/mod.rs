@@ -218,3 +218,33 @@ pub fn processes_naming(dir: &Path) -> Vec<String> {
     let lines = lines.map(|l| String::from_utf8_lossy(&l).replace('\0', " "));
     lines.filter(|l| l.contains(&dir)).collect()
 }
+
+/// The pid of the command that holds the lock of the lab or room in `dir`, once
+/// it has stopped itself at a test hook (`PHASE=SIGSTOP`); `SIGCONT` lets it go on.
+pub async fn stopped_holder(dir: &std::path::Path) -> u32 {
+    let lock = labkit::lock::path_of(dir);
+    let what = "the command to stop at its hook, holding the lock";
+    let within = std::time::Duration::from_secs(600);
+    labkit::eventually::eventually(what, within, || {
+        let lock = lock.clone();
+        async move {
+            let text = std::fs::read_to_string(&lock).unwrap_or_default();
+            let pid: Option<u32> = text.split('\t').next().and_then(|p| p.trim().parse().ok());
+            let stopped = |&pid: &u32| {
+                labkit::process::is_alive(pid) && labkit::process::stopped_or_gone(pid)
+            };
+            Ok(match pid.filter(stopped) {
+                Some(pid) => labkit::eventually::Check::Done(pid),
+                None => labkit::eventually::Check::NotYet(format!("{}: {text:?}", lock.display())),
+            })
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// Lets a command stopped at a test hook go on.
+pub fn go_on(pid: u32) {
+    // SAFETY: kill(2) with SIGCONT to the process the lock names; no memory is involved.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+}
