@@ -1,9 +1,11 @@
 //! A reverse proxy on loopback between the graded program and the API
-//! server: the program's kubeconfig ([`kubeconfig_in`]) names
-//! `http://127.0.0.1:PORT` and holds no credentials (client-go sends none
-//! over plain HTTP); the proxy adds the program's token to each request, so
-//! the API server still sees the program itself ([`super::identity`]); and it
-//! counts each request by kind ([`Counts`]): every one the program makes passes here.
+//! server: the program's kubeconfig ([`kubeconfig_in`], readable by its user
+//! alone) names `http://127.0.0.1:PORT/SECRET` and holds no credentials
+//! (client-go sends none over plain HTTP); the proxy answers only a request
+//! under that path with that Host — anyone else on the machine gets 403 —
+//! and adds the program's token to it, so the API server still sees the
+//! program itself ([`super::identity`]); and it counts each request by kind
+//! ([`Counts`]): every one the program makes passes here.
 //! Requests and responses pass unchanged, watches streaming, except where a
 //! row asks for one of two things a real cluster does to every controller
 //! sooner or later, made to happen now:
@@ -126,10 +128,12 @@ impl Proxy {
             gone_owed: AtomicUsize::new(0),
             counts: Mutex::new(Counts::default()),
         });
-        let server = tokio::spawn(serve(listener, shared.clone()));
+        let secret = labkit::record::random_hex::<16>()?;
+        let served = Served { host: addr.to_string(), prefix: format!("/{secret}") };
+        let server = tokio::spawn(serve(listener, shared.clone(), served));
         let path = kubeconfig_in(dir);
         labkit::files::create_dir(dir)?;
-        let text = serde_saphyr::to_string(&through(kubeconfig, addr))?;
+        let text = serde_saphyr::to_string(&through(kubeconfig, addr, &secret))?;
         labkit::files::write_private(&path, text)?;
         Ok(Proxy { shared, server, kubeconfig: path })
     }
@@ -168,14 +172,14 @@ impl Drop for Proxy {
     }
 }
 
-/// `kubeconfig` with every cluster at the proxy's address, over plain HTTP on
-/// loopback: no CA, no server name; and no user's token (the proxy adds it).
-fn through(mut kubeconfig: Kubeconfig, addr: SocketAddr) -> Kubeconfig {
+/// `kubeconfig` with every cluster at the proxy's address and secret path, over
+/// plain HTTP on loopback: no CA, no server name; and no user's token (the proxy adds it).
+fn through(mut kubeconfig: Kubeconfig, addr: SocketAddr, secret: &str) -> Kubeconfig {
     for user in kubeconfig.auth_infos.iter_mut().filter_map(|u| u.auth_info.as_mut()) {
         user.token = None;
     }
     for cluster in kubeconfig.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
-        cluster.server = Some(format!("http://{addr}"));
+        cluster.server = Some(format!("http://{addr}/{secret}"));
         cluster.certificate_authority = None;
         cluster.certificate_authority_data = None;
         cluster.tls_server_name = None;
@@ -184,17 +188,43 @@ fn through(mut kubeconfig: Kubeconfig, addr: SocketAddr) -> Kubeconfig {
     kubeconfig
 }
 
+/// What a request must carry to be the program's: the Host of the proxy's
+/// address (a web page's request names its own), its path under the secret.
+#[derive(Clone)]
+struct Served {
+    host: String,
+    prefix: String,
+}
+
+impl Served {
+    /// The request's URI without the secret, when it is the program's.
+    fn admit<B>(&self, request: &Request<B>) -> Option<Uri> {
+        let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok());
+        let rest = request.uri().path_and_query()?.as_str().strip_prefix(&self.prefix)?;
+        let rest =
+            if rest.is_empty() || rest.starts_with('?') { format!("/{rest}") } else { rest.into() };
+        (host == Some(self.host.as_str()) && rest.starts_with('/')).then(|| rest.parse().ok())?
+    }
+}
+
 /// Accepts connections until aborted; each one's task ends with it (a `JoinSet`).
-async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>, served: Served) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else { continue };
         let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
+        let (shared, served) = (shared.clone(), served.clone());
         connections.spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(shared.handle(request).await) }
+            let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+                let (shared, admitted) = (shared.clone(), served.admit(&request));
+                async move {
+                    let Some(uri) = admitted else {
+                        let why = tr!("not the graded program's request: refused");
+                        return Ok::<_, Infallible>(status(StatusCode::FORBIDDEN, &why));
+                    };
+                    *request.uri_mut() = uri;
+                    Ok(shared.handle(request).await)
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -340,12 +370,27 @@ mod tests {
     fn the_programs_kubeconfig_names_the_proxy_and_holds_no_token() {
         let yaml = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority-data: Zm9v\ncontexts:\n- name: lab\n  context: {cluster: lab, user: grade}\ncurrent-context: lab\nusers:\n- name: grade\n  user: {token: secret}\n";
         let kubeconfig = Kubeconfig::from_yaml(yaml).unwrap();
-        let through = through(kubeconfig, "127.0.0.1:4711".parse().unwrap());
+        let through = through(kubeconfig, "127.0.0.1:4711".parse().unwrap(), "s3");
         let cluster = through.clusters[0].cluster.as_ref().unwrap();
-        assert_eq!(cluster.server.as_deref(), Some("http://127.0.0.1:4711"));
+        assert_eq!(cluster.server.as_deref(), Some("http://127.0.0.1:4711/s3"));
         assert!(cluster.certificate_authority_data.is_none());
         let text = serde_saphyr::to_string(&through).unwrap();
         assert!(!text.contains("secret"), "{text}");
+    }
+
+    #[test]
+    fn only_a_request_under_the_secret_with_the_proxys_host_is_admitted() {
+        let served = Served { host: "127.0.0.1:4711".into(), prefix: "/s3".into() };
+        let admit = |host: &str, uri: &str| {
+            let request = Request::builder().uri(uri).header(header::HOST, host).body(());
+            served.admit(&request.unwrap()).map(|uri| uri.to_string())
+        };
+        let path = "/api/v1/namespaces/default/configmaps?watch=true";
+        assert_eq!(admit("127.0.0.1:4711", &format!("/s3{path}")).as_deref(), Some(path));
+        assert_eq!(admit("127.0.0.1:4711", "/s3?timeout=32s").as_deref(), Some("/?timeout=32s"));
+        assert_eq!(admit("127.0.0.1:4711", path), None, "without the secret");
+        assert_eq!(admit("127.0.0.1:4711", &format!("/s34{path}")), None, "another secret");
+        assert_eq!(admit("evil.example", &format!("/s3{path}")), None, "another Host");
     }
 
     #[tokio::test]

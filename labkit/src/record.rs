@@ -283,12 +283,16 @@ impl Record {
 /// `<name>-<8 hex>`, the hex from the system's random source: two labs of
 /// the same name (two laptops, one cluster) are two owners.
 fn new_owner(name: &str) -> Result<String> {
-    // The system's random source, which does not fail on Linux or macOS.
-    let random = ring::rand::generate::<[u8; 4]>(&ring::rand::SystemRandom::new())
-        .map_err(|_| anyhow::anyhow!(tr!("the system's random source failed")))?;
     // A label value is at most 63 characters: lab and room names are at most 40.
     let name: String = name.chars().take(54).collect();
-    Ok(format!("{name}-{:08x}", u32::from_be_bytes(random.expose())))
+    Ok(format!("{name}-{}", random_hex::<4>()?))
+}
+
+/// `N` bytes of the system's random source (which does not fail on Linux or macOS), in hex.
+pub fn random_hex<const N: usize>() -> Result<String> {
+    let random = ring::rand::generate::<[u8; N]>(&ring::rand::SystemRandom::new())
+        .map_err(|_| anyhow::anyhow!(tr!("the system's random source failed")))?;
+    Ok(random.expose().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]

@@ -570,3 +570,18 @@ async fn lab_grade_log() -> PathBuf {
 fn without_timestamps(log: &str) -> String {
     log.lines().map(|line| format!("{}\n", e2e::examples::without_timestamp(line))).collect()
 }
+
+/// The grade's proxy answers the graded program alone: a request without the
+/// secret path of the program's kubeconfig (another process on the machine)
+/// or with another Host (a web page) gets 403, the program's own 200.
+#[tokio::test]
+#[serial]
+async fn the_proxy_answers_only_the_graded_program() {
+    let script = project::root().join("xtask/tests/grade/probes-the-proxy.sh");
+    let codes = scratch().await.join("proxy-codes");
+    let _ = std::fs::remove_file(&codes);
+    let (script, out) = (script.display().to_string(), codes.display().to_string());
+    grade("probes-the-proxy", &[], &["sh", &script, &out]).await;
+    let codes = std::fs::read_to_string(&codes).unwrap_or_default();
+    assert_eq!(codes.trim(), "403 403 200", "outsider, another Host, the program");
+}
