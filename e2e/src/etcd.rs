@@ -1,26 +1,22 @@
-//! etcd's v3 API through its JSON gateway (plain HTTP on the lab's loopback client port):
-//! just what the compaction fault needs — read the revision, write a scratch key, compact,
+//! etcd's v3 API through its JSON gateway (TLS with the admin's certificate,
+//! [`labkit::lab::etcd_client`]): just what the compaction fault needs — read the revision, write a scratch key, compact,
 //! read at an old revision. `etcdctl` is not built here, and a gRPC client would be a large
 //! dependency for four calls.
 
-use std::{net::SocketAddr, time::Duration};
-
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use labkit::{http_probe, tr};
+use labkit::tr;
 
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The lab's etcd, at its client address.
+/// The lab's etcd.
 pub struct Etcd {
-    addr: SocketAddr,
+    client: kube::Client,
 }
 
 impl Etcd {
-    pub fn new(addr: SocketAddr) -> Self {
-        Self { addr }
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
     }
 
     /// The store's current revision. Every write anywhere moves it, and a
@@ -58,20 +54,15 @@ impl Etcd {
         self.call("/v3/kv/range", body).await.map(drop)
     }
 
+    /// etcd's answer, or its own words when it refuses (kube's error carries the body).
     async fn call(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        let reply = http_probe::post_json(self.addr, path, &body, TIMEOUT).await?;
-        let answer: Value = serde_json::from_str(&reply.body)
-            .with_context(|| tr!("etcd {path}: not JSON: {body}", path, body = reply.body))?;
-        if reply.status != 200 {
-            let message = answer["message"].as_str().unwrap_or(&reply.body);
-            bail!(tr!(
-                "etcd {path}: HTTP {status}: {message}",
-                path,
-                status = reply.status,
-                message
-            ));
-        }
-        Ok(answer)
+        let request = http::Request::post(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&body)?)?;
+        let answer = self.client.request_text(request).await;
+        let answer = answer.with_context(|| tr!("etcd {path}", path))?;
+        serde_json::from_str(&answer)
+            .with_context(|| tr!("etcd {path}: not JSON: {answer}", path, answer))
     }
 }
 

@@ -1,11 +1,10 @@
-//! One request to a plain-HTTP endpoint on loopback (etcd's `/health` and its v3 JSON
-//! gateway, the controller's `/readyz` and `/metrics`), through hyper-util's client: kube's
-//! own HTTP stack, already in the build.
+//! One GET of a plain-HTTP endpoint on loopback (the controller's `/readyz` and
+//! `/metrics`), through hyper-util's client: kube's own HTTP stack, already in the build.
 
 use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Context, Result};
-use http::{Method, Request, header::CONTENT_TYPE};
+use http::Request;
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 
@@ -26,33 +25,8 @@ pub async fn get_url(base: &str, path: &str, timeout: Duration) -> Result<Reply>
     let addr: SocketAddr = authority.parse().with_context(|| {
         tr!("{base} does not name an IP address and port", base = format!("{base:?}"))
     })?;
-    exchange(Method::GET, addr, path, Vec::new(), timeout).await
-}
-
-/// POST `body` as JSON to `path` on `addr` (etcd's v3 gateway: `/v3/kv/range`, …), giving up
-/// after `timeout` in total.
-pub async fn post_json(
-    addr: SocketAddr,
-    path: &str,
-    body: &serde_json::Value,
-    timeout: Duration,
-) -> Result<Reply> {
-    exchange(Method::POST, addr, path, serde_json::to_vec(body)?, timeout).await
-}
-
-async fn exchange(
-    method: Method,
-    addr: SocketAddr,
-    path: &str,
-    body: Vec<u8>,
-    timeout: Duration,
-) -> Result<Reply> {
     let url = format!("http://{addr}{path}");
-    let request = Request::builder()
-        .method(method)
-        .uri(&url)
-        .header(CONTENT_TYPE, "application/json")
-        .body(Full::<bytes::Bytes>::from(body))?;
+    let request = Request::get(&url).body(Full::<bytes::Bytes>::default())?;
     let answer = async {
         let client = Client::builder(TokioExecutor::new()).build_http();
         let response =

@@ -2,12 +2,7 @@
 //! talks to its API server as admin, and drives the controller under test:
 //! stop, start with extra flags, restart, read its metrics and its log.
 
-use std::{
-    collections::BTreeMap,
-    future::Future,
-    net::{Ipv4Addr, SocketAddr},
-    time::Duration,
-};
+use std::{collections::BTreeMap, future::Future, net::Ipv4Addr, path::Path, time::Duration};
 
 use anyhow::{Context as _, anyhow, bail};
 use controller::{connect, desired::Desired};
@@ -97,6 +92,24 @@ pub async fn client_of(
 }
 
 pub use crate::lab_file::{API_SERVER, CONTROLLER, ETCD};
+
+/// The kubeconfig of an envtest lab's etcd, in its folder: etcd's client URL over TLS, the
+/// lab's CA and the admin's certificate. etcd answers only a certificate of the lab's CA
+/// (the API server's and this one), so no other user of the machine reaches the store.
+pub const ETCD_KUBECONFIG: &str = "etcd.kubeconfig";
+
+/// A client of the etcd whose kubeconfig is in `dir` ([`ETCD_KUBECONFIG`]): its `/health`
+/// and v3 JSON gateway through kube's client stack, which speaks any HTTP over that TLS.
+pub async fn etcd_client(dir: &Path) -> anyhow::Result<Client> {
+    let path = dir.join(ETCD_KUBECONFIG);
+    let kubeconfig = Kubeconfig::read_from(&path)
+        .with_context(|| tr!("cannot read kubeconfig {path}", path = path.display()))?;
+    client_of(kubeconfig, |config| {
+        config.read_timeout = Some(HTTP_TIMEOUT);
+        config.default_retry = false;
+    })
+    .await
+}
 
 /// One start of the controller (or a mark in its log): where to read its log from.
 #[derive(Clone, Debug)]
@@ -198,15 +211,9 @@ impl Lab {
         Ok(process::is_alive(self.pid(role)?))
     }
 
-    /// etcd's client address (plain HTTP on loopback: `/health`, the v3 JSON gateway).
-    pub fn etcd_client_addr(&self) -> anyhow::Result<SocketAddr> {
-        let port = self
-            .process(ETCD)?
-            .ports
-            .get("client")
-            .copied()
-            .with_context(|| tr!("lab.json records no etcd client port"))?;
-        Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    /// A client of the lab's etcd ([`etcd_client`]).
+    pub async fn etcd(&self) -> anyhow::Result<Client> {
+        etcd_client(&self.file.state_dir).await
     }
 
     /// Stops `role`'s process group: SIGTERM, then SIGKILL after a grace
@@ -245,8 +252,8 @@ impl Lab {
         let what = tr!("{role} to be ready", role);
         match role {
             ETCD => {
-                let addr = self.etcd_client_addr()?;
-                wait_ready(&what, &mut spawned, false, || etcd_ready(addr)).await
+                let etcd = self.etcd().await?;
+                wait_ready(&what, &mut spawned, false, || etcd_ready(etcd.clone())).await
             }
             API_SERVER => {
                 let client = self.client();

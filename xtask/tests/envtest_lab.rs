@@ -449,3 +449,27 @@ async fn a_second_lab_up_is_refused_while_the_first_runs() {
     assert!(first_said.contains(&format!("lab {name} is up in")), "{first_said}");
     common::lab_down_runs_what_its_dry_run_prints(&name);
 }
+
+/// The lab's etcd answers only a certificate of the lab's CA (the API server's,
+/// the admin's): not plain HTTP, not TLS without a client certificate.
+#[tokio::test]
+#[serial]
+async fn the_labs_etcd_answers_only_certificates_of_the_labs_ca() {
+    let lab = lab().await;
+    let path = lab.file().state_dir.join(labkit::lab::ETCD_KUBECONFIG);
+    let mut config = kube::config::Kubeconfig::read_from(&path).unwrap();
+    let health = || http::Request::get("/health").body(Vec::new()).unwrap();
+    let answered = lab.etcd().await.unwrap().request_text(health()).await.unwrap();
+    assert!(answered.contains("\"true\""), "with the admin's certificate: {answered}");
+    let server = config.clusters[0].cluster.as_ref().unwrap().server.clone().unwrap();
+    let plain = server.replacen("https://", "http://", 1);
+    let reply = labkit::http_probe::get_url(&plain, "/health", Duration::from_secs(5)).await;
+    let body = reply.map(|r| format!("{} {}", r.status, r.body)).unwrap_or_else(|e| e.to_string());
+    assert!(!body.contains("\"true\""), "plain HTTP: {body}");
+    for user in config.auth_infos.iter_mut().filter_map(|u| u.auth_info.as_mut()) {
+        (user.client_certificate_data, user.client_key_data) = (None, None);
+    }
+    let anonymous = labkit::lab::client_of(config, |_| ()).await.unwrap();
+    let refused = anonymous.request_text(health()).await;
+    assert!(refused.is_err(), "without a client certificate: {refused:?}");
+}

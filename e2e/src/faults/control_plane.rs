@@ -165,7 +165,7 @@ async fn compaction_forces_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// Returns etcd's revision when it stopped, and the compacted one. The lab's
 /// restore puts kube-apiserver back on its own flags.
 pub(crate) async fn compact_while_down(lab: &mut Lab) -> anyhow::Result<(u64, u64)> {
-    let etcd = Etcd::new(lab.etcd_client_addr()?);
+    let etcd = Etcd::new(lab.etcd().await?);
     let (namespace, name) = (lab.desired().namespace(), lab.desired().name());
     let key = format!("/registry/configmaps/{namespace}/{name}");
     lab.stop_process(API_SERVER).await?;

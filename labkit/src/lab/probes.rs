@@ -88,12 +88,11 @@ pub async fn api_server_ready(client: Client) -> anyhow::Result<Check<()>> {
     })
 }
 
-/// etcd's `/health` says `"health":"true"`.
-pub async fn etcd_ready(addr: SocketAddr) -> anyhow::Result<Check<()>> {
-    let reply = http_probe::get_url(&format!("http://{addr}"), "/health", HTTP_TIMEOUT).await?;
-    Ok(Check::done_if(
-        reply.status == 200 && reply.body.contains("\"true\""),
-        (),
-        format!("/health {}: {}", reply.status, reply.body),
-    ))
+/// etcd's `/health` says `"health":"true"` (`etcd`: [`super::etcd_client`]).
+pub async fn etcd_ready(etcd: Client) -> anyhow::Result<Check<()>> {
+    let request = http::Request::get("/health").body(Vec::new())?;
+    Ok(match etcd.request_text(request).await {
+        Ok(body) => Check::done_if(body.contains("\"true\""), (), format!("/health: {body}")),
+        Err(e) => Check::NotYet(format!("/health: {}", anyhow::Error::new(e).root_cause())),
+    })
 }

@@ -57,7 +57,9 @@ pub fn generate(dir: &Path) -> Result<Pki> {
         CertificateParams::new(names).with_context(|| tr!("serving certificate names"))?;
     serving.distinguished_name = pki::name("kube-apiserver", None);
     serving.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // Client use too: etcd serves with it, and its JSON gateway dials etcd's gRPC with it.
+    serving.extended_key_usages =
+        vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
     serving.use_authority_key_identifier_extension = true;
     let serving_cert =
         serving.signed_by(&serving_key, &ca).with_context(|| tr!("serving certificate"))?;
@@ -85,10 +87,29 @@ pub fn generate(dir: &Path) -> Result<Pki> {
     Ok(pki)
 }
 
-/// kube-apiserver's flags for the files [`generate`] wrote into `dir`.
-pub fn api_server_flags(dir: &Path) -> [String; 5] {
+/// etcd's flags for the files [`generate`] wrote into `dir`: it serves with the
+/// API server's certificate (loopback is among its names) and answers only a
+/// client, or peer, with a certificate of the lab's CA.
+pub fn etcd_flags(dir: &Path) -> Vec<String> {
+    let file = |name: &str| dir.join(name).display().to_string();
+    let mut flags = Vec::new();
+    for side in ["", "peer-"] {
+        flags.push(format!("--{side}cert-file={}", file("apiserver.crt")));
+        flags.push(format!("--{side}key-file={}", file("apiserver.key")));
+        flags.push(format!("--{side}client-cert-auth=true"));
+        flags.push(format!("--{side}trusted-ca-file={}", file("ca.crt")));
+    }
+    flags
+}
+
+/// kube-apiserver's flags for the files [`generate`] wrote into `dir`: its etcd
+/// client certificate is the admin's.
+pub fn api_server_flags(dir: &Path) -> [String; 8] {
     let file = |name: &str| dir.join(name).display().to_string();
     [
+        format!("--etcd-cafile={}", file("ca.crt")),
+        format!("--etcd-certfile={}", file("admin.crt")),
+        format!("--etcd-keyfile={}", file("admin.key")),
         format!("--tls-cert-file={}", file("apiserver.crt")),
         format!("--tls-private-key-file={}", file("apiserver.key")),
         format!("--client-ca-file={}", file("ca.crt")),

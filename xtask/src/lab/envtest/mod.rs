@@ -310,24 +310,33 @@ async fn reuse_or_clean(name: &str, dir: &Path, target: &Target) -> Result<Optio
     Ok(None)
 }
 
+/// etcd over TLS, client and peer, answering only certificates of the lab's CA
+/// ([`labkit::lab::ETCD_KUBECONFIG`]).
 async fn start_etcd(up: &mut Up) -> Result<()> {
     let binary = up.binaries()?.etcd.clone();
-    let (client, peer) = (up.url(0), up.url(1));
-    let cmd = Cmd::new(binary.path.display().to_string()).args([
-        "--name=lab".to_string(),
-        format!("--data-dir={}", up.dir.join("etcd").display()),
-        format!("--listen-client-urls={client}"),
-        format!("--advertise-client-urls={client}"),
-        format!("--listen-peer-urls={peer}"),
-        format!("--initial-advertise-peer-urls={peer}"),
-        format!("--initial-cluster=lab={peer}"),
-        // A lab's data is thrown away: durability costs start-up time for nothing.
-        "--unsafe-no-fsync=true".to_string(),
-    ]);
+    let https = |url: String| url.replacen("http://", "https://", 1);
+    let (client, peer) = (https(up.url(0)), https(up.url(1)));
+    let pki = up.pki()?.clone();
+    let admin = kubeconfig::client_certificate(&pki.admin_cert_pem, &pki.admin_key_pem);
+    let etcd_kubeconfig = up.dir.join(labkit::lab::ETCD_KUBECONFIG);
+    kubeconfig::write(&etcd_kubeconfig, &up.name, &client, &pki.ca_pem, certs::ADMIN_USER, admin)?;
+    let cmd = Cmd::new(binary.path.display().to_string())
+        .args(certs::etcd_flags(&up.dir.join("pki")))
+        .args([
+            "--name=lab".to_string(),
+            format!("--data-dir={}", up.dir.join("etcd").display()),
+            format!("--listen-client-urls={client}"),
+            format!("--advertise-client-urls={client}"),
+            format!("--listen-peer-urls={peer}"),
+            format!("--initial-advertise-peer-urls={peer}"),
+            format!("--initial-cluster=lab={peer}"),
+            // A lab's data is thrown away: durability costs start-up time for nothing.
+            "--unsafe-no-fsync=true".to_string(),
+        ]);
     let ports = [("client", up.ports[0]), ("peer", up.ports[1])];
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, up.ports[0]));
+    let client = labkit::lab::etcd_client(&up.dir).await?;
     let etcd = up.spawn(handle::ETCD, cmd, Some(binary), &ports)?;
-    wait_ready("etcd /health", etcd, true, || probes::etcd_ready(addr)).await
+    wait_ready("etcd /health", etcd, true, || probes::etcd_ready(client.clone())).await
 }
 
 async fn start_api_server(up: &mut Up) -> Result<()> {
@@ -336,7 +345,7 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
     let port = up.ports[2];
     // controller-runtime envtest's flags, plus our own PKI.
     let cmd = Cmd::new(binary.path.display().to_string()).args([
-        format!("--etcd-servers={}", up.url(0)),
+        format!("--etcd-servers={}", up.url(0).replacen("http://", "https://", 1)),
         format!("--cert-dir={}", up.dir.join("pki").display()),
         format!("--secure-port={port}"),
         "--bind-address=127.0.0.1".into(),
