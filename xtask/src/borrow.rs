@@ -9,10 +9,12 @@
 //!
 //! The borrow is in the lab's record before the controller is stopped, and
 //! each process group and object as it is made (its token files in one
-//! folder), so a borrower that is killed outright leaves what the next
-//! command needs: `grade`, `bench`, `lab up`, `lab controller`, `e2e` and
-//! `exp` put a lab left borrowed back first ([`put_back_if_left`]), `lab down`
-//! kills what it left running ([`stop_leftovers`]).
+//! folder), so a borrower that is killed outright leaves what is needed to
+//! put the lab back: its watchdog ([`watchdog`]) does so a second after it
+//! died, and should that be gone too, `grade`, `bench`, `lab up`, `lab
+//! controller`, `e2e` and `exp` put a lab left borrowed back first
+//! ([`put_back_if_left`]), `lab down` kills what it left running
+//! ([`stop_leftovers`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -41,6 +43,22 @@ pub struct Borrow {
     stop_failed: Option<anyhow::Error>,
     /// Held until the lab is put back.
     _lock: labkit::lock::Held,
+    watchdog: std::process::Child,
+}
+
+/// A shell in a process group of its own that waits for this process to end,
+/// then runs `cargo xtask lab controller start`, which puts a lab left
+/// borrowed back: a borrower killed outright (SIGKILL, the OOM killer) leaves
+/// the lab's controller stopped, its program running and its tokens valid for
+/// a second, not until someone runs the next command. Stopped by
+/// [`Borrow::put_back`] when the borrow ends as it should.
+fn watchdog(name: &str, dir: &std::path::Path) -> Result<std::process::Child> {
+    let pid = std::process::id();
+    let script = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; exec cargo xtask lab controller start --name {name}"
+    );
+    let watch = labkit::command::Cmd::argv(["sh", "-c", &script]).dir(labkit::project::root());
+    watch.spawn_to_log(&dir.join("watchdog.log"))
 }
 
 impl Borrow {
@@ -50,6 +68,7 @@ impl Borrow {
         let dir = lab.file().state_dir.clone();
         let name = lab.file().name.clone();
         let lock = labkit::lock::take(&dir, &tr!("lab {name}", name))?;
+        let _ = std::fs::remove_file(dir.join("watchdog.log"));
         let mut record = Record::open(&dir, &name, Some(&lab.file().provider))?;
         if let Some(earlier) = record.borrow.clone() {
             left_behind(&earlier);
@@ -67,10 +86,11 @@ impl Borrow {
             ..Borrowed::default()
         });
         record.save()?;
+        let watchdog = watchdog(&name, &dir)?;
         let record = record.shared();
         lab.record = Some(record.clone());
         let stop_failed = lab.stop_controller().await.err();
-        Ok(Borrow { by, record, stop_failed, _lock: lock })
+        Ok(Borrow { by, record, stop_failed, _lock: lock, watchdog })
     }
 
     /// `Ok` when the controller was stopped: the work may run.
@@ -82,7 +102,7 @@ impl Borrow {
     /// Puts the lab back (see the module's text); each further signal kills
     /// the borrower's process groups at once and says that the lab is still
     /// being put back. Every part is tried; the first failure is returned.
-    pub async fn put_back(self, lab: &mut Lab, signals: Interrupts) -> Result<()> {
+    pub async fn put_back(mut self, lab: &mut Lab, signals: Interrupts) -> Result<()> {
         let dir = lab.file().state_dir.clone();
         // A test's second signal comes here; a failure it asks for is not one of put-back's.
         let _ = labkit::test_hook::at("put_back");
@@ -98,7 +118,11 @@ impl Borrow {
         // The work is over: what it recorded is read once, and the lab forgets the shared copy.
         let record = self.record.lock().await.clone();
         lab.record = None;
-        put_back(lab, record, self.by).await.map(|_| ())
+        let put = put_back(lab, record, self.by).await.map(|_| ());
+        // SAFETY: killpg(2) of the watchdog's own process group; no memory is involved.
+        unsafe { libc::killpg(self.watchdog.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = self.watchdog.wait();
+        put
     }
 }
 
