@@ -23,7 +23,38 @@ use labkit::{
     results::{self, Outcome},
     suite, tr,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Set by the first SIGINT, SIGTERM or SIGHUP ([`catch_signals`]).
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// For the whole run, on a thread of its own: a signal lets the running
+/// experiment finish and the lab be restored (a fault puts back what it
+/// changed, a Role among them), then the suite stops; a second one stops it
+/// at once. Left to their default, a Ctrl-C would kill a fault half-way.
+fn catch_signals() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::thread::spawn(|| {
+            use tokio::signal::unix::{SignalKind, signal};
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            runtime.expect("a tokio runtime").block_on(async {
+                let kinds = [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()];
+                let mut signals: Vec<_> = kinds.map(|k| signal(k).expect("a signal handler")).into();
+                loop {
+                    let waits = signals.iter_mut().map(|s| Box::pin(s.recv()));
+                    futures::future::select_all(waits).await;
+                    if STOPPING.swap(true, Ordering::SeqCst) {
+                        eprintln!("{}", tr!("a second signal: the suite stops now; `cargo xtask lab reset` if the lab is not as it was"));
+                        std::process::exit(130);
+                    }
+                    eprintln!("{}", tr!("a signal: the running experiment finishes and the lab is restored, then the suite stops"));
+                }
+            });
+        });
+    });
+}
 
 /// Everything the suite runs, in its order: experiments, faults, examples.
 pub fn all() -> impl Iterator<Item = &'static suite::Experiment> {
@@ -40,6 +71,10 @@ pub fn find(name: &str) -> Option<&'static suite::Experiment> {
 /// outcome for `cargo xtask e2e`'s summary either way.
 pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
     let name = experiment.name;
+    catch_signals();
+    if STOPPING.load(Ordering::SeqCst) {
+        std::process::exit(130);
+    }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let outcome = runtime.block_on(async {
         let mut lab = match lab::Lab::find().await {
@@ -72,6 +107,10 @@ pub fn run_test(experiment: &suite::Experiment) -> Result<(), String> {
             (result, _) => result,
         };
         append(&measured(name, &result, wall));
+        if STOPPING.load(Ordering::SeqCst) {
+            eprintln!("{}", tr!("{name}: finished, the lab restored; the suite stops", name));
+            std::process::exit(130);
+        }
         match result {
             Ok(measured) => {
                 for warning in &measured.warnings {

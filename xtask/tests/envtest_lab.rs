@@ -473,3 +473,28 @@ async fn the_labs_etcd_answers_only_certificates_of_the_labs_ca() {
     let refused = anonymous.request_text(health()).await;
     assert!(refused.is_err(), "without a client certificate: {refused:?}");
 }
+
+/// Ctrl-C during the e2e suite's RBAC fault, right after it took `create` from
+/// the controller's Role: the fault finishes and puts the Role back, the lab is
+/// restored, and the suite stops (exit 130) — the Role as it was before.
+#[tokio::test]
+#[serial]
+async fn a_signal_during_a_fault_lets_it_put_the_role_back_then_stops_the_suite() {
+    let lab = lab().await;
+    let (namespace, name) = lab.controller_service_account().split_once('/').unwrap();
+    let roles: kube::Api<k8s_openapi::api::rbac::v1::Role> =
+        kube::Api::namespaced(lab.client(), namespace);
+    let before = roles.get(name).await.unwrap().rules;
+    let fault = "create_denied_gives_up_then_heals";
+    let e2e = xtask(&["e2e", "--exp", fault, "--name", &lab.file().name]);
+    let ran = run(&e2e.env(labkit::test_hook::VARIABLE, "e2e:role edited=SIGINT"));
+    let after = roles.get(name).await.unwrap().rules;
+    assert!(!ran.ok, "the suite went on:\n{}", ran.stderr);
+    let said = format!("{fault}: finished, the lab restored; the suite stops");
+    assert!(ran.stderr.contains(&said), "{said:?} in:\n{}", ran.stderr);
+    assert_eq!(after, before, "the Role is not as it was:\n{}", ran.stderr);
+    // lab.json names the controller the restore started.
+    let lab = common::lab().await;
+    assert!(lab.controller_running().await.unwrap(), "the lab's controller is not running");
+    labkit::converge::wait_desired(&lab).await.unwrap();
+}

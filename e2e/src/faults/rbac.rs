@@ -35,7 +35,10 @@ pub async fn create_denied_gives_up_then_heals(lab: &mut Lab) -> anyhow::Result<
     lab.restart_controller(&["--resync", "3s"]).await?;
     wait_desired(lab).await?;
     let original = set_config_map_create(lab, false).await?;
-    let outcome = give_up_then_heal(lab, RESYNC).await;
+    let outcome = match labkit::test_hook::at("e2e:role edited") {
+        Ok(()) => give_up_then_heal(lab, RESYNC).await,
+        Err(e) => Err(e),
+    };
     // Put the Role back whatever happened (the happy path already did).
     edit_rules(lab, |rules| *rules = original).await?;
     outcome
