@@ -98,9 +98,9 @@ pub fn not_ours(object: &Applied, live: &DynamicObject) -> String {
     tr!("{object} is there already and this lab did not make it ({whose})", object, whose)
 }
 
-/// Whether `live` is `record`'s: claimed ([`Record::claims`]), or the ConfigMap the lab's
-/// controller keeps (`how` it was recorded) made anew by it: a heal gives it a new uid and
-/// no owner label, so one carrying an owner's label (a copy's) is not a heal.
+/// Whether `live` is `record`'s: claimed ([`Record::claims`]), or a ConfigMap a controller of
+/// the owner's keeps (`how` it was recorded), made or made anew by it: a heal gives it a new
+/// uid and no owner label, so one carrying an owner's label (a copy's) is not a heal.
 fn ours(record: &Record, object: &Applied, live: &DynamicObject, how: Option<How>) -> bool {
     let labels = live.metadata.labels.as_ref();
     let healed = how == Some(How::ByController)

@@ -77,10 +77,11 @@ pub struct Entry {
 pub enum How {
     /// Created by the kit: its uid, else its owner label.
     Created,
-    /// The ConfigMap the lab's controller keeps (its my-config), made by
-    /// `lab up` before the controller starts: each heal makes it anew with a
-    /// new uid and no owner label, which `down` deletes once the controller
-    /// is gone ([`crate::owned`]).
+    /// A ConfigMap a controller of the owner's keeps: the lab's my-config
+    /// (made by `lab up` before the controller starts, its uid recorded), a
+    /// bench side's (recorded before the side makes it). Each heal makes it
+    /// anew with a new uid and no owner label, which `down` deletes once the
+    /// controller is gone ([`crate::owned`]).
     ByController,
 }
 

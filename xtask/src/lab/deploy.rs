@@ -55,10 +55,14 @@ pub fn apply<C: Deploys>(kubectl: &str, note: &str, kept: Option<Applied>) -> St
                     if let Some(kept) = kept.as_ref().filter(|_| document["kind"] == "Deployment")
                         && up.record()?.find(kept).is_none()
                     {
-                        up.record()?.intend(kept, BY, How::ByController)?;
                         let made = kept_config_map(kept);
                         labkit::owned::apply(&client, up.record()?, BY, FIELD_MANAGER, made)
                             .await?;
+                        // Made by the lab, its uid recorded: from now on the controller heals it.
+                        let record = up.record()?;
+                        let entry = record.entries.iter_mut().filter(|e| e.object == *kept);
+                        entry.for_each(|e| e.how = How::ByController);
+                        record.save()?;
                     }
                     labkit::owned::apply(&client, up.record()?, BY, FIELD_MANAGER, document)
                         .await?;
