@@ -1,9 +1,12 @@
 //! What each attendee's namespace holds besides the namespace itself: the
 //! attendee's ServiceAccount, Role and RoleBinding, a ResourceQuota and a
 //! LimitRange (one attendee cannot fill the cluster for all), and a
-//! NetworkPolicy (no other namespace's pod reaches theirs).
+//! NetworkPolicy (no other namespace's pod reaches theirs, theirs reach
+//! nothing but their own, DNS and the API server).
 
 use serde_json::{Value, json};
+
+use super::policy_sources::Sources;
 
 /// The attendee's ServiceAccount, Role and RoleBinding, in each namespace.
 pub const ATTENDEE: &str = "attendee";
@@ -62,9 +65,9 @@ pub fn rules() -> Vec<Value> {
 }
 
 /// Every object the room makes in `namespace` (after the namespace), in
-/// order. `sources` are the addresses outside the pod network that must
-/// reach the attendee's pods ([`super::network`]).
-pub fn objects(namespace: &str, sources: &[String]) -> Vec<Value> {
+/// order. `sources`: the addresses outside the pod network the attendee's
+/// pods talk with ([`super::policy_sources`]).
+pub fn objects(namespace: &str, sources: &Sources) -> Vec<Value> {
     let meta = |name: &str| json!({"name": name, "namespace": namespace, "labels": {ROOM_LABEL: ATTENDEE}});
     vec![
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(ATTENDEE)}),
@@ -84,14 +87,26 @@ pub fn objects(namespace: &str, sources: &[String]) -> Vec<Value> {
 }
 
 /// Every pod of the namespace takes connections from the namespace's own
-/// pods and from `sources` (the nodes: the kubelet's probes; the API
-/// server: its pod proxy, which the e2e suite reads /metrics through), and
-/// from nothing else. Outgoing traffic is not limited.
-fn network_policy(metadata: Value, sources: &[String]) -> Value {
-    let mut from = vec![json!({"podSelector": {}})];
-    from.extend(sources.iter().map(|ip| json!({"ipBlock": {"cidr": ip}})));
+/// pods, and on its `http` port (the controller's health and metrics) from
+/// the nodes (the kubelet's probes; the API server's pod proxy, which the e2e
+/// suite reads /metrics through); and it connects to the namespace's own
+/// pods, the cluster's DNS and the API server, nothing else: not another
+/// namespace, not a node's kubelet, not the cloud's metadata address.
+fn network_policy(metadata: Value, sources: &Sources) -> Value {
+    let block = |cidrs: &[String]| {
+        cidrs.iter().map(|ip| json!({"ipBlock": {"cidr": ip}})).collect::<Vec<_>>()
+    };
+    let own = json!({"podSelector": {}});
+    let dns = json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}});
+    let api_ports: Vec<Value> =
+        sources.api_ports.iter().map(|p| json!({"protocol": "TCP", "port": p})).collect();
+    let dns_ports = json!([{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]);
     json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata,
-        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": from}]}})
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [own]}, {"from": block(&sources.nodes), "ports": [{"protocol": "TCP", "port": "http"}]}],
+            "egress": [{"to": [own]}, {"to": [dns], "ports": dns_ports},
+                {"to": block(&sources.api_servers), "ports": api_ports}]}})
 }
 
 #[cfg(test)]
@@ -117,7 +132,12 @@ mod tests {
 
     #[test]
     fn the_namespace_gets_a_quota_limits_and_a_policy_open_to_its_own_pods_and_the_sources() {
-        let objects = objects("attendee-01", &["172.18.0.2/32".into()]);
+        let sources = Sources {
+            nodes: vec!["172.18.0.2/32".into()],
+            api_servers: vec!["172.18.0.2/32".into()],
+            api_ports: [6443].into(),
+        };
+        let objects = objects("attendee-01", &sources);
         let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(
             kinds,
@@ -132,9 +152,11 @@ mod tests {
         );
         assert_eq!(objects[3]["spec"]["hard"]["count/configmaps"], "100");
         assert_eq!(objects[4]["spec"]["limits"][0]["default"]["memory"], "128Mi");
-        let from = &objects[5]["spec"]["ingress"][0]["from"];
-        assert_eq!(from[0], json!({"podSelector": {}}));
-        assert_eq!(from[1]["ipBlock"]["cidr"], "172.18.0.2/32");
+        let spec = &objects[5]["spec"];
+        assert_eq!(spec["ingress"][0]["from"][0], json!({"podSelector": {}}));
+        assert_eq!(spec["ingress"][1]["from"][0]["ipBlock"]["cidr"], "172.18.0.2/32");
+        assert_eq!(spec["ingress"][1]["ports"], json!([{"protocol": "TCP", "port": "http"}]));
+        assert_eq!(spec["egress"][2]["ports"], json!([{"protocol": "TCP", "port": 6443}]));
         assert!(objects.iter().all(|o| o["metadata"]["namespace"] == "attendee-01"));
     }
 }

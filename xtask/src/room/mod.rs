@@ -10,6 +10,8 @@
 
 mod attendee;
 mod attendee_kubeconfig;
+mod emptied;
+mod fairness;
 mod guard;
 mod isolation;
 mod policy_sources;
@@ -182,6 +184,9 @@ async fn up(
     labkit::files::create_dir(&dir)?;
     let mut record = Record::open(&dir, &format!("room-{}", room.name), None)?;
     let mut file = RoomFile { name: room.name.clone(), context, ..RoomFile::default() };
+    // Written first: `room down` finds the room (and its record) from here on, whatever ends this.
+    labkit::files::write_private(&dir.join("room.json"), serde_json::to_string_pretty(&file)?)?;
+    let mut signals = crate::interrupt::Interrupts::catch(&dir.join("hangup.log"))?;
     let making = Making { client: &client, config: &config, token, sources: &sources, dir: &dir };
     // Each object is in the room's record before it is made ([`labkit::owned::apply`]), so a
     // failure or a kill leaves a record of what to delete.
@@ -193,16 +198,27 @@ async fn up(
         for document in guard::objects(&room.name, token.0) {
             labkit::owned::apply(&client, &mut record, BY, FIELD_MANAGER, document).await?;
         }
+        labkit::test_hook::at("room up:policy")?;
+        labkit::progress!(
+            "$ kubectl apply --server-side -f -    # PriorityLevelConfiguration and FlowSchema {policy}, done with kube-rs"
+        );
+        for document in fairness::objects(&room.name, &namespaces) {
+            labkit::owned::apply(&client, &mut record, BY, FIELD_MANAGER, document).await?;
+        }
         for namespace in &namespaces {
             making.attendee(namespace, &mut file, &mut record).await?;
         }
         let first = crate::lab::kubeconfig::client(&file.kubeconfigs[0]).await?;
         guard::enforced(&first, &namespaces[0], &room.name).await?;
         isolation::check(&client, &namespaces).await
-    }
-    .await;
+    };
+    let made = tokio::select! {
+        made = made => made,
+        () = signals.first("room up") => Err(anyhow::anyhow!(tr!("interrupted"))),
+    };
     if let Err(error) = made {
         eprintln!("{}", tr!("room up failed: deleting what it created"));
+        emptied::namespaces(&client, &record).await?;
         delete_recorded(&client, &mut record).await?;
         let _ = std::fs::remove_dir_all(&dir);
         return Err(error);
@@ -257,7 +273,7 @@ struct Making<'a> {
     config: &'a Kubeconfig,
     token: TokenSeconds,
     /// Where the attendees' pods must be reachable from ([`network`]).
-    sources: &'a [String],
+    sources: &'a policy_sources::Sources,
     dir: &'a Path,
 }
 
@@ -327,6 +343,7 @@ async fn down(room: &RoomOptions) -> Result<ExitCode> {
         ));
     }
     if let Some(mut record) = Record::load(&dir)? {
+        emptied::namespaces(&client, &record).await?;
         delete_recorded(&client, &mut record).await?;
     }
     labkit::files::remove_dir(&dir)?;
