@@ -63,6 +63,21 @@ use labkit::{
     tr,
 };
 
+/// Deletes `name` only if it is the object a fault made, `uid` (none when it
+/// made none): the uid is the delete's precondition, so one someone else made
+/// under the name is left; gone already is fine.
+async fn delete_made<K>(api: &Api<K>, name: &str, uid: Option<String>) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let Some(uid) = uid else { return Ok(()) };
+    let precondition = kube::api::Preconditions { uid: Some(uid), resource_version: None };
+    match api.delete(name, &DeleteParams::default().preconditions(precondition)).await {
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        done => done.map(drop).map_err(Into::into),
+    }
+}
+
 /// Why the faults that restart kube-apiserver leave a cluster the kit did not make alone.
 const RESTARTS_API_SERVER: &str = "it restarts kube-apiserver, which is not the kit's to restart";
 

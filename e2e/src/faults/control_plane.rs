@@ -10,7 +10,7 @@ use controller::{
     runner::{LOG_RELISTED, LOG_UNREACHABLE, LOG_WATCH_FAILED},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, Patch, PostParams};
+use kube::api::{Patch, PostParams};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -195,18 +195,15 @@ pub(crate) async fn compact_while_down(lab: &mut Lab) -> anyhow::Result<(u64, u6
 async fn churn(lab: &Lab, writes: usize) -> anyhow::Result<()> {
     const NAME: &str = "e2e-churn";
     let api = lab.config_maps();
-    if api.get_opt(NAME).await?.is_some() {
-        api.delete(NAME, &DeleteParams::default()).await?;
-    }
     let mut scratch = ConfigMap::default();
     scratch.metadata.name = Some(NAME.into());
-    api.create(&PostParams::default(), &scratch).await?;
+    // A create: one of the name that is someone else's stops the fault, and is left.
+    let made = api.create(&PostParams::default(), &scratch).await?.metadata.uid;
     for i in 0..writes {
         let change = json!({"data": {"n": i.to_string()}});
         api.patch(NAME, &someone(), &Patch::Merge(&change)).await?;
     }
-    api.delete(NAME, &DeleteParams::default()).await?;
-    Ok(())
+    super::delete_made(&api, NAME, made).await
 }
 
 /// How long the controller is watched staying not-ready while the API server is down.

@@ -11,10 +11,7 @@ use controller::{
     reconcile::{LOG_OWNED, REASON_CONTENDED},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{
-    Api,
-    api::{DeleteParams, Patch, PostParams},
-};
+use kube::api::{Patch, PostParams};
 use serde_json::json;
 
 use super::{lines_with, ms, secs, someone, then_restore};
@@ -53,17 +50,21 @@ const LEFT_ALONE_FOR: Duration = Duration::from_secs(3);
 /// other data → not updated, reported (Warning Event `Contended`, the metric
 /// `contended`); the ownerReference removed → corrected.
 pub async fn owned_elsewhere_left_alone(lab: &mut Lab) -> anyhow::Result<Measured> {
-    let result = owned_elsewhere(lab).await;
-    let owners: Api<ConfigMap> = lab.config_maps();
-    let _ = owners.delete(OWNER, &DeleteParams::default()).await;
-    then_restore(lab, result).await
+    let mut owner_uid = None;
+    let result = owned_elsewhere(lab, &mut owner_uid).await;
+    let deleted = super::delete_made(&lab.config_maps(), OWNER, owner_uid).await;
+    then_restore(lab, result.and_then(|measured| deleted.map(|()| measured))).await
 }
 
 /// The owner: a ConfigMap beside my-config, so that on kind the garbage
 /// collector finds it alive and leaves my-config be.
 const OWNER: &str = "e2e-owner";
 
-async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
+/// `owner_uid`: the owner's uid once it is made, for the caller to delete it by.
+async fn owned_elsewhere(
+    lab: &mut Lab,
+    owner_uid: &mut Option<String>,
+) -> anyhow::Result<Measured> {
     wait_desired(lab).await?;
     let mark = lab.log_mark()?;
     let api = lab.config_maps();
@@ -74,6 +75,7 @@ async fn owned_elsewhere(lab: &mut Lab) -> anyhow::Result<Measured> {
     };
     let owner = api.create(&PostParams::default(), &owner).await?;
     let uid = owner.metadata.uid.with_context(|| tr!("a created object has a uid"))?;
+    *owner_uid = Some(uid.clone());
     let before = lab.metrics().await?.get(RECONCILES, &[("result", "contended")]);
     let theirs = json!({
         "metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": OWNER,
