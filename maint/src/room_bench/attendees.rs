@@ -163,6 +163,59 @@ pub async fn heal_in_turn(labs: &[String], rounds: usize) -> Result<Vec<Duration
     Ok(samples)
 }
 
+/// How many LISTs attendee 01 keeps in flight in its storm.
+const STORM: usize = 32;
+
+/// `rounds` self-heals in lab `name` and as many LISTs of the room's namespaces
+/// by the instructor (`admin`), both timed — while attendee 01 (as its own
+/// token) keeps [`STORM`] LISTs of its ConfigMaps in flight when `storm`.
+/// Returns the heals, the instructor's LISTs and how many LISTs the storm made.
+pub async fn heal_beside_a_storm(
+    name: &str,
+    admin: &kube::Client,
+    rounds: usize,
+    storm: bool,
+) -> Result<(Vec<Duration>, Vec<Duration>, usize)> {
+    let kubeconfig = xtask::room::room_dir(ROOM).join(format!("{PREFIX}-01.kubeconfig"));
+    let stormer = xtask::lab::kubeconfig::client(&kubeconfig).await?;
+    let lists = std::sync::atomic::AtomicUsize::new(0);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let storms = (0..if storm { STORM } else { 0 }).map(|_| {
+        let (api, mut stopped) = (
+            kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+                stormer.clone(),
+                &format!("{PREFIX}-01"),
+            ),
+            stopped.clone(),
+        );
+        let lists = &lists;
+        async move {
+            while !*stopped.borrow_and_update() {
+                // A refusal of the room's priority level (429) is part of the storm too.
+                let _ = api.list(&Default::default()).await;
+                lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    let measured = async {
+        let (lab, mut heals) = warmed(name).await?;
+        let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone());
+        let room = kube::api::ListParams::default().labels(&format!("lab-kit.dev/room={ROOM}"));
+        let (mut healed, mut listed) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+        for _ in 0..rounds {
+            healed.push(heals.once(&lab, Disturbance::Delete).await?);
+            let started = Instant::now();
+            namespaces.list(&room).await?;
+            listed.push(started.elapsed());
+        }
+        let _ = stop.send(true);
+        anyhow::Ok((healed, listed))
+    };
+    let (measured, _) = tokio::join!(measured, futures::future::join_all(storms));
+    let (healed, listed) = measured?;
+    Ok((healed, listed, lists.into_inner()))
+}
+
 async fn warmed(name: &str) -> Result<(Lab, Rounds)> {
     let lab = Lab::find_named(name).await?;
     let mut heals = Rounds::new(&lab).await?;

@@ -26,6 +26,7 @@ pub struct Report {
     /// With all running, every namespace's heal at the same moment.
     pub heal_lockstep: Vec<Duration>,
     pub heal_alone: Vec<Duration>,
+    pub storm: Storm,
     pub api_server: ApiFigures,
     pub controllers_idle: ControllersMemory,
     pub controllers_busy: ControllersMemory,
@@ -36,6 +37,15 @@ pub struct Report {
     /// The cluster's objects after, the same as before.
     pub objects: usize,
     pub failures: Vec<String>,
+}
+
+/// Attendee 02's self-heals and the instructor's LISTs of the room's namespaces, in a
+/// quiet room and while attendee 01 storms its namespace with LISTs (how many it made).
+#[derive(Default, Serialize)]
+pub struct Storm {
+    pub quiet: (Vec<Duration>, Vec<Duration>),
+    pub stormed: (Vec<Duration>, Vec<Duration>),
+    pub lists: usize,
 }
 
 /// The issue's goals for a room of thirty (docs/room-bench.md).
@@ -157,8 +167,27 @@ impl Report {
         format!(
             "| self-heal, one alone | {alone} | |\n\
              | self-heal, all {n} running, one namespace at a time | {all} | p99 within {HEAL_P99_RATIO}× one alone's: {all_ratio} |\n\
-             | self-heal, all {n} running, every namespace at the same moment | {lockstep} | (the worst case; the same ratio: {lockstep_ratio}) |\n"
+             | self-heal, all {n} running, every namespace at the same moment | {lockstep} | (the worst case; the same ratio: {lockstep_ratio}) |\n{}",
+            self.storm_rows()
         )
+    }
+
+    /// Attendee 02's self-heal and the instructor's LIST, with attendee 01's storm and without.
+    fn storm_rows(&self) -> String {
+        let row = |what: &str, quiet: &[Duration], stormed: &[Duration]| {
+            let (q99, s99) = (ms(quiet, 99.0), ms(stormed, 99.0));
+            let ratio = s99 / q99;
+            format!(
+                "| {what}, attendee 01 storming ({} LISTs) | p50 {:.1} ms, p99 {s99:.1} ms; quiet p99 {q99:.1} ms ({} rounds) | p99 within {HEAL_P99_RATIO}× the quiet room's: {ratio:.2}× {} |\n",
+                self.storm.lists,
+                ms(stormed, 50.0),
+                stormed.len(),
+                goal(ratio <= HEAL_P99_RATIO)
+            )
+        };
+        let (quiet, stormed) = (&self.storm.quiet, &self.storm.stormed);
+        row("self-heal in attendee-02", &quiet.0, &stormed.0)
+            + &row("the instructor's LIST of the room's namespaces", &quiet.1, &stormed.1)
     }
 
     /// Per attendee a row, per phase a bar: up → experiments → graded → down; drawn

@@ -189,6 +189,14 @@ async fn morning(
     report.heal_all = attendees::heal_in_turn(labs, args.rounds).await?;
     phase(format!("self-heal, the same in lockstep: {n} deletes at once"))?;
     report.heal_lockstep = attendees::heal_at_once(labs, args.rounds).await?;
+    phase(format!("self-heal in {}, quiet, then with attendee 01's list storm", labs[1]))?;
+    let quiet = attendees::heal_beside_a_storm(&labs[1], admin, args.rounds * 5, false).await?;
+    let stormed = attendees::heal_beside_a_storm(&labs[1], admin, args.rounds * 5, true).await?;
+    report.storm = figures::Storm {
+        quiet: (quiet.0, quiet.1),
+        stormed: (stormed.0, stormed.1),
+        lists: stormed.2,
+    };
     report.controllers_busy = cluster_metrics::controllers_memory(admin, PREFIX).await?;
     phase(format!("the instructor grades {n} programs, {} at once", args.graders))?;
     let graded = attendees::grade(cluster, args.graders as usize, n, timeline)?;
