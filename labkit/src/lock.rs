@@ -31,8 +31,8 @@ fn typed() -> String {
     let mut args = std::env::args();
     let program = args.next().map(PathBuf::from);
     let stem = program.as_deref().and_then(Path::file_stem).unwrap_or_default();
-    let rest: Vec<String> = args.collect();
-    format!("cargo {} {}", stem.to_string_lossy(), rest.join(" "))
+    let words = ["cargo".into(), stem.to_string_lossy().into_owned()].into_iter().chain(args);
+    words.collect::<Vec<_>>().join(" ")
 }
 
 /// Takes the lock of the lab or room whose state is in `dir` (called `what` to a

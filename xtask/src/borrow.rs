@@ -71,7 +71,7 @@ impl Borrow {
         let _ = std::fs::remove_file(dir.join("watchdog.log"));
         let mut record = Record::open(&dir, &name, Some(&lab.file().provider))?;
         if let Some(earlier) = record.borrow.clone() {
-            left_behind(&earlier);
+            left_behind(&earlier)?;
             record = put_back(lab, record, earlier.by.as_str()).await?;
         }
         let since = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs());
@@ -126,16 +126,24 @@ impl Borrow {
     }
 }
 
-/// Says that a borrower which ended left the lab borrowed: one that runs holds the
-/// lab's lock ([`labkit::lock`]), which whoever asks holds now.
-fn left_behind(earlier: &Borrowed) {
+/// Says that a borrower which ended left the lab borrowed. One that runs holds the
+/// lab's lock ([`labkit::lock`]), which every caller holds now; a borrower that still
+/// runs is refused all the same, should a caller ever not.
+fn left_behind(earlier: &Borrowed) -> Result<()> {
     let (by, pid) = (format!("cargo {} {}", earlier.program, earlier.by), earlier.pid);
+    let alive =
+        labkit::process::is_alive(pid) && labkit::process::belongs_to(pid, &earlier.program);
+    anyhow::ensure!(
+        !alive || pid == std::process::id(),
+        tr!("lab is in use by `{by}` (pid {pid})", by, pid)
+    );
     let said = tr!(
         "the lab was left borrowed by `{by}` (pid {pid}, no longer running): putting it back first",
         by,
         pid
     );
     eprintln!("{said}");
+    Ok(())
 }
 
 /// Kills the process groups a borrow recorded and removes its token files:
@@ -161,7 +169,7 @@ pub fn stop_leftovers(record: &Record) {
 pub async fn put_back_if_left(name: &str) -> Result<()> {
     let Some(mut record) = Record::load(&labkit::project::lab_dir(name))? else { return Ok(()) };
     let Some(earlier) = record.borrow.clone() else { return Ok(()) };
-    left_behind(&earlier);
+    left_behind(&earlier)?;
     match Lab::find_named(name).await {
         Ok(mut lab) => put_back(&mut lab, record, &earlier.by).await.map(|_| ()),
         // No lab.json (an `up` that did not finish): nothing runs to start again.

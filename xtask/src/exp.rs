@@ -136,7 +136,8 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 /// fails; with `--by-hand`, only its by-hand commands for that lab, one per line and nothing
 /// else (a lab test runs each of them).
 pub async fn run(lab_name: &str, exp: Option<&str>, by_hand: bool, lang: Lang) -> Result<ExitCode> {
-    if !by_hand {
+    // Only a run holds the lab's lock ([`crate::changes`]): the list and `--by-hand` touch nothing.
+    if exp.is_some() && !by_hand {
         crate::borrow::put_back_if_left(lab_name).await?;
     }
     match exp {

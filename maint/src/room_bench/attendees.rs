@@ -198,22 +198,34 @@ pub async fn heal_beside_a_storm(
         }
     });
     let measured = async {
-        let (lab, mut heals) = warmed(name).await?;
-        let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone());
-        let room = kube::api::ListParams::default().labels(&format!("lab-kit.dev/room={ROOM}"));
-        let (mut healed, mut listed) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
-        for _ in 0..rounds {
-            healed.push(heals.once(&lab, Disturbance::Delete).await?);
-            let started = Instant::now();
-            namespaces.list(&room).await?;
-            listed.push(started.elapsed());
-        }
+        let measured = heal_and_list(name, admin, rounds).await;
+        // Whatever happened: the storm ends with the measure.
         let _ = stop.send(true);
-        anyhow::Ok((healed, listed))
+        measured
     };
     let (measured, _) = tokio::join!(measured, futures::future::join_all(storms));
     let (healed, listed) = measured?;
     Ok((healed, listed, lists.into_inner()))
+}
+
+/// `rounds` self-heals in lab `name`, each followed by a timed LIST of the room's
+/// namespaces by the instructor (`admin`).
+async fn heal_and_list(
+    name: &str,
+    admin: &kube::Client,
+    rounds: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let (lab, mut heals) = warmed(name).await?;
+    let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone());
+    let room = kube::api::ListParams::default().labels(&format!("lab-kit.dev/room={ROOM}"));
+    let (mut healed, mut listed) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for _ in 0..rounds {
+        healed.push(heals.once(&lab, Disturbance::Delete).await?);
+        let started = Instant::now();
+        namespaces.list(&room).await?;
+        listed.push(started.elapsed());
+    }
+    Ok((healed, listed))
 }
 
 async fn warmed(name: &str) -> Result<(Lab, Rounds)> {

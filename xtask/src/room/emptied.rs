@@ -46,8 +46,8 @@ pub async fn namespaces(client: &kube::Client, record: &Record) -> Result<()> {
 /// when the namespace controller says they hold it.
 async fn gone(client: &kube::Client, api: &Api<Namespace>, name: &str, uid: &str) -> Result<()> {
     let what = tr!("namespace {name} to be gone", name);
-    // Said once; taken off again on every look while the controller still reports some.
-    let said = std::sync::atomic::AtomicBool::new(false);
+    // Said once; taken off again every 10 s at most while the controller still reports some.
+    let last = std::sync::Mutex::new(None::<std::time::Instant>);
     eventually(&what, super::DELETE_WITHIN, || async {
         let Some(namespace) = api.get_opt(name).await? else { return Ok(Check::Done(())) };
         if namespace.metadata.uid.as_deref() != Some(uid) {
@@ -57,15 +57,23 @@ async fn gone(client: &kube::Client, api: &Api<Namespace>, name: &str, uid: &str
         let held = conditions
             .iter()
             .find(|c| c.type_ == "NamespaceFinalizersRemaining" && c.status == "True");
-        if let Some(held) = held {
-            let message = held.message.clone().unwrap_or_default();
-            if !said.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let due = {
+            let mut last = last.lock().expect("not poisoned");
+            let due = held.is_some() && last.is_none_or(|at| at.elapsed().as_secs() >= 10);
+            if due && last.is_none() {
+                let message = held.and_then(|h| h.message.clone()).unwrap_or_default();
                 labkit::progress!(tr!(
                     "  {name}: {message}: taking the finalizers off",
                     name,
                     message
                 ));
             }
+            if due {
+                *last = Some(std::time::Instant::now());
+            }
+            due
+        };
+        if due {
             take_finalizers_off(client, name).await?;
         }
         Ok(Check::NotYet(

@@ -74,7 +74,8 @@ pub fn objects(room: &str, seconds: i64) -> Vec<Value> {
                 "namespaceSelector": {"matchLabels": {ROOM_LABEL: room}},
                 "resourceRules": [
                     rule("rbac.authorization.k8s.io", &["roles", "rolebindings"], &["CREATE", "UPDATE"]),
-                    rule("", &["serviceaccounts/token", "pods"], &["CREATE"]),
+                    rule("", &["serviceaccounts/token"], &["CREATE"]),
+                    rule("", &["pods"], &["CREATE", "UPDATE"]),
                     rule("", &["configmaps", "secrets", "events", "serviceaccounts"], &["CREATE", "UPDATE"]),
                     rule("events.k8s.io", &["events"], &["CREATE", "UPDATE"]),
                     rule("apps", &["deployments"], &["CREATE", "UPDATE"]),

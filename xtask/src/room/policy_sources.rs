@@ -39,7 +39,7 @@ pub async fn sources(client: &kube::Client) -> Result<Sources> {
         api_ports.extend(slice.ports.into_iter().flatten().filter_map(|p| p.port));
     }
     ensure!(
-        !addresses.is_empty() && !api_ports.is_empty(),
+        !addresses.is_empty() && !api_servers.is_empty() && !api_ports.is_empty(),
         tr!(
             "the cluster lists no node address or API server port: no NetworkPolicy can admit the kubelet"
         )
