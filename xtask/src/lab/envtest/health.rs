@@ -20,6 +20,7 @@ pub async fn health(lab: &LabFile) -> Health {
         });
     }
     let checks = [
+        ("etcd", etcd_health(lab).await),
         ("kube-apiserver", api_server_health(lab).await),
         ("controller", token_validity(lab).and(controller_health(lab).await)),
     ];
@@ -34,6 +35,17 @@ pub async fn health(lab: &LabFile) -> Health {
         }
     }
     Health { lines, healthy }
+}
+
+/// etcd's `/health` over TLS with the lab's certificate: a lab made before etcd
+/// answered only those (no `etcd.kubeconfig`) is not healthy, and `lab up` starts it anew.
+async fn etcd_health(lab: &LabFile) -> Result<String> {
+    let etcd = labkit::lab::etcd_client(&lab.state_dir).await?;
+    match probes::etcd_ready(etcd).await? {
+        Check::Done(()) => Ok(tr!("etcd            /health ok, TLS with the lab's certificates")),
+        Check::NotYet(seen) => Err(anyhow!(seen)),
+        Check::Stop(error) => Err(error),
+    }
 }
 
 async fn api_server_health(lab: &LabFile) -> Result<String> {
