@@ -26,6 +26,8 @@ pub struct Cmd {
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
     dir: Option<PathBuf>,
+    /// SIGINT, SIGTERM and SIGHUP ignored by it ([`Cmd::deaf`]).
+    deaf: bool,
 }
 
 impl Cmd {
@@ -55,6 +57,14 @@ impl Cmd {
         S: AsRef<str>,
     {
         self.args.extend(args.into_iter().map(|a| a.as_ref().to_string()));
+        self
+    }
+
+    /// Ignores SIGINT, SIGTERM and SIGHUP, and so do its children unless they
+    /// catch them: `cargo test` stays to wait for the e2e suite, which catches
+    /// a Ctrl-C itself and puts the lab back before it exits.
+    pub fn deaf(mut self) -> Cmd {
+        self.deaf = true;
         self
     }
 
@@ -107,11 +117,16 @@ impl Cmd {
         // As typed in a terminal: a SIGINT or SIGQUIT that whatever started the kit ignores (a
         // shell's background job does) is not handed on, or a Ctrl-C the grader sends to the
         // program it grades would find it deaf.
+        let handling = if self.deaf { libc::SIG_IGN } else { libc::SIG_DFL };
         // SAFETY: signal(2) is async-signal-safe, as a pre_exec hook must be.
         unsafe {
-            command.pre_exec(|| {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
+            command.pre_exec(move || {
+                libc::signal(libc::SIGINT, handling);
                 libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                if handling == libc::SIG_IGN {
+                    libc::signal(libc::SIGTERM, handling);
+                    libc::signal(libc::SIGHUP, handling);
+                }
                 Ok(())
             });
         }

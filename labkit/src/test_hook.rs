@@ -4,7 +4,8 @@
 //!
 //! `LAB_KIT_TEST_AT=PHASE=ACTION[,PHASE=ACTION…]`, where ACTION is
 //! `SIGINT`, `SIGTERM`, `SIGHUP`, `SIGKILL` or `SIGSTOP` (sent to this process
-//! when the phase is reached; a stopped one goes on at the test's `SIGCONT`) or
+//! when the phase is reached; a stopped one goes on at the test's `SIGCONT`),
+//! `SIGINT-group` (to its whole process group, as a terminal's Ctrl-C) or
 //! `fail` (the phase fails). Unset — every real run —
 //! each [`at`] is one environment lookup.
 
@@ -18,6 +19,12 @@ pub fn at(phase: &str) -> Result<()> {
     let Ok(plan) = std::env::var(VARIABLE) else { return Ok(()) };
     for (name, action) in plan.split(',').filter_map(|p| p.split_once('=')) {
         if name != phase {
+            continue;
+        }
+        if action == "SIGINT-group" {
+            eprintln!("{VARIABLE}: {action} at {phase}");
+            // SAFETY: killpg(2) to this process's own group; no memory is involved.
+            unsafe { libc::killpg(libc::getpgrp(), libc::SIGINT) };
             continue;
         }
         let signal = match action {

@@ -37,7 +37,10 @@ pub fn run(name: &str, only: Option<&str>, format: Format) -> Result<ExitCode> {
         listed(&[&args[..], &["--list"], filter.as_ref().map_or(&[][..], |f| &f[..])].concat())?;
     args.extend(filter.iter().flatten());
     let started = Instant::now();
+    // Deaf to a Ctrl-C, as xtask is while it waits: the suite finishes the running
+    // experiment and puts the lab back, and the lab's lock is held until it has.
     let passed = cargo::cargo(&args)
+        .deaf()
         .env("LAB_NAME", name)
         .env(results::RESULTS_ENV, results.display().to_string())
         .env(labkit::say::LANG_ENV, crate::locale::Lang::chosen().file_stem())

@@ -114,9 +114,14 @@ pub async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Lab(command) => lab::run(command).await,
         Command::Room(command) => room::run(command).await,
-        Command::E2e { exp, lab, output } => borrow::put_back_if_left(&lab.name)
-            .await
-            .and_then(|()| e2e::run(&lab.name, exp.as_deref(), output.output)),
+        Command::E2e { exp, lab, output } => {
+            // Caught, not acted on: the suite stops itself ([`e2e::run`]).
+            let hangup = labkit::project::lab_dir(&lab.name).join("hangup.log");
+            let _signals = interrupt::Interrupts::catch(&hangup);
+            borrow::put_back_if_left(&lab.name)
+                .await
+                .and_then(|()| e2e::run(&lab.name, exp.as_deref(), output.output))
+        }
         Command::Exp { experiment, lab, by_hand } => {
             exp::run(&lab.name, experiment.as_deref(), by_hand, lang).await
         }

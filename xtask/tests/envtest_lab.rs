@@ -475,8 +475,9 @@ async fn the_labs_etcd_answers_only_certificates_of_the_labs_ca() {
 }
 
 /// Ctrl-C during the e2e suite's RBAC fault, right after it took `create` from
-/// the controller's Role: the fault finishes and puts the Role back, the lab is
-/// restored, and the suite stops (exit 130) — the Role as it was before.
+/// the controller's Role, to the whole process group as a terminal sends it:
+/// the fault finishes and puts the Role back, the lab is restored, and the
+/// suite stops (exit 130); `cargo xtask e2e` ends only then, the Role as before.
 #[tokio::test]
 #[serial]
 async fn a_signal_during_a_fault_lets_it_put_the_role_back_then_stops_the_suite() {
@@ -487,12 +488,17 @@ async fn a_signal_during_a_fault_lets_it_put_the_role_back_then_stops_the_suite(
     let before = roles.get(name).await.unwrap().rules;
     let fault = "create_denied_gives_up_then_heals";
     let e2e = xtask(&["e2e", "--exp", fault, "--name", &lab.file().name]);
-    let ran = run(&e2e.env(labkit::test_hook::VARIABLE, "e2e:role edited=SIGINT"));
+    let e2e = e2e.env(labkit::test_hook::VARIABLE, "e2e:role edited=SIGINT-group");
+    let log = labkit::project::target_dir().join("e2e-interrupted.log");
+    let _ = std::fs::remove_file(&log);
+    // In a process group of its own, as a terminal's foreground job is.
+    let ok = e2e.spawn_to_log(&log).unwrap().wait().unwrap().success();
     let after = roles.get(name).await.unwrap().rules;
-    assert!(!ran.ok, "the suite went on:\n{}", ran.stderr);
+    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!ok, "the suite went on:\n{printed}");
     let said = format!("{fault}: finished, the lab restored; the suite stops");
-    assert!(ran.stderr.contains(&said), "{said:?} in:\n{}", ran.stderr);
-    assert_eq!(after, before, "the Role is not as it was:\n{}", ran.stderr);
+    assert!(printed.contains(&said), "{said:?} in:\n{printed}");
+    assert_eq!(after, before, "the Role is not as it was when e2e ended:\n{printed}");
     // lab.json names the controller the restore started.
     let lab = common::lab().await;
     assert!(lab.controller_running().await.unwrap(), "the lab's controller is not running");
