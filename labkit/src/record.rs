@@ -209,6 +209,14 @@ impl Record {
         self.save()
     }
 
+    /// `object`, made and recorded with its uid, is from now on kept by the
+    /// owner's controller, which heals it ([`How::ByController`]).
+    pub fn kept_by_controller(&mut self, object: &Applied) -> Result<()> {
+        let entry = self.entries.iter_mut().find(|e| e.object == *object);
+        entry.into_iter().for_each(|e| e.how = How::ByController);
+        self.save()
+    }
+
     /// `object` is gone: no longer this owner's to delete.
     pub fn forget(&mut self, object: &Applied) -> Result<()> {
         self.entries.retain(|e| e.object != *object);

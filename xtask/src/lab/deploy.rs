@@ -19,7 +19,7 @@ use crate::plan::Step;
 pub use labkit::deployment::{DeploymentHost, NAME as DEPLOYMENT, NAMESPACE};
 use labkit::lab_file::{Applied, Controller, LabFile};
 use labkit::project::shown;
-use labkit::record::{How, Record};
+use labkit::record::Record;
 use labkit::tr;
 
 /// What `lab up` makes is recorded as made by it.
@@ -58,11 +58,7 @@ pub fn apply<C: Deploys>(kubectl: &str, note: &str, kept: Option<Applied>) -> St
                         let made = kept_config_map(kept);
                         labkit::owned::apply(&client, up.record()?, BY, FIELD_MANAGER, made)
                             .await?;
-                        // Made by the lab, its uid recorded: from now on the controller heals it.
-                        let record = up.record()?;
-                        let entry = record.entries.iter_mut().filter(|e| e.object == *kept);
-                        entry.for_each(|e| e.how = How::ByController);
-                        record.save()?;
+                        up.record()?.kept_by_controller(kept)?;
                     }
                     labkit::owned::apply(&client, up.record()?, BY, FIELD_MANAGER, document)
                         .await?;

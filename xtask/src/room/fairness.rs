@@ -7,16 +7,14 @@
 
 use serde_json::{Value, json};
 
-/// Both objects' name: `lab-kit-room-<room>`, as the policy's.
-pub use super::guard::name;
-
 /// Before `workload-low`'s `service-accounts` (9000) and the cluster's own
 /// schemas for ServiceAccounts of kube-system (below 1000 are the system's).
 const PRECEDENCE: u32 = 1000;
 
 /// The priority level and the flow schema for room `room`'s `namespaces`.
 pub fn objects(room: &str, namespaces: &[String]) -> Vec<Value> {
-    let name = name(room);
+    // Both objects' name: `lab-kit-room-<room>`, as the policy's.
+    let name = super::guard::name(room);
     let subjects: Vec<Value> = namespaces
         .iter()
         .map(|namespace| json!({"kind": "ServiceAccount", "serviceAccount": {"namespace": namespace, "name": "*"}}))

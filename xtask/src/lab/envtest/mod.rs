@@ -89,8 +89,9 @@ impl Up {
         self.pki.as_ref().with_context(|| tr!("no PKI yet"))
     }
 
+    /// etcd's URL on port `port` (TLS: [`start_etcd`]).
     fn url(&self, port: usize) -> String {
-        format!("http://127.0.0.1:{}", self.ports[port])
+        format!("https://127.0.0.1:{}", self.ports[port])
     }
 
     /// Starts `cmd` as `role`, in its own process group, its output in its log;
@@ -314,8 +315,7 @@ async fn reuse_or_clean(name: &str, dir: &Path, target: &Target) -> Result<Optio
 /// ([`labkit::lab::ETCD_KUBECONFIG`]).
 async fn start_etcd(up: &mut Up) -> Result<()> {
     let binary = up.binaries()?.etcd.clone();
-    let https = |url: String| url.replacen("http://", "https://", 1);
-    let (client, peer) = (https(up.url(0)), https(up.url(1)));
+    let (client, peer) = (up.url(0), up.url(1));
     let pki = up.pki()?.clone();
     let admin = kubeconfig::client_certificate(&pki.admin_cert_pem, &pki.admin_key_pem);
     let etcd_kubeconfig = up.dir.join(labkit::lab::ETCD_KUBECONFIG);
@@ -345,7 +345,7 @@ async fn start_api_server(up: &mut Up) -> Result<()> {
     let port = up.ports[2];
     // controller-runtime envtest's flags, plus our own PKI.
     let cmd = Cmd::new(binary.path.display().to_string()).args([
-        format!("--etcd-servers={}", up.url(0).replacen("http://", "https://", 1)),
+        format!("--etcd-servers={}", up.url(0)),
         format!("--cert-dir={}", up.dir.join("pki").display()),
         format!("--secure-port={port}"),
         "--bind-address=127.0.0.1".into(),
