@@ -31,10 +31,15 @@ impl Identity {
     /// recorded before it is made, and a kubeconfig with its token; returns
     /// once a request made with that kubeconfig is allowed (the program's
     /// first one is then judged, not the RBAC cache's lag).
-    pub async fn install(lab: &Lab, record: &Shared, namespace: &str) -> anyhow::Result<Identity> {
+    pub async fn install(
+        lab: &Lab,
+        record: &Shared,
+        namespace: &str,
+        role: &crate::Role,
+    ) -> anyhow::Result<Identity> {
         let admin = lab.client();
         labkit::test_hook::at("grade:identity")?;
-        for document in documents(namespace) {
+        for document in documents(namespace, role)? {
             let mut record = record.lock().await;
             labkit::owned::apply(&admin, &mut record, BY, MANAGER, document).await?;
         }
@@ -56,8 +61,7 @@ impl Identity {
     async fn prove_allowed(&self) -> anyhow::Result<()> {
         let client = labkit::lab::client_of(self.kubeconfig.clone(), |_| ()).await?;
         let api: Api<ConfigMap> = Api::namespaced(client, &self.namespace);
-        let what =
-            tr!("a get of ConfigMaps as {user} (the course's Role allows it)", user = self.user());
+        let what = tr!("a get of ConfigMaps as {user} (its Role allows it)", user = self.user());
         eventually(&what, labkit::converge::HEAL_WITHIN, || async {
             let got = api.get_opt(crate::PROBE_NAME).await;
             let seen = got.as_ref().err().map(ToString::to_string).unwrap_or_default();
@@ -75,17 +79,16 @@ impl Identity {
     }
 }
 
-/// The ServiceAccount, the course's Role (its section 六, rule for rule) and the binding.
-fn documents(ns: &str) -> Vec<Value> {
+/// The ServiceAccount, the Role (the course's, or the learner's rules) and the binding.
+fn documents(ns: &str, role: &crate::Role) -> anyhow::Result<Vec<Value>> {
     let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": IDENTITY, "namespace": ns}});
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": IDENTITY, "namespace": ns},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"],
-                   "verbs": ["get", "list", "watch", "create", "update"]}]});
+        "rules": serde_json::to_value(&role.rules)?});
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": IDENTITY, "namespace": ns},
         "subjects": [{"kind": "ServiceAccount", "name": IDENTITY, "namespace": ns}],
         "roleRef": {"kind": "Role", "name": IDENTITY, "apiGroup": "rbac.authorization.k8s.io"}});
-    vec![account, role, binding]
+    Ok(vec![account, role, binding])
 }

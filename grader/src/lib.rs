@@ -32,9 +32,11 @@ use std::{
 use anyhow::Context as _;
 use controller::desired::Desired;
 use futures::FutureExt as _;
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde::{Deserialize, Serialize};
 
 pub use identity::IDENTITY;
+pub use program::WITHOUT_PROC;
 
 use labkit::lab::Lab;
 
@@ -65,6 +67,8 @@ pub struct Options {
     /// How many of its writes "conflicts" makes conflict, one after another
     /// (more than 1: a test of the grader's own steadiness).
     pub conflicts: u32,
+    /// The Role it runs with: the course's, or the rules of a Role file of the learner's.
+    pub role: Role,
     /// Say what is waited for while waiting (a person runs it).
     pub shown: bool,
     /// Told as the grade goes on.
@@ -93,6 +97,7 @@ impl Options {
             quiet: Duration::from_secs(5),
             exit_within: Duration::from_secs(5),
             conflicts: 1,
+            role: Role::course(),
             shown: false,
             progress: None,
         }
@@ -142,6 +147,44 @@ keyed! {
     }
 }
 
+impl RowId {
+    /// Part of the course's graduation — the four experiments, and what the course's text
+    /// asks of step 4: an informer, no hot loop (docs/grade.md quotes it) — or beyond it.
+    pub fn in_course(self) -> bool {
+        !matches!(self, RowId::FailedWrite | RowId::Conflict | RowId::CleanExit)
+    }
+}
+
+/// The Role the program runs with.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Role {
+    /// The file it was read from; none: the course's (its section 六, rule for rule).
+    pub file: Option<PathBuf>,
+    pub rules: Vec<PolicyRule>,
+}
+
+impl Role {
+    pub fn course() -> Role {
+        let verbs = ["get", "list", "watch", "create", "update"].map(String::from).to_vec();
+        let rule = PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["configmaps".into()]),
+            verbs,
+            ..PolicyRule::default()
+        };
+        Role { file: None, rules: vec![rule] }
+    }
+
+    /// Its rules in one line: `get, list, watch, create, update configmaps`.
+    pub fn summary(&self) -> String {
+        let rule = |r: &PolicyRule| {
+            let resources = r.resources.clone().unwrap_or_default().join(",");
+            format!("{} {resources}", r.verbs.join(", "))
+        };
+        self.rules.iter().map(rule).collect::<Vec<_>>().join("; ")
+    }
+}
+
 keyed! {
     /// What to re-read when a row fails: a part of the course.
     Hint {
@@ -163,6 +206,10 @@ keyed! {
         NoWriteWhenRight = "no_write_when_right",
         /// Read through an informer (list once, then watch), not by polling.
         Informer = "informer",
+        /// Driven by events, but each read goes to the API server: read the cache (④).
+        ReadCache = "read_cache",
+        /// The API server answered 403: the program asks what its Role does not allow.
+        Forbidden = "forbidden",
         /// SIGINT and SIGTERM end it cleanly.
         Signals = "signals",
         /// It exited while it should have been running.
@@ -180,6 +227,11 @@ pub struct Row {
     pub seen: String,
     pub values: BTreeMap<String, String>,
     pub hint: Option<Hint>,
+    /// What the API server answered 403 Forbidden while the row ran, as `kubectl
+    /// auth can-i` asks it, with how often (`list configmaps -A ×12`).
+    pub forbidden: Vec<String>,
+    /// How many of the program's requests were answered 409 Conflict while the row ran.
+    pub conflicts: u64,
 }
 
 /// What a grade found.
@@ -190,11 +242,18 @@ pub struct Report {
     pub log: PathBuf,
     /// `system:serviceaccount:…` the program ran as.
     pub user: String,
+    /// Stops were judged by every process of the program's group (`/proc`), not
+    /// by the process started alone ([`program`]'s group module says what that misses).
+    pub group_read: bool,
 }
 
 impl Report {
-    pub fn passed(&self) -> bool {
-        self.rows.len() == RowId::ALL.len() && self.rows.iter().all(|r| r.passed)
+    /// Every row of the course's graduation passed (`in_course`), or every row beyond it.
+    pub fn passed(&self, in_course: bool) -> bool {
+        RowId::ALL
+            .iter()
+            .filter(|id| id.in_course() == in_course)
+            .all(|id| self.rows.iter().any(|r| r.id == *id && r.passed))
     }
 }
 
@@ -243,7 +302,7 @@ pub async fn run(
     let log = dir.join("program.log");
     std::fs::write(&log, "").with_context(|| tr!("cannot write {path}", path = log.display()))?;
 
-    let identity = identity::Identity::install(lab, &record, desired.namespace());
+    let identity = identity::Identity::install(lab, &record, desired.namespace(), &options.role);
     let identity = match identity.await {
         Ok(identity) => identity,
         Err(e) => {
@@ -274,6 +333,7 @@ pub async fn run(
         sigint: None,
         exited: None,
         reads: Default::default(),
+        answered: (0, 0),
     };
     let outcome = tokio::select! {
         done = AssertUnwindSafe(grading.all()).catch_unwind() => match done {
@@ -285,5 +345,5 @@ pub async fn run(
     let (rows, user, removed) = grading.finish().await;
     outcome?;
     removed.with_context(|| tr!("cannot remove the program's identity"))?;
-    Ok(Report { rows, log, user })
+    Ok(Report { rows, log, user, group_read: program::readable() })
 }

@@ -12,6 +12,8 @@
 
 mod group;
 
+pub use group::{WITHOUT_PROC, readable};
+
 use std::{path::PathBuf, process::ExitStatus, time::Duration};
 
 use anyhow::Context as _;

@@ -51,7 +51,7 @@ use tokio::sync::{oneshot, watch};
 
 use labkit::tr;
 pub use request::{Counts, Target};
-use request::{Kind, classify, query_value};
+use request::{Kind, can_i, classify, query_value};
 
 /// The program's kubeconfig, in the borrow's folder `dir` (removed whole when the lab is put back).
 pub fn kubeconfig_in(dir: &Path) -> PathBuf {
@@ -98,6 +98,10 @@ struct Shared {
     /// Resumed watches still to be answered 410 Gone.
     gone_owed: AtomicUsize,
     counts: Mutex<Counts>,
+    /// What the API server answered 403 Forbidden, each as `kubectl auth can-i` asks it.
+    denied: Mutex<Vec<String>>,
+    /// How many requests it answered 409 Conflict.
+    conflicts: AtomicU64,
 }
 
 impl Proxy {
@@ -127,6 +131,8 @@ impl Proxy {
             cut: watch::Sender::new(0),
             gone_owed: AtomicUsize::new(0),
             counts: Mutex::new(Counts::default()),
+            denied: Mutex::new(Vec::new()),
+            conflicts: AtomicU64::new(0),
         });
         let secret = labkit::record::random_hex::<16>()?;
         let served = Served { host: addr.to_string(), prefix: format!("/{secret}") };
@@ -154,7 +160,7 @@ impl Proxy {
     /// Ends the program's open watches of ConfigMaps and answers the watch
     /// each resumes with 410 Gone; returns how many were open.
     pub fn relist(&self) -> usize {
-        let open = self.shared.cut.receiver_count();
+        let open = self.open_watches();
         self.shared.gone_owed.store(open, Ordering::SeqCst);
         self.shared.cut.send_modify(|n| *n += 1);
         open
@@ -163,6 +169,21 @@ impl Proxy {
     /// The program's requests so far, by kind.
     pub fn counts(&self) -> Counts {
         *self.shared.counts.lock().expect("not poisoned")
+    }
+
+    /// Its requests answered 403 Forbidden so far, in order (`kubectl auth can-i` words).
+    pub fn denied(&self) -> Vec<String> {
+        self.shared.denied.lock().expect("not poisoned").clone()
+    }
+
+    /// How many watches of ConfigMaps it holds open now.
+    pub fn open_watches(&self) -> usize {
+        self.shared.cut.receiver_count()
+    }
+
+    /// How many of its requests were answered 409 Conflict so far.
+    pub fn conflicts(&self) -> u64 {
+        self.shared.conflicts.load(Ordering::SeqCst)
     }
 }
 
@@ -288,6 +309,7 @@ impl Shared {
     /// and the program's token); its response, streamed back.
     async fn pass(self: &Arc<Self>, request: Request<Incoming>, kind: Kind) -> Response<Body> {
         let (mut parts, body) = request.into_parts();
+        let asked = can_i(&parts.method, &parts.uri);
         parts.uri = parts.uri.path_and_query().cloned().map_or(Uri::from_static("/"), Uri::from);
         for name in HOP_BY_HOP {
             parts.headers.remove(name);
@@ -307,6 +329,11 @@ impl Shared {
         let (mut parts, body) = response.into_parts();
         for name in HOP_BY_HOP {
             parts.headers.remove(name);
+        }
+        match parts.status {
+            StatusCode::FORBIDDEN => self.denied.lock().expect("not poisoned").push(asked),
+            StatusCode::CONFLICT => drop(self.conflicts.fetch_add(1, Ordering::SeqCst)),
+            _ => {}
         }
         let body = match kind.is_watch() && parts.status.is_success() {
             true => self.cuttable(body),

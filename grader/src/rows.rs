@@ -64,6 +64,8 @@ pub(super) struct Grading<'a> {
     pub(super) exited: Option<ExitStatus>,
     /// What the rerun's program read while nothing changed ("watches, not polls").
     pub(super) reads: watches::ReadWindow,
+    /// The proxy's 403s and 409s when the last row was pushed: the next row's begin there.
+    pub(super) answered: (usize, u64),
 }
 
 impl Grading<'_> {
@@ -114,7 +116,19 @@ impl Grading<'_> {
         values: impl IntoIterator<Item = (K, String)>,
     ) {
         let values = values.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        let row = Row { id, passed, seen: seen.to_string(), values, hint: None };
+        let (denied, conflicts) = (self.proxy().denied(), self.proxy().conflicts());
+        let forbidden = times(&denied[self.answered.0..]);
+        let conflicts_in_row = conflicts - self.answered.1;
+        self.answered = (denied.len(), conflicts);
+        let row = Row {
+            id,
+            passed,
+            seen: seen.to_string(),
+            values,
+            hint: None,
+            forbidden,
+            conflicts: conflicts_in_row,
+        };
         self.options.tell(Step::Row(&row));
         self.rows.push(row);
     }
@@ -173,17 +187,29 @@ impl Grading<'_> {
             .unwrap_or_else(|| tr!("absent")))
     }
 
-    /// What to re-read for each failed row, from what all the rows saw.
+    /// What to re-read for each failed row, from what all the rows saw: a
+    /// refusal (403) first, whatever else went wrong, for it explains the rest.
     fn diagnose(&mut self) {
         let passed = |rows: &[Row], id| rows.iter().any(|r| r.id == id && r.passed);
         let value = |row: &Row, key: &str| -> u64 {
             row.values.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
         };
         let self_heal_passed = passed(&self.rows, RowId::SelfHeal);
-        for row in self.rows.iter_mut().filter(|r| !r.passed) {
+        // A list or watch refused: its cache never filled, and every row after it fails for that.
+        let cache_refused = |rows: &[Row]| {
+            let reads = |f: &String| f.starts_with("list ") || f.starts_with("watch ");
+            rows.iter().any(|r| r.forbidden.iter().any(reads))
+        };
+        for n in 0..self.rows.len() {
+            let refused_before = cache_refused(&self.rows[..n]);
+            let row = &mut self.rows[n];
+            if row.passed {
+                continue;
+            }
             let hint = match (row.id, row.seen.as_str()) {
+                _ if !row.forbidden.is_empty() || refused_before => Hint::Forbidden,
+                (RowId::Conflict, _) if row.conflicts > 0 => Hint::Conflict,
                 (RowId::FailedWrite, "exited") => Hint::KeepRunning,
-                (RowId::Conflict, "exited") => Hint::Conflict,
                 (_, "exited" | "not_run") | (RowId::Rerun, "rerun.never_connected") => Hint::Exited,
                 (RowId::Starts, "starts.absent") if value(row, "creates") == 0 => {
                     // It creates when an event comes, so what is missing is the kick.
@@ -193,17 +219,31 @@ impl Grading<'_> {
                     Hint::NotFound
                 }
                 (RowId::Starts | RowId::SelfHeal, _) => Hint::DesiredData,
-                (RowId::Correction, _) if value(row, "updates") == 0 => Hint::Correct,
-                (RowId::Correction, _) => Hint::UpdateRefused,
+                (RowId::Correction | RowId::Conflict, _) if value(row, "updates") == 0 => {
+                    Hint::Correct
+                }
+                (RowId::Correction | RowId::Conflict, _) => Hint::UpdateRefused,
                 (RowId::FailedWrite, _) => Hint::NotFound,
-                (RowId::Conflict, _) => Hint::Conflict,
                 (RowId::Rerun | RowId::HotLoop, _) => Hint::NoWriteWhenRight,
+                (RowId::Watches, "watches.per_event") => Hint::ReadCache,
                 (RowId::Watches, _) => Hint::Informer,
                 (RowId::CleanExit, _) => Hint::Signals,
             };
             row.hint = Some(hint);
         }
     }
+}
+
+/// Each distinct entry with how often it came, in the order first seen (`list configmaps -A ×3`).
+fn times(entries: &[String]) -> Vec<String> {
+    let mut counted: Vec<(&String, usize)> = Vec::new();
+    for entry in entries {
+        match counted.iter_mut().find(|(e, _)| *e == entry) {
+            Some((_, n)) => *n += 1,
+            None => counted.push((entry, 1)),
+        }
+    }
+    counted.into_iter().map(|(entry, n)| format!("{entry} ×{n}")).collect()
 }
 
 /// Waits until the program has made a request, it exits (`Err(Some)`), or

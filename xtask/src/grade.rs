@@ -8,9 +8,14 @@
 //! Ctrl-C, SIGTERM, SIGHUP, further signals, a failed stop; a grade killed
 //! outright is put back by the next command.
 
+mod code_lang;
 mod collect;
+mod role;
+mod words;
 
+use code_lang::CodeLang;
 use collect::collect;
+use words::{Words, heading, refused_text, role_text, table};
 
 use std::{
     collections::BTreeMap,
@@ -63,6 +68,15 @@ pub struct GradeArgs {
     /// after another (the grader's tests make 20: its steadiness).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     conflicts: u32,
+    /// A Role of your own instead of the course's (a YAML file holding one
+    /// Role): for a program that writes with patch or server-side apply. The
+    /// grade then says that the Role is not the course's.
+    #[arg(long, value_name = "FILE")]
+    role: Option<PathBuf>,
+    /// The language whose way each hint shows [default: the command's, from
+    /// `go run`, `cargo run`, `python`, a file's extension or contents; else all]
+    #[arg(long, value_enum)]
+    hint_lang: Option<CodeLang>,
     /// Print the room's table from the JSON results in DIR instead of grading.
     #[arg(long, value_name = "DIR", conflicts_with = "command")]
     collect: Option<PathBuf>,
@@ -78,6 +92,10 @@ struct Texts {
     rows: BTreeMap<String, String>,
     seen: BTreeMap<String, String>,
     hints: BTreeMap<String, String>,
+    /// Each hint's way in a language of code.
+    go: BTreeMap<String, String>,
+    rust: BTreeMap<String, String>,
+    python: BTreeMap<String, String>,
     texts: BTreeMap<String, String>,
     refused: BTreeMap<String, String>,
     /// How a stop went, by kind: one phrase from a row's `<name>.kind` values.
@@ -94,6 +112,15 @@ impl Texts {
     fn text(&self, key: &str, values: &[(&str, &str)]) -> String {
         locale::fill(&self.texts[key], values)
     }
+
+    /// Each hint's way in `lang` (one of [`CodeLang::EACH`]).
+    fn ways(&self, lang: CodeLang) -> &BTreeMap<String, String> {
+        match lang {
+            CodeLang::Go | CodeLang::All => &self.go,
+            CodeLang::Rust => &self.rust,
+            CodeLang::Python => &self.python,
+        }
+    }
 }
 
 /// The JSON an instructor collects: who, what, where, and every row.
@@ -108,7 +135,16 @@ struct GradeFile {
     provider: String,
     kubernetes_version: String,
     target: String,
+    /// Every row passed.
     passed: bool,
+    /// The course's graduation: every row of the course passed.
+    graduated: bool,
+    /// Every row beyond the course passed.
+    beyond_passed: bool,
+    /// The Role it ran with, in the file's language.
+    role: String,
+    /// The language of code the hints show.
+    hint_lang: CodeLang,
     /// Why it could not be graded at all, in the file's language.
     refused: Option<String>,
     lang: String,
@@ -126,9 +162,16 @@ struct GradedRow {
     seen_key: String,
     values: BTreeMap<String, String>,
     hint: Option<Hint>,
+    /// What the API server answered 403 while the row ran (`kubectl auth can-i` words, ×count).
+    forbidden: Vec<String>,
+    /// How many 409 Conflicts it answered while the row ran.
+    conflicts: u64,
 }
 
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
+
+/// The exit status of a grade whose program graduated but failed a row beyond the course.
+const BEYOND_FAILED: u8 = 3;
 
 pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let lang = Lang::chosen();
@@ -146,7 +189,10 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
         eprintln!("{}", texts.text("refused", &[("reason", &reason)]));
         return Ok(ExitCode::from(2));
     }
-    let options = options(&args, texts)?;
+    let mut options = options(&args, texts)?;
+    if let Some(file) = &args.role {
+        options.role = role::read(file)?;
+    }
     let mut signals =
         Interrupts::catch(&labkit::project::lab_dir(&args.lab.name).join("hangup.log"))?;
     let program = tr!("the program");
@@ -176,10 +222,12 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     if interrupted {
         bail!(tr!("interrupted: the program was stopped and the lab put back as it was"));
     }
-    let graded = GradeFile::new(&args, &outcome, texts, lang, &lab, &command);
+    let words = Words::new(texts, &options.role, &lab, &args);
+    let graded = GradeFile::new(&args, &outcome, &words, lang, &lab, &command);
     show(&args, &outcome, &graded, texts)?;
     Ok(match &outcome {
-        Ok(report) if report.passed() => ExitCode::SUCCESS,
+        Ok(report) if report.passed(true) && report.passed(false) => ExitCode::SUCCESS,
+        Ok(report) if report.passed(true) => ExitCode::from(BEYOND_FAILED),
         Ok(_) => ExitCode::FAILURE,
         Err(_) => ExitCode::from(2),
     })
@@ -219,9 +267,11 @@ fn announce(texts: &Texts, lab: &Lab, options: &Options, command: &str) -> Resul
     let data_json = serde_json::to_string(&options.data)?;
     let user = format!("system:serviceaccount:{}:{}", desired.namespace(), grade::IDENTITY);
     let target = desired.to_string();
-    labkit::progress!(
-        texts.text("keeps", &[("target", &target), ("data", &data_json), ("user", &user)])
-    );
+    let role = role_text(texts, &options.role, desired.namespace());
+    labkit::progress!(texts.text(
+        "keeps",
+        &[("target", &target), ("data", &data_json), ("user", &user), ("role", &role)]
+    ));
     Ok(())
 }
 
@@ -280,16 +330,20 @@ impl GradeFile {
     fn new(
         args: &GradeArgs,
         outcome: &Outcome,
-        texts: &Texts,
+        words: &Words<'_>,
         lang: Lang,
         lab: &Lab,
         command: &str,
     ) -> GradeFile {
         let (rows, refused) = match outcome {
-            Ok(report) => (report.rows.iter().map(|r| GradedRow::new(r, texts)).collect(), None),
-            Err(refused) => (Vec::new(), Some(refused_text(refused, texts))),
+            Ok(report) => {
+                let row = |r| GradedRow::new(r, words, report.group_read);
+                (report.rows.iter().map(row).collect(), None)
+            }
+            Err(refused) => (Vec::new(), Some(refused_text(refused, words.texts))),
         };
-        let passed = matches!(outcome, Ok(r) if r.passed());
+        let graduated = matches!(outcome, Ok(r) if r.passed(true));
+        let beyond_passed = matches!(outcome, Ok(r) if r.passed(false));
         GradeFile {
             format: FORMAT,
             attendee: args
@@ -304,95 +358,16 @@ impl GradeFile {
             provider: lab.file().provider.clone(),
             kubernetes_version: lab.file().kubernetes_version.clone(),
             target: lab.desired().to_string(),
-            passed,
+            passed: graduated && beyond_passed,
+            graduated,
+            beyond_passed,
+            role: words.role.clone(),
+            hint_lang: words.code,
             refused,
             lang: lang.file_stem().to_string(),
             rows,
         }
     }
-}
-
-/// A row's values as its text takes them: each group `<name>.kind`,
-/// `<name>.status`, … made into one phrase `<name>` ([`Texts::stops`]).
-fn phrases(values: &BTreeMap<String, String>, texts: &Texts) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = values
-        .iter()
-        .filter(|(k, _)| !k.contains('.'))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    for (key, kind) in values.iter().filter(|(k, _)| k.ends_with(".kind")) {
-        let name = key.trim_end_matches(".kind");
-        let parts: Vec<(&str, &str)> = values
-            .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(name)?.strip_prefix('.')?, v.as_str())))
-            .collect();
-        out.push((name.to_string(), locale::fill(&texts.stops[kind], &parts)));
-    }
-    out
-}
-
-impl GradedRow {
-    fn new(row: &grade::Row, texts: &Texts) -> GradedRow {
-        let phrases = phrases(&row.values, texts);
-        let values: Vec<(&str, &str)> =
-            phrases.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        GradedRow {
-            id: row.id,
-            title: texts.rows[row.id.key()].clone(),
-            passed: row.passed,
-            seen: locale::fill(&texts.seen[&row.seen], &values),
-            reread: row.hint.map(|h| texts.hints[h.key()].clone()),
-            seen_key: row.seen.clone(),
-            values: row.values.clone(),
-            hint: row.hint,
-        }
-    }
-}
-
-fn refused_text(refused: &Refused, texts: &Texts) -> String {
-    let reason = locale::fill(
-        &texts.refused[refused.reason],
-        &[("why", refused.value.as_str()), ("kubeconfig", grade::KUBECONFIG_WORD)],
-    );
-    format!("{}\n{}", texts.text("refused", &[("reason", &reason)]), program_lines(&refused.detail))
-}
-
-/// The program's last lines under their heading, each as `  | …` (as `exp`
-/// shows the controller's log): what it printed, told apart from what the
-/// grade says.
-fn program_lines(tail: &str) -> String {
-    let mut lines = tail.lines();
-    let heading = lines.next().unwrap_or_default().to_string();
-    lines.fold(heading, |text, line| format!("{text}\n  | {line}"))
-}
-
-/// The table a person reads: one line per row, then what to re-read.
-fn table(graded: &GradeFile, texts: &Texts) -> String {
-    let t = |key: &str| texts.text(key, &[]);
-    let mut out = format!("\n{}", heading(texts, ["col_row", "col_result", "col_seen"]));
-    let mut rereads = Vec::new();
-    for (n, row) in graded.rows.iter().enumerate() {
-        let n = (n + 1).to_string();
-        let result = if row.passed { t("pass") } else { t("fail") };
-        let _ = writeln!(out, "| {n} {} | {result} | {} |", row.title, row.seen);
-        if let Some(hint) = &row.reread {
-            rereads
-                .push(texts.text("reread_row", &[("n", &n), ("row", &row.title), ("hint", hint)]));
-        }
-    }
-    if !rereads.is_empty() {
-        let _ = writeln!(out, "\n{}\n{}", t("reread"), rereads.join("\n"));
-    }
-    let passed = graded.rows.iter().filter(|r| r.passed).count().to_string();
-    let total = RowId::ALL.len().to_string();
-    let summary = if graded.passed { "summary_pass" } else { "summary_fail" };
-    let _ = writeln!(out, "\n{}", texts.text(summary, &[("passed", &passed), ("total", &total)]));
-    out
-}
-
-/// A table's heading: the texts of `columns`, and the line under them.
-fn heading(texts: &Texts, columns: [&str; 3]) -> String {
-    format!("| {} |\n|---|---|---|\n", columns.map(|key| texts.text(key, &[])).join(" | "))
 }
 
 /// Written whole or not at all: a collected folder never holds half a file.
@@ -427,6 +402,7 @@ fn cluster_wide(file: &labkit::lab_file::LabFile) -> Result<()> {
 mod tests {
     use std::collections::BTreeSet;
 
+    use super::words::{phrases, program_lines};
     use super::*;
 
     /// Every `seen` key `grader::run` can report, with the values each carries: the
@@ -444,14 +420,15 @@ mod tests {
         ("failed_write.not_recreated", &["updates", "within", "last"]),
         ("conflict.pass", &["conflicts", "after"]),
         ("conflict.cannot_conflict", &["method", "status"]),
-        ("conflict.not_back", &["conflicts", "within", "last"]),
+        ("conflict.not_back", &["conflicts", "updates", "within", "last"]),
         ("rerun.pass", &["stopped", "connected", "quiet", "version"]),
         ("rerun.wrote", &["quiet", "creates", "updates", "deletes", "before", "now"]),
         ("rerun.never_connected", &["within"]),
         ("hot_loop.pass", &["window", "resync", "relists"]),
         ("hot_loop.wrote", &["window", "resync", "relists", "writes", "before", "now"]),
-        ("watches.pass", &["window", "reads", "most"]),
-        ("watches.polled", &["window", "reads", "most"]),
+        ("watches.pass", &["window", "reads", "most", "gets"]),
+        ("watches.polled", &["window", "reads", "most", "gets"]),
+        ("watches.per_event", &["window", "reads", "most", "gets"]),
         ("clean_exit.pass", &["sigint", "sigterm"]),
         ("clean_exit.fail", &["sigint", "sigterm"]),
         ("exited", &["status", "last_line"]),
@@ -472,6 +449,9 @@ mod tests {
             ("texts", &en.texts, &zh.texts),
             ("refused", &en.refused, &zh.refused),
             ("stops", &en.stops, &zh.stops),
+            ("go", &en.go, &zh.go),
+            ("rust", &en.rust, &zh.rust),
+            ("python", &en.python, &zh.python),
         ] {
             assert_eq!(keys(a), keys(b), "[{name}] differs between en.toml and zh-CN.toml");
             for (key, text) in a {
@@ -498,6 +478,10 @@ mod tests {
         }
         let hints: BTreeSet<&str> = Hint::ALL.iter().map(|h| h.key()).collect();
         assert_eq!(keys(&en.hints), hints);
+        // Each hint has its way in every language of code the hints know.
+        for lang in CodeLang::EACH {
+            assert_eq!(keys(en.ways(lang)), hints, "[{}]", lang.key());
+        }
     }
 
     #[test]
@@ -531,7 +515,7 @@ mod tests {
             assert!(text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "{key}: {text}");
         }
         let tables = [&zh.rows, &zh.seen, &zh.hints, &zh.texts, &zh.refused, &zh.stops];
-        for (key, text) in tables.into_iter().flatten() {
+        for (key, text) in tables.into_iter().chain(CodeLang::EACH.map(|l| zh.ways(l))).flatten() {
             let english = labkit::english::english_words(text, Default::default());
             assert!(english.is_empty(), "zh-CN.toml {key}: English {english:?} in {text}");
         }
@@ -567,11 +551,24 @@ mod tests {
             seen: seen.into(),
             values: values.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             hint,
+            forbidden: Vec::new(),
+            conflicts: 0,
         }
     }
 
-    fn graded(rows: &[grade::Row], attendee: &str, at: &str, lang: Lang) -> GradeFile {
+    fn words(lang: Lang, code: CodeLang) -> Words<'static> {
         let texts = Texts::of(lang);
+        Words { texts, role: role_text(texts, &grade::Role::course(), "default"), code }
+    }
+
+    fn graded(rows: &[grade::Row], attendee: &str, at: &str, lang: Lang) -> GradeFile {
+        let words = words(lang, CodeLang::All);
+        let in_course = |course: bool| {
+            RowId::ALL
+                .iter()
+                .filter(|id| id.in_course() == course)
+                .all(|id| rows.iter().any(|r| r.id == *id && r.passed))
+        };
         GradeFile {
             format: FORMAT,
             attendee: attendee.into(),
@@ -582,10 +579,14 @@ mod tests {
             provider: "envtest".into(),
             kubernetes_version: "v1.36.3".into(),
             target: "default/my-config".into(),
-            passed: rows.len() == RowId::ALL.len() && rows.iter().all(|r| r.passed),
+            passed: in_course(true) && in_course(false),
+            graduated: in_course(true),
+            beyond_passed: in_course(false),
+            role: words.role.clone(),
+            hint_lang: words.code,
             refused: None,
             lang: lang.file_stem().into(),
-            rows: rows.iter().map(|r| GradedRow::new(r, texts)).collect(),
+            rows: rows.iter().map(|r| GradedRow::new(r, &words, true)).collect(),
         }
     }
 
@@ -607,6 +608,57 @@ mod tests {
             )));
             assert!(text.contains(&texts.hints["kick"]), "{text}");
             assert!(text.contains(&texts.text("fail", &[])));
+        }
+    }
+
+    #[test]
+    fn the_courses_verdict_stands_apart_from_the_rows_beyond_it() {
+        let mut rows: Vec<grade::Row> =
+            RowId::ALL.iter().map(|id| row(*id, true, "not_run", &[], None)).collect();
+        let last = rows.len() - 1;
+        assert_eq!(rows[last].id, RowId::CleanExit);
+        rows[last] = row(RowId::CleanExit, false, "not_run", &[], Some(Hint::Signals));
+        let file = graded(&rows, "a", "t", Lang::En);
+        assert!(file.graduated && !file.beyond_passed && !file.passed);
+        let text = table(&file, Texts::of(Lang::En));
+        assert!(text.contains("all 6 rows pass — stage 1, graduated"), "{text}");
+        assert!(text.contains("beyond the course: 2 of 3 rows pass"), "{text}");
+        // The course's rows first, numbered as shown; the clean exit is the 9th.
+        assert!(text.contains("| 9 clean exit | FAIL |"), "{text}");
+        assert!(text.find("| 4 idempotent rerun").unwrap() < text.find("| 7 survives").unwrap());
+    }
+
+    #[test]
+    fn a_refusal_is_named_with_the_role_and_hints_speak_the_learners_code() {
+        let values = [("within", "20 s"), ("creates", "0")];
+        let mut refused =
+            row(RowId::Starts, false, "starts.absent", &values, Some(Hint::Forbidden));
+        refused.forbidden = vec!["patch configmaps/my-config -n default ×3".into()];
+        for lang in [Lang::En, Lang::Zh] {
+            let texts = Texts::of(lang);
+            let shown = GradedRow::new(&refused, &words(lang, CodeLang::Go), true);
+            assert!(
+                shown.seen.contains("`patch configmaps/my-config -n default` ×3"),
+                "{}",
+                shown.seen
+            );
+            assert!(
+                shown.seen.contains("get, list, watch, create, update configmaps"),
+                "{}",
+                shown.seen
+            );
+            let reread = shown.reread.unwrap();
+            assert!(reread.contains(&texts.ways(CodeLang::Go)["forbidden"]), "{reread}");
+            assert!(!reread.contains(&texts.ways(CodeLang::Rust)["forbidden"]), "{reread}");
+        }
+        // A second row with the same hint names the first instead of saying it again.
+        let again = row(RowId::SelfHeal, false, "self_heal.absent", &values, Some(Hint::Forbidden));
+        let text =
+            table(&graded(&[refused.clone(), again], "a", "t", Lang::En), Texts::of(Lang::En));
+        assert!(text.contains("  2 self-heal (experiment 2): as 1 above\n"), "{text}");
+        let all = GradedRow::new(&refused, &words(Lang::En, CodeLang::All), true).reread.unwrap();
+        for lang in CodeLang::EACH {
+            assert!(all.contains(&Texts::of(Lang::En).ways(lang)["forbidden"]), "{all}");
         }
     }
 
@@ -636,8 +688,8 @@ mod tests {
         let text = collect(&dir, Texts::of(Lang::En)).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let total = RowId::ALL.len();
-        assert!(text.contains(&format!("| ann | {total}/{total} | — |")), "{text}");
-        let bo = format!("| bo | {}/{total} | starts and creates (experiment 1) |", total - 1);
+        assert!(text.contains(&format!("| ann | yes | {total}/{total} | — |")), "{text}");
+        let bo = format!("| bo | no | {}/{total} | starts and creates (experiment 1) |", total - 1);
         assert!(text.contains(&bo), "{text}");
         assert!(text.contains("3 results"), "{text}");
     }

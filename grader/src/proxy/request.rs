@@ -91,6 +91,8 @@ pub struct Counts {
     /// Of the reads and watches: lists of the target's ConfigMaps, a watch-list included
     /// ([`Kind::is_list`]).
     pub lists: u64,
+    /// Of the reads: gets of one ConfigMap.
+    pub gets: u64,
 }
 
 impl Counts {
@@ -111,11 +113,12 @@ impl Counts {
             reads: self.reads - earlier.reads,
             others: self.others - earlier.others,
             lists: self.lists - earlier.lists,
+            gets: self.gets - earlier.gets,
         }
     }
 
     /// Counts `method uri` (of `kind`): the verbs on ConfigMaps of any namespace apart, the
-    /// rest as others; and the lists.
+    /// rest as others; and the lists and the gets.
     pub fn add(&mut self, method: &Method, uri: &Uri, kind: Kind) {
         self.lists += u64::from(kind.is_list());
         let segments: Vec<&str> = uri.path().trim_end_matches('/').split('/').collect();
@@ -130,6 +133,7 @@ impl Counts {
             query_value(uri.query().unwrap_or_default(), "watch").as_deref(),
             Some("true" | "1")
         );
+        self.gets += u64::from(object && !watching && method == Method::GET);
         let counter = match *method {
             _ if watching || !(collection || object) => &mut self.others,
             Method::POST if collection => &mut self.creates,
@@ -148,6 +152,59 @@ pub fn query_value(query: &str, key: &str) -> Option<String> {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (k == key).then(|| v.to_string())
     })
+}
+
+/// `method uri` as `kubectl auth can-i` asks it (`list configmaps -A`, `patch
+/// configmaps/my-config -n default`): the verb and resource RBAC checked, in the
+/// words a learner types to ask the cluster again.
+pub fn can_i(method: &Method, uri: &Uri) -> String {
+    let path = uri.path().trim_end_matches('/');
+    let (path, old_watch) = match path.strip_prefix("/api/v1/watch/") {
+        Some(rest) => (format!("/api/v1/{rest}"), true),
+        None => (path.to_string(), false),
+    };
+    let rest = match path.strip_prefix("/api/v1/") {
+        Some(rest) => Some(("", rest)),
+        None => path.strip_prefix("/apis/").and_then(|rest| {
+            let mut parts = rest.splitn(3, '/');
+            let group = parts.next()?;
+            parts.next()?;
+            Some((group, parts.next()?))
+        }),
+    };
+    let watching = old_watch
+        || matches!(
+            query_value(uri.query().unwrap_or_default(), "watch").as_deref(),
+            Some("true" | "1")
+        );
+    let Some((group, rest)) = rest else {
+        return format!("{} {path}", method.as_str().to_lowercase());
+    };
+    let segments: Vec<&str> = rest.split('/').collect();
+    let (namespace, segments) = match segments.as_slice() {
+        ["namespaces", ns, more @ ..] if !more.is_empty() => (Some(*ns), more.to_vec()),
+        _ => (None, segments),
+    };
+    let resource = match group {
+        "" => segments[0].to_string(),
+        group => format!("{}.{group}", segments[0]),
+    };
+    let name = segments.get(1);
+    let verb = match (method.as_str(), name, watching) {
+        ("GET", _, true) => "watch",
+        ("GET", Some(_), _) => "get",
+        ("GET", None, _) => "list",
+        ("POST", ..) => "create",
+        ("PUT", ..) => "update",
+        ("PATCH", ..) => "patch",
+        ("DELETE", Some(_), _) => "delete",
+        ("DELETE", None, _) => "deletecollection",
+        (other, ..) => return format!("{} {path}", other.to_lowercase()),
+    };
+    let object = name.map_or(resource.clone(), |name| format!("{resource}/{name}"));
+    let sub = segments.get(2).map(|s| format!(" --subresource={s}")).unwrap_or_default();
+    let scope = namespace.map_or("-A".to_string(), |ns| format!("-n {ns}"));
+    format!("{verb} {object}{sub} {scope}")
 }
 
 #[cfg(test)]
@@ -199,10 +256,34 @@ mod tests {
             let target = Target { namespace: "default".into(), name: "my-config".into() };
             counts.add(&method, &uri, classify(&method, &uri, &target));
         }
-        let expected = Counts { creates: 1, updates: 2, deletes: 2, reads: 2, others: 5, lists: 1 };
+        let expected =
+            Counts { creates: 1, updates: 2, deletes: 2, reads: 2, others: 5, lists: 1, gets: 1 };
         assert_eq!(counts, expected);
         assert_eq!((counts.writes(), counts.all()), (5, 12));
         assert_eq!(counts.since(&Counts { reads: 1, ..Counts::default() }).reads, 1);
+    }
+
+    #[test]
+    fn a_request_is_named_as_kubectl_auth_can_i_asks_it() {
+        let can = |method: Method, uri: &str| can_i(&method, &uri.parse().unwrap());
+        let cm = "/api/v1/namespaces/default/configmaps";
+        assert_eq!(can(Method::GET, "/api/v1/configmaps?limit=500"), "list configmaps -A");
+        assert_eq!(can(Method::GET, &format!("{cm}?watch=1")), "watch configmaps -n default");
+        assert_eq!(can(Method::GET, "/api/v1/watch/configmaps"), "watch configmaps -A");
+        let apply = format!("{cm}/my-config?fieldManager=me&force=true");
+        assert_eq!(can(Method::PATCH, &apply), "patch configmaps/my-config -n default");
+        assert_eq!(can(Method::POST, cm), "create configmaps -n default");
+        assert_eq!(can(Method::DELETE, cm), "deletecollection configmaps -n default");
+        assert_eq!(
+            can(Method::POST, "/apis/events.k8s.io/v1/namespaces/default/events"),
+            "create events.events.k8s.io -n default"
+        );
+        assert_eq!(
+            can(Method::PUT, "/apis/apps/v1/namespaces/d/deployments/c/status"),
+            "update deployments.apps/c --subresource=status -n d"
+        );
+        assert_eq!(can(Method::GET, "/api/v1/namespaces/default"), "get namespaces/default -A");
+        assert_eq!(can(Method::GET, "/version"), "get /version");
     }
 
     #[test]

@@ -36,9 +36,11 @@ impl Grading<'_> {
         for done in 0..self.options.conflicts.max(1) {
             self.ensure_desired().await?;
             let told = self.proxy().arm_conflict();
+            let before = self.proxy().counts();
             let until = self.put_back(Some(json!({"data": {key.clone(): DRIFTED}}))).await?;
             let Until::Reached { after } = until else {
-                let values = vec![("conflicts", done.to_string())];
+                let updates = self.proxy().counts().since(&before).updates.to_string();
+                let values = vec![("conflicts", done.to_string()), ("updates", updates)];
                 self.push_until(RowId::Conflict, until, "conflict.not_back", values);
                 return Ok(());
             };

@@ -1,7 +1,9 @@
 //! "Watches, not polls": while nothing changes — the rerun's quiet window
 //! and the hot-loop window after it — a program that reads my-config through
 //! an informer asks the API server for no ConfigMap (its resyncs are served
-//! from its cache); one that polls gets or lists it again and again.
+//! from its cache); one that polls gets or lists it again and again. One
+//! that asks as often while it holds a watch open is driven by events but
+//! reads past its cache (the course's ④, "读走缓存").
 
 use super::*;
 
@@ -16,8 +18,8 @@ pub(super) const MOST_READS: u64 = 3;
 #[derive(Default)]
 pub(crate) struct ReadWindow {
     began: Option<(Counts, Instant)>,
-    /// Gets and lists in the window, and its length.
-    seen: Option<(u64, Duration)>,
+    /// What it asked in the window, the window's length, and whether it held a watch open at its end.
+    seen: Option<(Counts, Duration, bool)>,
     /// Lists the grader itself caused: the hot-loop row's relist ([`super::provoke`]).
     pub(super) provoked: u64,
 }
@@ -32,21 +34,29 @@ impl Grading<'_> {
     /// The hot-loop window is over with the program still running: the window ends.
     pub(super) fn quiet_ends(&mut self) {
         let Some((began, at)) = self.reads.began else { return };
-        let reads = self.proxy().counts().since(&began).reads;
-        self.reads.seen = Some((reads, at.elapsed()));
+        let watching = self.proxy().open_watches() > 0;
+        self.reads.seen = Some((self.proxy().counts().since(&began), at.elapsed(), watching));
     }
 
     /// The row: not run when the window did not end with the program running.
     pub(super) fn watches(&mut self) {
-        let Some((reads, window)) = self.reads.seen else {
+        let Some((asked, window, watching)) = self.reads.seen else {
             self.push_not_run(RowId::Watches);
             return;
         };
         let most = MOST_READS + self.reads.provoked;
-        let passed = reads <= most;
-        let seen = if passed { "watches.pass" } else { "watches.polled" };
-        let values =
-            [("window", secs(window)), ("reads", reads.to_string()), ("most", most.to_string())];
+        let passed = asked.reads <= most;
+        let seen = match (passed, watching) {
+            (true, _) => "watches.pass",
+            (false, true) => "watches.per_event",
+            (false, false) => "watches.polled",
+        };
+        let values = [
+            ("window", secs(window)),
+            ("reads", asked.reads.to_string()),
+            ("most", most.to_string()),
+            ("gets", asked.gets.to_string()),
+        ];
         self.push(RowId::Watches, passed, seen, values);
     }
 }

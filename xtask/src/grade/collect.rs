@@ -32,7 +32,10 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
     let mut out = format!(
         "{}\n\n{}",
         texts.text("collect_head", &[("files", &files.to_string()), ("dir", &dir_shown)]),
-        heading(texts, ["collect_attendee", "collect_passed", "collect_failing"])
+        heading(
+            texts,
+            &["collect_attendee", "collect_graduated", "collect_passed", "collect_failing"]
+        )
     );
     for (attendee, graded) in &newest {
         let attendee = printable(attendee);
@@ -46,9 +49,10 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
                 .map(|r| texts.rows[r.id.key()].clone())
                 .collect(),
         };
+        let graduated = texts.text(if graded.graduated { "yes" } else { "no" }, &[]);
         let _ = writeln!(
             out,
-            "| {attendee} | {passed}/{} | {} |",
+            "| {attendee} | {graduated} | {passed}/{} | {} |",
             RowId::ALL.len(),
             if failing.is_empty() { "—".to_string() } else { failing.join(", ") }
         );
