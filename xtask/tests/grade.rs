@@ -61,18 +61,62 @@ impl Graded {
         assert!(self.failed().is_empty(), "{}", self.printed);
     }
 
-    /// Exactly `rows` failed, each with `hint`.
+    /// Exactly `rows` failed, each with `hint`; the verdicts and the exit
+    /// status as they follow: graduated when no row of the course failed.
     fn assert_fails(&self, rows: &[&str], hint: &str) {
-        assert_eq!(self.code, Some(1), "{}", self.printed);
         assert_eq!(self.failed(), rows, "{}", self.printed);
         for id in rows {
             assert_eq!(self.row(id)["hint"], hint, "row {id}:\n{}", self.printed);
+        }
+        let in_course = |id: &String| {
+            grader::RowId::ALL.iter().any(|r| r.key() == id.as_str() && r.in_course())
+        };
+        let graduated = !self.failed().iter().any(in_course);
+        assert_eq!(self.json["graduated"], graduated, "{}", self.printed);
+        assert_eq!(
+            self.json["beyond_passed"],
+            self.failed().iter().all(in_course),
+            "{}",
+            self.printed
+        );
+        // 1: not graduated; 3: graduated, a row beyond the course failed.
+        assert_eq!(self.code, Some(if graduated { 3 } else { 1 }), "{}", self.printed);
+    }
+
+    /// Each failed row was answered 403 and is told so: hint, requests, the Role.
+    fn assert_refused(&self, first: &str, asked: &str) {
+        assert!(!self.failed().is_empty(), "{}", self.printed);
+        assert!(self.failed().contains(&first.to_string()), "{}", self.printed);
+        for id in self.failed() {
+            let row = self.row(&id);
+            let forbidden = row["forbidden"].as_array().cloned().unwrap_or_default();
+            if id == first {
+                assert!(
+                    forbidden.iter().any(|f| f.as_str().is_some_and(|f| f.starts_with(asked))),
+                    "row {id} names no `{asked}`:\n{}",
+                    self.printed
+                );
+            }
+            if !forbidden.is_empty() {
+                assert_eq!(row["hint"], "forbidden", "row {id}:\n{}", self.printed);
+                assert!(
+                    row["seen"].as_str().unwrap_or_default().contains("403 Forbidden"),
+                    "{}",
+                    self.printed
+                );
+            }
+            assert_ne!(row["hint"], "conflict", "row {id}: no 409 was answered\n{}", self.printed);
         }
     }
 }
 
 /// `cargo xtask grade --name LAB --json … ARGS -- COMMAND`.
 async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
+    grade_with(test, args, command, &[]).await
+}
+
+/// [`grade`] with `env` set for xtask.
+async fn grade_with(test: &str, args: &[&str], command: &[&str], env: &[(&str, &str)]) -> Graded {
     let name = lab().await.file().name.clone();
     let json = scratch().await.join(format!("{test}.json"));
     let _ = std::fs::remove_file(&json);
@@ -84,6 +128,7 @@ async fn grade(test: &str, args: &[&str], command: &[&str]) -> Graded {
         .args(args)
         .arg("--")
         .args(command);
+    let cmd = env.iter().fold(cmd, |cmd, (key, value)| cmd.env(key, value));
     let out = cmd.output().unwrap_or_else(|e| panic!("cannot run `{cmd}`: {e:#}"));
     let printed = format!(
         "`{cmd}` printed:\n{}\n{}",
@@ -182,21 +227,25 @@ async fn the_course_program_verbatim_passes_every_row() {
 #[tokio::test]
 #[serial]
 async fn the_course_program_through_go_run_passes_every_row() {
-    // Built first as `go run` builds it (no -trimpath, as go_program's binaries, whose compiles
-    // it shares): the grade's 60 s to connect are then `go run` linking, not compiling
-    // client-go on a cold machine.
-    let module = module_copy("course-go-run", COURSE).unwrap_or_else(|e| panic!("{e:#}"));
-    let module = module.display().to_string();
-    let warm = scratch().await.join("course-go-run");
-    Cmd::argv(["go", "-C", &module, "build", "-o"])
-        .path(&warm)
-        .arg(".")
-        .run_long("building the course's module as `go run` does")
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let command = ["go", "-C", &module, "run", ".", "-kubeconfig", "{kubeconfig}"];
+    let command = go_run("course-go-run").await;
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
     let graded = grade("go-run", &[], &command).await;
     graded.assert_passes();
     common::write_sample("grade-go-run.txt", &graded.shown);
+}
+
+/// `go run .` in a copy (`name`) of the course's module, built first as `go run` builds it
+/// (no -trimpath, as go_program's binaries, whose compiles it shares): the grade's 60 s to
+/// connect are then `go run` linking, not compiling client-go on a cold machine.
+async fn go_run(name: &str) -> Vec<String> {
+    let module = module_copy(name, COURSE).unwrap_or_else(|e| panic!("{e:#}"));
+    let module = module.display().to_string();
+    Cmd::argv(["go", "-C", &module, "build", "-o"])
+        .path(&scratch().await.join(name))
+        .arg(".")
+        .run_long("building the course's module as `go run` does")
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    ["go", "-C", &module, "run", ".", "-kubeconfig", "{kubeconfig}"].map(String::from).to_vec()
 }
 
 /// my-controller started as a person might: `cargo run` (cargo execs it), by
@@ -237,11 +286,16 @@ async fn pollers_in_go_and_shell_fail_only_watches_and_point_at_the_informer() {
     let graded =
         grade("polls-go", &["--resync", "2s"], &[&go, "-kubeconfig", "{kubeconfig}"]).await;
     graded.assert_fails(&["watches"], "informer");
+    assert_eq!(graded.row("watches")["seen_key"], "watches.polled", "{}", graded.printed);
+    // A Go binary: its hints say the Go way alone.
+    assert_eq!(graded.json["hint_lang"], "go", "{}", graded.printed);
     common::write_sample("grade-polls-go.txt", &graded.shown);
     let script = project::root().join("xtask/tests/grade/polls-every-second.sh");
     let graded =
         grade("polls-sh", &["--resync", "2s"], &["sh", &script.display().to_string()]).await;
     graded.assert_fails(&["watches"], "informer");
+    // A shell script: every language's way.
+    assert_eq!(graded.json["hint_lang"], "all", "{}", graded.printed);
     common::write_sample("grade-polls-sh.txt", &graded.shown);
 }
 
@@ -353,12 +407,74 @@ async fn writing_on_a_minutely_resync_fails_the_hot_loop() {
     assert_ne!(relists, "0", "{}", graded.printed);
 }
 
+/// Reads my-config from the API server on each event (the course's ④ broken):
+/// it watches, so it is told to read its cache, not to use an informer.
+#[tokio::test]
+#[serial]
+async fn reading_my_config_on_each_event_is_told_to_read_the_cache() {
+    let graded = variant("reads-per-event", "en").await;
+    graded.assert_fails(&["watches"], "read_cache");
+    assert_eq!(graded.row("watches")["seen_key"], "watches.per_event", "{}", graded.printed);
+    common::write_sample("grade-reads-per-event.txt", &graded.shown);
+}
+
+/// The course's step-2 factory (no namespace) in step 4: its list of every
+/// namespace is refused 403 under the course's Role, its cache never syncs.
+#[tokio::test]
+#[serial]
+async fn an_informer_of_every_namespace_is_told_its_list_was_refused() {
+    let graded = variant("watches-all-namespaces", "zh").await;
+    graded.assert_refused("starts", "list configmaps -A");
+    assert_eq!(graded.code, Some(1), "{}", graded.printed);
+    common::assert_chinese("cargo xtask grade --lang zh", &graded.shown);
+    common::write_sample("grade-all-namespaces.zh-CN.txt", &graded.shown);
+}
+
+/// A watch-driven shell program that writes with server-side apply: under the
+/// course's Role (no patch) each apply is answered 403, and every failed row
+/// says so; with a Role that allows patch (`--role`) it graduates, and the
+/// grade says that the Role is not the course's.
+#[tokio::test]
+#[serial]
+async fn server_side_apply_is_refused_by_the_courses_role_and_passes_with_its_own() {
+    let script = project::root().join("xtask/tests/grade/applies-server-side.sh");
+    let script = script.display().to_string();
+    let graded = grade("apply", &["--resync", "2s"], &["sh", &script]).await;
+    graded.assert_refused("starts", "patch configmaps/my-config -n default");
+    assert_eq!(graded.code, Some(1), "{}", graded.printed);
+    common::write_sample("grade-server-side-apply.txt", &graded.shown);
+    let role = project::root().join("xtask/tests/grade/role-with-patch.yaml");
+    let role = role.display().to_string();
+    let graded = grade("apply-role", &["--resync", "2s", "--role", &role], &["sh", &script]).await;
+    graded.assert_passes();
+    let said = graded.json["role"].as_str().unwrap_or_default().to_string();
+    assert!(said.contains(&role) && said.contains("not the course's"), "{said}");
+    assert!(said.contains("patch configmaps"), "{said}");
+    assert!(graded.shown.contains(&said), "{}", graded.shown);
+}
+
+/// Judged as where there is no `/proc` (macOS): `go run` stands for the
+/// program, and exits 1 after SIGINT whatever the program did — the clean
+/// exit, beyond the course, fails and says why; the course's graduation stands.
+#[tokio::test]
+#[serial]
+async fn without_proc_go_run_is_judged_by_its_own_exit() {
+    let command = go_run("course-go-run-no-proc").await;
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let graded = grade_with("go-run-no-proc", &[], &command, &[(grader::WITHOUT_PROC, "1")]).await;
+    graded.assert_fails(&["clean_exit"], "signals");
+    let seen = graded.row("clean_exit")["seen"].as_str().unwrap_or_default().to_string();
+    assert!(seen.contains("without /proc"), "{seen}");
+}
+
 #[tokio::test]
 #[serial]
 async fn ignoring_sigterm_fails_the_clean_exit() {
     // In Chinese: how a stop went is said in the reader's language too.
     let graded = variant("ignores-sigterm", "zh").await;
+    // Beyond the course: it graduates all the same (exit status 3).
     graded.assert_fails(&["clean_exit"], "signals");
+    assert!(graded.shown.contains("阶段 1 毕业"), "{}", graded.shown);
     let row = graded.row("clean_exit");
     assert_eq!(row["values"]["sigterm.kind"], "killed", "{}", graded.printed);
     let seen = row["seen"].as_str().unwrap_or_default().to_string();

@@ -5,23 +5,8 @@
 # xtask/tests/grade.rs grades it: every row passes but "watches, not polls".
 set -u
 got=$(mktemp)
-ca=$(mktemp)
-cfg=$(mktemp)
+. "$(dirname "$0")/curl-config.sh"
 trap 'rm -f "$got" "$ca" "$cfg"; exit 0' INT TERM
-
-# A top-level field of $KUBECONFIG (the grader's: one cluster, one user); a
-# long value is folded onto the next line (`key: >-`).
-field() {
-  awk -v key="$1:" '$1 == key { v = $2; if (v ~ /^[>|]/) { getline; v = $1 } gsub(/"/, "", v); print v; exit }' "$KUBECONFIG"
-}
-server=$(field server)
-token=$(field token)
-field certificate-authority-data | base64 -d >"$ca"
-url="$server/api/v1/namespaces/default/configmaps"
-desired='{"app.conf":"env=prod\nreplicas=3"}'
-# curl's own config file: the CA and the token only where the kubeconfig has them.
-if [ -s "$ca" ]; then echo "cacert = \"$ca\"" >>"$cfg"; fi
-if [ -n "$token" ]; then echo "header = \"Authorization: Bearer $token\"" >>"$cfg"; fi
 
 api() {
   curl -sS -K "$cfg" -H 'Content-Type: application/json' "$@"
