@@ -227,11 +227,26 @@ pub struct Row {
     pub seen: String,
     pub values: BTreeMap<String, String>,
     pub hint: Option<Hint>,
-    /// What the API server answered 403 Forbidden while the row ran, as `kubectl
-    /// auth can-i` asks it, with how often (`list configmaps -A ×12`).
-    pub forbidden: Vec<String>,
-    /// How many of the program's requests were answered 409 Conflict while the row ran.
+    /// What the API server answered 403 Forbidden while the row ran.
+    pub forbidden: Vec<Denied>,
+    /// How many of the program's updates of my-config were answered 409 Conflict while the row ran.
     pub conflicts: u64,
+}
+
+/// A request the API server answered 403 Forbidden, as `kubectl auth can-i` asks it
+/// (`list configmaps -A`), and how often.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denied {
+    pub asked: String,
+    pub times: u64,
+}
+
+impl Denied {
+    /// Of ConfigMaps, what the course's controller works on (not an Event, a Lease).
+    pub fn of_config_maps(&self) -> bool {
+        let resource = self.asked.split_whitespace().nth(1).unwrap_or_default();
+        resource.split('/').next() == Some("configmaps")
+    }
 }
 
 /// What a grade found.

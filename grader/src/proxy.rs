@@ -100,7 +100,7 @@ struct Shared {
     counts: Mutex<Counts>,
     /// What the API server answered 403 Forbidden, each as `kubectl auth can-i` asks it.
     denied: Mutex<Vec<String>>,
-    /// How many requests it answered 409 Conflict.
+    /// How many updates of the target it answered 409 Conflict.
     conflicts: AtomicU64,
 }
 
@@ -181,7 +181,7 @@ impl Proxy {
         self.shared.cut.receiver_count()
     }
 
-    /// How many of its requests were answered 409 Conflict so far.
+    /// How many of its updates of the target were answered 409 Conflict so far.
     pub fn conflicts(&self) -> u64 {
         self.shared.conflicts.load(Ordering::SeqCst)
     }
@@ -332,7 +332,10 @@ impl Shared {
         }
         match parts.status {
             StatusCode::FORBIDDEN => self.denied.lock().expect("not poisoned").push(asked),
-            StatusCode::CONFLICT => drop(self.conflicts.fetch_add(1, Ordering::SeqCst)),
+            // An update's conflict, not a create's AlreadyExists.
+            StatusCode::CONFLICT if kind == Kind::UpdateOfTarget => {
+                self.conflicts.fetch_add(1, Ordering::SeqCst);
+            }
             _ => {}
         }
         let body = match kind.is_watch() && parts.status.is_success() {

@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
-    Hint, Options, Refused, Row, RowId, Step,
+    Denied, Hint, Options, Refused, Row, RowId, Step,
     identity::Identity,
     program::{Program, Stopped},
     proxy::{Counts, Proxy},
@@ -195,19 +195,21 @@ impl Grading<'_> {
             row.values.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
         };
         let self_heal_passed = passed(&self.rows, RowId::SelfHeal);
-        // A list or watch refused: its cache never filled, and every row after it fails for that.
-        let cache_refused = |rows: &[Row]| {
-            let reads = |f: &String| f.starts_with("list ") || f.starts_with("watch ");
-            rows.iter().any(|r| r.forbidden.iter().any(reads))
-        };
-        for n in 0..self.rows.len() {
-            let refused_before = cache_refused(&self.rows[..n]);
-            let row = &mut self.rows[n];
+        // A list or watch of ConfigMaps refused: the cache never filled, and every row after it
+        // fails for that (but how the program exits: its own matter).
+        let mut cache_refused = false;
+        for row in &mut self.rows {
+            let refused = row.forbidden.iter().any(Denied::of_config_maps);
+            let refused_before = cache_refused && row.id != RowId::CleanExit;
+            cache_refused |= row.forbidden.iter().any(|d| {
+                d.of_config_maps()
+                    && (d.asked.starts_with("list ") || d.asked.starts_with("watch "))
+            });
             if row.passed {
                 continue;
             }
             let hint = match (row.id, row.seen.as_str()) {
-                _ if !row.forbidden.is_empty() || refused_before => Hint::Forbidden,
+                _ if refused || refused_before => Hint::Forbidden,
                 (RowId::Conflict, _) if row.conflicts > 0 => Hint::Conflict,
                 (RowId::FailedWrite, "exited") => Hint::KeepRunning,
                 (_, "exited" | "not_run") | (RowId::Rerun, "rerun.never_connected") => Hint::Exited,
@@ -234,16 +236,16 @@ impl Grading<'_> {
     }
 }
 
-/// Each distinct entry with how often it came, in the order first seen (`list configmaps -A ×3`).
-fn times(entries: &[String]) -> Vec<String> {
-    let mut counted: Vec<(&String, usize)> = Vec::new();
-    for entry in entries {
-        match counted.iter_mut().find(|(e, _)| *e == entry) {
-            Some((_, n)) => *n += 1,
-            None => counted.push((entry, 1)),
+/// Each distinct request with how often it came, in the order first seen.
+fn times(asked: &[String]) -> Vec<Denied> {
+    let mut counted: Vec<Denied> = Vec::new();
+    for asked in asked {
+        match counted.iter_mut().find(|d| d.asked == *asked) {
+            Some(denied) => denied.times += 1,
+            None => counted.push(Denied { asked: asked.clone(), times: 1 }),
         }
     }
-    counted.into_iter().map(|(entry, n)| format!("{entry} ×{n}")).collect()
+    counted
 }
 
 /// Waits until the program has made a request, it exits (`Err(Some)`), or

@@ -137,13 +137,17 @@ struct GradeFile {
     target: String,
     /// Every row passed.
     passed: bool,
-    /// The course's graduation: every row of the course passed.
+    /// The course's graduation: every row of the course passed. (Absent from format 1.)
+    #[serde(default)]
     graduated: bool,
     /// Every row beyond the course passed.
+    #[serde(default)]
     beyond_passed: bool,
     /// The Role it ran with, in the file's language.
+    #[serde(default)]
     role: String,
     /// The language of code the hints show.
+    #[serde(default)]
     hint_lang: CodeLang,
     /// Why it could not be graded at all, in the file's language.
     refused: Option<String>,
@@ -162,9 +166,11 @@ struct GradedRow {
     seen_key: String,
     values: BTreeMap<String, String>,
     hint: Option<Hint>,
-    /// What the API server answered 403 while the row ran (`kubectl auth can-i` words, ×count).
-    forbidden: Vec<String>,
+    /// What the API server answered 403 while the row ran (`kubectl auth can-i` words, how often).
+    #[serde(default)]
+    forbidden: Vec<grade::Denied>,
     /// How many 409 Conflicts it answered while the row ran.
+    #[serde(default)]
     conflicts: u64,
 }
 
@@ -633,7 +639,8 @@ mod tests {
         let values = [("within", "20 s"), ("creates", "0")];
         let mut refused =
             row(RowId::Starts, false, "starts.absent", &values, Some(Hint::Forbidden));
-        refused.forbidden = vec!["patch configmaps/my-config -n default ×3".into()];
+        let asked = "patch configmaps/my-config -n default".to_string();
+        refused.forbidden = vec![grade::Denied { asked, times: 3 }];
         for lang in [Lang::En, Lang::Zh] {
             let texts = Texts::of(lang);
             let shown = GradedRow::new(&refused, &words(lang, CodeLang::Go), true);

@@ -55,7 +55,7 @@ pub fn classify(method: &Method, uri: &Uri, target: &Target) -> Kind {
     let namespaced = format!("/api/v1/namespaces/{}/configmaps", target.namespace);
     let collection = path == namespaced || path == "/api/v1/configmaps";
     let object = path == format!("{namespaced}/{}", target.name);
-    let watching = old_watch || matches!(query("watch").as_deref(), Some("true" | "1"));
+    let watching = old_watch || watch_asked(uri);
     if object && !old_watch && (method == Method::PUT || method == Method::PATCH) {
         return Kind::UpdateOfTarget;
     }
@@ -129,10 +129,7 @@ impl Counts {
             ["", "api", "v1", "namespaces", _, "configmaps", _] => (false, true),
             _ => (false, false),
         };
-        let watching = matches!(
-            query_value(uri.query().unwrap_or_default(), "watch").as_deref(),
-            Some("true" | "1")
-        );
+        let watching = watch_asked(uri);
         self.gets += u64::from(object && !watching && method == Method::GET);
         let counter = match *method {
             _ if watching || !(collection || object) => &mut self.others,
@@ -154,55 +151,50 @@ pub fn query_value(query: &str, key: &str) -> Option<String> {
     })
 }
 
+/// The `watch` parameter as the API server reads it: anything but `0` or
+/// `false` (Python's client sends `watch=True`).
+fn watch_asked(uri: &Uri) -> bool {
+    let value = query_value(uri.query().unwrap_or_default(), "watch");
+    value.is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
 /// `method uri` as `kubectl auth can-i` asks it (`list configmaps -A`, `patch
 /// configmaps/my-config -n default`): the verb and resource RBAC checked, in the
 /// words a learner types to ask the cluster again.
 pub fn can_i(method: &Method, uri: &Uri) -> String {
     let path = uri.path().trim_end_matches('/');
-    let (path, old_watch) = match path.strip_prefix("/api/v1/watch/") {
-        Some(rest) => (format!("/api/v1/{rest}"), true),
-        None => (path.to_string(), false),
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let method = method.as_str().to_lowercase();
+    let (group, rest) = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, _, rest @ ..] => (*group, rest),
+        _ => return format!("{method} {}", if path.is_empty() { "/" } else { path }),
     };
-    let rest = match path.strip_prefix("/api/v1/") {
-        Some(rest) => Some(("", rest)),
-        None => path.strip_prefix("/apis/").and_then(|rest| {
-            let mut parts = rest.splitn(3, '/');
-            let group = parts.next()?;
-            parts.next()?;
-            Some((group, parts.next()?))
-        }),
+    // The old watch prefix (`…/v1/watch/…`) is a watch whatever the query says.
+    let (old_watch, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
+        rest => (false, rest),
     };
-    let watching = old_watch
-        || matches!(
-            query_value(uri.query().unwrap_or_default(), "watch").as_deref(),
-            Some("true" | "1")
-        );
-    let Some((group, rest)) = rest else {
-        return format!("{} {path}", method.as_str().to_lowercase());
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(*ns), rest),
+        rest => (None, rest),
     };
-    let segments: Vec<&str> = rest.split('/').collect();
-    let (namespace, segments) = match segments.as_slice() {
-        ["namespaces", ns, more @ ..] if !more.is_empty() => (Some(*ns), more.to_vec()),
-        _ => (None, segments),
-    };
-    let resource = match group {
-        "" => segments[0].to_string(),
-        group => format!("{}.{group}", segments[0]),
-    };
-    let name = segments.get(1);
-    let verb = match (method.as_str(), name, watching) {
-        ("GET", _, true) => "watch",
-        ("GET", Some(_), _) => "get",
-        ("GET", None, _) => "list",
-        ("POST", ..) => "create",
-        ("PUT", ..) => "update",
-        ("PATCH", ..) => "patch",
-        ("DELETE", Some(_), _) => "delete",
-        ("DELETE", None, _) => "deletecollection",
-        (other, ..) => return format!("{} {path}", other.to_lowercase()),
+    let Some(first) = rest.first() else { return format!("{method} {path}") };
+    let resource = if group.is_empty() { first.to_string() } else { format!("{first}.{group}") };
+    let name = rest.get(1);
+    // A watch of one object by its path is checked as a get.
+    let verb = match (method.as_str(), name, old_watch || name.is_none() && watch_asked(uri)) {
+        ("get", _, true) => "watch",
+        ("get", Some(_), _) => "get",
+        ("get", None, _) => "list",
+        ("post", ..) => "create",
+        ("put", ..) => "update",
+        ("delete", Some(_), _) => "delete",
+        ("delete", None, _) => "deletecollection",
+        (other, ..) => other,
     };
     let object = name.map_or(resource.clone(), |name| format!("{resource}/{name}"));
-    let sub = segments.get(2).map(|s| format!(" --subresource={s}")).unwrap_or_default();
+    let sub = rest.get(2).map(|s| format!(" --subresource={s}")).unwrap_or_default();
     let scope = namespace.map_or("-A".to_string(), |ns| format!("-n {ns}"));
     format!("{verb} {object}{sub} {scope}")
 }
@@ -284,6 +276,17 @@ mod tests {
         );
         assert_eq!(can(Method::GET, "/api/v1/namespaces/default"), "get namespaces/default -A");
         assert_eq!(can(Method::GET, "/version"), "get /version");
+        // Python's client says `watch=True`; a group's old watch prefix; one object watched.
+        assert_eq!(can(Method::GET, &format!("{cm}?watch=True")), "watch configmaps -n default");
+        assert_eq!(
+            can(Method::GET, "/apis/apps/v1/watch/namespaces/d/deployments"),
+            "watch deployments.apps -n d"
+        );
+        assert_eq!(
+            can(Method::GET, &format!("{cm}/my-config?watch=1")),
+            "get configmaps/my-config -n default"
+        );
+        assert_eq!(can(Method::GET, &format!("{cm}?watch=false")), "list configmaps -n default");
     }
 
     #[test]
@@ -306,6 +309,7 @@ mod tests {
         );
         assert_eq!(kind(Method::GET, &format!("{cms}?watch=true&resourceVersion=0")), Kind::Watch);
         assert_eq!(kind(Method::GET, &format!("{cms}?watch=true")), Kind::Watch);
+        assert_eq!(kind(Method::GET, &format!("{cms}?watch=True")), Kind::Watch);
         assert_eq!(
             kind(Method::GET, "/api/v1/namespaces/default/pods?watch=true&resourceVersion=3"),
             Kind::Other

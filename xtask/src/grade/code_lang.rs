@@ -4,13 +4,14 @@
 use super::*;
 
 /// A language of code the hints know, or all of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CodeLang {
     Go,
     Rust,
     Python,
     /// Each hint in every language.
+    #[default]
     All,
 }
 
@@ -29,14 +30,22 @@ impl CodeLang {
     /// What `command` is written in: `go run`, `cargo run`, `python`, a
     /// source file's extension, a script's `#!` line, or what a compiler left
     /// in a binary (Go's build info, Rust's standard library paths); all when none says.
+    /// Names first, over every word: a tool a command runs through (`env`, `timeout`)
+    /// may itself be written in Rust.
     pub(super) fn of(command: &[String]) -> CodeLang {
-        command.iter().find_map(|word| Self::named(word)).unwrap_or(CodeLang::All)
+        let inside =
+            |word: &String| Some(Path::new(word)).filter(|p| p.is_file()).and_then(Self::inside);
+        command
+            .iter()
+            .find_map(|word| Self::named(word))
+            .or_else(|| command.iter().find_map(inside))
+            .unwrap_or(CodeLang::All)
     }
 
     fn named(word: &str) -> Option<CodeLang> {
         let path = Path::new(word);
         let name = path.file_name()?.to_str()?;
-        let by_name = match name {
+        match name {
             "go" => Some(CodeLang::Go),
             "cargo" | "rustc" => Some(CodeLang::Rust),
             name if name.starts_with("python") => Some(CodeLang::Python),
@@ -46,8 +55,7 @@ impl CodeLang {
                 Some("py") => Some(CodeLang::Python),
                 _ => None,
             },
-        };
-        by_name.or_else(|| path.is_file().then(|| Self::inside(path)).flatten())
+        }
     }
 
     /// What a file says of itself.
@@ -86,6 +94,9 @@ mod tests {
         assert_eq!(of(&["/usr/bin/python3", "controller.py"]), CodeLang::Python);
         assert_eq!(of(&["uv", "run", "controller.py"]), CodeLang::Python);
         assert_eq!(of(&["sh", "-c", "exec \"$0\"", "no/such/file"]), CodeLang::All);
+        // A Rust-written tool before the program does not make it Rust.
+        let tool = std::env::current_exe().unwrap().display().to_string();
+        assert_eq!(of(&[&tool, "60", "./ctl.py"]), CodeLang::Python);
     }
 
     #[test]

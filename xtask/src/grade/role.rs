@@ -26,15 +26,20 @@ pub(super) fn read(path: &Path) -> Result<grade::Role> {
     let any = |list: &Option<Vec<String>>, want: &str| {
         list.as_ref().is_some_and(|l| l.iter().any(|v| v == want || v == "*"))
     };
+    if rules.iter().any(|r| r.non_resource_urls.as_ref().is_some_and(|u| !u.is_empty())) {
+        bail!(tr!("{shown}: a Role cannot hold nonResourceURLs (a ClusterRole's)", shown));
+    }
+    // Of any ConfigMap: the grade's first get is of one of its own.
     let gets = rules.iter().any(|r| {
         any(&r.api_groups, "")
             && any(&r.resources, "configmaps")
             && r.verbs.iter().any(|v| v == "get" || v == "*")
+            && r.resource_names.as_ref().is_none_or(Vec::is_empty)
     });
     if !gets {
         bail!(tr!(
-            "{shown}: its Role allows no get of configmaps, which every controller of the course \
-             makes (and the grade makes first, to know the program's identity works)",
+            "{shown}: its Role allows no get of every configmap, which every controller of the \
+             course makes (and the grade makes first, to know the program's identity works)",
             shown
         ));
     }
@@ -65,10 +70,19 @@ mod tests {
         let binding = "kind: RoleBinding\nmetadata: {name: a}\n";
         let no_get = "kind: Role\nmetadata: {name: a}\nrules:\n- apiGroups: ['']\n  resources: [configmaps]\n  verbs: [list]\n";
         let two = format!("{no_get}---\n{no_get}");
+        let get = "  verbs: [get, list]\n";
+        let by_name =
+            no_get.replace("  verbs: [list]\n", &format!("{get}  resourceNames: [my-config]\n"));
+        let urls = no_get.replace(
+            "  verbs: [list]\n",
+            &format!("{get}- nonResourceURLs: [/healthz]\n  verbs: [get]\n"),
+        );
         for (name, text, says) in [
             ("binding", binding, "must hold one Role"),
             ("two", two.as_str(), "must hold one Role"),
-            ("no-get", no_get, "allows no get of configmaps"),
+            ("no-get", no_get, "allows no get of every configmap"),
+            ("by-name", by_name.as_str(), "allows no get of every configmap"),
+            ("urls", urls.as_str(), "cannot hold nonResourceURLs"),
             ("not-yaml", "kind: [", "is not YAML"),
         ] {
             let error = format!("{:#}", read_text(name, text).unwrap_err());

@@ -84,10 +84,7 @@ impl GradedRow {
         let mut seen = vec![locale::fill(&texts.seen[&row.seen], &values)];
         if !row.forbidden.is_empty() {
             // `list configmaps -A` ×5: the words to ask the cluster again, as code.
-            let code = |f: &String| match f.rsplit_once(" ×") {
-                Some((asked, times)) => format!("`{asked}` ×{times}"),
-                None => format!("`{f}`"),
-            };
+            let code = |d: &grade::Denied| format!("`{}` ×{}", d.asked, d.times);
             let requests = row.forbidden.iter().map(code).collect::<Vec<_>>().join(", ");
             let role = &words.role;
             seen.push(texts.text("forbidden", &[("requests", &requests), ("role", role)]));
