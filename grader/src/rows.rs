@@ -190,11 +190,10 @@ impl Grading<'_> {
     /// What to re-read for each failed row, from what all the rows saw: a
     /// refusal (403) first, whatever else went wrong, for it explains the rest.
     fn diagnose(&mut self) {
-        let passed = |rows: &[Row], id| rows.iter().any(|r| r.id == id && r.passed);
         let value = |row: &Row, key: &str| -> u64 {
             row.values.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
         };
-        let self_heal_passed = passed(&self.rows, RowId::SelfHeal);
+        let self_heal_passed = self.rows.iter().any(|r| r.id == RowId::SelfHeal && r.passed);
         // A list or watch of ConfigMaps refused: the cache never filled, and every row after it
         // fails for that (but how the program exits: its own matter).
         let mut cache_refused = false;

@@ -123,8 +123,10 @@ impl Texts {
     }
 }
 
-/// The JSON an instructor collects: who, what, where, and every row.
-#[derive(Serialize, Deserialize)]
+/// The JSON an instructor collects: who, what, where, and every row. What a
+/// file of format 1 lacks (the verdicts, the Role, the hints' language) reads as default.
+#[derive(Default, Serialize, Deserialize)]
+#[serde(default)]
 struct GradeFile {
     format: u32,
     attendee: String,
@@ -137,17 +139,13 @@ struct GradeFile {
     target: String,
     /// Every row passed.
     passed: bool,
-    /// The course's graduation: every row of the course passed. (Absent from format 1.)
-    #[serde(default)]
+    /// The course's graduation: every row of the course passed.
     graduated: bool,
     /// Every row beyond the course passed.
-    #[serde(default)]
     beyond_passed: bool,
     /// The Role it ran with, in the file's language.
-    #[serde(default)]
     role: String,
     /// The language of code the hints show.
-    #[serde(default)]
     hint_lang: CodeLang,
     /// Why it could not be graded at all, in the file's language.
     refused: Option<String>,

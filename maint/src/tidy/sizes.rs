@@ -91,10 +91,10 @@ const GOALS: (usize, usize) = (13_000, 22_000);
 /// Ceilings that only come down: today's measure, lowered as code is removed
 /// (a change that adds lines past them fails here and says the goal). Raised
 /// twice, each time with no honest cut left to pay for it: by issue 53's closing
-/// of the room and the lab (+385, +505), by issue 54's judge (+405, +405: two
+/// of the room and the lab (+385, +505), by issue 54's judge (+398, +403: two
 /// verdicts, 403s named, hints in three languages, `--role`, stops without
 /// `/proc`). Issue 52 caps this round at 24 000: what comes next pays with cuts.
-const CEILINGS: (usize, usize) = (14_730, 23_824);
+const CEILINGS: (usize, usize) = (14_723, 23_822);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {

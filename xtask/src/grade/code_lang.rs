@@ -18,13 +18,11 @@ pub enum CodeLang {
 impl CodeLang {
     pub(super) const EACH: [CodeLang; 3] = [CodeLang::Go, CodeLang::Rust, CodeLang::Python];
 
-    pub(super) fn key(self) -> &'static str {
-        match self {
-            CodeLang::Go => "go",
-            CodeLang::Rust => "rust",
-            CodeLang::Python => "python",
-            CodeLang::All => "all",
-        }
+    /// Its name, as `--hint-lang` takes it.
+    pub(super) fn key(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
     }
 
     /// What `command` is written in: `go run`, `cargo run`, `python`, a
