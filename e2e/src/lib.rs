@@ -9,12 +9,15 @@
 //! | [`etcd`]     | etcd's JSON gateway, for the faults and step 4's relist     |
 //! | [`faults`]   | the controller keeping its promise when things go wrong    |
 //! | [`examples`] | the course's step programs, run as a learner runs them     |
-//! | [`pages`]    | the course pages, typed as a learner types them            |
+//!
+//! Test support, for tests only (the `test-support` feature): `pages`, the course pages,
+//! typed as a learner types them.
 
 pub mod checks;
 pub mod etcd;
 pub mod examples;
 pub mod faults;
+#[cfg(any(test, feature = "test-support"))]
 pub mod pages;
 
 use grader::experiments;

@@ -12,7 +12,8 @@ use super::read;
 const SUPPORT: &str = r#"#[cfg(any(test, feature = "test-support"))]"#;
 
 /// A test-support module: its file, and the words by which other code calls it
-/// (`name::` for its path, `fn(` for each function it defines).
+/// (`name::` for its path, which a free function's caller names in a path or a `use`;
+/// `method(` for each method it defines on a type from elsewhere).
 struct Module {
     file: String,
     marks: Vec<String>,
@@ -53,9 +54,9 @@ fn declared_in(file: &str, files: &[&str]) -> Vec<Module> {
             let candidates = [dir.join(format!("{name}.rs")), dir.join(name).join("mod.rs")];
             let found = candidates.iter().map(|p| p.to_string_lossy().into_owned());
             let file = found.into_iter().find(|p| files.contains(&p.as_str()))?;
-            let mut functions = Functions::default();
-            functions.visit_file(&syn::parse_file(&read(&file)).ok()?);
-            let marks = functions.0.into_iter().map(|f| format!("{f}("));
+            let mut methods = Methods::default();
+            methods.visit_file(&syn::parse_file(&read(&file)).ok()?);
+            let marks = methods.0.into_iter().map(|f| format!("{f}("));
             Some(Module { marks: marks.chain([format!("{name}::")]).collect(), file })
         })
         .collect()
@@ -68,14 +69,11 @@ fn calls(text: &str, mark: &str) -> bool {
     })
 }
 
-/// The names of the functions a file defines (free and in impls).
+/// The names of the methods a file defines.
 #[derive(Default)]
-struct Functions(Vec<String>);
+struct Methods(Vec<String>);
 
-impl<'ast> Visit<'ast> for Functions {
-    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        self.0.push(f.sig.ident.to_string());
-    }
+impl<'ast> Visit<'ast> for Methods {
     fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
         self.0.push(f.sig.ident.to_string());
     }
