@@ -10,7 +10,6 @@
 //! | [`bench`]        | `cargo maint bench`: heal latency against the floor           |
 //! | [`room_bench`]   | `cargo maint room-bench`: a room of N on one cluster, measured |
 //! | [`side_by_side`] | commands run at once, each into a log of its own              |
-//! | [`hunt`]         | `cargo maint hunt`: every lab test again and again, idle and busy |
 //! | [`pictures`]     | `cargo maint pictures`: docs/pictures/ drawn by code          |
 //! | [`node_image`]   | `cargo maint node-image`: kind's node built here, offline     |
 //! | [`cluster`]      | a cluster's objects, to compare before and after              |
@@ -19,7 +18,6 @@
 
 mod bench;
 mod cluster;
-mod hunt;
 mod mirror;
 mod node_image;
 mod pictures;
@@ -74,10 +72,6 @@ enum Command {
     /// experiments in each, self-heal, grading the room, every lab down, room down
     /// (docs/samples/room-N.*).
     RoomBench(room_bench::RoomBenchArgs),
-    /// A flake hunt: the test command's lab parts round after round and the grader's
-    /// process-group tests, the last rounds with a CPU hog on each core; then each test's
-    /// passes over its runs (docs/maintainers.md).
-    Hunt(hunt::HuntArgs),
     /// Draw the pictures in docs/pictures/ from their sources (docs/samples/); --check compares them and checks their layout.
     Pictures(pictures::PicturesArgs),
 }
@@ -91,7 +85,6 @@ async fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args).await,
         Command::NodeImage { source, dry_run } => node_image::run(&source, dry_run).await,
         Command::RoomBench(args) => room_bench::run(args).await,
-        Command::Hunt(args) => hunt::run(args),
         Command::Pictures(args) => pictures::run(args),
     })
 }

@@ -1,10 +1,9 @@
 //! `cargo maint pictures`: the bench's charts in docs/pictures/, each drawn by code from the
 //! run it shows (a sample), never edited by hand; step 3's picture, which never changes, is a
-//! committed file. `--check` draws the charts again, fails on a committed file that differs,
-//! and checks every picture's layout as the drawing module estimates it
-//! ([`bench::chart::layout`]).
+//! committed file. `--check` draws the charts again and fails on a committed file that
+//! differs; every picture's layout is checked by the tests below (`bench::layout`).
 
-use std::{path::PathBuf, process::ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -13,14 +12,9 @@ use labkit::project;
 
 #[derive(Args)]
 pub struct PicturesArgs {
-    /// Write nothing: fail when a committed picture is not what its source draws, or when a
-    /// picture shown 1024 px wide has a text outside it, two texts on each other, or a text
-    /// below 11 px (each text's box as `bench/src/chart.rs` estimates it).
+    /// Write nothing: fail when a committed picture is not what its source draws.
     #[arg(long)]
     check: bool,
-    /// Check other SVG files' layout the same way (e.g. target/bench/latest.svg after a bench run); repeatable.
-    #[arg(long, value_name = "SVG", requires = "check")]
-    look: Vec<PathBuf>,
 }
 
 /// Every chart the docs show: where it is committed, and the run it is drawn from (from the
@@ -29,9 +23,6 @@ pub const CHARTS: [(&str, &str); 2] = [
     ("docs/pictures/bench.svg", "docs/samples/bench.chart.json"),
     ("docs/pictures/bench-short.svg", "docs/samples/bench-short.chart.json"),
 ];
-
-/// Step 3's picture in each language: committed files, checked with the charts.
-const STEP3: [&str; 2] = ["docs/pictures/workqueue.en.svg", "docs/pictures/workqueue.zh-CN.svg"];
 
 /// The chart the run kept in `source` draws today.
 fn drawn(source: &str) -> Result<String> {
@@ -52,46 +43,27 @@ pub fn run(args: PicturesArgs) -> Result<ExitCode> {
     }
     let mut failed = false;
     for (picture, source) in CHARTS {
-        let drawn = drawn(source)?;
-        if read(picture).ok().as_deref() != Some(drawn.as_str()) {
-            println!("{picture}: not what {source} draws (run `cargo maint pictures`)");
-            failed = true;
-        }
-        failed |= !laid_out(picture, &drawn);
-    }
-    for file in STEP3.map(|p| root.join(p)).into_iter().chain(args.look) {
-        let svg = labkit::files::read(&file)?;
-        failed |= !laid_out(&project::shown(&file), &svg);
+        let same = read(picture).ok().as_deref() == Some(drawn(source)?.as_str());
+        println!(
+            "{picture}: {}",
+            if same {
+                "what its run draws"
+            } else {
+                "NOT what its run draws (run `cargo maint pictures`)"
+            }
+        );
+        failed |= !same;
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
-}
-
-/// Prints the layout of `svg` and its faults; whether it has none.
-fn laid_out(shown_as: &str, svg: &str) -> bool {
-    let layout = match bench::chart::layout(svg) {
-        Ok(layout) => layout,
-        Err(e) => {
-            println!("{shown_as}: {e}");
-            return false;
-        }
-    };
-    println!(
-        "{shown_as}: {} {} × {:.0} px, {} texts, smallest {:.1} px",
-        if layout.faults.is_empty() { "fine at" } else { "FAULTY at" },
-        bench::chart::SHOWN_AT,
-        layout.height,
-        layout.texts.len(),
-        layout.smallest,
-    );
-    for fault in &layout.faults {
-        println!("  {fault}");
-    }
-    layout.faults.is_empty()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Step 3's picture in each language: committed files, checked with the charts.
+    const STEP3: [&str; 2] =
+        ["docs/pictures/workqueue.en.svg", "docs/pictures/workqueue.zh-CN.svg"];
 
     /// A bench chart is drawn from the run its table is: every latency
     /// series of the kept run has the n and p50 of a row of the table the
@@ -143,7 +115,7 @@ mod tests {
             );
         }
         for picture in CHARTS.map(|(p, _)| p).into_iter().chain(STEP3) {
-            let faults = bench::chart::layout(&read(picture).unwrap()).unwrap().faults;
+            let faults = bench::layout::layout(&read(picture).unwrap()).unwrap().faults;
             assert_eq!(faults, Vec::<String>::new(), "{picture}");
         }
     }
