@@ -1,7 +1,7 @@
 //! `cargo xtask grade -- <command…>`: grades a controller program a learner
 //! typed (any language) against the current lab, the rows of `grader`,
-//! as a table in the reader's language (`xtask/grade/*.toml`) and, with
-//! `--json`, as a file an instructor collects (`--collect DIR`: the room).
+//! as a table in the reader's language (`xtask/grade/*.toml`), with `--json` as a file,
+//! with `--room` handed in to the room ([`collect`]: `--collect --room NAME` reads them).
 //!
 //! The lab is borrowed for the grade ([`crate::borrow`]): its own controller
 //! stopped, and put back afterwards whatever happens — a result, a failure,
@@ -14,7 +14,7 @@ mod role;
 mod words;
 
 use code_lang::CodeLang;
-use collect::collect;
+use collect::{HandIn, collect};
 use words::{Words, heading, refused_text, role_text, table};
 
 use std::{
@@ -45,10 +45,14 @@ use crate::{
 pub struct GradeArgs {
     #[command(flatten)]
     lab: LabName,
-    /// Also write the result as JSON to PATH, for the instructor to collect.
+    /// Also write the result as JSON to PATH.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
-    /// Who is graded, in the JSON [default: $USER].
+    /// Hand the result in to the room: the attendee's kubeconfig from `room up` (it is
+    /// written into their namespace); with `--collect`, the room's name.
+    #[arg(long, value_name = "KUBECONFIG|NAME")]
+    room: Option<String>,
+    /// Who is graded, in the result [default: $USER].
     #[arg(long)]
     attendee: Option<String>,
     /// Desired data entry KEY=VALUE, for a variant of the course's program;
@@ -77,9 +81,10 @@ pub struct GradeArgs {
     /// `go run`, `cargo run`, `python`, a file's extension or contents; else all]
     #[arg(long, value_enum)]
     hint_lang: Option<CodeLang>,
-    /// Print the room's table from the JSON results in DIR instead of grading.
-    #[arg(long, value_name = "DIR", conflicts_with = "command")]
-    collect: Option<PathBuf>,
+    /// Print the room's table from the grades its attendees handed in (`--room NAME`, read
+    /// with the instructor's kubeconfig) instead of grading.
+    #[arg(long, requires = "room", conflicts_with = "command")]
+    collect: bool,
     /// The program and its arguments; {kubeconfig} becomes the path of its kubeconfig.
     #[arg(last = true, value_name = "COMMAND", required_unless_present = "collect")]
     command: Vec<String>,
@@ -180,8 +185,8 @@ const BEYOND_FAILED: u8 = 3;
 pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let lang = Lang::chosen();
     let texts = Texts::of(lang);
-    if let Some(dir) = &args.collect {
-        print!("{}", collect(dir, texts)?);
+    if let (true, Some(room)) = (args.collect, &args.room) {
+        print!("{}", collect(room, texts).await?);
         return Ok(ExitCode::SUCCESS);
     }
     // Bad input is refused before anything in the lab is touched.
@@ -197,6 +202,10 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     if let Some(file) = &args.role {
         options.role = role::read(file)?;
     }
+    let hand_in = match &args.room {
+        Some(kubeconfig) => Some(HandIn::open(Path::new(kubeconfig)).await?),
+        None => None,
+    };
     let mut signals =
         Interrupts::catch(&labkit::project::lab_dir(&args.lab.name).join("hangup.log"))?;
     let program = tr!("the program");
@@ -229,6 +238,9 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     let words = Words::new(texts, &options.role, &lab, &args);
     let graded = GradeFile::new(&args, &outcome, &words, lang, &lab, &command);
     show(&args, &outcome, &graded, texts)?;
+    if let Some(hand_in) = hand_in {
+        hand_in.write(&graded, texts).await?;
+    }
     Ok(match &outcome {
         Ok(report) if report.passed(true) && report.passed(false) => ExitCode::SUCCESS,
         Ok(report) if report.passed(true) => ExitCode::from(BEYOND_FAILED),
@@ -374,7 +386,7 @@ impl GradeFile {
     }
 }
 
-/// Written whole or not at all: a collected folder never holds half a file.
+/// Written whole or not at all: no reader ever sees half a file.
 fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
     let text = serde_json::to_string_pretty(graded)?;
     let partial = path.with_extension("json.partial");
@@ -665,37 +677,5 @@ mod tests {
         for lang in CodeLang::EACH {
             assert!(all.contains(&Texts::of(Lang::En).ways(lang)["forbidden"]), "{all}");
         }
-    }
-
-    #[test]
-    fn the_room_table_keeps_each_attendees_newest_result() {
-        let dir = std::env::temp_dir().join(format!("grade-collect-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let all_pass: Vec<grade::Row> =
-            RowId::ALL.iter().map(|id| row(*id, true, "not_run", &[], None)).collect();
-        let mut one_fails = all_pass.clone();
-        one_fails[0] = row(RowId::Starts, false, "not_run", &[], Some(Hint::Exited));
-        write_json(
-            &dir.join("ann-1.json"),
-            &graded(&one_fails, "ann", "2026-12-01T10:00:00Z", Lang::En),
-        )
-        .unwrap();
-        write_json(
-            &dir.join("ann-2.json"),
-            &graded(&all_pass, "ann", "2026-12-01T11:00:00Z", Lang::En),
-        )
-        .unwrap();
-        write_json(
-            &dir.join("bo.json"),
-            &graded(&one_fails, "bo", "2026-12-01T10:30:00Z", Lang::Zh),
-        )
-        .unwrap();
-        let text = collect(&dir, Texts::of(Lang::En)).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        let total = RowId::ALL.len();
-        assert!(text.contains(&format!("| ann | yes | {total}/{total} | — |")), "{text}");
-        let bo = format!("| bo | no | {}/{total} | starts and creates (experiment 1) |", total - 1);
-        assert!(text.contains(&bo), "{text}");
-        assert!(text.contains("3 results"), "{text}");
     }
 }

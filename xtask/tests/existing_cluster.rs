@@ -9,6 +9,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use common::browser::Browser;
 use common::{lab, maint, run, xtask};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -198,24 +199,41 @@ fn my_controller() -> String {
 }
 
 /// `cargo xtask grade` of my-controller on lab `name`, keeping `namespace`'s my-config.
-fn grade_my_controller(name: &str, namespace: &str, program: &str) -> labkit::command::Cmd {
-    let grade = ["grade", "--name", name, "--lang", "en", "--resync", "1s", "--", program];
-    xtask(&grade).args(["--kubeconfig", "{kubeconfig}", "--namespace", namespace]).args([
-        "--resync",
-        "1s",
-        "--listen",
-        "127.0.0.1:0",
-    ])
+fn grade_my_controller(
+    name: &str,
+    namespace: &str,
+    program: &str,
+    extra: &[&str],
+) -> labkit::command::Cmd {
+    let grade = ["grade", "--name", name, "--lang", "en", "--resync", "1s"];
+    xtask(&grade)
+        .args(extra)
+        .args(["--", program])
+        .args(["--kubeconfig", "{kubeconfig}", "--namespace", namespace])
+        .args(["--resync", "1s", "--listen", "127.0.0.1:0"])
 }
 
 /// The instructor grades on the same cluster, in namespaces of their own:
 /// two programs at once, each graded as it would be alone (every row
-/// passes): each counts its own program's requests in its own proxy.
+/// passes): each counts its own program's requests in its own proxy. Each
+/// result is handed in to an attendee's namespace (`--room`, as attendees 02
+/// and 03), and the room's page, open in headless Chromium from the start,
+/// shows what a person would see: the three attendees, attendee 01's
+/// my-config deleted and healed, the grades appearing; `grade --collect`
+/// reads them from the cluster.
 #[tokio::test]
 #[serial]
 async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
     let admin = instructor().await;
-    let before = common::cluster::snapshot(&admin).await.unwrap();
+    // Attendee 01's controller is scaled down and up on the way: a new pod, by design.
+    let before = kit_objects(&admin).await;
+    let (page, url) = room_serve().await;
+    let browser = Browser::start("en").await.unwrap();
+    browser.open(&url).await.unwrap();
+    let rows = "return [...document.querySelectorAll('tbody tr')].map(r => r.id + ':' + r.dataset.stage + ':' + r.dataset.config + ':' + r.dataset.graded)";
+    let seats = "return ['01','02','03'].every(n => document.getElementById('seat-attendee-' + n))";
+    browser.until("the page to show the three attendees", seats, rows).await.unwrap();
+    healed_on_the_page(&browser, rows).await;
     for (name, namespace) in INSTRUCTOR_LABS {
         instructor_lab_up(name, namespace);
     }
@@ -229,8 +247,9 @@ async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
             let log = dir.join(format!("grade-{name}.log"));
             // This run's lines only: spawn_to_log appends, and an older run's "all rows pass" would count.
             let _ = std::fs::remove_file(&log);
-            let child = grade_my_controller(name, namespace, &program).spawn_to_log(&log).unwrap();
-            (child, log)
+            let hand_in = attendee_kubeconfig(if name.ends_with('a') { 2 } else { 3 });
+            let grade = grade_my_controller(name, namespace, &program, &["--room", &hand_in]);
+            (grade.spawn_to_log(&log).unwrap(), log)
         })
         .collect();
     let mut failed = Vec::new();
@@ -248,6 +267,51 @@ async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
             failed.push(log);
         }
     }
+    let graded = "return ['02','03'].every(n => document.getElementById('seat-attendee-' + n).dataset.graded === 'true')";
+    browser.until("the page to show the two grades handed in", graded, rows).await.unwrap();
+    // The docs' screenshots when samples are written, else beside the test's logs.
+    let samples = match std::env::var("E2E_WRITE_SAMPLES").as_deref() {
+        Ok("1") => labkit::project::root().join("docs/samples"),
+        _ => labkit::project::target_dir().join("room-logs"),
+    };
+    browser.screenshot(&samples.join("room-page-en.png")).await.unwrap();
+    let chinese = Browser::start("zh-CN").await.unwrap();
+    chinese.open(&url).await.unwrap();
+    chinese
+        .until(
+            "the page in Chinese with the grades",
+            &graded.replace("return ", "return document.documentElement.lang === 'zh-CN' && "),
+            rows,
+        )
+        .await
+        .unwrap();
+    chinese.screenshot(&samples.join("room-page-zh-CN.png")).await.unwrap();
+    let collected = run(&xtask(&["grade", "--collect", "--room", ROOM, "--lang", "en"])
+        .env("KUBECONFIG", instructor_kubeconfig()));
+    eprintln!("{}", collected.stdout);
+    assert!(collected.ok, "grade --collect:\n{}", collected.stderr);
+    for n in ["02", "03"] {
+        let line = format!("| attendee-{n} (");
+        let row = collected.stdout.lines().find(|l| l.starts_with(&line)).unwrap_or_default();
+        assert!(row.contains("| yes |"), "attendee-{n}'s grade:\n{}", collected.stdout);
+    }
+    assert!(
+        collected.stdout.contains("no grade handed in yet: attendee-01"),
+        "{}",
+        collected.stdout
+    );
+    drop(page);
+    // What the hand-ins added, and only that, taken out again as the attendees.
+    let after_grades = kit_objects(&admin).await;
+    let handed_in: std::collections::BTreeSet<String> =
+        after_grades.difference(&made).cloned().collect();
+    let expected = ["/ConfigMap attendee-02/lab-kit-grade", "/ConfigMap attendee-03/lab-kit-grade"];
+    assert_eq!(handed_in, expected.map(String::from).into(), "the grades handed in");
+    for n in [2, 3] {
+        let grades: Api<ConfigMap> =
+            Api::namespaced(attendee(n).await, &format!("attendee-{n:02}"));
+        grades.delete("lab-kit-grade", &DeleteParams::default()).await.unwrap();
+    }
     let after_grades = kit_objects(&admin).await;
     let downs: Vec<_> = INSTRUCTOR_LABS
         .iter()
@@ -258,8 +322,80 @@ async fn two_grades_at_once_on_the_instructors_labs_each_pass() {
     for down in downs {
         assert!(down.ok, "lab down failed:\n{}", down.stderr);
     }
-    common::cluster::difference(&before, &common::cluster::snapshot(&admin).await.unwrap())
+    common::cluster::difference(&before, &kit_objects(&admin).await).unwrap();
+}
+
+/// The room's name (maint/src/test/existing.rs).
+const ROOM: &str = "test-room";
+
+/// `cargo xtask room serve` of the room, listening beyond loopback: its URL, with the
+/// secret it printed; a request without it is refused.
+async fn room_serve() -> (Killed, String) {
+    let log = labkit::project::target_dir().join("room-logs/room-serve.log");
+    let _ = std::fs::remove_file(&log);
+    let serve = ["room", "serve", "--name", ROOM, "--listen", "0.0.0.0:0", "--kubeconfig"];
+    let child = Killed(xtask(&serve).args([instructor_kubeconfig()]).spawn_to_log(&log).unwrap());
+    let url = eventually("room serve's URL", Duration::from_secs(120), || async {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let url = text.split_whitespace().find(|w| w.starts_with("http://"));
+        Ok(Check::done_if(url.is_some(), url.unwrap_or_default().to_string(), text.clone()))
+    })
+    .await
+    .unwrap();
+    let (origin, token) = url.split_once("/?token=").expect("a token beyond loopback");
+    let origin = origin.replace("0.0.0.0", "127.0.0.1");
+    let refused =
+        labkit::http_probe::get_url(&origin, "/events", Duration::from_secs(10)).await.unwrap();
+    assert_eq!(refused.status, 403, "the page answered without its token: {}", refused.body);
+    (child, format!("{origin}/?token={token}"))
+}
+
+/// A process killed when the test ends, however it ends (`cargo run` execs the program).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Attendee 01's my-config deleted with their controller stopped: the page shows it absent;
+/// the controller started again, the page shows it healed.
+async fn healed_on_the_page(browser: &Browser, rows: &str) {
+    let one = "document.getElementById('seat-attendee-01')";
+    let right = format!("return {one}.dataset.stage === 'config_right'");
+    browser.until("attendee 01's lab and my-config to be right", &right, rows).await.unwrap();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(instructor().await, "attendee-01");
+    let scale = |n: i32| serde_json::json!({"spec": {"replicas": n}});
+    deployments
+        .patch("my-controller", &PatchParams::default(), &Patch::Merge(scale(0)))
+        .await
         .unwrap();
+    // Gone, not only unready: a pod still terminating could put my-config back at once.
+    let pods: Api<Pod> = Api::namespaced(instructor().await, "attendee-01");
+    let selector = ListParams::default().labels(labkit::deployment::SELECTOR);
+    eventually("attendee 01's controller pods gone", Duration::from_secs(120), || async {
+        let left = pods.list(&selector).await?.items.len();
+        Ok(Check::done_if(left == 0, (), format!("{left} pods")))
+    })
+    .await
+    .unwrap();
+    let stopped = format!("return {one}.dataset.stage === 'lab_up'");
+    browser.until("attendee 01's controller shown stopped", &stopped, rows).await.unwrap();
+    let config_maps: Api<ConfigMap> = Api::namespaced(attendee(1).await, "attendee-01");
+    config_maps.delete("my-config", &DeleteParams::default()).await.unwrap();
+    let absent = format!("return {one}.dataset.config === 'absent'");
+    browser.until("attendee 01's my-config shown absent", &absent, rows).await.unwrap();
+    deployments
+        .patch("my-controller", &PatchParams::default(), &Patch::Merge(scale(1)))
+        .await
+        .unwrap();
+    let healed = format!(
+        "return {one}.dataset.config === 'right' && {one}.querySelector('[data-key=seen]').textContent.includes('healed after delete')"
+    );
+    browser.until("attendee 01's my-config shown healed", &healed, rows).await.unwrap();
 }
 
 /// What the lab tests on the envtest lab prove at each phase, here once on
@@ -275,7 +411,7 @@ async fn an_interrupted_grade_and_bench_leave_the_cluster_as_it_was() {
     instructor_lab_up(name, namespace);
     let before = kit_objects(&admin).await;
     let program = my_controller();
-    let grade = grade_my_controller(name, namespace, &program)
+    let grade = grade_my_controller(name, namespace, &program, &[])
         .env(labkit::test_hook::VARIABLE, "grade:row:self_heal=SIGHUP");
     let ran = run(&grade);
     let hangup = labkit::project::lab_dir(name).join("hangup.log");

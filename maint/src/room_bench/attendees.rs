@@ -296,8 +296,9 @@ pub fn grade(
             ));
         }
     }
-    let collect = ["xtask", "grade", "--collect", &results.display().to_string()];
-    let table = cargo(collect).read().unwrap_or_else(|e| format!("(grade --collect: {e:#})"));
+    let collect = cargo(["xtask", "grade", "--collect", "--room", ROOM]);
+    let collect = collect.env("KUBECONFIG", cluster.kubeconfig.display().to_string());
+    let table = collect.read().unwrap_or_else(|e| format!("(grade --collect: {e:#})"));
     failures.extend(down());
     if failures.len() == n {
         bail!("no grade passed:\n{}", failures.join("\n"));
@@ -326,9 +327,10 @@ fn graded_by(
                     let who = format!("{PREFIX}-{:02}", i + 1);
                     let grade =
                         ["xtask", "grade", "--name", name, "--lang", "en", "--attendee", &who];
+                    let kubeconfig = xtask::room::room_dir(ROOM).join(format!("{who}.kubeconfig"));
                     let cmd = cargo(grade)
-                        .arg("--json")
-                        .arg(results.join(format!("{who}.json")).display().to_string())
+                        .arg("--room")
+                        .path(&kubeconfig)
                         .args([
                             "--",
                             &program.display().to_string(),

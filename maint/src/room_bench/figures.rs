@@ -104,7 +104,7 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "\nThe room's grades (`cargo xtask grade --collect DIR`):\n\n```\n{}\n```",
+            "\nThe room's grades, handed in (`cargo xtask grade --collect --room NAME`):\n\n```\n{}\n```",
             self.room_table.trim_end()
         );
         out

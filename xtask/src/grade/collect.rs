@@ -1,44 +1,84 @@
-//! `cargo xtask grade --collect DIR`: the room's table from the attendees'
-//! JSON files.
+//! Grades without files: `grade --room KUBECONFIG` hands a result in to the attendee's own
+//! namespace of the room (a ConfigMap their Role lets them write), and `grade --collect
+//! --room NAME` reads every attendee's from the cluster, as `room serve`'s page does.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
 
 use super::*;
+use crate::lab::manifests::FIELD_MANAGER;
+use crate::room::{self, GRADE, GRADE_KEY, RoomOptions};
 
-/// The room's table: one line per attendee (their newest result), what
-/// passed and what did not.
-pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| tr!("cannot read the folder {path}", path = dir.display()))?;
-    let mut newest: BTreeMap<String, GradeFile> = BTreeMap::new();
-    let mut files = 0;
-    for entry in entries {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") {
-            continue;
-        }
-        let text = labkit::files::read(&path)?;
-        let graded: GradeFile = serde_json::from_str(&text).with_context(|| {
-            tr!("{path} is not a result of `cargo xtask grade --json`", path = path.display())
-        })?;
-        files += 1;
-        let keep = newest.get(&graded.attendee).is_none_or(|old| old.graded_at < graded.graded_at);
-        if keep {
-            newest.insert(graded.attendee.clone(), graded);
-        }
+/// Where a grade is handed in: the namespace of an attendee's kubeconfig, as them.
+pub(super) struct HandIn {
+    client: kube::Client,
+    namespace: String,
+    kubeconfig: String,
+}
+
+impl HandIn {
+    /// Checked before anything is graded: the file, and a dry run of the hand-in there (its
+    /// API server answers, the namespace is there, the Role allows it).
+    pub(super) async fn open(kubeconfig: &Path) -> Result<HandIn> {
+        let (config, _, _, namespace) =
+            crate::lab::existing::one_context(Some(kubeconfig), None, None)?;
+        let client = labkit::lab::client_of(config, |_| ()).await?;
+        let hand_in = HandIn { client, namespace, kubeconfig: labkit::project::shown(kubeconfig) };
+        hand_in.apply(&GradeFile::default(), PatchParams::apply(FIELD_MANAGER).dry_run()).await?;
+        Ok(hand_in)
     }
-    let dir_shown = dir.display().to_string();
-    if files == 0 {
-        return Ok(format!("{}\n", texts.text("collect_none", &[("dir", &dir_shown)])));
+
+    /// The result, as `--json` writes it, in ConfigMap [`GRADE`] (the newest replaces it).
+    pub(super) async fn write(&self, graded: &GradeFile, texts: &Texts) -> Result<()> {
+        let (namespace, kubeconfig) = (&self.namespace, &self.kubeconfig);
+        labkit::progress!(
+            "$ kubectl --kubeconfig {kubeconfig} -n {namespace} apply --server-side --force-conflicts -f -    # ConfigMap {GRADE}, done with kube-rs"
+        );
+        // Forced: the name is the kit's, and a result in a ConfigMap made by hand is replaced.
+        self.apply(graded, PatchParams::apply(FIELD_MANAGER).force()).await?;
+        eprintln!("{}", texts.text("handed_in", &[("namespace", namespace), ("name", GRADE)]));
+        Ok(())
     }
-    let mut out = format!(
-        "{}\n\n{}",
-        texts.text("collect_head", &[("files", &files.to_string()), ("dir", &dir_shown)]),
-        heading(
-            texts,
-            &["collect_attendee", "collect_graduated", "collect_passed", "collect_failing"]
-        )
+
+    async fn apply(&self, graded: &GradeFile, params: PatchParams) -> Result<()> {
+        let namespace = &self.namespace;
+        let data = serde_json::to_string_pretty(graded)?;
+        let document = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": GRADE}, "data": {GRADE_KEY: data}});
+        Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+            .patch(GRADE, &params, &Patch::Apply(document))
+            .await
+            .with_context(|| tr!("cannot hand the grade in to {namespace}", namespace))?;
+        Ok(())
+    }
+}
+
+/// The room's table: one line per attendee who handed a grade in, what passed and what
+/// did not; then who has not.
+pub(super) async fn collect(name: &str, texts: &Texts) -> Result<String> {
+    let options = RoomOptions { kubeconfig: None, context: None, name: name.to_string() };
+    let Some((room, client)) = room::open(&options).await? else {
+        bail!("{}", room::not_up(name));
+    };
+    let mut out = heading(
+        texts,
+        &[
+            "collect_attendee",
+            "collect_at",
+            "collect_graduated",
+            "collect_passed",
+            "collect_failing",
+        ],
     );
-    for (attendee, graded) in &newest {
-        let attendee = printable(attendee);
+    let mut missing = Vec::new();
+    for namespace in &room.namespaces {
+        let config_map =
+            Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt(GRADE).await?;
+        let text = config_map.and_then(|c| c.data?.remove(GRADE_KEY));
+        let Some(graded) = text.and_then(|t| serde_json::from_str::<GradeFile>(&t).ok()) else {
+            missing.push(namespace.as_str());
+            continue;
+        };
+        let who = format!("{namespace} ({})", printable(&graded.attendee));
         let passed = graded.rows.iter().filter(|r| r.passed).count();
         let failing: Vec<String> = match &graded.refused {
             Some(refused) => vec![printable(refused.lines().next().unwrap_or_default())],
@@ -52,12 +92,23 @@ pub(super) fn collect(dir: &Path, texts: &Texts) -> Result<String> {
         let graduated = texts.text(if graded.graduated { "yes" } else { "no" }, &[]);
         let _ = writeln!(
             out,
-            "| {attendee} | {graduated} | {passed}/{} | {} |",
+            "| {who} | {} | {graduated} | {passed}/{} | {} |",
+            printable(&graded.graded_at),
             RowId::ALL.len(),
             if failing.is_empty() { "—".to_string() } else { failing.join(", ") }
         );
     }
-    Ok(out)
+    let total = room.namespaces.len();
+    let (n, total) = ((total - missing.len()).to_string(), total.to_string());
+    let head = texts.text("collect_head", &[("room", name), ("n", &n), ("total", &total)]);
+    if !missing.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{}",
+            texts.text("collect_missing", &[("namespaces", &missing.join(", "))])
+        );
+    }
+    Ok(format!("{head}\n\n{out}"))
 }
 
 /// What an attendee handed in, safe to print in a table on the

@@ -15,6 +15,8 @@ mod fairness;
 mod guard;
 mod isolation;
 mod policy_sources;
+mod serve;
+mod view;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -37,6 +39,7 @@ use labkit::record::Record;
 use labkit::tr;
 
 use attendee::{ATTENDEE, LIMITS, ROOM_LABEL};
+pub use view::{GRADE, GRADE_KEY};
 
 /// Pod Security: an attendee's pods run as the course's controller does
 /// (non-root, no privileges), not as anything on the instructor's nodes.
@@ -74,9 +77,18 @@ pub enum RoomCommand {
         #[command(flatten)]
         room: RoomOptions,
     },
+    /// A live page of the room for the instructor: each attendee's lab, controller, my-config,
+    /// the experiments seen and the grade handed in, from informers (docs/existing-cluster.md).
+    Serve {
+        /// Where the page listens; anywhere but loopback it asks for a secret printed once.
+        #[arg(long, default_value = "127.0.0.1:8099")]
+        listen: std::net::SocketAddr,
+        #[command(flatten)]
+        room: RoomOptions,
+    },
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct RoomOptions {
     /// The instructor's kubeconfig (default: $KUBECONFIG, else ~/.kube/config).
     #[arg(long, value_name = "FILE")]
@@ -111,6 +123,7 @@ pub async fn run(command: RoomCommand) -> Result<ExitCode> {
             up(&room, attendees, duration, &prefix).await
         }
         RoomCommand::Down { room } => down(&room).await,
+        RoomCommand::Serve { listen, room } => serve::run(&room, listen).await,
     }
 }
 
@@ -324,16 +337,17 @@ async fn delete_recorded(client: &kube::Client, record: &mut Record) -> Result<(
     Ok(())
 }
 
-async fn down(room: &RoomOptions) -> Result<ExitCode> {
+/// Room `room.name`'s file, if it is up, and a client of the context it was made on (the
+/// one `room.json` names, unless `--context` says another).
+pub async fn open(room: &RoomOptions) -> Result<Option<(RoomFile, kube::Client)>> {
     let dir = room_dir(&room.name);
     let Some(text) = labkit::files::read_if_there(&dir.join("room.json"))? else {
-        let (name, path) = (&room.name, shown(&dir));
-        println!("{}", tr!("room {name} is not up (nothing at {path})", name, path));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(None);
     };
     let file: RoomFile =
         serde_json::from_str(&text).with_context(|| tr!("room.json is not a room file"))?;
-    let (_, context, client) = connect(room).await?;
+    let context = room.context.clone().or_else(|| Some(file.context.clone()));
+    let (_, context, client) = connect(&RoomOptions { context, ..room.clone() }).await?;
     if context != file.context {
         bail!(tr!(
             "room {name} was made on context {made}, not {context}: pass --context {made}",
@@ -342,6 +356,21 @@ async fn down(room: &RoomOptions) -> Result<ExitCode> {
             context
         ));
     }
+    Ok(Some((file, client)))
+}
+
+/// One line for a room that is not up.
+pub fn not_up(name: &str) -> String {
+    let path = shown(&room_dir(name));
+    tr!("room {name} is not up (nothing at {path})", name, path)
+}
+
+async fn down(room: &RoomOptions) -> Result<ExitCode> {
+    let dir = room_dir(&room.name);
+    let Some((file, client)) = open(room).await? else {
+        println!("{}", not_up(&room.name));
+        return Ok(ExitCode::SUCCESS);
+    };
     if let Some(mut record) = Record::load(&dir)? {
         emptied::namespaces(&client, &record).await?;
         delete_recorded(&client, &mut record).await?;

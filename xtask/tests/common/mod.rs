@@ -11,6 +11,7 @@ use std::{
 
 use labkit::lab::Lab;
 
+pub mod browser;
 /// A cluster's objects, to compare before and after (maint's, whose room test uses it too).
 #[path = "../../../maint/src/cluster.rs"]
 pub mod cluster;
