@@ -47,7 +47,7 @@ pub async fn run(options: &RoomOptions, listen: SocketAddr) -> Result<ExitCode> 
     };
     // As Jupyter does: beyond this machine, the page asks for what only its URL carries.
     let secret = (!listen.ip().is_loopback()).then(labkit::record::random_hex::<16>).transpose()?;
-    let view = View::new(&room.namespaces);
+    let (view, informers) = View::new(&client, &room.namespaces);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| tr!("cannot listen on {listen}: another --listen"))?;
@@ -68,7 +68,7 @@ pub async fn run(options: &RoomOptions, listen: SocketAddr) -> Result<ExitCode> 
     let mut signals = crate::interrupt::Interrupts::catch(&hangup)?;
     tokio::select! {
         served = axum::serve(listener, app) => served?,
-        () = view.watch(&client) => {}
+        () = informers => {}
         () = signals.first("room serve") => {}
     }
     Ok(ExitCode::SUCCESS)
@@ -97,8 +97,8 @@ async fn html(headers: HeaderMap) -> Response {
     let wanted = headers.get(header::ACCEPT_LANGUAGE).and_then(|v| v.to_str().ok());
     let zh = wanted.unwrap_or_default().trim_start().starts_with("zh");
     let lang = if zh { Lang::Zh } else { Lang::En };
-    let texts = json!({"page": texts(lang), "rows": row_titles(lang), "lang": lang});
-    let body = include_str!("../../room/page.html").replace("/*TEXTS*/{}", &texts.to_string());
+    let body =
+        include_str!("../../room/page.html").replace("/*TEXTS*/{}", &texts_of(lang).to_string());
     // Nothing but this page's own script and style, and requests to this server.
     let policy = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'";
     let headers = [
@@ -108,21 +108,19 @@ async fn html(headers: HeaderMap) -> Response {
     (headers, body).into_response()
 }
 
+/// What the page says in `lang`: its words, and each grade row's title (the `[rows]` of the
+/// grade's own texts, `xtask/grade/`).
+fn texts_of(lang: Lang) -> serde_json::Value {
+    let grade = [include_str!("../../grade/en.toml"), include_str!("../../grade/zh-CN.toml")];
+    let rows = grade[lang as usize].parse::<toml::Table>().ok().and_then(|mut t| t.remove("rows"));
+    json!({"page": texts(lang), "rows": rows, "lang": lang})
+}
+
 /// The page's words in `lang` (`xtask/room/<lang>.toml`).
 fn texts(lang: Lang) -> &'static BTreeMap<String, String> {
     static TEXTS: [OnceLock<BTreeMap<String, String>>; 2] = [OnceLock::new(), OnceLock::new()];
     let files = [include_str!("../../room/en.toml"), include_str!("../../room/zh-CN.toml")];
     locale::table(lang, &TEXTS, files, "room")
-}
-
-/// Each grade row's title in `lang`: the `[rows]` of the grade's own texts (`xtask/grade/`).
-fn row_titles(lang: Lang) -> BTreeMap<String, String> {
-    #[derive(serde::Deserialize)]
-    struct Rows {
-        rows: BTreeMap<String, String>,
-    }
-    let files = [include_str!("../../grade/en.toml"), include_str!("../../grade/zh-CN.toml")];
-    toml::from_str::<Rows>(files[lang as usize]).map(|r| r.rows).unwrap_or_default()
 }
 
 /// The room whole, at once and then on every change the informers see.
@@ -147,10 +145,7 @@ async fn detail(State(page): State<Page>, Path(namespace): Path<String>) -> Resp
             .list(&ListParams::default())
             .await?
             .items;
-        // kube's and client-go's newer Events carry eventTime, the older lastTimestamp.
-        events.sort_by_key(|e| {
-            e.last_timestamp.as_ref().map(|t| t.0).or(e.event_time.as_ref().map(|t| t.0))
-        });
+        events.sort_by_key(super::view::happened);
         let events = &events[events.len().saturating_sub(DETAIL_EVENTS)..];
         let host = labkit::deployment::DeploymentHost::new(page.client.clone(), &namespace);
         let log = match host.newest_pod().await? {
@@ -182,6 +177,10 @@ mod tests {
         }
         let page = include_str!("../../room/page.html");
         assert_eq!(page.matches("/*TEXTS*/{}").count(), 1);
+        for lang in [Lang::En, Lang::Zh] {
+            let rows = texts_of(lang)["rows"].as_object().cloned().unwrap_or_default();
+            assert!(rows.contains_key("starts") && rows.len() > 5, "{lang:?}: {rows:?}");
+        }
         // Every key the page asks for (`t("…")`) is in the tables.
         for (at, _) in page.match_indices("t(\"") {
             if page[..at].ends_with(|c: char| c.is_alphanumeric()) {

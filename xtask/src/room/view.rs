@@ -1,6 +1,8 @@
 //! The room as the instructor's page shows it, kept by informers: one LIST, then WATCH, of
-//! each kind the page needs, cluster-wide and narrowed to the room's namespaces (the course's
-//! own pattern, no polling). Each change bumps a version that the page's streams wait on.
+//! each kind the page needs, cluster-wide, into kube's reflector stores (a relist replaces
+//! what a store holds), and each seat read from them when the page asks. Kept here is only
+//! what no store can say: the experiments the page saw happen, and each namespace's last
+//! change. Each change bumps a version that the page's streams wait on.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -10,6 +12,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::WatchStreamExt as _;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event as Change};
 use kube::{Api, Client, Resource, ResourceExt as _};
 use serde::{Serialize, de::DeserializeOwned};
@@ -17,12 +20,13 @@ use serde::{Serialize, de::DeserializeOwned};
 use controller::desired::DEFAULT_NAME;
 use labkit::deployment::{NAME as DEPLOYMENT, SELECTOR};
 use labkit::tr;
+use workqueue::WatchBackoff;
 
 /// The ConfigMap `grade --room` hands a result in as, in the attendee's namespace.
 pub const GRADE: &str = "lab-kit-grade";
-/// Its one key: the result as `grade --json` writes it.
+/// Its one key: the result as JSON (docs/grade.md).
 pub const GRADE_KEY: &str = "grade.json";
-/// How many Warning Events a seat keeps, newest last.
+/// How many Warning Events a seat shows, newest last.
 const WARNINGS_KEPT: usize = 5;
 
 /// my-config as the course wants it, or not.
@@ -35,193 +39,202 @@ enum Config {
     Wrong,
 }
 
-/// One attendee's namespace, as last seen.
+impl Config {
+    fn of(config_map: Option<&ConfigMap>) -> Config {
+        match config_map.map(|c| c.data.clone().unwrap_or_default()) {
+            None => Config::Absent,
+            Some(data) if data == controller::desired::default_data() => Config::Right,
+            Some(_) => Config::Wrong,
+        }
+    }
+}
+
+/// What only the watch's events tell of a namespace: the course's experiments as the page
+/// saw them happen (my-config created, brought back after a delete, its data put back after
+/// a change), and when anything there last changed.
 #[derive(Clone, Default, Serialize)]
+struct Seen {
+    /// my-config as its last event left it, to tell what the next one did.
+    #[serde(skip)]
+    config: Config,
+    created: bool,
+    healed: bool,
+    restored: bool,
+    activity: Option<String>,
+}
+
+/// One attendee's namespace, as the page shows it.
+#[derive(Serialize)]
 pub struct Seat {
     namespace: String,
     /// `lab up` made the controller's Deployment.
     lab_up: bool,
     /// The controller's pods: ready or not, and their restarts.
-    pods: BTreeMap<String, (bool, i32)>,
+    pods: Vec<(bool, i32)>,
     config: Config,
-    /// The course's experiments, as the informer saw them happen: my-config created, brought
-    /// back after a delete, its data put back after a change.
-    created: bool,
-    healed: bool,
-    restored: bool,
-    /// The result handed in by `grade --room` (self-reported); one that does not read as a
-    /// grade's is none.
+    #[serde(flatten)]
+    seen: Seen,
+    /// The result handed in by `grade --room` (self-reported).
     grade: Option<serde_json::Value>,
-    warnings: Vec<Warning>,
-    /// When anything of this namespace last changed while the page watched.
-    activity: Option<String>,
+    /// The newest Warning Events, newest last: reason and message.
+    warnings: Vec<(String, String)>,
 }
 
-#[derive(Clone, Serialize)]
-struct Warning {
-    /// The Event's name: a repeat updates it in place.
-    name: String,
-    reason: String,
-    message: String,
-}
-
-/// The room: its seats by namespace, and a version bumped on every change.
+/// The room: the informers' stores, what they cannot say, and a version bumped on every change.
 #[derive(Clone)]
 pub struct View {
-    seats: Arc<Mutex<BTreeMap<String, Seat>>>,
+    namespaces: Arc<Vec<String>>,
+    deployments: Store<Deployment>,
+    pods: Store<Pod>,
+    configs: Store<ConfigMap>,
+    grades: Store<ConfigMap>,
+    warnings: Store<Event>,
+    seen: Arc<Mutex<BTreeMap<String, Seen>>>,
     pub changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl View {
-    pub fn new(namespaces: &[String]) -> View {
-        let seat = |n: &String| (n.clone(), Seat { namespace: n.clone(), ..Seat::default() });
-        View {
-            seats: Arc::new(Mutex::new(namespaces.iter().map(seat).collect())),
+    /// The view, and its informers to run for as long as the page is served: an error is
+    /// said, and the watch retried with growing gaps, as the controller's own are
+    /// ([`WatchBackoff`]).
+    pub fn new(client: &Client, namespaces: &[String]) -> (View, impl Future<Output = ()> + use<>) {
+        let (deployments, d) = reflector::store();
+        let (pods, p) = reflector::store();
+        let (configs, c) = reflector::store();
+        let (grades, g) = reflector::store();
+        let (warnings, w) = reflector::store();
+        let seen = namespaces.iter().map(|n| (n.clone(), Seen::default())).collect();
+        let view = View {
+            namespaces: Arc::new(namespaces.to_vec()),
+            deployments,
+            pods,
+            configs,
+            grades,
+            warnings,
+            seen: Arc::new(Mutex::new(seen)),
             changed: Arc::new(tokio::sync::watch::channel(0).0),
-        }
-    }
-
-    /// Every seat, in namespace order.
-    pub fn seats(&self) -> Vec<Seat> {
-        self.seats.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
-    }
-
-    /// The informers, for as long as the page is served: an error is said, and the watch
-    /// retried with growing gaps (kube's default backoff), as the controller's own are.
-    pub async fn watch(&self, client: &Client) {
+        };
+        let (me, client) = (view.clone(), client.clone());
         let named =
             |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
         let all = watcher::Config::default;
-        tokio::join!(
-            self.follow(client, named(DEPLOYMENT), deployment),
-            self.follow(client, all().labels(SELECTOR), pod),
-            self.follow(client, named(GRADE), grade),
-            self.follow(client, named(DEFAULT_NAME), config),
-            self.follow(client, all().fields("type=Warning"), warning),
-        );
+        let informers = async move {
+            tokio::join!(
+                me.follow(&client, named(DEPLOYMENT), d, |_, _| {}),
+                me.follow(&client, all().labels(SELECTOR), p, |_, _| {}),
+                me.follow(&client, named(DEFAULT_NAME), c, experiments),
+                me.follow(&client, named(GRADE), g, |_, _| {}),
+                me.follow(&client, all().fields("type=Warning"), w, |_, _| {}),
+            );
+        };
+        (view, informers)
     }
 
-    /// One informer: each object of the room's namespaces given to `apply`, with how it came.
-    /// A relist (after a 410) has no Delete for what vanished meanwhile: what it did not list
-    /// again is deleted then.
+    /// Every seat, in namespace order, read from the stores now.
+    pub fn seats(&self) -> Vec<Seat> {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let (events, pods) = (self.warnings.state(), self.pods.state());
+        let seat = |ns: &String| {
+            let config_map = |name: &str| ObjectRef::<ConfigMap>::new(name).within(ns);
+            let here = |namespace: Option<String>| namespace.as_deref() == Some(ns.as_str());
+            let pods = pods.iter().filter(|p| here(p.namespace()));
+            let mut warnings: Vec<_> = events.iter().filter(|e| here(e.namespace())).collect();
+            warnings.sort_by_key(|e| happened(e));
+            let newest = &warnings[warnings.len().saturating_sub(WARNINGS_KEPT)..];
+            let text = |t: &Option<String>| t.clone().unwrap_or_default();
+            Seat {
+                namespace: ns.clone(),
+                lab_up: self.deployments.get(&ObjectRef::new(DEPLOYMENT).within(ns)).is_some(),
+                pods: pods.map(|p| pod(p)).collect(),
+                config: Config::of(self.configs.get(&config_map(DEFAULT_NAME)).as_deref()),
+                seen: seen.get(ns).cloned().unwrap_or_default(),
+                grade: self.grades.get(&config_map(GRADE)).and_then(|c| grade(&c)),
+                warnings: newest.iter().map(|e| (text(&e.reason), text(&e.message))).collect(),
+            }
+        };
+        self.namespaces.iter().map(seat).collect()
+    }
+
+    /// One informer into its store; each change of the room's namespaces given to `saw` too.
     async fn follow<K>(
         &self,
         client: &Client,
         config: watcher::Config,
-        apply: fn(&mut Seat, &K, Seen),
+        writer: Writer<K>,
+        saw: fn(&mut Seen, &Change<K>),
     ) where
-        K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + DeserializeOwned + Send + 'static,
+        K: Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
     {
-        let api = Api::<K>::all(client.clone());
-        let mut changes = watcher::watcher(api, config).default_backoff().boxed();
-        let (mut known, mut listed) = (BTreeMap::new(), BTreeMap::new());
+        let changes = watcher::watcher(Api::<K>::all(client.clone()), config);
+        let mut changes =
+            reflector::reflector(writer, changes.backoff(WatchBackoff::default())).boxed();
         while let Some(change) = changes.next().await {
-            let (object, seen) = match change {
-                Ok(Change::Apply(o)) => (o, Seen::Live),
-                Ok(Change::InitApply(o)) => (o, Seen::Listed),
-                Ok(Change::Delete(o)) => (o, Seen::Deleted),
-                Ok(Change::Init) => {
-                    listed.clear();
-                    continue;
-                }
-                Ok(Change::InitDone) => {
-                    let gone = std::mem::replace(&mut known, std::mem::take(&mut listed));
-                    let gone = gone.into_iter().filter(|(key, _)| !known.contains_key(key));
-                    gone.for_each(|(_, object)| self.seen(&object, Seen::Deleted, apply));
-                    continue;
-                }
+            let change = match change {
+                Ok(change) => change,
                 Err(error) => {
                     eprintln!("{}", tr!("room serve: a watch failed, retried: {error}", error));
                     continue;
                 }
             };
-            let key = (object.namespace().unwrap_or_default(), object.name_any());
-            match seen {
-                Seen::Listed => listed.insert(key, object.clone()),
-                Seen::Live => known.insert(key, object.clone()),
-                Seen::Deleted => known.remove(&key),
-            };
-            self.seen(&object, seen, apply);
+            if let Change::Apply(o) | Change::InitApply(o) | Change::Delete(o) = &change {
+                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(seen) = seen.get_mut(&o.namespace().unwrap_or_default()) {
+                    saw(seen, &change);
+                    if !matches!(change, Change::InitApply(_)) {
+                        seen.activity = Some(Timestamp::now().to_string());
+                    }
+                }
+            }
+            // A relist is shown once it is whole.
+            if !matches!(change, Change::Init | Change::InitApply(_)) {
+                self.changed.send_modify(|v| *v += 1);
+            }
         }
     }
-
-    /// `object` given to `apply` in its seat, if it is in one; the page told of the change.
-    fn seen<K: Resource>(&self, object: &K, seen: Seen, apply: fn(&mut Seat, &K, Seen)) {
-        let mut seats = self.seats.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(seat) = seats.get_mut(&object.namespace().unwrap_or_default()) else { return };
-        apply(seat, object, seen);
-        if seen != Seen::Listed {
-            seat.activity = Some(Timestamp::now().to_string());
-        }
-        drop(seats);
-        self.changed.send_modify(|v| *v += 1);
-    }
 }
 
-/// How an object came: with the first LIST, changed since, or deleted.
-#[derive(Clone, Copy, PartialEq)]
-enum Seen {
-    Listed,
-    Live,
-    Deleted,
+/// When an Event happened: kube's and client-go's newer ones carry eventTime, the older
+/// lastTimestamp.
+pub fn happened(event: &Event) -> Option<Timestamp> {
+    event.last_timestamp.as_ref().map(|t| t.0).or(event.event_time.as_ref().map(|t| t.0))
 }
 
-fn deployment(seat: &mut Seat, _: &Deployment, seen: Seen) {
-    seat.lab_up = seen != Seen::Deleted;
-}
-
-fn pod(seat: &mut Seat, pod: &Pod, seen: Seen) {
-    if seen == Seen::Deleted {
-        seat.pods.remove(&pod.name_any());
-        return;
-    }
+/// A controller pod: ready or not, and its containers' restarts.
+fn pod(pod: &Pod) -> (bool, i32) {
     let status = pod.status.clone().unwrap_or_default();
-    let ready = status
-        .conditions
-        .unwrap_or_default()
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    let restarts =
-        status.container_statuses.unwrap_or_default().iter().map(|c| c.restart_count).sum();
-    seat.pods.insert(pod.name_any(), (ready, restarts));
+    let conditions = status.conditions.unwrap_or_default();
+    let ready = conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+    (ready, status.container_statuses.unwrap_or_default().iter().map(|c| c.restart_count).sum())
 }
 
-fn config(seat: &mut Seat, config_map: &ConfigMap, seen: Seen) {
-    let now = match seen {
-        Seen::Deleted => Config::Absent,
-        _ if config_map.data.clone().unwrap_or_default() == controller::desired::default_data() => {
-            Config::Right
-        }
-        _ => Config::Wrong,
+/// my-config's change, as the course's experiments make one: a LIST is none.
+fn experiments(seen: &mut Seen, change: &Change<ConfigMap>) {
+    let (now, live) = match change {
+        Change::Apply(c) => (Config::of(Some(c)), true),
+        Change::InitApply(c) => (Config::of(Some(c)), false),
+        Change::Delete(_) => (Config::Absent, true),
+        Change::Init | Change::InitDone => return,
     };
-    if seen == Seen::Live && now == Config::Right {
-        seat.healed |= seat.config == Config::Absent && seat.created;
-        seat.restored |= seat.config == Config::Wrong;
+    if live && now == Config::Right {
+        seen.healed |= seen.config == Config::Absent && seen.created;
+        seen.restored |= seen.config == Config::Wrong;
     }
-    seat.created |= now == Config::Right;
-    seat.config = now;
+    seen.created |= now == Config::Right;
+    seen.config = now;
 }
 
-fn grade(seat: &mut Seat, config_map: &ConfigMap, seen: Seen) {
-    let text = config_map.data.as_ref().and_then(|d| d.get(GRADE_KEY));
-    let read = text.filter(|_| seen != Seen::Deleted).and_then(|t| serde_json::from_str(t).ok());
-    // The page reads these two: a grade without them (written by hand) is none.
-    seat.grade =
-        read.filter(|g: &serde_json::Value| g["graduated"].is_boolean() && g["rows"].is_array());
-}
-
-fn warning(seat: &mut Seat, event: &Event, seen: Seen) {
-    if seen == Seen::Deleted {
-        return;
-    }
-    seat.warnings.retain(|w| w.name != event.name_any());
-    seat.warnings.push(Warning {
-        name: event.name_any(),
-        reason: event.reason.clone().unwrap_or_default(),
-        message: event.message.clone().unwrap_or_default(),
-    });
-    let extra = seat.warnings.len().saturating_sub(WARNINGS_KEPT);
-    seat.warnings.drain(..extra);
+/// A result handed in, if it reads as one: the page reads `graduated` and `rows` (a grade
+/// written by hand without them is none).
+fn grade(config_map: &ConfigMap) -> Option<serde_json::Value> {
+    let text = config_map.data.as_ref()?.get(GRADE_KEY)?;
+    let read: serde_json::Value = serde_json::from_str(text).ok()?;
+    (read["graduated"].is_boolean() && read["rows"].is_array()).then_some(read)
 }
 
 #[cfg(test)]
@@ -237,34 +250,29 @@ mod tests {
     fn the_experiments_are_seen_as_they_happen_not_as_listed() {
         let (key, value) = controller::desired::default_data().pop_first().unwrap();
         let (right, changed) = (my_config(&[(&key, &value)]), my_config(&[(&key, "x")]));
-        let mut seat = Seat::default();
-        config(&mut seat, &changed, Seen::Listed);
-        config(&mut seat, &right, Seen::Listed);
-        assert!(seat.created && !seat.restored, "a LIST is no experiment seen");
-        config(&mut seat, &right, Seen::Deleted);
-        assert!(seat.config == Config::Absent && !seat.healed);
-        config(&mut seat, &right, Seen::Live);
-        assert!(seat.healed && !seat.restored, "brought back after a delete");
-        config(&mut seat, &changed, Seen::Live);
-        assert!(seat.config == Config::Wrong);
-        config(&mut seat, &right, Seen::Live);
-        assert!(seat.restored, "its data put back after a change");
+        let mut seen = Seen::default();
+        experiments(&mut seen, &Change::InitApply(changed.clone()));
+        experiments(&mut seen, &Change::InitApply(right.clone()));
+        assert!(seen.created && !seen.restored, "a LIST is no experiment seen");
+        experiments(&mut seen, &Change::Delete(right.clone()));
+        assert!(seen.config == Config::Absent && !seen.healed);
+        experiments(&mut seen, &Change::Apply(right.clone()));
+        assert!(seen.healed && !seen.restored, "brought back after a delete");
+        experiments(&mut seen, &Change::Apply(changed));
+        assert!(seen.config == Config::Wrong);
+        experiments(&mut seen, &Change::Apply(right));
+        assert!(seen.restored, "its data put back after a change");
     }
 
     #[test]
-    fn a_repeated_warning_is_updated_in_place_and_only_the_newest_are_kept() {
-        let mut seat = Seat::default();
-        for (name, message) in
-            [("a", "1"), ("a", "2"), ("b", "3"), ("c", "4"), ("d", "5"), ("e", "6"), ("f", "7")]
-        {
-            let event = Event {
-                metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
-                message: Some(message.into()),
-                ..Event::default()
-            };
-            warning(&mut seat, &event, Seen::Live);
+    fn a_grade_written_by_hand_without_what_the_page_reads_is_none() {
+        let handed = |text: &str| {
+            let data = [(GRADE_KEY.to_string(), text.to_string())].into();
+            grade(&ConfigMap { data: Some(data), ..ConfigMap::default() })
+        };
+        assert!(handed(r#"{"graduated": true, "rows": []}"#).is_some());
+        for bad in [r#"{"graduated": true}"#, r#"{"graduated": "false", "rows": []}"#, "no"] {
+            assert!(handed(bad).is_none(), "{bad}");
         }
-        let kept: Vec<&str> = seat.warnings.iter().map(|w| w.message.as_str()).collect();
-        assert_eq!(kept, ["3", "4", "5", "6", "7"]);
     }
 }
