@@ -43,10 +43,6 @@ const DARK: &str = r##" fill="#111827""##;
 const MIDDLE: &str = r##" text-anchor="middle" fill="#374151""##;
 const END: &str = r##" text-anchor="end" fill="#374151""##;
 
-/// How wide a picture is shown (a projector's width), and the smallest text allowed there (px).
-pub const SHOWN_AT: f64 = 1024.0;
-pub const SMALLEST_PX: f64 = 11.0;
-
 /// `text` (escaped) at `(x, y)`, `size` px, with more attributes (`attrs`, each after a space).
 pub fn text(svg: &mut String, (x, y): (f64, f64), size: f64, attrs: &str, text: &str) {
     let text = escape(text);

@@ -1,7 +1,7 @@
 //! What the chart draws of a run, as the run keeps it: every latency sample
 //! (to the microsecond) and the few words of its subtitle. A run writes it
 //! beside its report (`latest.chart.json`); kept in docs/samples/, it is
-//! what `cargo maint pictures` redraws the docs' chart from, so the chart
+//! what the pictures' test (maint/src/pictures.rs) redraws the docs' chart from, so the chart
 //! drawn then is the one the run drew.
 
 use std::path::{Path, PathBuf};

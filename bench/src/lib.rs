@@ -17,7 +17,7 @@
 //! | [`report`], [`stats`], [`render`], [`chart`] | the JSON file, percentiles, tables, the CDF chart |
 //! | [`kept`]    | what the chart draws of a run, kept to redraw it                  |
 //!
-//! Test support, for tests only (the `test-support` feature): `layout`, a picture's layout
+//! Test support, for tests only (the `test-support` feature; in `tests/support/`): `layout`, a picture's layout
 //! as the drawing module placed it, and its faults.
 //!
 //! [`measure_until_desired`]: labkit::converge::measure_until_desired
@@ -26,6 +26,7 @@ pub mod chart;
 pub mod floor;
 pub mod kept;
 #[cfg(any(test, feature = "test-support"))]
+#[path = "../tests/support/layout.rs"]
 pub mod layout;
 pub mod load;
 pub mod peers;

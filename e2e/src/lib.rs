@@ -10,14 +10,15 @@
 //! | [`faults`]   | the controller keeping its promise when things go wrong    |
 //! | [`examples`] | the course's step programs, run as a learner runs them     |
 //!
-//! Test support, for tests only (the `test-support` feature): `pages`, the course pages,
-//! typed as a learner types them.
+//! Test support, for tests only (the `test-support` feature; in `tests/support/`): `pages`,
+//! the course pages, typed as a learner types them.
 
 pub mod checks;
 pub mod etcd;
 pub mod examples;
 pub mod faults;
 #[cfg(any(test, feature = "test-support"))]
+#[path = "../tests/support/pages.rs"]
 pub mod pages;
 
 use grader::experiments;

@@ -39,9 +39,7 @@ fn typed() -> String {
 /// person) for this process, or says in one line who holds it.
 pub fn take(dir: &Path, what: &str) -> Result<Held> {
     let path = path_of(dir);
-    files::create_dir(path.parent().unwrap_or(Path::new(".")))?;
-    let open = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
-    let mut file = open.with_context(|| tr!("cannot open {path}", path = path.display()))?;
+    let mut file = open(&path)?;
     match file.try_lock() {
         Ok(()) => {
             let since = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC");
@@ -66,6 +64,31 @@ pub fn take(dir: &Path, what: &str) -> Result<Held> {
             Err(e).with_context(|| tr!("cannot lock {path}", path = path.display()))
         }
     }
+}
+
+/// The lock file at `path`, opened (and its folder made).
+fn open(path: &Path) -> Result<File> {
+    files::create_dir(path.parent().unwrap_or(Path::new(".")))?;
+    let open = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path);
+    open.with_context(|| tr!("cannot open {path}", path = path.display()))
+}
+
+/// The lock in `path`, held until the file returned is dropped: a second taker (another
+/// build of the same cache) waits for the first, said once, rather than being refused.
+pub async fn wait(path: &Path) -> Result<File> {
+    let file = open(path)?;
+    let locked = match file.try_lock() {
+        Err(TryLockError::WouldBlock) => {
+            let shown = crate::project::shown(path);
+            crate::progress!(
+                "{}",
+                tr!("another build holds {shown}: waiting for it to end", shown)
+            );
+            tokio::task::spawn_blocking(move || file.lock().map(|()| file)).await?
+        }
+        tried => tried.map(|()| file).map_err(std::io::Error::from),
+    };
+    locked.with_context(|| tr!("cannot lock {path}", path = path.display()))
 }
 
 #[cfg(test)]

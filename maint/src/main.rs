@@ -1,5 +1,5 @@
-//! `cargo maint …`: the kit's own instruments — its CI, its benchmark, its
-//! pictures and the checks of the repository — apart from the verbs learners
+//! `cargo maint …`: the kit's own instruments — its CI, its benchmark and the
+//! checks of the repository — apart from the verbs learners
 //! and instructors run (`cargo xtask`, the `xtask` library this one uses).
 //!
 //! | module           | holds                                                         |
@@ -10,16 +10,17 @@
 //! | [`bench`]        | `cargo maint bench`: heal latency against the floor           |
 //! | [`room_bench`]   | `cargo maint room-bench`: a room of N on one cluster, measured |
 //! | [`side_by_side`] | commands run at once, each into a log of its own              |
-//! | [`pictures`]     | `cargo maint pictures`: docs/pictures/ drawn by code          |
 //! | [`node_image`]   | `cargo maint node-image`: kind's node built here, offline     |
 //! | [`cluster`]      | a cluster's objects, to compare before and after              |
 //!
-//! Its tests are the checks of the repository (`tidy`, rust-analyzer's name).
+//! Its tests are the checks of the repository (`tidy`, rust-analyzer's name) and of the
+//! pictures in docs/pictures/ (`pictures`, which also writes the charts again).
 
 mod bench;
 mod cluster;
 mod mirror;
 mod node_image;
+#[cfg(test)]
 mod pictures;
 mod room_bench;
 mod room_cluster;
@@ -33,11 +34,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "cargo maint",
-    about = "The controller kit's own CI, benchmark and pictures",
-    version
-)]
+#[command(name = "cargo maint", about = "The controller kit's own CI and benchmarks", version)]
 struct Cli {
     /// No progress lines (the commands run, the steps): only results and errors.
     #[arg(short, long, global = true)]
@@ -72,8 +69,6 @@ enum Command {
     /// experiments in each, self-heal, grading the room, every lab down, room down
     /// (docs/samples/room-N.*).
     RoomBench(room_bench::RoomBenchArgs),
-    /// Draw the pictures in docs/pictures/ from their sources (docs/samples/); --check compares them and checks their layout.
-    Pictures(pictures::PicturesArgs),
 }
 
 #[tokio::main]
@@ -85,7 +80,6 @@ async fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args).await,
         Command::NodeImage { source, dry_run } => node_image::run(&source, dry_run).await,
         Command::RoomBench(args) => room_bench::run(args).await,
-        Command::Pictures(args) => pictures::run(args),
     })
 }
 

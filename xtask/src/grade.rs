@@ -1,7 +1,7 @@
 //! `cargo xtask grade -- <command…>`: grades a controller program a learner
 //! typed (any language) against the current lab, the rows of `grader`,
-//! as a table in the reader's language (`xtask/grade/*.toml`), with `--json` as a file,
-//! with `--room` handed in to the room ([`collect`]: `--collect --room NAME` reads them).
+//! as a table in the reader's language (`xtask/grade/*.toml`), and with `--room` as JSON
+//! handed in to the room ([`collect`]: `--collect --room NAME` reads them).
 //!
 //! The lab is borrowed for the grade ([`crate::borrow`]): its own controller
 //! stopped, and put back afterwards whatever happens — a result, a failure,
@@ -13,6 +13,7 @@ mod collect;
 mod role;
 mod words;
 
+use crate::room::GRADE;
 use code_lang::CodeLang;
 use collect::{HandIn, collect};
 use words::{Words, heading, refused_text, role_text, table};
@@ -45,9 +46,6 @@ use crate::{
 pub struct GradeArgs {
     #[command(flatten)]
     lab: LabName,
-    /// Also write the result as JSON to PATH.
-    #[arg(long, value_name = "PATH")]
-    json: Option<PathBuf>,
     /// Hand the result in to the room: the attendee's kubeconfig from `room up` (it is
     /// written into their namespace); with `--collect`, the room's name.
     #[arg(long, value_name = "KUBECONFIG|NAME")]
@@ -237,9 +235,11 @@ pub async fn run(args: GradeArgs) -> Result<ExitCode> {
     }
     let words = Words::new(texts, &options.role, &lab, &args);
     let graded = GradeFile::new(&args, &outcome, &words, lang, &lab, &command);
-    show(&args, &outcome, &graded, texts)?;
+    show(&outcome, &graded, texts);
     if let Some(hand_in) = hand_in {
-        hand_in.write(&graded, texts).await?;
+        hand_in.write(&graded, false).await?;
+        let said = texts.text("handed_in", &[("namespace", &hand_in.namespace), ("name", GRADE)]);
+        eprintln!("{said}");
     }
     Ok(match &outcome {
         Ok(report) if report.passed(true) && report.passed(false) => ExitCode::SUCCESS,
@@ -291,8 +291,8 @@ fn announce(texts: &Texts, lab: &Lab, options: &Options, command: &str) -> Resul
     Ok(())
 }
 
-/// The table (or the refusal), and the JSON when asked for.
-fn show(args: &GradeArgs, outcome: &Outcome, graded: &GradeFile, texts: &Texts) -> Result<()> {
+/// The table, or the refusal.
+fn show(outcome: &Outcome, graded: &GradeFile, texts: &Texts) {
     match outcome {
         Ok(report) => {
             print!("{}", table(graded, texts));
@@ -305,11 +305,6 @@ fn show(args: &GradeArgs, outcome: &Outcome, graded: &GradeFile, texts: &Texts) 
             eprintln!("{}", graded.refused.as_deref().unwrap_or_default());
         }
     }
-    if let Some(path) = &args.json {
-        write_json(path, graded)?;
-        eprintln!("{}", texts.text("json_written", &[("path", &path.display().to_string())]));
-    }
-    Ok(())
 }
 
 /// A grade's outcome: its report, or why the program could not be graded.
@@ -384,18 +379,6 @@ impl GradeFile {
             rows,
         }
     }
-}
-
-/// Written whole or not at all: no reader ever sees half a file.
-fn write_json(path: &Path, graded: &GradeFile) -> Result<()> {
-    let text = serde_json::to_string_pretty(graded)?;
-    let partial = path.with_extension("json.partial");
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        labkit::files::create_dir(parent)?;
-    }
-    labkit::files::write_public(&partial, text)?;
-    std::fs::rename(&partial, path)
-        .with_context(|| tr!("cannot write {path}", path = path.display()))
 }
 
 /// Refused on a lab whose user lacks cluster-wide rights (a room attendee's).

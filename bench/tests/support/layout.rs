@@ -3,7 +3,11 @@
 //! outside the picture, two on each other, one below [`SMALLEST_PX`]. The drawing module's
 //! tests and the check of the committed pictures (maint's tidy) use it.
 
-use crate::chart::{SHOWN_AT, SMALLEST_PX, text_width};
+use crate::chart::text_width;
+
+/// How wide a picture is shown (a projector's width), and the smallest text allowed there (px).
+pub const SHOWN_AT: f64 = 1024.0;
+pub const SMALLEST_PX: f64 = 11.0;
 
 /// A picture's layout as shown [`SHOWN_AT`] px wide.
 #[derive(Debug)]

@@ -212,7 +212,9 @@ pub async fn run(source: &Source, dry_run: bool) -> Result<std::process::ExitCod
 /// The image's reference, built first when it is not in Docker yet.
 pub async fn ensure(recipe: &Recipe) -> Result<String> {
     let reference = recipe.reference();
-    let _lock = build_lock(recipe).await?;
+    // A second build of the same cache (another `lab up`, `cargo maint test`'s Docker part
+    // while its first part builds) waits for the first and then finds the image built.
+    let _lock = labkit::lock::wait(&recipe.cache.join("build.lock")).await?;
     if image_present(&reference).read().is_ok() {
         labkit::progress!("node image {reference} is up to date (its inputs are unchanged)");
         return Ok(reference);
@@ -230,34 +232,6 @@ pub async fn ensure(recipe: &Recipe) -> Result<String> {
     let _ = std::fs::remove_dir_all(recipe.work());
     labkit::progress!("built node image {reference} in {} s", started.elapsed().as_secs());
     Ok(reference)
-}
-
-/// The build's lock, held until dropped: a second build of the same cache (another
-/// `lab up`, `cargo maint test`'s Docker part while its first part builds) waits for
-/// the first and then finds the image built, instead of compiling it again beside it.
-async fn build_lock(recipe: &Recipe) -> Result<std::fs::File> {
-    labkit::files::create_dir(&recipe.cache)?;
-    let path = recipe.cache.join("build.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            labkit::progress!(
-                "another node image build holds {}: waiting for it to end",
-                project::shown(&path)
-            );
-            let waited = tokio::task::spawn_blocking(move || file.lock().map(|()| file));
-            waited.await?.with_context(|| format!("cannot lock {}", path.display()))
-        }
-        Err(std::fs::TryLockError::Error(error)) => {
-            Err(error).with_context(|| format!("cannot lock {}", path.display()))
-        }
-    }
 }
 
 /// Every step of a build, in order; parts already cached are skipped.

@@ -12,7 +12,7 @@ use crate::room::{self, GRADE, GRADE_KEY, RoomOptions};
 /// Where a grade is handed in: the namespace of an attendee's kubeconfig, as them.
 pub(super) struct HandIn {
     client: kube::Client,
-    namespace: String,
+    pub(super) namespace: String,
     kubeconfig: String,
 }
 
@@ -24,26 +24,22 @@ impl HandIn {
             crate::lab::existing::one_context(Some(kubeconfig), None, None)?;
         let client = labkit::lab::client_of(config, |_| ()).await?;
         let hand_in = HandIn { client, namespace, kubeconfig: labkit::project::shown(kubeconfig) };
-        hand_in.apply(&GradeFile::default(), PatchParams::apply(FIELD_MANAGER).dry_run()).await?;
+        hand_in.write(&GradeFile::default(), true).await?;
         Ok(hand_in)
     }
 
-    /// The result, as `--json` writes it, in ConfigMap [`GRADE`] (the newest replaces it).
-    pub(super) async fn write(&self, graded: &GradeFile, texts: &Texts) -> Result<()> {
+    /// The result, as JSON, in ConfigMap [`GRADE`], forced: the name is the kit's, and the
+    /// newest replaces any before it. `dry_run`: only asked whether it may.
+    pub(super) async fn write(&self, graded: &GradeFile, dry_run: bool) -> Result<()> {
         let (namespace, kubeconfig) = (&self.namespace, &self.kubeconfig);
-        labkit::progress!(
-            "$ kubectl --kubeconfig {kubeconfig} -n {namespace} apply --server-side --force-conflicts -f -    # ConfigMap {GRADE}, done with kube-rs"
-        );
-        // Forced: the name is the kit's, and a result in a ConfigMap made by hand is replaced.
-        self.apply(graded, PatchParams::apply(FIELD_MANAGER).force()).await?;
-        eprintln!("{}", texts.text("handed_in", &[("namespace", namespace), ("name", GRADE)]));
-        Ok(())
-    }
-
-    async fn apply(&self, graded: &GradeFile, params: PatchParams) -> Result<()> {
-        let namespace = &self.namespace;
+        if !dry_run {
+            labkit::progress!(
+                "$ kubectl --kubeconfig {kubeconfig} -n {namespace} apply --server-side --force-conflicts -f -    # ConfigMap {GRADE}, done with kube-rs"
+            );
+        }
         let data = serde_json::to_string_pretty(graded)?;
         let document = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": GRADE}, "data": {GRADE_KEY: data}});
+        let params = PatchParams { dry_run, ..PatchParams::apply(FIELD_MANAGER).force() };
         Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
             .patch(GRADE, &params, &Patch::Apply(document))
             .await
