@@ -133,7 +133,7 @@ async fn grade_with(test: &str, args: &[&str], command: &[&str], env: &[(&str, &
     let cmd = env.iter().fold(cmd, |cmd, (key, value)| cmd.env(key, value));
     let out = cmd.output().unwrap_or_else(|e| panic!("cannot run `{cmd}`: {e:#}"));
     let printed = format!(
-        "`{cmd}` printed:\n{}\n{}",
+        "{test}: `{cmd}` printed:\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
