@@ -6,7 +6,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Pod, PodCondition},
+};
 use kube::{
     Api, Client, ResourceExt,
     api::{ListParams, LogParams, Patch, PatchParams},
@@ -113,7 +116,13 @@ impl DeploymentHost {
             json!({"spec": {"replicas": 1, "template": {"spec": {"containers": containers}}}}),
         )
         .await?;
-        self.ready_pod().await?.with_context(|| tr!("the rollout finished without a ready pod"))
+        // The rollout counts the pod its ReplicaSet last saw ready; a probe may
+        // have failed since on a busy node.
+        eventually(&tr!("the new controller pod to be ready"), ROLLOUT_WITHIN, || async {
+            let pod = self.newest_live(|_| true).await?.context(tr!("no controller pod"))?;
+            Ok(Check::done_if(is_ready(&pod), pod.name_any(), readiness(&pod)))
+        })
+        .await
     }
 
     /// `kubectl rollout restart`: a new pod on the same spec (a new image
@@ -142,19 +151,19 @@ impl DeploymentHost {
     /// being deleted. A controller that reports not-ready on purpose (its
     /// watch refused) is still this pod, with the same log and port.
     pub async fn current_pod(&self) -> anyhow::Result<String> {
-        self.newest_live(|_| true).await?.with_context(|| tr!("no controller pod"))
+        let pod = self.newest_live(|_| true).await?.with_context(|| tr!("no controller pod"))?;
+        Ok(pod.name_any())
     }
 
     /// The newest pod that is Ready.
     pub async fn ready_pod(&self) -> anyhow::Result<Option<String>> {
-        self.newest_live(is_ready).await
+        Ok(self.newest_live(is_ready).await?.map(|p| p.name_any()))
     }
 
     /// The newest pod not being deleted that `pick` takes.
-    async fn newest_live(&self, pick: fn(&Pod) -> bool) -> anyhow::Result<Option<String>> {
-        let pods = self.listed().await?.into_iter().rev();
-        let mut live = pods.filter(|p| p.metadata.deletion_timestamp.is_none() && pick(p));
-        Ok(live.next().map(|p| p.name_any()))
+    async fn newest_live(&self, pick: fn(&Pod) -> bool) -> anyhow::Result<Option<Pod>> {
+        let mut pods = self.listed().await?.into_iter().rev();
+        Ok(pods.find(|p| p.metadata.deletion_timestamp.is_none() && pick(p)))
     }
 
     /// `GET <path>` on the controller's port through the API server's pod proxy.
@@ -211,11 +220,20 @@ fn whole_second(at: k8s_openapi::jiff::Timestamp) -> k8s_openapi::jiff::Timestam
     k8s_openapi::jiff::Timestamp::from_second(at.as_second()).unwrap_or(at)
 }
 
+fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
+    pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")
+}
+
 fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    ready_condition(pod).is_some_and(|c| c.status == "True")
+}
+
+/// Its Ready condition, as `kubectl describe pod` shows it.
+fn readiness(pod: &Pod) -> String {
+    let condition = ready_condition(pod).cloned().unwrap_or_default();
+    let why = [condition.reason, condition.message].into_iter().flatten();
+    let why = why.collect::<Vec<_>>().join(": ");
+    tr!("pod {pod}: Ready {status} ({why})", pod = pod.name_any(), status = condition.status, why)
 }
 
 /// `kubectl rollout status`: the Deployment's current generation is rolled
@@ -243,6 +261,23 @@ pub async fn wait_rollout(deployments: &Api<Deployment>) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_not_ready_says_why_as_kubectl_describe_does() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "my-controller-1"},
+            "status": {"conditions": [{"type": "Ready", "status": "False",
+                "reason": "ContainersNotReady",
+                "message": "containers with unready status: [controller]"}]}
+        }))
+        .unwrap();
+        let seen = readiness(&pod);
+        assert_eq!(
+            seen,
+            "pod my-controller-1: Ready False (ContainersNotReady: containers with unready status: [controller])"
+        );
+        assert!(!is_ready(&pod));
+    }
 
     #[test]
     fn a_log_since_a_moment_is_asked_from_the_start_of_its_second() {
