@@ -61,6 +61,7 @@ pub struct Desired {
     data: BTreeMap<String, String>,
 }
 
+#[cfg(test)]
 impl Default for Desired {
     /// Exactly the course's ConfigMap.
     fn default() -> Self {

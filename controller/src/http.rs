@@ -66,10 +66,6 @@ pub struct Workers {
 }
 
 impl Workers {
-    pub fn new() -> Arc<Workers> {
-        Arc::default()
-    }
-
     /// Counts a worker alive until the guard is dropped (its task ended).
     pub fn alive(self: &Arc<Self>) -> impl Sized + use<> {
         self.started.fetch_add(1, Ordering::AcqRel);

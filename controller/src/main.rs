@@ -94,7 +94,7 @@ async fn run_until_stopped() -> ExitCode {
         Ok(()) if expiry.load(Ordering::Acquire) => ExitCode::from(CREDENTIALS_EXPIRE),
         Ok(()) => ExitCode::SUCCESS,
         // One line each, naming what was cut off.
-        Err(e @ runner::Stopped::Interrupted { .. }) => {
+        Err(e @ controller::shutdown::Stopped::Interrupted { .. }) => {
             tracing::error!("{e}");
             ExitCode::from(INTERRUPTED)
         }

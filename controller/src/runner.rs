@@ -45,8 +45,8 @@ use crate::{
     http::{self, Workers},
     metrics::{Metrics, ReconcileResult},
     pace::Pace,
-    reconcile::{self, Context, Error, key_of, result_label, show},
-    shutdown::{Grace, finish_work, stop_serving},
+    reconcile::{self, Context, Error, Key, key_of, result_label, show},
+    shutdown::{Grace, Stopped, finish_work, stop_serving},
     telemetry,
     version::{self, Skew},
 };
@@ -78,10 +78,6 @@ pub const LOG_SHUTTING_DOWN: &str = "shutting down: no new work; running reconci
 /// Before the exec plugin's client certificate expires (kube does not renew it).
 pub const LOG_CREDENTIALS_EXPIRE: &str = "the kubeconfig's exec plugin handed out a client certificate that is about to expire: stopping, so that a restart runs the plugin again";
 
-pub use crate::reconcile::Key;
-
-pub use crate::shutdown::Stopped;
-
 /// Runs the controller until the first item of `signals` (SIGINT/SIGTERM),
 /// then stops taking work and lets a running reconcile finish and pending
 /// Events go out, within `--shutdown-grace`; a second item ends it at once.
@@ -97,7 +93,7 @@ pub async fn run(
     log_starting(&cli, &desired);
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
-    let workers = Workers::new();
+    let workers = Arc::<Workers>::default();
     let (cache, writer) = reflector::store();
     let ctx = Arc::new(context(&client, &cli, &desired, &metrics, cache));
     let queue = {
@@ -464,7 +460,7 @@ mod tests {
         let queue = WorkQueue::new(RateLimit::default());
         let key = key_of(&ctx.desired);
         queue.add(key.clone());
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Arc::default()));
         wait_for("the conflict", || ctx.metrics.reconciles(ReconcileResult::conflict) == 1).await;
         // No timed retry, no failure counted: an hour of (virtual) quiet sends nothing.
         tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -492,7 +488,7 @@ mod tests {
         let queue = WorkQueue::new(RateLimit::default());
         let key = key_of(&ctx.desired);
         queue.add(key.clone());
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Arc::default()));
         wait_for("the give-up", || ctx.metrics.give_ups() == 1).await;
 
         let attempts = api.config_map_requests();
@@ -524,7 +520,7 @@ mod tests {
         let ctx = Arc::new(ctx);
         let queue = WorkQueue::new(RateLimit::default());
         queue.add(key_of(&ctx.desired));
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Arc::default()));
         wait_for("the report", || ctx.metrics.reconciles(ReconcileResult::immutable) == 1).await;
         // An hour of (virtual) quiet: no retry of a request that cannot succeed.
         tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -570,7 +566,7 @@ mod tests {
     #[tokio::test]
     async fn healthz_fails_when_a_worker_died() {
         use tower::ServiceExt as _;
-        let workers = Workers::new();
+        let workers = Arc::<Workers>::default();
         let status = |workers: &Arc<Workers>| http::Status {
             ready: Arc::new(AtomicBool::new(true)),
             metrics: Arc::new(Metrics::default()),
@@ -678,7 +674,7 @@ mod tests {
         let ctx = Arc::new(ctx);
         let queue = WorkQueue::new(RateLimit::default());
         queue.add(key_of(&ctx.desired));
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Arc::default()));
         wait_for("the give-up", || ctx.metrics.give_ups() == 1).await;
         queue.shut_down();
         worker.await.unwrap();
@@ -699,7 +695,7 @@ mod tests {
         let ctx = Arc::new(ctx);
         let queue = WorkQueue::new(RateLimit::default());
         queue.add(key_of(&ctx.desired));
-        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Workers::new()));
+        let worker = tokio::spawn(work(ctx.clone(), queue.clone(), 5, Arc::default()));
         wait_for("the reconcile to run", || ctx.metrics.running() == 1).await;
         queue.shut_down();
         worker.await.unwrap();

@@ -57,7 +57,7 @@ pub const ALL: &[Experiment] = &[
 ];
 
 /// With a 1 s resync, over 5 s reconciles keep running and nothing is written. The suite
-/// puts the lab's own flags back after it (`crate::run_test`), as after every test.
+/// puts the lab's own flags back after it (`run_test`, e2e/tests/suite.rs), as after every test.
 pub async fn no_hot_loop(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.restart_controller(&["--resync", "1s"]).await?;
     wait_desired(lab).await?;

@@ -329,7 +329,7 @@ pub async fn step3_queue(lab: &mut Lab) -> anyhow::Result<Measured> {
 /// to a 410 and lists again. No Delete event ever comes (kube's watcher has
 /// no tombstone, unlike client-go's informer); the kick after the re-list
 /// must bring the key, and my-config back. The suite puts the lab's controller and
-/// kube-apiserver back after it (`crate::run_test`), as after every test.
+/// kube-apiserver back after it (`run_test`, e2e/tests/suite.rs), as after every test.
 pub async fn step4_heals_across_a_relist(lab: &mut Lab) -> anyhow::Result<Measured> {
     lab.stop_controller().await?;
     let mut running = Running::start(lab, "step4_controller")?;

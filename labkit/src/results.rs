@@ -23,7 +23,7 @@ pub struct Outcome {
     pub not_run: Option<String>,
 }
 
-/// Reads a results file the e2e suite wrote (`e2e::run_test`).
+/// Reads a results file the e2e suite wrote (`run_test` in e2e/tests/suite.rs).
 pub fn read(path: &std::path::Path) -> anyhow::Result<Vec<Outcome>> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| Ok(serde_json::from_str(l)?)).collect()

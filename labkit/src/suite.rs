@@ -9,9 +9,8 @@ use futures::future::LocalBoxFuture;
 
 use crate::lab::Lab;
 
-use crate::lab_file::LabFile;
-use crate::say::translate;
-use crate::tr;
+#[cfg(any(test, feature = "test-support"))]
+mod skip;
 
 /// What an experiment measured.
 #[derive(Clone, Debug, Default)]
@@ -90,32 +89,6 @@ pub enum RunsOn {
     ClusterWide(&'static str),
 }
 
-impl RunsOn {
-    /// `None` when it runs on the lab, else why not (from what lab.json says it offers).
-    pub fn skip_reason(&self, file: &LabFile) -> Option<String> {
-        let offers = &file.offers;
-        // The whys are the registry's (e2e), said through the catalogue when it has them.
-        let lacks = match *self {
-            RunsOn::Envtest(why) if !offers.local_control_plane => {
-                tr!("needs the envtest lab ({why})", why = translate(why, &[]))
-            }
-            RunsOn::Kind(why) if !offers.node => {
-                tr!("needs a kind node ({why})", why = translate(why, &[]))
-            }
-            RunsOn::OwnCluster(why) if !offers.own_cluster => translate(why, &[]),
-            RunsOn::ClusterWide(why) if !offers.cluster_wide => {
-                return Some(tr!(
-                    "not run as {namespace}'s user (no cluster-wide rights): {why}",
-                    namespace = file.deployment_namespace(),
-                    why = translate(why, &[])
-                ));
-            }
-            _ => return None,
-        };
-        Some(tr!("not run on {place}: {lacks}", place = translate(&offers.place, &[]), lacks))
-    }
-}
-
 /// The key the experiments, faults and benchmark change: the first of the
 /// desired data.
 pub fn first_key(desired: &Desired) -> String {
@@ -125,7 +98,7 @@ pub fn first_key(desired: &Desired) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab_file::{Controller, Offers, Target};
+    use crate::lab_file::{Controller, LabFile, Offers, Target};
 
     #[test]
     fn what_a_lab_lacks_is_said_in_one_line() {

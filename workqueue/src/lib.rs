@@ -298,15 +298,6 @@ where
         self.shared.wakeup.notify_waiters();
     }
 
-    /// Keys waiting to be taken now.
-    pub fn len(&self) -> usize {
-        self.lock().queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Nothing queued, nothing processing, no delayed add pending.
     pub fn is_idle(&self) -> bool {
         let s = self.lock();

@@ -330,6 +330,12 @@ mod tests {
 
     use super::*;
 
+    /// The course's my-config (`Desired::default` is the controller's tests' alone).
+    fn course() -> Desired {
+        use controller::desired::{DEFAULT_NAME, DEFAULT_NAMESPACE, default_data};
+        Desired::new(DEFAULT_NAMESPACE, DEFAULT_NAME, default_data()).unwrap()
+    }
+
     /// The labels every narration of a passed experiment starts at least one
     /// line with, in this order.
     const KEY_LABELS: [&str; 8] = [
@@ -404,7 +410,7 @@ mod tests {
     }
 
     fn hand(runs: Runs) -> Hand {
-        Hand::new(&lab_file(runs), &Desired::default(), Lang::En.narrations())
+        Hand::new(&lab_file(runs), &course(), Lang::En.narrations())
     }
 
     fn measured(latency: Option<Duration>) -> Measured {
@@ -500,7 +506,7 @@ mod tests {
     fn narrate(exp: &Narrated, words: &'static Narrations) -> String {
         let latency =
             matches!(exp.reaction, Reaction::Timed(_)).then_some(Duration::from_millis(56));
-        let hand = Hand::new(&lab_file(Runs::Process), &Desired::default(), words);
+        let hand = Hand::new(&lab_file(Runs::Process), &course(), words);
         let mut lines = before(exp, &hand, words);
         lines.extend(after(
             exp,
@@ -735,7 +741,7 @@ mod tests {
             .map(|(patch, _)| patch.replace("'$i'", "3"))
             .expect(&line);
         let sent: serde_json::Value = serde_json::from_str(&body).expect(&body);
-        assert_eq!(sent, experiments::dedup_change(&Desired::default(), 3));
+        assert_eq!(sent, experiments::dedup_change(&course(), 3));
     }
 
     #[test]
