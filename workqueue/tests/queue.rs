@@ -41,7 +41,7 @@ async fn a_key_is_queued_once() {
     assert_eq!(queued(), 2);
     assert_eq!(q.get().await, Some("a"));
     assert_eq!(q.get().await, Some("b"));
-    assert!(queued() == 0);
+    assert_eq!(queued(), 0);
 }
 
 #[tokio::test]
@@ -54,7 +54,7 @@ async fn adds_during_processing_come_back_once_after_done() {
         q.add("a");
     }
     // ...is not handed to a second worker meanwhile...
-    assert!(queued() == 0);
+    assert_eq!(queued(), 0);
     q.done(&key);
     // ...and yields exactly one more processing.
     assert_eq!(queued(), 1);
