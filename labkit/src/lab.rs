@@ -149,12 +149,7 @@ impl Lab {
                 url
             )
         })?;
-        let desired = Desired::new(
-            &file.target.namespace,
-            &file.target.name,
-            controller::desired::default_data(),
-        )
-        .map_err(anyhow::Error::msg)?;
+        let desired = file.target.desired()?;
         Ok(Lab {
             file,
             client,

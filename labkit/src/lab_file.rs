@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use controller::desired::{Desired, InvalidDesired};
 use serde::{Deserialize, Serialize};
 
 use crate::{files, tr};
@@ -76,9 +77,14 @@ impl Target {
         let (namespace, name) = text
             .split_once('/')
             .ok_or_else(|| tr!("{text} is not NAMESPACE/NAME", text = format!("{text:?}")))?;
-        controller::desired::Desired::new(namespace, name, controller::desired::default_data())
-            .map_err(|e| e.to_string())?;
-        Ok(Target { namespace: namespace.into(), name: name.into() })
+        let target = Target { namespace: namespace.into(), name: name.into() };
+        target.desired().map_err(|e| e.to_string())?;
+        Ok(target)
+    }
+
+    /// The course's data, kept at this ConfigMap.
+    pub fn desired(&self) -> Result<Desired, InvalidDesired> {
+        Desired::new(&self.namespace, &self.name, controller::desired::default_data())
     }
 
     pub fn is_default(&self) -> bool {

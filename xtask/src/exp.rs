@@ -330,10 +330,9 @@ mod tests {
 
     use super::*;
 
-    /// The course's my-config (`Desired::default` is the controller's tests' alone).
+    /// The course's my-config.
     fn course() -> Desired {
-        use controller::desired::{DEFAULT_NAME, DEFAULT_NAMESPACE, default_data};
-        Desired::new(DEFAULT_NAMESPACE, DEFAULT_NAME, default_data()).unwrap()
+        labkit::lab_file::Target::default().desired().unwrap()
     }
 
     /// The labels every narration of a passed experiment starts at least one

@@ -32,18 +32,21 @@ fn texts(tokens: TokenStream, out: &mut Vec<String>, literals: &mut BTreeSet<Str
     }
 }
 
-/// The `tr!` texts of the workspace's code (tests aside), each with the first file saying
-/// it, and all its text literals.
+/// The `tr!` texts of the workspace (unit tests aside), each with the first file saying it,
+/// and the text literals of its code. A test target says its `tr!` texts to a person too
+/// (the e2e suite's runner); its other literals name no entry.
 fn said() -> (BTreeMap<String, String>, BTreeSet<String>) {
     let (mut said, mut literals) = (BTreeMap::new(), BTreeSet::new());
-    // The suite's runner (e2e/tests/suite.rs) says its lines to a person too.
-    let code = |f: &&String| !f.contains("/tests/") || *f == "e2e/tests/suite.rs";
-    for file in TRACKED.iter().filter(|f| f.ends_with(".rs") && code(f)) {
+    for file in TRACKED.iter().filter(|f| f.ends_with(".rs")) {
         let text = read(file);
         let code = text.split("\n#[cfg(test)]").next().unwrap_or_default();
         let tokens: TokenStream = code.parse().unwrap_or_else(|e| panic!("{file}: {e:?}"));
-        let mut found = Vec::new();
-        texts(tokens, &mut found, &mut literals);
+        let (mut found, mut seen) = (Vec::new(), BTreeSet::new());
+        texts(tokens, &mut found, &mut seen);
+        if file.contains("/tests/") {
+            seen.retain(|literal| found.contains(literal));
+        }
+        literals.append(&mut seen);
         for text in found {
             said.entry(text).or_insert_with(|| file.clone());
         }

@@ -96,7 +96,7 @@ const GOALS: (usize, usize) = (13_000, 22_000);
 /// 55's live room page and grades handed in (+397 product; the workspace +65,
 /// paid by retiring `cargo maint hunt`, `grade --json` and the pictures verb, whose
 /// check is the unit test's). Issue 52 caps this round at 24 000.
-const CEILINGS: (usize, usize) = (15_089, 23_742);
+const CEILINGS: (usize, usize) = (15_088, 23_741);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Audience {
